@@ -1,0 +1,142 @@
+// mRoPE (3-D rotary) position ids for Qwen-VL sequences, as computed by `get_rope_index`.
+//
+// Pure, O(n). Sources (see /work/shared/reference/formats.md §2.1, §2.4, §2.5):
+// - huggingface/transformers models/qwen2_vl/modeling_qwen2_vl.py `Qwen2VLModel.get_rope_index`
+//   (copied as QwenLM/Qwen3-VL qwen-vl-finetune/qwenvl/data/rope2d.py `get_rope_index_2`;
+//   verl verl/models/transformers/qwen3_vl.py `get_rope_index`).
+// - verl 0.8 (batch, 4, seq) layout: verl/experimental/agent_loop/agent_loop.py `_compute_position_ids`.
+//
+// Scope: images, for which Qwen2-VL, Qwen2.5-VL and Qwen3-VL agree. Video runs get Qwen2-VL
+// semantics (temporal index = 0..grid_t−1). Qwen2.5-VL scales the video temporal index by
+// second_per_grid_t·tokens_per_second, which is not modelled here; Qwen3-VL splits videos per frame
+// (formats.md §2.3), which this function handles if the caller passes one [1, h, w] grid per frame.
+
+import { padCountFromGrid } from './image-math.ts';
+
+export interface MropeOptions {
+  imagePadId: number;
+  videoPadId: number;
+  visionStartId: number;
+  mergeSize: number;
+}
+
+export type Grid = readonly [number, number, number];
+
+export interface MropePositions {
+  /** [temporal, height, width] rows, each of the sequence's length. */
+  rows: [number[], number[], number[]];
+  /** mrope_position_delta = max(position) + 1 − length (what decoding adds to the text position). */
+  delta: number;
+}
+
+export interface VerlPositions {
+  /** Row 0 = plain text positions 0..n−1; rows 1–3 = the mRoPE rows. */
+  rows: [number[], number[], number[], number[]];
+  delta: number;
+}
+
+/**
+ * mRoPE position ids of one unpadded sequence.
+ *
+ * `grids` are the `[t, h, w]` of the vision items in order of appearance (images and videos
+ * interleaved as they occur in `tokens`). A vision item is a `<|vision_start|>` immediately followed by
+ * an image or video pad, as in transformers; its pads are then located from the cursor onwards.
+ * Extra trailing grids are ignored (as transformers does, e.g. for a sequence truncated before its
+ * last image); too few grids, or a pad run whose length disagrees with its grid, throw.
+ */
+export function mropePositionIds(
+  tokens: readonly number[],
+  grids: readonly Grid[],
+  opts: MropeOptions,
+): MropePositions {
+  const { imagePadId, videoPadId, visionStartId, mergeSize } = opts;
+  const n = tokens.length;
+  const isPad = (tok: number | undefined): boolean => tok === imagePadId || tok === videoPadId;
+
+  // transformers counts items as the tokens right after each <|vision_start|> that are pads.
+  let items = 0;
+  for (let i = 0; i + 1 < n; i++) {
+    if (tokens[i] === visionStartId && isPad(tokens[i + 1])) items++;
+  }
+  if (grids.length < items) {
+    throw new Error(
+      `sequence has ${items} vision spans (<|vision_start|> followed by a pad token) but only ${grids.length} ` +
+        `grid_thw entr${grids.length === 1 ? 'y' : 'ies'} were given`,
+    );
+  }
+
+  const tRow = new Array<number>(n).fill(0);
+  const hRow = new Array<number>(n).fill(0);
+  const wRow = new Array<number>(n).fill(0);
+  let next = 0; // next free position = max position so far + 1
+  let st = 0; // cursor into tokens; only moves forward, hence O(n)
+
+  for (let item = 0; item < items; item++) {
+    // Text up to the next pad gets ordinary 1-D positions on all three rows.
+    let ed = st;
+    while (ed < n && !isPad(tokens[ed])) {
+      tRow[ed] = hRow[ed] = wRow[ed] = next++;
+      ed++;
+    }
+    if (ed >= n) {
+      // Unreachable for counted items (each has a pad after its vision_start); guards malformed input.
+      throw new Error(`vision item ${item}: no image/video pad token found at or after index ${st}`);
+    }
+    const grid = grids[item] as Grid; // length checked above
+    const padCount = padCountFromGrid(grid, mergeSize);
+    const padId = tokens[ed];
+    const kind = padId === imagePadId ? 'image' : 'video';
+    const end = ed + padCount;
+    let run = 0;
+    while (ed + run < n && run < padCount && tokens[ed + run] === padId) run++;
+    if (run < padCount || tokens[end] === padId) {
+      let actual = run;
+      while (ed + actual < n && tokens[ed + actual] === padId) actual++;
+      throw new Error(
+        `vision item ${item} (${kind}): grid_thw [${grid.join(', ')}] implies ${padCount} pad tokens ` +
+          `from index ${ed}, but the run of ${kind} pads there has ${actual}` +
+          (ed + actual >= n ? ' and reaches the end of the sequence (truncated?)' : ''),
+      );
+    }
+
+    const lt = grid[0];
+    const lh = grid[1] / mergeSize;
+    const lw = grid[2] / mergeSize;
+    let k = ed;
+    // Order t, then h, then w — the same flattening the processor and merger use.
+    for (let ti = 0; ti < lt; ti++) {
+      for (let hi = 0; hi < lh; hi++) {
+        for (let wi = 0; wi < lw; wi++) {
+          tRow[k] = next + ti;
+          hRow[k] = next + hi;
+          wRow[k] = next + wi;
+          k++;
+        }
+      }
+    }
+    // transformers: st_idx = previous block's max + 1.
+    next += Math.max(lt, lh, lw);
+    st = end;
+  }
+
+  for (let i = st; i < n; i++) {
+    tRow[i] = hRow[i] = wRow[i] = next++;
+  }
+
+  // `next` is always max position + 1 (0 for an empty sequence).
+  return { rows: [tRow, hRow, wRow], delta: next - n };
+}
+
+/**
+ * verl 0.8's per-sample `(4, seq_len)` position ids: row 0 = text positions 0..n−1 (unpadded
+ * sequence), rows 1–3 = `mropePositionIds` (formats.md §2.4).
+ */
+export function verlPositionIds(
+  tokens: readonly number[],
+  grids: readonly Grid[],
+  opts: MropeOptions,
+): VerlPositions {
+  const m = mropePositionIds(tokens, grids, opts);
+  const text = Array.from({ length: tokens.length }, (_, i) => i);
+  return { rows: [text, m.rows[0], m.rows[1], m.rows[2]], delta: m.delta };
+}
