@@ -1,0 +1,428 @@
+// The checks: pure functions from a trajectory (and its analysis context) to findings.
+// Each finding names its kind, severity, turn, the stream and absolute token index it points
+// at, what was expected and what was found, and one sentence a person can act on.
+import type { Finding, StreamName } from '../model/finding.ts';
+import type { Message, Trajectory } from '../model/trajectory.ts';
+import type { AnalysisContext } from './context.ts';
+import { expectedPadCounts } from './context.ts';
+import { realign, type Alignment } from './realign.ts';
+import { boundaryIds, renderTokens, turnCloseIds } from './render.ts';
+import { firstDivergence } from './classify.ts';
+import { commonPrefixLength, startsWith } from './diff.ts';
+import { findVisionSpans, padRuns } from './vision-spans.ts';
+import { padCountFromGrid } from './image-math.ts';
+import { expectedMask } from './mask.ts';
+
+export interface NamedStream {
+  name: StreamName;
+  /** For `prompt` streams: the turn whose prompt (⧺ generation) this is. */
+  turn: number;
+  tokens: number[];
+}
+
+export interface CheckResult {
+  findings: Finding[];
+  alignment: Alignment;
+  /** The re-rendered conversation, when the data holds messages to render. */
+  rerender?: number[];
+}
+
+/** The stream the data itself holds: the stored sample, else the last call's prompt ⧺ generation. */
+export function observedStream(traj: Trajectory): NamedStream | undefined {
+  if (traj.sample) return { name: 'sample', turn: -1, tokens: traj.sample.tokens };
+  for (let k = traj.turns.length - 1; k >= 0; k--) {
+    const t = traj.turns[k]!;
+    if (t.promptIds) return { name: 'prompt', turn: k, tokens: [...t.promptIds, ...(t.generatedIds ?? [])] };
+  }
+  return undefined;
+}
+
+export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): Promise<CheckResult> {
+  const alignment = await realign(traj, ctx);
+  const findings: Finding[] = [];
+  findings.push(...checkValues(traj, ctx));
+  const closeIds = await turnCloseIds(ctx.profile);
+  findings.push(...checkPrefixes(traj, ctx, closeIds));
+  const rerender = await rerenderConversation(traj, ctx);
+  if (rerender) findings.push(...checkRerender(traj, ctx, alignment, rerender, closeIds));
+  findings.push(...checkSample(traj, ctx, alignment));
+  findings.push(...checkImages(traj, ctx));
+  findings.push(...checkLengthsAndMasks(traj, ctx));
+  findings.sort((x, y) => (x.severity === y.severity ? 0 : x.severity === 'error' ? -1 : 1) || x.turn - y.turn || x.index - y.index);
+  return { findings, alignment, rerender };
+}
+
+/** `invalid_value`: token ids outside the vocabulary, NaN/infinite/positive logprobs. */
+export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
+  const out: Finding[] = [];
+  const tok = ctx.profile.tokenizer;
+  const scan = (ids: readonly number[] | undefined, stream: StreamName, turn: number, offset = 0) => {
+    if (!ids) return;
+    const bad = ids.findIndex((id) => !tok.isValid(id));
+    if (bad >= 0) {
+      out.push({
+        kind: 'invalid_value',
+        severity: 'error',
+        turn,
+        index: offset + bad,
+        stream,
+        actual: ids[bad],
+        expected: `0..${tok.vocabSize - 1}`,
+        message: `token id ${ids[bad]} is outside the vocabulary (${tok.vocabSize} tokens)`,
+      });
+    }
+  };
+  const scanLogprobs = (lps: readonly number[] | undefined, stream: StreamName, turn: number, offset: number) => {
+    if (!lps) return;
+    const bad = lps.findIndex((lp) => !Number.isFinite(lp) || lp > 1e-6);
+    if (bad >= 0) {
+      const v = lps[bad]!;
+      out.push({
+        kind: 'invalid_value',
+        severity: 'error',
+        turn,
+        index: offset + bad,
+        stream,
+        actual: Number.isNaN(v) ? 'NaN' : Number.isFinite(v) ? v : String(v),
+        expected: 'a finite logprob <= 0',
+        message: `logprob ${Number.isNaN(v) ? 'NaN' : v} at token ${offset + bad} is not a log-probability`,
+      });
+    }
+  };
+  traj.turns.forEach((t, k) => {
+    scan(t.promptIds, 'prompt', k);
+    scan(t.generatedIds, 'prompt', k, t.promptIds?.length ?? 0);
+    scanLogprobs(t.generatedLogprobs, 'prompt', k, t.promptIds?.length ?? 0);
+  });
+  if (traj.sample) {
+    scan(traj.sample.tokens, 'sample', -1);
+    const offset = traj.sample.maskScope === 'full' ? 0 : traj.sample.tokens.length - (traj.sample.responseLength ?? 0);
+    scanLogprobs(traj.sample.logprobs, 'sample', -1, offset);
+  }
+  return out;
+}
+
+/** `prefix_break`: turn k+1's prompt must start with turn k's prompt ⧺ generated ids ⧺ the EOS-aware boundary. */
+export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: readonly number[]): Finding[] {
+  const out: Finding[] = [];
+  for (let k = 0; k + 1 < traj.turns.length; k++) {
+    const cur = traj.turns[k]!;
+    const next = traj.turns[k + 1]!;
+    if (!cur.promptIds || !next.promptIds) continue;
+    const gen = cur.generatedIds ?? [];
+    const expected = [...cur.promptIds, ...gen, ...boundaryIds(gen, closeIds, ctx.profile.special.eos)];
+    if (startsWith(next.promptIds, expected)) continue;
+    const d = firstDivergence(ctx.profile, expected, next.promptIds, { prefixOnly: true });
+    if (!d) continue;
+    const inGenerated = d.expectedIndex >= cur.promptIds.length && d.expectedIndex < cur.promptIds.length + gen.length;
+    const where = d.expectedIndex < cur.promptIds.length ? `turn ${k}'s prompt` : inGenerated ? `turn ${k}'s generated tokens` : `the boundary after turn ${k}`;
+    out.push({
+      kind: 'prefix_break',
+      cause: d.cause,
+      severity: 'error',
+      turn: k + 1,
+      index: d.actualIndex,
+      stream: 'prompt',
+      expected: d.expectedTokens,
+      actual: d.actualTokens,
+      message: `turn ${k + 1}'s prompt stops extending turn ${k} at token ${d.actualIndex} (in ${where}): ${d.explanation}`,
+    });
+  }
+  return out;
+}
+
+/** The conversation rendered again from messages, the way a re-rendering rollout loop builds the next prompt. */
+export async function rerenderConversation(traj: Trajectory, ctx: AnalysisContext): Promise<number[] | undefined> {
+  const last = traj.turns[traj.turns.length - 1];
+  if (!last?.messages) return undefined;
+  const assistantText = last.generatedText ?? (last.generatedIds ? await ctx.profile.tokenizer.decode(last.generatedIds, true) : undefined);
+  const messages: Message[] = [...last.messages];
+  if (assistantText !== undefined) messages.push({ role: 'assistant', content: assistantText });
+  if (last.observationMessages) messages.push(...last.observationMessages);
+  const rendered = await renderTokens(ctx.profile, messages, { addGenerationPrompt: !!last.observationMessages || assistantText === undefined }, expectedPadCounts(ctx));
+  return rendered.expanded;
+}
+
+/**
+ * `rerender_mismatch`: the re-rendered conversation against the canonical stream (closed with
+ * the EOS-aware boundary). A warning when the stored data kept the generated ids (re-rendering
+ * would corrupt it); an error when a stored prompt or sample was built from the re-render.
+ */
+export function checkRerender(
+  traj: Trajectory,
+  ctx: AnalysisContext,
+  alignment: Alignment,
+  rerender: number[],
+  closeIds: readonly number[],
+): Finding[] {
+  const last = traj.turns[traj.turns.length - 1];
+  const lastGen = last?.generatedIds ?? [];
+  const canonical = last?.observationMessages
+    ? alignment.tokens
+    : [...alignment.tokens, ...(lastGen.length ? boundaryIds(lastGen, closeIds, ctx.profile.special.eos) : [])];
+  const d = firstDivergence(ctx.profile, canonical, rerender);
+  if (!d) return [];
+  const stored: number[][] = [];
+  if (traj.sample) stored.push(traj.sample.tokens);
+  for (const t of traj.turns) if (t.promptIds) stored.push(t.promptIds);
+  const upTo = rerender.slice(0, d.hunk.bEnd);
+  const builtFromRerender =
+    traj.sample?.builtFromRerender === true ||
+    stored.some((s) => s.length >= upTo.length && d.hunk.bEnd > d.hunk.bStart && startsWith(s, upTo) && commonPrefixLength(s, canonical) <= d.hunk.aStart);
+  const turn = alignment.turns.findIndex((s) => d.expectedIndex < s.observation[1]);
+  return [
+    {
+      kind: 'rerender_mismatch',
+      cause: d.cause,
+      severity: builtFromRerender ? 'error' : 'warning',
+      turn: turn < 0 ? traj.turns.length - 1 : turn,
+      index: d.expectedIndex,
+      stream: 'canonical',
+      expected: d.expectedTokens,
+      actual: d.actualTokens,
+      message: `re-rendering the conversation diverges from the generated tokens at token ${d.expectedIndex}: ${d.explanation}${
+        builtFromRerender ? '; the stored data was built from this re-render' : '; the stored ids are right, re-rendering them would corrupt them'
+      }`,
+    },
+  ];
+}
+
+/** `sample_mismatch`: the stored training sample must hold the canonical stream (generated ids verbatim where they belong). */
+export function checkSample(traj: Trajectory, ctx: AnalysisContext, alignment: Alignment): Finding[] {
+  if (!traj.sample || alignment.promptFrom === 'none') return [];
+  const d = firstDivergence(ctx.profile, alignment.tokens, traj.sample.tokens);
+  if (!d) return [];
+  const turn = alignment.turns.findIndex((s) => d.expectedIndex < s.observation[1]);
+  const inGenerated = alignment.turns.some((s) => d.expectedIndex >= s.generated[0] && d.expectedIndex < s.generated[1]);
+  return [
+    {
+      kind: 'sample_mismatch',
+      cause: d.cause,
+      severity: 'error',
+      turn: turn < 0 ? traj.turns.length - 1 : turn,
+      index: d.actualIndex,
+      stream: 'sample',
+      expected: d.expectedTokens,
+      actual: d.actualTokens,
+      message: `the stored sample departs from the canonical stream at token ${d.actualIndex}${inGenerated ? ' inside generated tokens' : ''}: ${d.explanation}`,
+    },
+  ];
+}
+
+/** Image checks on every stream the data holds: pad counts, image counts, truncation, declared ranges. */
+export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
+  const out: Finding[] = [];
+  const { special, vision } = ctx.profile;
+  const observed = observedStream(traj);
+  if (!observed) return out;
+  const spans = findVisionSpans(observed.tokens, special).filter((s) => s.kind === 'image');
+  const stream = observed.name;
+  const turn = observed.turn;
+  const grids = traj.sample?.imageGridThw;
+
+  const imagesKnown = traj.images.length > 0 || (grids?.length ?? 0) > 0;
+  const expectedImages = traj.images.length > 0 ? traj.images.length : (grids?.length ?? 0);
+  if (imagesKnown && spans.length !== expectedImages) {
+    const truncatedTail = spans.length < expectedImages && spans.length > 0 && spans[spans.length - 1]!.end < 0;
+    if (!truncatedTail) {
+      out.push({
+        kind: 'image_count',
+        severity: 'error',
+        turn,
+        index: spans[expectedImages]?.start ?? -1,
+        stream,
+        expected: expectedImages,
+        actual: spans.length,
+        message: `${expectedImages} image${expectedImages === 1 ? '' : 's'} in the ${traj.images.length > 0 ? 'messages' : 'stored image_grid_thw'} but ${spans.length} vision span${spans.length === 1 ? '' : 's'} in the tokens${spans.length > expectedImages ? ': pads expanded twice or an image dropped before training' : ': an image was dropped from the tokens'}`,
+      });
+    }
+  }
+
+  spans.forEach((span, i) => {
+    const img = ctx.images[i];
+    const grid = grids?.[i];
+    const fromGrid = grid ? padCountFromGrid(grid, vision.mergeSize) : undefined;
+    const fromSize = img?.tokens?.padCount;
+    if (span.end < 0) {
+      const expected = fromGrid ?? fromSize;
+      out.push({
+        kind: 'image_truncated',
+        severity: 'error',
+        turn,
+        index: span.padStart,
+        stream,
+        image: i,
+        expected,
+        actual: span.padLength,
+        message: `the sequence is cut inside image ${i}: ${span.padLength}${expected ? ` of ${expected}` : ''} pad tokens and no <|vision_end|>; the trainer gets pixels for a whole image and tokens for part of it`,
+      });
+      return;
+    }
+    if (fromGrid !== undefined && fromGrid !== span.padLength) {
+      out.push({
+        kind: 'placeholder_count',
+        severity: 'error',
+        turn,
+        index: span.padStart,
+        stream,
+        image: i,
+        expected: fromGrid,
+        actual: span.padLength,
+        message: `image ${i} has ${span.padLength} pad tokens but its image_grid_thw [${grid!.join(', ')}] gives ${fromGrid}`,
+      });
+    } else if (fromSize !== undefined && fromSize !== span.padLength) {
+      const img0 = traj.images[i];
+      const agreesWithGrid = fromGrid === span.padLength;
+      out.push({
+        kind: 'placeholder_count',
+        severity: agreesWithGrid ? 'warning' : 'error',
+        turn,
+        index: span.padStart,
+        stream,
+        image: i,
+        expected: fromSize,
+        actual: span.padLength,
+        message: `image ${i} is ${img0?.width}×${img0?.height}: with min_pixels=${img!.vision.minPixels}, max_pixels=${img!.vision.maxPixels} it gives ${fromSize} pad tokens (grid [${img!.tokens!.gridThw.join(', ')}]) but the sequence holds ${span.padLength}${
+          agreesWithGrid ? ' (consistent with the stored grid: the run used other processor settings; pass --min-pixels/--max-pixels)' : ''
+        }`,
+      });
+    }
+  });
+
+  // Declared ranges must cover exactly the pad runs.
+  const declared: { ranges: { offset: number; length: number }[]; tokens: number[]; stream: StreamName; turn: number; what: string }[] = [];
+  if (traj.sample?.placeholderRanges) declared.push({ ranges: traj.sample.placeholderRanges, tokens: traj.sample.tokens, stream: 'sample', turn: -1, what: 'placeholder range' });
+  if (traj.sample?.mmTokenTypeIds) {
+    const runs: { offset: number; length: number }[] = [];
+    const ids = traj.sample.mmTokenTypeIds;
+    for (let i = 0; i < ids.length; i++) {
+      if (ids[i] === 0) continue;
+      let j = i;
+      while (j < ids.length && ids[j] === ids[i]) j++;
+      runs.push({ offset: i, length: j - i });
+      i = j - 1;
+    }
+    declared.push({ ranges: runs, tokens: traj.sample.tokens, stream: 'sample', turn: -1, what: 'mm_token_type_ids run' });
+  }
+  traj.turns.forEach((t, k) => {
+    if (t.placeholders && t.promptIds) declared.push({ ranges: t.placeholders, tokens: t.promptIds, stream: 'prompt', turn: k, what: 'mm_placeholders range' });
+  });
+  for (const d of declared) {
+    const runs = padRuns(d.tokens, special);
+    const n = Math.max(runs.length, d.ranges.length);
+    for (let i = 0; i < n; i++) {
+      const r = d.ranges[i];
+      const run = runs[i];
+      if (r && run && r.offset === run.offset && r.length === run.length) continue;
+      out.push({
+        kind: 'placeholder_range',
+        severity: 'error',
+        turn: d.turn,
+        index: r?.offset ?? run?.offset ?? -1,
+        stream: d.stream,
+        image: i,
+        expected: run ? { offset: run.offset, length: run.length } : null,
+        actual: r ? { offset: r.offset, length: r.length } : null,
+        message: !r
+          ? `pad run ${i} at ${run!.offset} (${run!.length} pads) has no declared ${d.what}`
+          : !run
+            ? `declared ${d.what} ${i} {offset ${r.offset}, length ${r.length}} covers no pad run`
+            : `declared ${d.what} ${i} {offset ${r.offset}, length ${r.length}} does not cover the pad run {offset ${run.offset}, length ${run.length}}`,
+      });
+      break;
+    }
+  }
+  return out;
+}
+
+/** `length_mismatch` and `mask_mismatch` on the stored training fields. */
+export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext): Finding[] {
+  const out: Finding[] = [];
+  traj.turns.forEach((t, k) => {
+    if (t.generatedIds && t.generatedLogprobs && t.generatedLogprobs.length !== t.generatedIds.length) {
+      out.push({
+        kind: 'length_mismatch',
+        severity: 'error',
+        turn: k,
+        index: (t.promptIds?.length ?? 0) + Math.min(t.generatedLogprobs.length, t.generatedIds.length),
+        stream: 'prompt',
+        expected: t.generatedIds.length,
+        actual: t.generatedLogprobs.length,
+        message: `turn ${k} has ${t.generatedIds.length} generated tokens but ${t.generatedLogprobs.length} logprobs`,
+      });
+    }
+  });
+  const s = traj.sample;
+  if (!s) return out;
+  const total = s.tokens.length;
+  const respLen = s.responseLength;
+  if (respLen !== undefined && respLen > total) {
+    out.push({
+      kind: 'length_mismatch',
+      severity: 'error',
+      turn: -1,
+      index: -1,
+      stream: 'sample',
+      expected: `<= ${total}`,
+      actual: respLen,
+      message: `response_length ${respLen} is longer than the ${total} tokens of the sample`,
+    });
+    return out;
+  }
+  const scopeLen = s.maskScope === 'full' ? total : (respLen ?? total);
+  const offset = total - scopeLen;
+  const what = s.maskScope === 'full' ? 'tokens' : 'response_length';
+  for (const [name, arr] of [
+    ['loss_mask', s.lossMask],
+    ['rollout_log_probs', s.logprobs],
+  ] as const) {
+    if (arr && arr.length !== scopeLen) {
+      out.push({
+        kind: 'length_mismatch',
+        severity: 'error',
+        turn: -1,
+        index: offset + Math.min(arr.length, scopeLen),
+        stream: 'sample',
+        expected: scopeLen,
+        actual: arr.length,
+        message: `${name} has ${arr.length} entries but ${what} is ${scopeLen}: the training fields are shifted against the tokens`,
+      });
+    }
+  }
+  if (s.lossMask && s.lossMask.length === scopeLen) {
+    // Assistant turns before the first trained token are prompt history (few-shot, earlier episodes): not judged.
+    const promptLength = respLen !== undefined ? total - respLen : Math.max(0, s.lossMask.indexOf(1));
+    const expected = expectedMask(s.tokens, ctx.profile.special, promptLength);
+    for (let i = 0; i < scopeLen; i++) {
+      const want = expected[offset + i];
+      const got = s.lossMask[i];
+      if (want === undefined || want < 0 || want === got) continue;
+      out.push({
+        kind: 'mask_mismatch',
+        severity: 'error',
+        turn: -1,
+        index: offset + i,
+        stream: 'sample',
+        expected: want,
+        actual: got,
+        message:
+          want === 0
+            ? `loss mask is 1 at token ${offset + i}, which belongs to ${describeRole(s.tokens, offset + i, ctx)}: the model would be trained on text it did not generate`
+            : `loss mask is 0 at token ${offset + i}, inside the assistant's generated text: a generated token is left out of training`,
+      });
+      break;
+    }
+  }
+  return out;
+}
+
+function describeRole(tokens: readonly number[], index: number, ctx: AnalysisContext): string {
+  const { special, tokenizer } = ctx.profile;
+  for (let i = index; i >= 0; i--) {
+    if (tokens[i] === special.imStart) {
+      const role = tokenizer.decodeSync(tokens.slice(i + 1, Math.min(i + 3, tokens.length))).split('\n')[0] ?? '?';
+      return i === index ? 'a turn header' : `a ${role} turn`;
+    }
+  }
+  return 'the prompt';
+}

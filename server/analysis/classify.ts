@@ -1,0 +1,175 @@
+// Why two token streams diverge, in the terms of formats.md §6: a duplicated or missing
+// `<|im_end|>`, a missing `\n` after it, the same text tokenized differently, a template that
+// rewrote history (special tokens, stripped whitespace or reasoning, re-serialized tool-call
+// JSON), or image pad runs of another length.
+import type { DivergenceCause } from '../model/finding.ts';
+import type { ModelProfile } from '../profiles/profile.ts';
+import { commonPrefixLength, diffTokens, mergeNearbyHunks, type Hunk } from './diff.ts';
+import { visiblePiece } from '../profiles/tokenizer.ts';
+
+export interface Divergence {
+  cause: DivergenceCause;
+  /** First differing index in `expected` and in `actual`. */
+  expectedIndex: number;
+  actualIndex: number;
+  hunk: Hunk;
+  /** Tokens each side holds in the differing region (capped for display). */
+  expectedTokens: number[];
+  actualTokens: number[];
+  /** One sentence that says what happened. */
+  explanation: string;
+}
+
+const MAX_SHOWN = 12;
+
+function count(ids: readonly number[], id: number): number {
+  let n = 0;
+  for (const t of ids) if (t === id) n++;
+  return n;
+}
+
+function quote(profile: ModelProfile, ids: readonly number[]): string {
+  const text = visiblePiece(profile.tokenizer.decodeSync(ids.slice(0, MAX_SHOWN)));
+  return `"${text}${ids.length > MAX_SHOWN ? '…' : ''}"`;
+}
+
+/**
+ * Classify the first divergence between `expected` and `actual`. With `prefixOnly`, `actual`
+ * may run on past the end of `expected` (a next prompt extending a context) without that
+ * counting as a difference. Returns undefined when the streams agree.
+ */
+export function firstDivergence(
+  profile: ModelProfile,
+  expected: readonly number[],
+  actual: readonly number[],
+  opts: { prefixOnly?: boolean; window?: number } = {},
+): Divergence | undefined {
+  // Diff only a window after the common prefix: the first divergence is local, and a diff of
+  // whole streams would happily align the rest of a longer `actual` against later tokens.
+  const lcp = commonPrefixLength(expected, actual);
+  if (lcp === expected.length && (opts.prefixOnly || lcp === actual.length)) return undefined;
+  const atBoundary = boundaryDivergence(profile, expected, actual, lcp);
+  if (atBoundary) return atBoundary;
+  const w = opts.window ?? 256;
+  const a = expected.slice(lcp, lcp + w);
+  // When `actual` may run on, compare it only a little past what `expected` still has.
+  let b = actual.slice(lcp, opts.prefixOnly ? lcp + a.length + 4 : lcp + w);
+  if (opts.prefixOnly) {
+    // Both sides close the same assistant turn: compare up to (and as far past) the first `<|im_end|>`.
+    const ea = a.indexOf(profile.special.eos);
+    const eb = b.indexOf(profile.special.eos);
+    if (ea >= 0 && eb >= 0) b = b.slice(0, eb + (a.length - ea));
+  }
+  const hunks = mergeNearbyHunks(diffTokens(a, b), 3);
+  const first = hunks[0] ?? { aStart: 0, aEnd: a.length, bStart: 0, bEnd: b.length };
+  const hunk: Hunk = { aStart: first.aStart + lcp, aEnd: first.aEnd + lcp, bStart: first.bStart + lcp, bEnd: first.bEnd + lcp };
+  return classifyHunk(profile, expected, actual, hunk);
+}
+
+/**
+ * Turn-boundary failures read directly at the first differing token: a diff could explain
+ * `<|im_end|><|im_start|>` vs `<|im_end|>\n<|im_start|>` as an insertion elsewhere at equal cost.
+ */
+function boundaryDivergence(profile: ModelProfile, expected: readonly number[], actual: readonly number[], i: number): Divergence | undefined {
+  const { eos, newline, imStart } = profile.special;
+  const e = expected[i];
+  const a = actual[i];
+  const prev = expected[i - 1];
+  const make = (cause: DivergenceCause, hunk: Hunk, explanation: string): Divergence => ({
+    cause,
+    expectedIndex: i,
+    actualIndex: i,
+    hunk,
+    expectedTokens: expected.slice(hunk.aStart, hunk.aEnd),
+    actualTokens: actual.slice(hunk.bStart, hunk.bEnd),
+    explanation,
+  });
+  if (prev === eos && a === eos) {
+    return make('duplicated_eos', { aStart: i, aEnd: i, bStart: i, bEnd: i + 1 }, '`<|im_end|>` appears twice: the re-rendered history closes the assistant turn again after the generated `<|im_end|>`');
+  }
+  if (e === eos && (a === newline || a === imStart)) {
+    return make('missing_eos', { aStart: i, aEnd: i + 1, bStart: i, bEnd: i }, 'the `<|im_end|>` that closes the assistant turn is missing: the next turn starts inside the unfinished one');
+  }
+  if (prev === eos && e === newline && a === imStart) {
+    return make('missing_newline', { aStart: i, aEnd: i + 1, bStart: i, bEnd: i }, 'the `\\n` the template puts after `<|im_end|>` is missing: the next turn starts right after the end of turn');
+  }
+  return undefined;
+}
+
+export function classifyHunk(profile: ModelProfile, expected: readonly number[], actual: readonly number[], hunk: Hunk): Divergence {
+  const { special, tokenizer } = profile;
+  const a = expected.slice(hunk.aStart, hunk.aEnd);
+  const b = actual.slice(hunk.bStart, hunk.bEnd);
+  const before = expected[hunk.aStart - 1];
+  const base = {
+    expectedIndex: hunk.aStart,
+    actualIndex: hunk.bStart,
+    hunk,
+    expectedTokens: a.slice(0, MAX_SHOWN),
+    actualTokens: b.slice(0, MAX_SHOWN),
+  };
+  const isPad = (t: number) => t === special.imagePad || t === special.videoPad;
+  const eos = special.eos;
+  const eosText = '`<|im_end|>`';
+
+  if (a.some(isPad) || b.some(isPad)) {
+    const pa = a.filter(isPad).length;
+    const pb = b.filter(isPad).length;
+    return {
+      ...base,
+      cause: 'image_tokens_changed',
+      explanation:
+        pa !== pb
+          ? `the image placeholder run differs by ${Math.abs(pa - pb)} pad tokens (${pb > pa ? 'extra' : 'missing'} on the actual side): the image was processed with other settings or its pads were expanded differently`
+          : 'image pad tokens moved: the vision span is laid out differently',
+    };
+  }
+  const eosA = count(a, eos);
+  const eosB = count(b, eos);
+  if (eosB > eosA && (before === eos || actual[hunk.bStart - 1] === eos || b[0] === eos && b[1] === eos)) {
+    return {
+      ...base,
+      cause: 'duplicated_eos',
+      explanation: `${eosText} appears twice: the re-rendered history closes the assistant turn again after the generated ${eosText}`,
+    };
+  }
+  if (eosA > eosB) {
+    return {
+      ...base,
+      cause: 'missing_eos',
+      explanation: `the generated ${eosText} is missing: the turn is not closed where the model closed it`,
+    };
+  }
+  if (a.length >= 1 && a[0] === special.newline && before === eos && !(b[0] === special.newline)) {
+    return {
+      ...base,
+      cause: 'missing_newline',
+      explanation: `the \`\\n\` the template puts after ${eosText} is missing: the next turn starts right after the end of turn`,
+    };
+  }
+  const textA = tokenizer.decodeSync(a);
+  const textB = tokenizer.decodeSync(b);
+  if (textA === textB) {
+    return {
+      ...base,
+      cause: 'retokenized',
+      explanation: `same text ${quote(profile, a)}, other token ids (${a.join(' ')} vs ${b.join(' ')}): decoded and tokenized again, the model's own split was lost`,
+    };
+  }
+  const specialA = a.filter((t) => tokenizer.isAdded(t));
+  const specialB = b.filter((t) => tokenizer.isAdded(t));
+  const squash = (s: string) => s.replace(/\s+/g, '');
+  let detail: string | undefined;
+  if (squash(textA) === squash(textB)) detail = 'whitespace changed (stripped or re-indented text)';
+  else if (/<think>|<\/think>/.test(textA) && !/<think>|<\/think>/.test(textB)) detail = 'reasoning stripped from the history';
+  else if (/[{}"]/.test(textA + textB) && squash(textA).replace(/[,:]/g, '') === squash(textB).replace(/[,:]/g, ''))
+    detail = 'tool-call JSON re-serialized';
+  if (detail || specialA.join() !== specialB.join()) {
+    return {
+      ...base,
+      cause: 'template_changed',
+      explanation: `the template rendered the history differently: ${detail ?? `special tokens ${quote(profile, specialA)} vs ${quote(profile, specialB)}`} (${quote(profile, a)} vs ${quote(profile, b)})`,
+    };
+  }
+  return { ...base, cause: 'other', explanation: `different tokens: ${quote(profile, a)} vs ${quote(profile, b)}` };
+}

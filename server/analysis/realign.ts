@@ -1,0 +1,172 @@
+// Canonical re-alignment: the training stream as it should be built. The initial prompt is
+// taken once (the engine's ids when recorded, else rendered), each turn's generated ids are
+// appended verbatim (mask 1, their logprobs), and each observation is appended as the
+// template's suffix, EOS-aware: no second `<|im_end|>` when the generation already ended with
+// one, `<|im_end|>\n` when it did not (a length-truncated turn). Observation tokens get mask 0
+// and logprob 0.0. This is the fix the field converged on (vime #331/#341, verl agent loop,
+// prime-rl renderers; formats.md §6).
+import type { GridThw, Message, PlaceholderRange, Trajectory } from '../model/trajectory.ts';
+import type { AnalysisContext } from './context.ts';
+import { expectedPadCounts } from './context.ts';
+import { boundaryIds, observationSuffixText, renderTokens, tokenizeExpanded, turnCloseIds } from './render.ts';
+import { startsWith } from './diff.ts';
+import { findVisionSpans, padRuns } from './vision-spans.ts';
+import { padCountFromGrid } from './image-math.ts';
+
+export interface TurnSpan {
+  turn: number;
+  /** [start, end) of the turn's generated ids in the canonical stream. */
+  generated: [number, number];
+  /** [start, end) of the observation that follows (empty when none). */
+  observation: [number, number];
+  /** Where the observation ids came from. */
+  observationFrom?: 'next_prompt' | 'messages' | 'stored_ids';
+}
+
+export interface Alignment {
+  tokens: number[];
+  lossMask: number[];
+  logprobs: number[];
+  promptLength: number;
+  responseLength: number;
+  promptFrom: 'engine' | 'render' | 'sample' | 'none';
+  turns: TurnSpan[];
+  imageGridThw: (GridThw | null)[];
+  placeholderRanges: PlaceholderRange[];
+  /** Where the re-alignment had to make a choice the data did not settle. */
+  notes: string[];
+}
+
+/** Index of the n-th (0-based) occurrence of `id` at or after `from`, or -1. */
+function nthIndexOf(seq: readonly number[], id: number, n: number, from = 0): number {
+  let seen = 0;
+  for (let i = from; i < seq.length; i++) if (seq[i] === id && seen++ === n) return i;
+  return -1;
+}
+
+function imagesSoFar(tokens: readonly number[], ctx: AnalysisContext): number {
+  return findVisionSpans(tokens, ctx.profile.special).filter((s) => s.kind === 'image').length;
+}
+
+export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<Alignment> {
+  const { profile } = ctx;
+  const { special } = profile;
+  const notes: string[] = [];
+  const padCounts = expectedPadCounts(ctx);
+  const closeIds = await turnCloseIds(profile);
+
+  // 1. The initial prompt, once.
+  let tokens: number[] = [];
+  let promptFrom: Alignment['promptFrom'] = 'none';
+  const first = traj.turns[0];
+  if (first?.promptIds) {
+    tokens = first.promptIds.slice();
+    promptFrom = 'engine';
+  } else if (first?.messages) {
+    tokens = (await renderTokens(profile, first.messages, { addGenerationPrompt: true }, padCounts)).expanded;
+    promptFrom = 'render';
+  } else if (traj.sample) {
+    tokens = traj.sample.tokens.slice(0, traj.sample.tokens.length - (traj.sample.responseLength ?? 0));
+    promptFrom = 'sample';
+  } else notes.push('no prompt ids, messages or sample: the canonical stream starts at the first generation');
+  const promptLength = tokens.length;
+  const lossMask: number[] = new Array<number>(tokens.length).fill(0);
+  const logprobs: number[] = new Array<number>(tokens.length).fill(0);
+  const spans: TurnSpan[] = [];
+
+  const append = (ids: readonly number[], mask: number, lps?: readonly number[]) => {
+    for (let i = 0; i < ids.length; i++) {
+      tokens.push(ids[i]!);
+      lossMask.push(mask);
+      logprobs.push(lps?.[i] ?? 0);
+    }
+  };
+
+  for (let k = 0; k < traj.turns.length; k++) {
+    const turn = traj.turns[k]!;
+    const gen = turn.generatedIds ?? [];
+    const genStart = tokens.length;
+    if (turn.generatedLogprobs && turn.generatedLogprobs.length !== gen.length) {
+      notes.push(`turn ${k}: ${turn.generatedLogprobs.length} logprobs for ${gen.length} generated tokens; missing ones set to 0`);
+    }
+    append(gen, 1, turn.generatedLogprobs);
+    const genEnd = tokens.length;
+
+    const next = traj.turns[k + 1];
+    const hasObservation = next !== undefined || turn.observationIds !== undefined || turn.observationMessages !== undefined;
+    let obs: number[] = [];
+    let observationFrom: TurnSpan['observationFrom'];
+    if (hasObservation) {
+      const boundary = boundaryIds(gen, closeIds, special.eos);
+      const expectedStart = [...tokens, ...boundary];
+      const historyMessages = turn.messages;
+      const obsMessages: Message[] | undefined =
+        turn.observationMessages ??
+        (historyMessages && next?.messages && next.messages.length > historyMessages.length + 1
+          ? (next.messages.slice(historyMessages.length + 1) as Message[])
+          : undefined);
+
+      if (next?.promptIds && startsWith(next.promptIds, expectedStart)) {
+        // The engine's next prompt extends ours correctly: its tail is exactly the observation.
+        obs = next.promptIds.slice(tokens.length);
+        observationFrom = 'next_prompt';
+      } else if (historyMessages && obsMessages) {
+        const suffix = observationSuffixText(profile, historyMessages, obsMessages);
+        const parts = suffix ?? observationSuffixText(profile, [{ role: 'user', content: 'q' }], obsMessages);
+        if (!suffix) notes.push(`turn ${k}: the template rewrites history; observation rendered after a stand-in history`);
+        if (parts) {
+          const rendered = await tokenizeExpanded(profile, parts.delta, padCounts, imagesSoFar(tokens, ctx));
+          obs = [...boundary, ...rendered.expanded];
+          observationFrom = 'messages';
+        }
+      }
+      if (!observationFrom) {
+        // Only ids: anchor the observation at its first `<|im_start|>` and put the correct boundary before it.
+        let raw: readonly number[] | undefined = turn.observationIds;
+        let from = 0;
+        if (!raw && next?.promptIds) {
+          raw = next.promptIds;
+          from = nthIndexOf(next.promptIds, special.imStart, tokens.filter((t) => t === special.imStart).length);
+          if (from < 0) from = raw.length;
+        }
+        if (raw) {
+          const anchor = raw.indexOf(special.imStart, from);
+          if (anchor >= 0) obs = [...boundary, ...raw.slice(anchor)];
+          else {
+            obs = raw.slice(from);
+            notes.push(`turn ${k}: observation has no <|im_start|>; kept as stored`);
+          }
+          observationFrom = turn.observationIds ? 'stored_ids' : 'next_prompt';
+        } else if (next) {
+          notes.push(`turn ${k}: nothing records the observation that followed`);
+        }
+      }
+      // A next prompt that is shorter than what we already hold cannot contribute anything more.
+      append(obs, 0);
+    }
+    spans.push({ turn: k, generated: [genStart, genEnd], observation: [genEnd, tokens.length], observationFrom });
+  }
+
+  // Grids and placeholder ranges for the canonical stream: one per pad run, from the image math
+  // when it agrees with the run, else from the stored grid when that does.
+  const runs = padRuns(tokens, special);
+  const imageGridThw = runs.map((run, i): GridThw | null => {
+    const computed = ctx.images[i]?.tokens;
+    if (computed && computed.padCount === run.length) return computed.gridThw;
+    const stored = traj.sample?.imageGridThw?.[i];
+    if (stored && padCountFromGrid(stored, profile.vision.mergeSize) === run.length) return stored;
+    return null;
+  });
+  return {
+    tokens,
+    lossMask,
+    logprobs,
+    promptLength,
+    responseLength: tokens.length - promptLength,
+    promptFrom,
+    turns: spans,
+    imageGridThw,
+    placeholderRanges: runs,
+    notes,
+  };
+}

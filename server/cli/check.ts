@@ -1,0 +1,146 @@
+// `rollscope check PATH... [--model M] [--json]`: is this rollout safe to train on?
+// Exit 0: no error-level finding and every record read; 1: an error finding or an unreadable
+// record; 2: bad arguments, or a path that cannot be read at all.
+import { z } from 'zod';
+import type { Finding } from '../model/finding.ts';
+import { FINDING_KINDS } from '../model/finding.ts';
+import type { ReadError } from '../model/trajectory.ts';
+import { checkPaths, streamTokens, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
+import { visiblePiece } from '../profiles/tokenizer.ts';
+import { paint } from './output.ts';
+
+/** The stable `--json` contract (docs/check-json.md). */
+export const CheckReport = z.object({
+  version: z.literal(1),
+  trajectories: z.array(
+    z.object({
+      id: z.string(),
+      source: z.object({ file: z.string(), line: z.number().int() }),
+      format: z.string(),
+      model: z.string().nullable(),
+      profile: z.string(),
+      findings: z.array(z.unknown()),
+      limitations: z.array(z.string()),
+    }),
+  ),
+  errors: z.array(z.object({ file: z.string(), line: z.number().int(), field: z.string().optional(), message: z.string() })),
+  summary: z.object({
+    trajectories: z.number().int(),
+    clean: z.number().int(),
+    withErrors: z.number().int(),
+    withWarningsOnly: z.number().int(),
+    unreadableRecords: z.number().int(),
+    findingsByKind: z.record(z.string(), z.number().int()),
+  }),
+});
+export type CheckReport = z.infer<typeof CheckReport>;
+
+export function newSummary(): CheckReport['summary'] {
+  return { trajectories: 0, clean: 0, withErrors: 0, withWarningsOnly: 0, unreadableRecords: 0, findingsByKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])) };
+}
+
+export function addToSummary(summary: CheckReport['summary'], findings: readonly Finding[]): void {
+  summary.trajectories++;
+  const hasError = findings.some((f) => f.severity === 'error');
+  if (hasError) summary.withErrors++;
+  else if (findings.length > 0) summary.withWarningsOnly++;
+  else summary.clean++;
+  for (const f of findings) summary.findingsByKind[f.kind] = (summary.findingsByKind[f.kind] ?? 0) + 1;
+}
+
+/** Tokens around `index`, decoded one by one with whitespace and special tokens visible; the culprit bracketed. */
+export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): string | undefined {
+  const tokens = streamTokens(c, f.stream, f.turn);
+  if (!tokens || f.index < 0) return undefined;
+  const from = Math.max(0, f.index - radius);
+  const to = Math.min(tokens.length, f.index + radius + 1);
+  const tok = c.profile.tokenizer;
+  const parts: string[] = [];
+  for (let i = from; i < to; i++) {
+    const piece = visiblePiece(tok.piece(tokens[i]!));
+    parts.push(i === f.index ? paint.bold(paint.red(`[${piece}]`)) : piece);
+  }
+  return `${from > 0 ? '…' : ''}${parts.join(' ')}${to < tokens.length ? '…' : ''}`;
+}
+
+export async function runCheck(paths: string[], opts: RunOptions & { json: boolean }, out: NodeJS.WritableStream): Promise<number> {
+  const report: CheckReport = { version: 1, trajectories: [], errors: [], summary: newSummary() };
+  let fatal = false;
+  const errors: ReadError[] = [];
+  for await (const ev of checkPaths(paths, opts)) {
+    if (ev.type === 'error') {
+      errors.push(ev.error);
+      if (ev.error.line === 0) fatal = true;
+      continue;
+    }
+    if (ev.type === 'file') continue;
+    const c = ev.checked;
+    const t = c.trajectory;
+    addToSummary(report.summary, c.findings);
+    report.trajectories.push({
+      id: t.id,
+      source: { file: t.source.file, line: t.source.line },
+      format: t.source.format,
+      model: t.model ?? null,
+      profile: c.profile.name,
+      findings: c.findings.map(publicFinding),
+      limitations: t.limitations,
+    });
+    if (!opts.json) printTrajectory(c, out);
+  }
+  report.errors = errors.map(({ file, line, field, message }) => ({ file, line, ...(field ? { field } : {}), message }));
+  report.summary.unreadableRecords = errors.filter((e) => e.line > 0).length;
+  if (opts.json) out.write(JSON.stringify(report) + '\n');
+  else printSummary(report, out);
+  if (fatal) return 2;
+  return report.summary.withErrors > 0 || report.summary.unreadableRecords > 0 ? 1 : 0;
+}
+
+/** Findings as the JSON contract shows them (optional fields only when set). */
+export function publicFinding(f: Finding): Record<string, unknown> {
+  const o: Record<string, unknown> = { kind: f.kind };
+  if (f.cause) o.cause = f.cause;
+  o.severity = f.severity;
+  o.turn = f.turn;
+  o.index = f.index;
+  if (f.stream) o.stream = f.stream;
+  if (f.image !== undefined) o.image = f.image;
+  if (f.expected !== undefined) o.expected = f.expected;
+  if (f.actual !== undefined) o.actual = f.actual;
+  o.message = f.message;
+  return o;
+}
+
+function printTrajectory(c: CheckedTrajectory, out: NodeJS.WritableStream): void {
+  const t = c.trajectory;
+  const errs = c.findings.filter((f) => f.severity === 'error').length;
+  const warns = c.findings.length - errs;
+  const where = `${t.source.file}:${t.source.line}`;
+  if (c.findings.length === 0) {
+    out.write(`${paint.green('✓')} ${t.id}  ${paint.dim(`${where} ${t.source.format}, ${t.turns.length} turn(s)`)}\n`);
+    return;
+  }
+  const mark = errs > 0 ? paint.red('✗') : paint.yellow('!');
+  out.write(`${mark} ${paint.bold(t.id)}  ${paint.dim(`${where} ${t.source.format}`)}  ${errs} error(s), ${warns} warning(s)\n`);
+  const f = c.findings[0]!;
+  const label = `${f.kind}${f.cause ? `/${f.cause}` : ''}`;
+  out.write(`    ${f.severity === 'error' ? paint.red(label) : paint.yellow(label)} turn ${f.turn}, ${f.stream ?? ''} token ${f.index}: ${f.message}\n`);
+  const around = tokenContext(c, f);
+  if (around) out.write(`    ${around}\n`);
+  const rest = c.findings.slice(1).map((x) => `${x.kind}${x.cause ? `/${x.cause}` : ''}`);
+  if (rest.length) out.write(paint.dim(`    also: ${rest.join(', ')}\n`));
+  for (const l of t.limitations) out.write(paint.dim(`    note: ${l}\n`));
+}
+
+function printSummary(r: CheckReport, out: NodeJS.WritableStream): void {
+  for (const e of r.errors) out.write(`${paint.red('error')} ${e.file}${e.line ? `:${e.line}` : ''}: ${e.message}\n`);
+  const s = r.summary;
+  const kinds = Object.entries(s.findingsByKind)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ');
+  out.write(
+    `\n${s.trajectories} trajectories: ${s.clean} clean, ${s.withErrors} with errors, ${s.withWarningsOnly} with warnings only` +
+      `${s.unreadableRecords ? `; ${s.unreadableRecords} unreadable record(s)` : ''}${kinds ? `\nfindings: ${kinds}` : ''}\n`,
+  );
+}

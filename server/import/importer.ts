@@ -1,0 +1,35 @@
+// The contract every importer implements (one file per foreign format, like speedscope's
+// src/import/*): records in, trajectories of the one internal model out, and a ReadError for
+// every record that could not be used.
+import type { FormatName, ReadError, TrajectoryInput } from '../model/trajectory.ts';
+import type { RawRecord } from './records.ts';
+
+export interface FileContext {
+  /** The file as the user named it (shown in errors and sources). */
+  file: string;
+}
+
+export interface ImportResult {
+  trajectories: TrajectoryInput[];
+  errors: ReadError[];
+}
+
+export interface Importer {
+  format: FormatName;
+  /** One line for `--help` and for "no format matched" messages. */
+  description: string;
+  /** How the files are laid out: JSON lines, one JSON document, or binary (msgpack). */
+  container: 'jsonl' | 'json' | 'binary';
+  /** File names that identify the format on their own. */
+  fileNamePattern?: RegExp;
+  /** Structural test on one parsed record: true, or why it does not match. */
+  sniff(record: unknown): true | string;
+  /** Turn the records of one file into trajectories. Grouping formats (vLLM logs) look across records. */
+  importRecords(records: readonly RawRecord[], ctx: FileContext): ImportResult;
+  /** Binary formats read the bytes themselves. */
+  importBytes?(bytes: Uint8Array, ctx: FileContext): ImportResult;
+}
+
+export function isObject(x: unknown): x is Record<string, unknown> {
+  return typeof x === 'object' && x !== null && !Array.isArray(x);
+}

@@ -1,0 +1,147 @@
+// The one internal trajectory model. Every importer turns its foreign records into
+// `Trajectory`; nothing downstream (checks, alignment, export, server, app) knows
+// which framework wrote the data.
+import { z } from 'zod';
+
+export const FORMAT_NAMES = [
+  'native',
+  'vllm',
+  'slime',
+  'verl',
+  'verl-dump',
+  'areal',
+  'areal-dump',
+  'prime-rl',
+  'agent-lightning',
+  'export',
+] as const;
+export const FormatName = z.enum(FORMAT_NAMES);
+export type FormatName = z.infer<typeof FormatName>;
+
+/** Non-negative integer token id. Range against the vocabulary is a check (`invalid_value`), not a schema rule. */
+export const TokenId = z.number().int().nonnegative();
+export const TokenIds = z.array(TokenId);
+/** Logprobs may legitimately be any finite number <= 0; NaN/Infinity/positive values are findings, not schema errors. */
+export const Logprob = z.number().or(z.nan());
+export const Logprobs = z.array(Logprob);
+
+export const Source = z.object({
+  file: z.string(),
+  /** 1-based line of the trajectory's first record (1 for whole-file JSON). */
+  line: z.number().int().positive(),
+  format: FormatName,
+  /** Further 1-based lines that contributed (multi-record trajectories such as vLLM call logs). */
+  lines: z.array(z.number().int().positive()).optional(),
+});
+export type Source = z.infer<typeof Source>;
+
+/** An image as the rollout referenced it. Sizes are filled from the real bytes when they can be read. */
+export const ImageRef = z.object({
+  /** `data:` URL, `http(s)` URL or a path relative to the data file's folder. */
+  url: z.string().optional(),
+  /** Stated size (from the record) or real size (read with sharp). */
+  width: z.number().int().positive().optional(),
+  height: z.number().int().positive().optional(),
+  /** Where the size came from: the record itself, or the decoded image header. */
+  sizeFrom: z.enum(['record', 'bytes']).optional(),
+  sha256: z.string().optional(),
+  /** Why the image could not be read (remote and not allowed, missing file, decode error...). */
+  unavailable: z.string().optional(),
+  /** Processor settings stated for this image (`min_pixels`/`max_pixels` on a qwen-vl-utils image dict). */
+  minPixels: z.number().int().positive().optional(),
+  maxPixels: z.number().int().positive().optional(),
+});
+export type ImageRef = z.infer<typeof ImageRef>;
+
+/** OpenAI-style chat message; content parts are kept as written so the chat template sees what the framework saw. */
+export const ContentPart = z.record(z.string(), z.unknown());
+export const Message = z
+  .object({
+    role: z.string(),
+    content: z.union([z.string(), z.array(ContentPart), z.null()]).optional(),
+    tool_calls: z.array(z.unknown()).optional(),
+  })
+  .passthrough();
+export type Message = z.infer<typeof Message>;
+
+export const PlaceholderRange = z.object({ offset: z.number().int().nonnegative(), length: z.number().int().nonnegative() });
+export type PlaceholderRange = z.infer<typeof PlaceholderRange>;
+
+export const GridThw = z.tuple([z.number().int().positive(), z.number().int().positive(), z.number().int().positive()]);
+export type GridThw = z.infer<typeof GridThw>;
+
+export const ProcessorSettings = z.object({
+  minPixels: z.number().int().positive().optional(),
+  maxPixels: z.number().int().positive().optional(),
+});
+export type ProcessorSettings = z.infer<typeof ProcessorSettings>;
+
+export const Turn = z.object({
+  /** The whole conversation that produced this turn's prompt, as the client sent it. */
+  messages: z.array(Message).optional(),
+  /** Prompt token ids the engine really saw (image pads expanded). */
+  promptIds: TokenIds.optional(),
+  /** Placeholder ranges the engine declared for `promptIds` (vLLM render `features.mm_placeholders`). */
+  placeholders: z.array(PlaceholderRange).optional(),
+  generatedIds: TokenIds.optional(),
+  generatedLogprobs: Logprobs.optional(),
+  /** The assistant text as the framework kept it (may differ from decode(generatedIds)). */
+  generatedText: z.string().optional(),
+  finishReason: z.string().optional(),
+  /** What followed the generation, as token ids (from a stored sample) and/or as messages. */
+  observationIds: TokenIds.optional(),
+  observationMessages: z.array(Message).optional(),
+  /** Processor settings this call used (vLLM `mm_processor_kwargs`). */
+  processor: ProcessorSettings.optional(),
+});
+export type Turn = z.infer<typeof Turn>;
+
+/** The training sample as the framework stored it, normalised to slime's layout (prompt ⧺ response). */
+export const TrainingSample = z.object({
+  tokens: TokenIds,
+  /** Number of trailing response tokens; the rest is the prompt. */
+  responseLength: z.number().int().nonnegative().optional(),
+  /** Per response token (slime/verl) or per token (AReaL, prime-rl): see `maskScope`. */
+  lossMask: z.array(z.number()).optional(),
+  logprobs: Logprobs.optional(),
+  /** Whether `lossMask`/`logprobs` cover only the response tail or the whole `tokens`. */
+  maskScope: z.enum(['response', 'full']).default('response'),
+  imageGridThw: z.array(GridThw).optional(),
+  placeholderRanges: z.array(PlaceholderRange).optional(),
+  mmTokenTypeIds: z.array(z.number().int()).optional(),
+  /** True when the framework built `tokens` by re-rendering decoded text rather than keeping generated ids. */
+  builtFromRerender: z.boolean().optional(),
+});
+export type TrainingSample = z.infer<typeof TrainingSample>;
+
+export const Trajectory = z.object({
+  id: z.string(),
+  source: Source,
+  /** Model name as the data states it (used to infer the profile). */
+  model: z.string().optional(),
+  turns: z.array(Turn),
+  /** All images in order of appearance in the token stream. */
+  images: z.array(ImageRef).default([]),
+  sample: TrainingSample.optional(),
+  reward: z.number().nullable().optional(),
+  status: z.string().optional(),
+  /** GRPO group (samples that share one prompt). */
+  group: z.string().optional(),
+  /** Processor settings the record states for the whole trajectory. */
+  processor: ProcessorSettings.optional(),
+  /** What this format cannot tell (e.g. text-only dumps with special tokens stripped). */
+  limitations: z.array(z.string()).default([]),
+  /** Small free-form metadata worth showing (step, task id, ...). */
+  meta: z.record(z.string(), z.unknown()).optional(),
+});
+export type Trajectory = z.infer<typeof Trajectory>;
+export type TrajectoryInput = z.input<typeof Trajectory>;
+
+/** A record that could not be read: names the file, the 1-based line and the field. */
+export const ReadError = z.object({
+  file: z.string(),
+  line: z.number().int().nonnegative(),
+  field: z.string().optional(),
+  message: z.string(),
+});
+export type ReadError = z.infer<typeof ReadError>;
