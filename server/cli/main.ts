@@ -1,86 +1,67 @@
-// The command line: `rollscope <command> ...`. Each command is a thin door onto the shared
-// pipeline and analysis; argument errors exit 2 with a message, never a stack trace.
-import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { runCheck } from './check.ts';
-import { BUILTIN_PROFILES } from '../profiles/profile.ts';
-import { IMPORTERS } from '../import/index.ts';
+// `rollscope <command> ...`: finds the command's file under ./commands, runs it, and turns
+// usage errors into exit status 2 with a message, never a stack trace.
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { UsageError, type Command } from './command.ts';
 
-export class UsageError extends Error {}
+const commandsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'commands');
 
-const HELP = `rollscope: inspect multimodal RL rollouts (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
+async function loadCommand(name: string): Promise<Command | undefined> {
+  if (!/^[a-z][a-z-]*$/.test(name) || !fs.existsSync(path.join(commandsDir, `${name}.ts`))) return undefined;
+  const mod = (await import(`./commands/${name}.ts`)) as { command: Command };
+  return mod.command;
+}
 
-Usage:
-  rollscope check PATH... [--model M] [--format F] [--min-pixels N] [--max-pixels N] [--json]
-  rollscope --help | --version
+async function allCommands(): Promise<Command[]> {
+  const names = fs.readdirSync(commandsDir).filter((f) => f.endsWith('.ts')).map((f) => f.slice(0, -3)).sort();
+  return (await Promise.all(names.map(loadCommand))).filter((c): c is Command => c !== undefined);
+}
+
+async function help(): Promise<string> {
+  const cmds = await allCommands();
+  const width = Math.max(...cmds.map((c) => c.name.length));
+  return `rollscope: inspect multimodal RL rollouts (Qwen2-VL, Qwen2.5-VL, Qwen3-VL)
+
+Usage: rollscope <command> [options]
 
 Commands:
-  check     check trajectories: prefix stability, re-render drift, image placeholders, masks, logprobs.
-            Exit 0 when clean, 1 when an error-level finding or an unreadable record, 2 on bad input.
+${cmds.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`).join('\n')}
 
-Options:
-  --model M        ${BUILTIN_PROFILES.join(', ')}, a model name (Qwen/Qwen2.5-VL-7B-Instruct), or a local
-                   model folder (tokenizer.json, chat template, preprocessor_config.json). Default: inferred
-                   from the data, else qwen2.5-vl.
-  --format F       override format detection: ${IMPORTERS.map((i) => i.format).join(', ')}
-  --min-pixels N   image processor min_pixels for this run (records that state their own keep theirs)
-  --max-pixels N   image processor max_pixels for this run
-  --json           one JSON document on stdout (docs/check-json.md)
+Run "rollscope <command> --help" for a command's options.
 `;
-
-const COMMON = {
-  model: { type: 'string' },
-  format: { type: 'string' },
-  'min-pixels': { type: 'string' },
-  'max-pixels': { type: 'string' },
-  json: { type: 'boolean', default: false },
-  help: { type: 'boolean', short: 'h', default: false },
-} satisfies ParseArgsConfig['options'];
-
-export function positiveInt(name: string, v: unknown): number | undefined {
-  if (v === undefined) return undefined;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`--${name} takes a positive whole number, got "${String(v)}"`);
-  return n;
 }
 
 export async function main(argv: string[]): Promise<number> {
-  const [command, ...rest] = argv;
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(await help());
+    return name ? 0 : 2;
+  }
+  if (name === '--version') {
+    const pkg = JSON.parse(fs.readFileSync(path.join(commandsDir, '../../../package.json'), 'utf8')) as { version: string };
+    process.stdout.write(`${pkg.version}\n`);
+    return 0;
+  }
+  const command = await loadCommand(name);
+  if (!command) {
+    process.stderr.write(`rollscope: unknown command "${name}"\nRun "rollscope --help" for usage.\n`);
+    return 2;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    process.stdout.write(`${command.usage}\n`);
+    return 0;
+  }
   try {
-    if (!command || command === '--help' || command === '-h' || command === 'help') {
-      process.stdout.write(HELP);
-      return command ? 0 : 2;
-    }
-    if (command === '--version') {
-      const { default: pkg } = await import('../../package.json', { with: { type: 'json' } });
-      process.stdout.write(`${pkg.version}\n`);
-      return 0;
-    }
-    if (command === 'check') {
-      const { values, positionals } = parseArgs({ args: rest, options: COMMON, allowPositionals: true, strict: true });
-      if (values.help) {
-        process.stdout.write(HELP);
-        return 0;
-      }
-      if (positionals.length === 0) throw new UsageError('check needs at least one PATH');
-      return await runCheck(
-        positionals,
-        {
-          json: values.json === true,
-          model: values.model,
-          format: values.format,
-          processor: { minPixels: positiveInt('min-pixels', values['min-pixels']), maxPixels: positiveInt('max-pixels', values['max-pixels']) },
-        },
-        process.stdout,
-      );
-    }
-    throw new UsageError(`unknown command "${command}"`);
+    return await command.run(rest);
   } catch (e) {
-    if (e instanceof UsageError || (e as { code?: string }).code?.startsWith('ERR_PARSE_ARGS')) {
-      process.stderr.write(`rollscope: ${(e as Error).message}\nRun "rollscope --help" for usage.\n`);
+    const code = (e as { code?: string }).code ?? '';
+    if (e instanceof UsageError || code.startsWith('ERR_PARSE_ARGS')) {
+      process.stderr.write(`rollscope ${name}: ${(e as Error).message}\nRun "rollscope ${name} --help" for usage.\n`);
       return 2;
     }
-    if (e instanceof Error && /unknown model|no tokenizer\.json|no chat template|not valid JSON/.test(e.message)) {
-      process.stderr.write(`rollscope: ${e.message}\n`);
+    if (e instanceof Error && /unknown model|no tokenizer\.json|no chat template|not valid JSON|the tokenizer has no/.test(e.message)) {
+      process.stderr.write(`rollscope ${name}: ${e.message}\n`);
       return 2;
     }
     throw e;

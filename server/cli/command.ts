@@ -1,0 +1,47 @@
+// A CLI command: one file per command under server/cli/commands/, found by name, so each
+// command stays a thin door onto the shared pipeline and analysis.
+import { parseArgs, type ParseArgsConfig } from 'node:util';
+
+export class UsageError extends Error {}
+
+export interface Command {
+  name: string;
+  /** One line for the command list. */
+  summary: string;
+  /** Usage lines and options, shown by `rollscope COMMAND --help`. */
+  usage: string;
+  run(argv: string[]): Promise<number>;
+}
+
+/** Options most commands share. */
+export const COMMON_OPTIONS = {
+  model: { type: 'string' },
+  format: { type: 'string' },
+  'min-pixels': { type: 'string' },
+  'max-pixels': { type: 'string' },
+  json: { type: 'boolean', default: false },
+  help: { type: 'boolean', short: 'h', default: false },
+} satisfies ParseArgsConfig['options'];
+
+export const COMMON_USAGE = `  --model M        qwen2-vl, qwen2.5-vl, qwen3-vl, a model name (Qwen/Qwen2.5-VL-7B-Instruct), or a local
+                   model folder (tokenizer.json, chat template, preprocessor_config.json). Default: inferred
+                   from the data, else qwen2.5-vl.
+  --format F       override format detection
+  --min-pixels N   image processor min_pixels for this run (records that state their own keep theirs)
+  --max-pixels N   image processor max_pixels for this run
+  --json           machine-readable output`;
+
+export function parse<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T) {
+  return parseArgs({ args: argv, options, allowPositionals: true, strict: true });
+}
+
+export function positiveInt(name: string, v: unknown): number | undefined {
+  if (v === undefined) return undefined;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`--${name} takes a positive whole number, got "${String(v)}"`);
+  return n;
+}
+
+export function processorOptions(values: { 'min-pixels'?: string; 'max-pixels'?: string }) {
+  return { minPixels: positiveInt('min-pixels', values['min-pixels']), maxPixels: positiveInt('max-pixels', values['max-pixels']) };
+}

@@ -1,0 +1,18 @@
+import { COMMON_OPTIONS, COMMON_USAGE, parse, processorOptions, UsageError, type Command } from '../command.ts';
+import { runCheck } from '../check.ts';
+
+export const command: Command = {
+  name: 'check',
+  summary: 'check trajectories: prefix stability, re-render drift, image placeholders, masks, logprobs',
+  usage: `rollscope check PATH... [--model M] [--format F] [--min-pixels N] [--max-pixels N] [--json]
+
+Exit status: 0 when no finding is an error and every record was read; 1 when a finding is an
+error or a record could not be read; 2 on wrong arguments or a path that cannot be read.
+
+${COMMON_USAGE}`,
+  async run(argv) {
+    const { values, positionals } = parse(argv, COMMON_OPTIONS);
+    if (positionals.length === 0) throw new UsageError('check needs at least one PATH');
+    return runCheck(positionals, { json: values.json === true, model: values.model, format: values.format, processor: processorOptions(values) }, process.stdout);
+  },
+};
