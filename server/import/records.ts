@@ -83,7 +83,7 @@ export function parseJson(text: string): unknown {
     return JSON.parse(text);
   } catch (first) {
     if (!/NaN|Infinity/.test(text)) throw first;
-    const replaced = text.replace(NON_FINITE, (m, bare: string | undefined) => (bare ? `"${MARK}${bare}"` : m));
+    const replaced = text.replace(NON_FINITE, (m, bare: string | undefined) => (bare ? `"\\u0000rollscope:${bare}"` : m));
     return JSON.parse(replaced, (_k, v: unknown) => {
       if (typeof v === 'string' && v.startsWith(MARK)) {
         const w = v.slice(MARK.length);
