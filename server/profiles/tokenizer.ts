@@ -25,7 +25,7 @@ function byteLevelAlphabet(): Map<string, number> {
 const CHAR_TO_BYTE = byteLevelAlphabet();
 
 export interface TokenizerJson {
-  added_tokens?: { id: number; content: string; special?: boolean }[];
+  added_tokens?: { id: number; content: string; special?: boolean; lstrip?: boolean; rstrip?: boolean; single_word?: boolean; normalized?: boolean }[];
   decoder?: { type?: string } | null;
   [key: string]: unknown;
 }
@@ -36,16 +36,34 @@ export class TokenizerHandle {
   private readonly rust: RustTokenizer;
   private readonly specialIds: Set<number>;
   private readonly addedContent = new Map<number, string>();
+  private readonly addedIds = new Map<string, number>();
   private readonly byteLevel: boolean;
   private pieceBytesCache: (Uint8Array | undefined)[] = [];
+  /** Splits text at added tokens, as the tokenizer's added vocabulary does before normalising; undefined when unsafe. */
+  private readonly addedSplitter: RegExp | undefined;
+  private readonly segmentCache = new Map<string, number[]>();
 
   private constructor(json: string, parsed: TokenizerJson) {
     this.sha256 = createHash('sha256').update(json).digest('hex');
     this.rust = Tokenizer.fromString(json);
     this.vocabSize = this.rust.getVocabSize(true);
     this.specialIds = new Set((parsed.added_tokens ?? []).filter((t) => t.special).map((t) => t.id));
-    for (const t of parsed.added_tokens ?? []) this.addedContent.set(t.id, t.content);
+    for (const t of parsed.added_tokens ?? []) {
+      this.addedContent.set(t.id, t.content);
+      this.addedIds.set(t.content, t.id);
+    }
     this.byteLevel = JSON.stringify(parsed.decoder ?? {}).includes('ByteLevel');
+    // Segment caching is exact only when added tokens match literally (no lstrip/rstrip/single_word/normalized):
+    // then the library itself splits the text at them first and encodes each piece on its own.
+    const added = parsed.added_tokens ?? [];
+    const literal = added.every((t) => !t.lstrip && !t.rstrip && !t.single_word && t.normalized === false);
+    if (literal && added.length > 0) {
+      const alternatives = added
+        .map((t) => t.content)
+        .sort((a, b) => b.length - a.length)
+        .map((c) => c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
+      this.addedSplitter = new RegExp(`(${alternatives.join('|')})`);
+    }
   }
 
   /**
@@ -61,9 +79,33 @@ export class TokenizerHandle {
     return new TokenizerHandle(json, parsed);
   }
 
-  async encode(text: string): Promise<number[]> {
+  /** Exactly the library's encoding of `text` (no special tokens added). */
+  async encodeDirect(text: string): Promise<number[]> {
     const enc = await this.rust.encode(text, null, { addSpecialTokens: false });
     return enc.getIds();
+  }
+
+  /**
+   * The same ids as `encodeDirect`, computed segment by segment between added tokens with a
+   * cache: conversations re-rendered turn after turn, and GRPO groups sharing one prompt, repeat
+   * the same segments, so each is tokenized once (a test checks equality on random texts).
+   */
+  async encode(text: string): Promise<number[]> {
+    if (!this.addedSplitter) return this.encodeDirect(text);
+    const parts = text.split(this.addedSplitter);
+    const missing = [...new Set(parts.filter((p, i) => i % 2 === 0 && p !== '' && !this.segmentCache.has(p)))];
+    if (missing.length > 0) {
+      const ids = await this.encodeBatch(missing);
+      if (this.segmentCache.size + missing.length > 200_000) this.segmentCache.clear();
+      missing.forEach((m, i) => this.segmentCache.set(m, ids[i]!));
+    }
+    const out: number[] = [];
+    parts.forEach((p, i) => {
+      if (p === '') return;
+      if (i % 2 === 1) out.push(this.addedIds.get(p)!);
+      else for (const id of this.segmentCache.get(p)!) out.push(id);
+    });
+    return out;
   }
 
   async encodeBatch(texts: string[]): Promise<number[][]> {
