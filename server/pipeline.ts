@@ -10,6 +10,7 @@ import { checkTrajectory } from './analysis/checks.ts';
 import type { Alignment } from './analysis/realign.ts';
 import { expandPaths, loadFile } from './import/index.ts';
 import { resolveImages } from './images/resolve.ts';
+import { AnalysisPool } from './analysis-pool.ts';
 
 export interface RunOptions {
   /** Built-in profile name, model name, or local model folder. */
@@ -18,6 +19,8 @@ export interface RunOptions {
   processor?: ProcessorSettings;
   /** Folders local images may be read from (default: the folders of the inputs). */
   roots?: string[];
+  /** Worker threads for the analysis; 0 runs it on the main thread. */
+  workers?: number;
 }
 
 export interface CheckedTrajectory {
@@ -43,22 +46,39 @@ export function defaultRoots(paths: readonly string[]): string[] {
 
 export type RunEvent = { type: 'trajectory'; checked: CheckedTrajectory } | { type: 'error'; error: ReadError } | { type: 'file'; file: string; format?: string; count: number };
 
-/** Load and check every trajectory under `paths`, file by file. */
+/**
+ * Load and check every trajectory under `paths`, file by file, in input order. With workers the
+ * analysis runs on other threads while this one imports; at most `window` results are pending.
+ */
 export async function* checkPaths(paths: readonly string[], opts: RunOptions): AsyncGenerator<RunEvent> {
   const roots = opts.roots ?? defaultRoots(paths);
   const { files, errors } = expandPaths(paths);
   for (const error of errors) yield { type: 'error', error };
-  for (const file of files) {
-    const loaded = await loadFile(file, { format: opts.format });
-    for (const error of loaded.errors) yield { type: 'error', error };
-    yield { type: 'file', file, format: loaded.format, count: loaded.trajectories.length };
-    for (const traj of loaded.trajectories) {
-      try {
-        yield { type: 'trajectory', checked: await analyzeTrajectory(traj, opts, roots) };
-      } catch (e) {
-        yield { type: 'error', error: { file: traj.source.file, line: traj.source.line, message: `cannot analyze trajectory ${traj.id}: ${(e as Error).message}` } };
+  const pool = opts.workers && opts.workers > 0 ? new AnalysisPool(opts.workers) : undefined;
+  const window = pool ? 16 * (opts.workers ?? 1) : 1;
+  const pending: { traj: Trajectory; result: Promise<CheckedTrajectory> }[] = [];
+  const settle = async (p: { traj: Trajectory; result: Promise<CheckedTrajectory> }): Promise<RunEvent> => {
+    try {
+      return { type: 'trajectory', checked: await p.result };
+    } catch (e) {
+      return { type: 'error', error: { file: p.traj.source.file, line: p.traj.source.line, message: `cannot analyze trajectory ${p.traj.id}: ${(e as Error).message}` } };
+    }
+  };
+  try {
+    for (const file of files) {
+      const loaded = await loadFile(file, { format: opts.format });
+      for (const error of loaded.errors) yield { type: 'error', error };
+      yield { type: 'file', file, format: loaded.format, count: loaded.trajectories.length };
+      for (const traj of loaded.trajectories) {
+        const result = pool ? pool.analyze(traj, opts, roots) : analyzeTrajectory(traj, opts, roots);
+        result.catch(() => undefined); // settled in order below; avoid an unhandled rejection meanwhile
+        pending.push({ traj, result });
+        if (pending.length >= window) yield await settle(pending.shift()!);
       }
     }
+    while (pending.length > 0) yield await settle(pending.shift()!);
+  } finally {
+    await pool?.close();
   }
 }
 

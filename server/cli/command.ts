@@ -1,5 +1,6 @@
 // A CLI command: one file per command under server/cli/commands/, found by name, so each
 // command stays a thin door onto the shared pipeline and analysis.
+import os from 'node:os';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 export class UsageError extends Error {}
@@ -44,4 +45,15 @@ export function positiveInt(name: string, v: unknown): number | undefined {
 
 export function processorOptions(values: { 'min-pixels'?: string; 'max-pixels'?: string }) {
   return { minPixels: positiveInt('min-pixels', values['min-pixels']), maxPixels: positiveInt('max-pixels', values['max-pixels']) };
+}
+
+/** `--workers N`: analysis threads; default one per core (none on a single-core machine). */
+export function workerCount(v: string | undefined): number {
+  if (v === undefined) {
+    const cores = os.availableParallelism?.() ?? os.cpus().length;
+    return cores > 1 ? Math.min(cores, 8) : 0;
+  }
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new UsageError(`--workers takes a whole number >= 0, got "${v}"`);
+  return n;
 }
