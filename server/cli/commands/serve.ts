@@ -1,0 +1,85 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { parse, positiveInt, processorOptions, UsageError, type Command } from '../command.ts';
+import { openRunStore } from '../../http/store.ts';
+import { startServer } from '../../http/server.ts';
+
+const DEFAULT_PORT = 4874;
+const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+/** The embedded demo run, written to a fresh folder under the system temp dir. */
+async function writeDemo(): Promise<string> {
+  const module = path.join(repoRoot, 'server/demo/write.ts');
+  if (!fs.existsSync(module)) throw new UsageError('the embedded demo run is not available in this build; give a PATH to serve');
+  const { writeDemoRun } = (await import(module)) as { writeDemoRun: (dir: string) => Promise<unknown> };
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-demo-'));
+  await writeDemoRun(dir);
+  return dir;
+}
+
+function openBrowser(url: string): void {
+  // Best effort: no browser (a server, CI) is fine, the URL is printed.
+  try {
+    const child = spawn(process.platform === 'darwin' ? 'open' : 'xdg-open', [url], { stdio: 'ignore', detached: true });
+    child.on('error', () => undefined);
+    child.unref();
+  } catch {
+    /* ignore */
+  }
+}
+
+export const command: Command = {
+  name: 'serve',
+  summary: 'open the browser inspector on trajectories (or the embedded demo run)',
+  usage: `rollscope serve [PATH...] [--model M] [--port N] [--host H] [--no-open] [--min-pixels N] [--max-pixels N]
+
+Starts the inspector on http://127.0.0.1:${DEFAULT_PORT}/ (the next free port when that one is
+taken) and opens it in a browser. Without PATH it serves the embedded demo run. A folder PATH
+loads every trajectory file in it and picks up records appended while it runs.
+
+  --port N         port to listen on (0 = any free port)
+  --host H         address to bind (default 127.0.0.1; the inspector has no authentication:
+                   bind another address only on a network you trust)
+  --no-open        do not open a browser
+  --model M        qwen2-vl, qwen2.5-vl, qwen3-vl, a model name, or a local model folder
+  --format F       override format detection
+  --min-pixels N   image processor min_pixels for this run
+  --max-pixels N   image processor max_pixels for this run`,
+  async run(argv) {
+    const { values, positionals } = parse(argv, {
+      model: { type: 'string' },
+      format: { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string', default: '127.0.0.1' },
+      'no-open': { type: 'boolean', default: false },
+      'min-pixels': { type: 'string' },
+      'max-pixels': { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    });
+    const portArg = values.port === undefined ? DEFAULT_PORT : values.port === '0' ? 0 : positiveInt('port', values.port)!;
+    if (portArg > 65535) throw new UsageError(`--port must be at most 65535, got ${portArg}`);
+    const appDir = path.join(repoRoot, 'dist/app');
+    if (!fs.existsSync(path.join(appDir, 'index.html'))) {
+      process.stderr.write('rollscope: the app is not built yet: run `npm run build` in the rollscope folder first\n');
+      return 2;
+    }
+    const demo = positionals.length === 0;
+    const paths = demo ? [await writeDemo()] : positionals;
+    for (const p of paths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
+    const store = openRunStore(paths, { model: values.model, format: values.format, processor: processorOptions(values), demo });
+    const server = await startServer({ store, port: portArg, host: values.host ?? '127.0.0.1', appDir, fallbackPort: values.port === undefined });
+    process.stdout.write(`rollscope serving ${demo ? 'the demo run' : paths.join(', ')} at ${server.url}\n`);
+    if (!values['no-open']) openBrowser(server.url);
+    await new Promise<void>((resolve) => {
+      const stop = () => {
+        void server.close().then(resolve);
+      };
+      process.once('SIGINT', stop);
+      process.once('SIGTERM', stop);
+    });
+    return 0;
+  },
+};

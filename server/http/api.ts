@@ -1,0 +1,216 @@
+// The HTTP API between `rollscope serve` and the browser app: one zod schema per query and per
+// response. The server validates what it sends; the app imports these as TYPES only (no zod
+// in the bundle), so the two sides cannot drift apart silently.
+import { z } from 'zod';
+import { DivergenceCause, Finding, FindingKind, Severity, StreamName } from '../model/finding.ts';
+import { FormatName, GridThw, ReadError } from '../model/trajectory.ts';
+
+export const ApiError = z.object({ error: z.string() });
+export type ApiError = z.infer<typeof ApiError>;
+
+export const FindingCounts = z.object({
+  kind: z.record(z.string(), z.number().int()),
+  cause: z.record(z.string(), z.number().int()),
+  severity: z.record(z.string(), z.number().int()),
+});
+export type FindingCounts = z.infer<typeof FindingCounts>;
+
+export const TrajectorySummary = z.object({
+  id: z.string(),
+  format: FormatName,
+  source: z.object({ file: z.string(), line: z.number().int() }),
+  turns: z.number().int(),
+  /** Length of the canonical stream. */
+  tokens: z.number().int(),
+  images: z.number().int(),
+  reward: z.number().nullable(),
+  status: z.string().nullable(),
+  /** `error` when any finding is an error, `warning` when only warnings, else `ok`. */
+  health: z.enum(['ok', 'warning', 'error']),
+  findings: FindingCounts,
+  /** The most severe finding's message, for the row tooltip. */
+  headline: z.string().nullable(),
+});
+export type TrajectorySummary = z.infer<typeof TrajectorySummary>;
+
+export const RunFile = z.object({ file: z.string(), format: z.string().nullable(), trajectories: z.number().int() });
+
+export const RunInfo = z.object({
+  /** Files as the user gave them (relative to the working folder when inside it). */
+  files: z.array(RunFile),
+  trajectories: z.number().int(),
+  /** Trajectories with at least one finding of each kind / cause / severity. */
+  counts: FindingCounts,
+  health: z.object({ ok: z.number().int(), warning: z.number().int(), error: z.number().int() }),
+  profile: z.object({ name: z.string(), family: z.string() }),
+  errors: z.array(ReadError),
+  demo: z.boolean(),
+  /** Still loading (files are checked in the background). */
+  loading: z.boolean(),
+});
+export type RunInfo = z.infer<typeof RunInfo>;
+
+export const SORT_KEYS = ['id', 'format', 'turns', 'tokens', 'images', 'reward', 'status', 'findings', 'file'] as const;
+export const SortKey = z.enum(SORT_KEYS);
+export type SortKey = z.infer<typeof SortKey>;
+
+export const ListQuery = z.object({
+  kind: FindingKind.optional(),
+  cause: DivergenceCause.optional(),
+  severity: Severity.optional(),
+  /** `ok`, `warning`, `error` (health), or any status string the data states. */
+  status: z.string().max(200).optional(),
+  /** Substring of id/file, or a token id (digits) that occurs in the trajectory. */
+  q: z.string().max(500).optional(),
+  sort: SortKey.default('findings'),
+  order: z.enum(['asc', 'desc']).default('desc'),
+  offset: z.coerce.number().int().nonnegative().default(0),
+  limit: z.coerce.number().int().positive().max(100_000).default(1000),
+});
+export type ListQuery = z.infer<typeof ListQuery>;
+export type ListQueryInput = z.input<typeof ListQuery>;
+
+export const TrajectoryList = z.object({
+  total: z.number().int(),
+  offset: z.number().int(),
+  items: z.array(TrajectorySummary),
+});
+export type TrajectoryList = z.infer<typeof TrajectoryList>;
+
+export const StreamInfo = z.object({
+  name: StreamName,
+  /** For `prompt`: whose prompt (⧺ generation) it is. */
+  turn: z.number().int(),
+  length: z.number().int(),
+  label: z.string(),
+});
+export type StreamInfo = z.infer<typeof StreamInfo>;
+
+export const ImageInfo = z.object({
+  index: z.number().int(),
+  width: z.number().int().nullable(),
+  height: z.number().int().nullable(),
+  /** Why the image's bytes or size are not available. */
+  unavailable: z.string().nullable(),
+  hasPreview: z.boolean(),
+  settings: z.object({ minPixels: z.number(), maxPixels: z.number(), patchSize: z.number(), mergeSize: z.number() }),
+  /** The image math (`imageTokens`) for this image, when its size is known. */
+  layout: z
+    .object({
+      resizedWidth: z.number().int(),
+      resizedHeight: z.number().int(),
+      gridThw: GridThw,
+      padCount: z.number().int(),
+      cellSize: z.number().int(),
+      cellsWide: z.number().int(),
+      cellsHigh: z.number().int(),
+    })
+    .nullable(),
+  problem: z.string().nullable(),
+  /** Pads found for this image in the observed stream (null when it has no span there). */
+  actualPads: z.number().int().nullable(),
+  expectedPads: z.number().int().nullable(),
+  /** The stored `image_grid_thw` entry, when the data has one. */
+  storedGrid: GridThw.nullable(),
+});
+export type ImageInfo = z.infer<typeof ImageInfo>;
+
+export const TrajectoryDetail = z.object({
+  summary: TrajectorySummary,
+  model: z.string().nullable(),
+  profile: z.string(),
+  findings: z.array(Finding),
+  limitations: z.array(z.string()),
+  notes: z.array(z.string()),
+  streams: z.array(StreamInfo),
+  images: z.array(ImageInfo),
+  /** Diffs worth showing, best first (`a`/`b` query values for /diff). */
+  diffs: z.array(z.object({ a: z.string(), b: z.string(), turn: z.number().int(), label: z.string(), diverges: z.boolean() })),
+  meta: z.record(z.string(), z.unknown()).nullable(),
+});
+export type TrajectoryDetail = z.infer<typeof TrajectoryDetail>;
+
+export const StreamQuery = z.object({
+  name: StreamName.default('canonical'),
+  turn: z.coerce.number().int().min(-1).default(-1),
+});
+export type StreamQuery = z.infer<typeof StreamQuery>;
+
+export const VisionSpanInfo = z.object({
+  image: z.number().int(),
+  kind: z.enum(['image', 'video']),
+  start: z.number().int(),
+  padStart: z.number().int(),
+  padLength: z.number().int(),
+  /** -1 when the stream ends inside the image. */
+  end: z.number().int(),
+  expectedPads: z.number().int().nullable(),
+  gridThw: GridThw.nullable(),
+});
+export type VisionSpanInfo = z.infer<typeof VisionSpanInfo>;
+
+export const TurnMark = z.object({
+  index: z.number().int(),
+  turn: z.number().int(),
+  /** What starts here: `generated` (the model's tokens), `observation`, or `response` (sample tail). */
+  what: z.enum(['prompt', 'generated', 'observation', 'response']),
+});
+export type TurnMark = z.infer<typeof TurnMark>;
+
+export const TokenStream = z.object({
+  name: StreamName,
+  turn: z.number().int(),
+  ids: z.array(z.number().int()),
+  /** Decoded piece per token, whitespace made visible (`·` space, `⏎` newline). */
+  pieces: z.array(z.string()),
+  /** 1 for special/added tokens (drawn as tags). */
+  special: z.array(z.number().int()),
+  /** Per token; null where the stream has no mask / logprob there. */
+  lossMask: z.array(z.number().nullable()).nullable(),
+  logprobs: z.array(z.number().nullable()).nullable(),
+  turns: z.array(TurnMark),
+  vision: z.array(VisionSpanInfo),
+});
+export type TokenStream = z.infer<typeof TokenStream>;
+
+export const DiffQuery = z.object({
+  a: z.enum(['canonical', 'prompt', 'sample']).default('canonical'),
+  b: z.enum(['rerender', 'prompt', 'sample']).default('rerender'),
+  /** For the prefix pair (`a=prompt&b=prompt`): the later turn k+1, compared against turn k's prompt ⧺ generation. */
+  turn: z.coerce.number().int().min(0).default(1),
+});
+export type DiffQuery = z.infer<typeof DiffQuery>;
+
+export const DiffSide = z.object({
+  label: z.string(),
+  ids: z.array(z.number().int()),
+  pieces: z.array(z.string()),
+  special: z.array(z.number().int()),
+});
+
+export const DiffResult = z.object({
+  a: DiffSide,
+  b: DiffSide,
+  /** Aligned rows: index into a and into b (-1 = nothing on that side). */
+  rowsA: z.array(z.number().int()),
+  rowsB: z.array(z.number().int()),
+  /** Row of each hunk's start, and whether that row is the first divergence. */
+  hunks: z.array(z.object({ row: z.number().int(), aStart: z.number().int(), aEnd: z.number().int(), bStart: z.number().int(), bEnd: z.number().int() })),
+  divergence: z
+    .object({
+      row: z.number().int(),
+      aIndex: z.number().int(),
+      bIndex: z.number().int(),
+      cause: DivergenceCause,
+      explanation: z.string(),
+      /** Decoded text around the divergence on each side: before, the differing tokens, after. */
+      textA: z.tuple([z.string(), z.string(), z.string()]),
+      textB: z.tuple([z.string(), z.string(), z.string()]),
+    })
+    .nullable(),
+  /** For prefix pairs: b may run on past a (the next observation) without that being a difference. */
+  prefixOnly: z.boolean(),
+});
+export type DiffResult = z.infer<typeof DiffResult>;
+
+export const PreviewQuery = z.object({ w: z.coerce.number().int().min(16).max(2048).default(512) });

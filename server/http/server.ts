@@ -1,0 +1,210 @@
+// The HTTP server behind the app: node:http, JSON API validated with the zod schemas of api.ts,
+// the built app from dist/app, and image previews resized with sharp. Loopback by default;
+// requests naming another Host are refused (DNS rebinding: a page on evil.example resolving to
+// 127.0.0.1 must not read local rollouts). Nothing remote is ever fetched.
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import sharp from 'sharp';
+import type { z } from 'zod';
+import { ZodError } from 'zod';
+import { DiffQuery, DiffResult, ImageInfo, ListQuery, PreviewQuery, RunInfo, StreamQuery, TokenStream, TrajectoryDetail, TrajectoryList } from './api.ts';
+import type { RunStore } from './store.ts';
+import { imageInfos, NotFound, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
+import { imageBytes, MAX_INPUT_PIXELS } from '../images/resolve.ts';
+
+export interface ServeOptions {
+  store: RunStore;
+  /** 0 = any free port. */
+  port: number;
+  host: string;
+  /** Folder of the built app (index.html, assets/). */
+  appDir: string;
+  /** Try the next ports when `port` is taken (the default port), instead of failing. */
+  fallbackPort?: boolean;
+}
+
+export interface RunningServer {
+  url: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const MIME: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.json': 'application/json',
+  '.woff2': 'font/woff2',
+};
+
+const SECURITY_HEADERS = {
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'Content-Security-Policy': "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; connect-src 'self'",
+};
+
+function sendJson<S extends z.ZodType>(res: http.ServerResponse, schema: S, body: z.input<S>, status = 200): void {
+  // Validate what we send: a response that breaks the contract is a server bug, reported as one.
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw new Error(`response does not match its schema: ${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  const text = JSON.stringify(parsed.data);
+  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', ...SECURITY_HEADERS });
+  res.end(text);
+}
+
+function sendError(res: http.ServerResponse, status: number, message: string): void {
+  if (res.headersSent) return res.destroy();
+  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', ...SECURITY_HEADERS });
+  res.end(JSON.stringify({ error: message }));
+}
+
+function query<S extends z.ZodType>(schema: S, url: URL): z.output<S> {
+  const raw: Record<string, string> = {};
+  for (const [k, v] of url.searchParams) if (v !== '') raw[k] = v;
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) throw new HttpError(400, `bad query: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'query'}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}
+
+/** Resized previews, keyed by image content and width. */
+const previewCache = new Map<string, Buffer>();
+const PREVIEW_CACHE_ENTRIES = 128;
+
+export function allowedHosts(host: string, port: number): Set<string> {
+  const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
+  const bare = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
+  hosts.add(`${bare}:${port}`.toLowerCase());
+  return hosts;
+}
+
+export async function startServer(opts: ServeOptions): Promise<RunningServer> {
+  const { store } = opts;
+  let port = opts.port;
+  let hosts = new Set<string>();
+  const appDir = path.resolve(opts.appDir);
+
+  async function handleApi(url: URL, res: http.ServerResponse): Promise<void> {
+    const parts = url.pathname.split('/').filter(Boolean).map((p) => decodeURIComponent(p));
+    // parts[0] === 'api'
+    if (parts.length === 2 && parts[1] === 'run') return sendJson(res, RunInfo, store.info());
+    if (parts[1] !== 'trajectories') throw new HttpError(404, `no API route ${url.pathname}`);
+    if (parts.length === 2) return sendJson(res, TrajectoryList, store.list(query(ListQuery, url)));
+    const id = parts[2]!;
+    const summary = store.summary(id);
+    if (!summary) throw new HttpError(404, `no trajectory with id "${id}"`);
+    const checked = await store.get(id);
+    if (!checked) throw new HttpError(404, `trajectory "${id}" is no longer in ${summary.source.file}`);
+    const runOpts = store.options();
+    if (parts.length === 3) return sendJson(res, TrajectoryDetail, await trajectoryDetail(summary, checked, runOpts));
+    if (parts.length === 4 && parts[3] === 'stream') {
+      const q = query(StreamQuery, url);
+      return sendJson(res, TokenStream, tokenStream(checked, q.name, q.turn, runOpts));
+    }
+    if (parts.length === 4 && parts[3] === 'diff') return sendJson(res, DiffResult, await tokenDiff(checked, query(DiffQuery, url)));
+    if (parts[3] === 'images' && parts.length >= 5) {
+      const k = Number(parts[4]);
+      const infos = imageInfos(checked, runOpts);
+      const info = Number.isInteger(k) ? infos[k] : undefined;
+      if (!info) throw new HttpError(404, `trajectory "${id}" has no image ${parts[4]}`);
+      if (parts.length === 5) return sendJson(res, ImageInfo, info);
+      if (parts.length === 6 && parts[5] === 'preview') {
+        const { w } = query(PreviewQuery, url);
+        const img = checked.trajectory.images[k]!;
+        if (!img.url || img.unavailable) throw new HttpError(404, `image ${k} has no readable bytes${img.unavailable ? `: ${img.unavailable}` : ''}`);
+        const key = `${img.sha256 ?? `${checked.trajectory.source.file}\u0000${img.url.slice(0, 512)}`}\u0000${w}`;
+        let png = previewCache.get(key);
+        if (!png) {
+          const baseDir = path.dirname(path.resolve(checked.trajectory.source.file));
+          const { bytes } = imageBytes(img.url, baseDir, store.roots());
+          // rotate() applies EXIF orientation, as the Qwen processors see the image.
+          png = await sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS }).rotate().resize({ width: w, withoutEnlargement: true }).png().toBuffer();
+          if (previewCache.size >= PREVIEW_CACHE_ENTRIES) previewCache.delete(previewCache.keys().next().value!);
+          previewCache.set(key, png);
+        }
+        res.writeHead(200, { 'Content-Type': 'image/png', 'Cache-Control': 'private, max-age=3600', ...SECURITY_HEADERS });
+        res.end(png);
+        return;
+      }
+    }
+    throw new HttpError(404, `no API route ${url.pathname}`);
+  }
+
+  function serveStatic(url: URL, res: http.ServerResponse): void {
+    const index = path.join(appDir, 'index.html');
+    if (!fs.existsSync(index)) {
+      res.writeHead(503, { 'Content-Type': 'text/plain; charset=utf-8' });
+      res.end('The app is not built: run `npm run build` in the rollscope folder, then reload.\n');
+      return;
+    }
+    let rel = decodeURIComponent(url.pathname);
+    if (rel === '/' || rel === '') rel = '/index.html';
+    const file = path.resolve(appDir, '.' + rel);
+    // Only files inside the built app, never anything else on disk.
+    if (!file.startsWith(appDir + path.sep) || !fs.existsSync(file) || !fs.statSync(file).isFile()) throw new HttpError(404, `not found: ${url.pathname}`);
+    const type = MIME[path.extname(file)] ?? 'application/octet-stream';
+    const immutable = rel.startsWith('/assets/');
+    res.writeHead(200, { 'Content-Type': type, 'Cache-Control': immutable ? 'public, max-age=31536000, immutable' : 'no-cache', ...SECURITY_HEADERS });
+    fs.createReadStream(file).pipe(res);
+  }
+
+  const server = http.createServer((req, res) => {
+    const host = (req.headers.host ?? '').toLowerCase();
+    if (!hosts.has(host)) return sendError(res, 421, `host "${host}" is not served here; use http://127.0.0.1:${port}/`);
+    if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 405, 'only GET');
+    const url = new URL(req.url ?? '/', `http://${host}`);
+    const work = url.pathname.startsWith('/api/') || url.pathname === '/api' ? handleApi(url, res) : Promise.resolve(serveStatic(url, res));
+    work.catch((e: unknown) => {
+      if (e instanceof HttpError) return sendError(res, e.status, e.message);
+      if (e instanceof NotFound) return sendError(res, 404, e.message);
+      if (e instanceof ZodError) return sendError(res, 400, e.message);
+      sendError(res, 500, (e as Error).message);
+    });
+  });
+
+  const listen = (p: number) =>
+    new Promise<number>((resolve, reject) => {
+      const onError = (e: Error) => {
+        server.off('listening', onListening);
+        reject(e);
+      };
+      const onListening = () => {
+        server.off('error', onError);
+        resolve((server.address() as AddressInfo).port);
+      };
+      server.once('error', onError);
+      server.once('listening', onListening);
+      server.listen(p, opts.host);
+    });
+  try {
+    port = await listen(port);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EADDRINUSE' || !opts.fallbackPort) throw e;
+    port = await listen(0);
+  }
+  hosts = allowedHosts(opts.host, port);
+  const shownHost = opts.host === '0.0.0.0' || opts.host === '::' ? '127.0.0.1' : opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  return {
+    url: `http://${shownHost}:${port}/`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        store.close();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,312 @@
+// What the server knows about a run: a small summary per trajectory in memory, the full
+// analysis (token streams, alignment) re-loaded on demand and kept for a few trajectories only.
+// `RunStore` is the seam a lazy byte-offset index can later slot in behind.
+import fs from 'node:fs';
+import path from 'node:path';
+import type { Finding } from '../model/finding.ts';
+import type { ReadError, Trajectory } from '../model/trajectory.ts';
+import { analyzeTrajectory, defaultRoots, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
+import { expandPaths, loadFile } from '../import/index.ts';
+import { profileFor } from '../profiles/profile.ts';
+import type { FindingCounts, ListQuery, RunInfo, TrajectoryList, TrajectorySummary } from './api.ts';
+
+export interface RunStore {
+  info(): RunInfo;
+  list(query: ListQuery): TrajectoryList;
+  summary(id: string): TrajectorySummary | undefined;
+  /** The full analysis of one trajectory (re-loaded and re-checked when not cached). */
+  get(id: string): Promise<CheckedTrajectory | undefined>;
+  /** Folders image files may be read from. */
+  roots(): readonly string[];
+  options(): RunOptions;
+  /** Resolves once every file given at start has been read once. */
+  ready: Promise<void>;
+  close(): void;
+}
+
+interface Entry {
+  summary: TrajectorySummary;
+  /** Id as the file states it (the store's id gets a suffix when two records share one). */
+  originalId: string;
+  /** Distinct token ids of the trajectory's streams, sorted: a token-id query without holding the streams. */
+  tokenSet: Uint32Array;
+}
+
+interface FileState {
+  size: number;
+  format: string | null;
+  seen: Set<string>;
+  errors: ReadError[];
+  count: number;
+}
+
+/** Least-recently-used cache of full analyses. */
+class Lru<V> {
+  private readonly map = new Map<string, V>();
+  constructor(private readonly capacity: number) {}
+  get(key: string): V | undefined {
+    const v = this.map.get(key);
+    if (v !== undefined) {
+      this.map.delete(key);
+      this.map.set(key, v);
+    }
+    return v;
+  }
+  set(key: string, v: V): void {
+    this.map.delete(key);
+    this.map.set(key, v);
+    while (this.map.size > this.capacity) this.map.delete(this.map.keys().next().value!);
+  }
+}
+
+export function countFindings(findings: readonly Finding[]): FindingCounts {
+  const out: FindingCounts = { kind: {}, cause: {}, severity: {} };
+  for (const f of findings) {
+    out.kind[f.kind] = (out.kind[f.kind] ?? 0) + 1;
+    if (f.cause) out.cause[f.cause] = (out.cause[f.cause] ?? 0) + 1;
+    out.severity[f.severity] = (out.severity[f.severity] ?? 0) + 1;
+  }
+  return out;
+}
+
+function distinctTokens(c: CheckedTrajectory): Uint32Array {
+  const set = new Set<number>(c.alignment.tokens);
+  for (const t of c.trajectory.turns) {
+    for (const id of t.promptIds ?? []) set.add(id);
+    for (const id of t.generatedIds ?? []) set.add(id);
+  }
+  for (const id of c.trajectory.sample?.tokens ?? []) set.add(id);
+  for (const id of c.rerender ?? []) set.add(id);
+  return Uint32Array.from([...set].filter((x) => x >= 0 && x < 2 ** 32)).sort();
+}
+
+function hasToken(set: Uint32Array, id: number): boolean {
+  let lo = 0;
+  let hi = set.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const v = set[mid]!;
+    if (v === id) return true;
+    if (v < id) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return false;
+}
+
+export function summarize(id: string, c: CheckedTrajectory): TrajectorySummary {
+  const t = c.trajectory;
+  const counts = countFindings(c.findings);
+  const health = c.findings.some((f) => f.severity === 'error') ? 'error' : c.findings.length > 0 ? 'warning' : 'ok';
+  return {
+    id,
+    format: t.source.format,
+    source: { file: t.source.file, line: t.source.line },
+    turns: t.turns.length,
+    tokens: c.alignment.tokens.length,
+    images: t.images.length,
+    reward: t.reward ?? null,
+    status: t.status ?? null,
+    health,
+    findings: counts,
+    headline: c.findings[0]?.message ?? null,
+  };
+}
+
+const HEALTH_RANK = { ok: 0, warning: 1, error: 2 } as const;
+
+function compareBy(key: ListQuery['sort']): (a: TrajectorySummary, b: TrajectorySummary) => number {
+  const num = (x: number | null) => x ?? Number.NEGATIVE_INFINITY;
+  const total = (s: TrajectorySummary) => Object.values(s.findings.kind).reduce((x, y) => x + y, 0);
+  switch (key) {
+    case 'id':
+      return (a, b) => a.id.localeCompare(b.id, undefined, { numeric: true });
+    case 'format':
+      return (a, b) => a.format.localeCompare(b.format);
+    case 'file':
+      return (a, b) => a.source.file.localeCompare(b.source.file) || a.source.line - b.source.line;
+    case 'status':
+      return (a, b) => (a.status ?? '').localeCompare(b.status ?? '');
+    case 'reward':
+      return (a, b) => num(a.reward) - num(b.reward);
+    case 'findings':
+      return (a, b) => HEALTH_RANK[a.health] - HEALTH_RANK[b.health] || total(a) - total(b);
+    default:
+      return (a, b) => a[key] - b[key];
+  }
+}
+
+export interface StoreOptions extends RunOptions {
+  /** Poll interval for growing files (ms); 0 disables watching. */
+  pollMs?: number;
+  demo?: boolean;
+  /** Full analyses kept in memory. */
+  cacheSize?: number;
+}
+
+/** Loads `paths` in the background and keeps watching them for appended records. */
+export function openRunStore(paths: readonly string[], opts: StoreOptions = {}): RunStore {
+  const roots = opts.roots ?? defaultRoots(paths);
+  const runOpts: RunOptions = { model: opts.model, format: opts.format, processor: opts.processor, roots };
+  const entries = new Map<string, Entry>();
+  const order: string[] = [];
+  const files = new Map<string, FileState>();
+  const pathErrors: ReadError[] = [];
+  const cache = new Lru<CheckedTrajectory>(opts.cacheSize ?? 8);
+  let loading = true;
+  let closed = false;
+  let timer: NodeJS.Timeout | undefined;
+  const profile = profileFor(opts.model, undefined);
+
+  const display = (file: string) => {
+    const rel = path.relative(process.cwd(), file);
+    return rel && !rel.startsWith('..') && !path.isAbsolute(rel) ? rel : file;
+  };
+
+  async function readFile(file: string): Promise<void> {
+    let size: number;
+    try {
+      size = fs.statSync(file).size;
+    } catch {
+      return;
+    }
+    const state = files.get(file) ?? { size: -1, format: null, seen: new Set<string>(), errors: [], count: 0 };
+    files.set(file, state);
+    if (state.size === size) return;
+    state.size = size;
+    const loaded = await loadFile(file, { format: opts.format });
+    state.format = loaded.format ?? null;
+    // A file still being written ends in a partial line: its parse error is not an error yet.
+    const text = size > 0 ? readLastByte(file) : '\n';
+    const lastLine = loaded.errors.reduce((m, e) => Math.max(m, e.line), 0);
+    state.errors = text === '\n' ? loaded.errors : loaded.errors.filter((e) => e.line !== lastLine);
+    for (const traj of loaded.trajectories) {
+      // Records already read (by line and id) are skipped: a growing file only adds new lines.
+      const key = `${traj.source.line}\u0000${traj.id}`;
+      if (state.seen.has(key)) continue;
+      state.seen.add(key);
+      await addTrajectory(traj);
+    }
+    state.count = [...entries.values()].filter((e) => e.summary.source.file === file).length;
+  }
+
+  async function addTrajectory(traj: Trajectory): Promise<void> {
+    let checked: CheckedTrajectory;
+    try {
+      checked = await analyzeTrajectory(traj, runOpts, roots);
+    } catch (e) {
+      pathErrors.push({ file: traj.source.file, line: traj.source.line, message: `cannot analyze trajectory ${traj.id}: ${(e as Error).message}` });
+      return;
+    }
+    let id = traj.id;
+    if (entries.has(id)) id = `${traj.id}@${path.basename(traj.source.file)}:${traj.source.line}`;
+    entries.set(id, { summary: summarize(id, checked), originalId: traj.id, tokenSet: distinctTokens(checked) });
+    order.push(id);
+    cache.set(id, checked);
+  }
+
+  async function scan(): Promise<void> {
+    const { files: found, errors } = expandPaths(paths);
+    pathErrors.splice(0, pathErrors.length, ...errors.filter((e) => !pathErrors.some((p) => p.file === e.file && p.message === e.message)), ...pathErrors.filter((p) => p.line > 0));
+    for (const f of found) {
+      if (closed) return;
+      await readFile(f);
+    }
+  }
+
+  const ready = scan()
+    .catch((e: unknown) => {
+      pathErrors.push({ file: paths.join(', '), line: 0, message: `cannot load: ${(e as Error).message}` });
+    })
+    .finally(() => {
+      loading = false;
+      const poll = opts.pollMs ?? 1000;
+      if (poll > 0 && !closed) {
+        let busy = false;
+        timer = setInterval(() => {
+          if (busy) return;
+          busy = true;
+          scan()
+            .catch(() => undefined)
+            .finally(() => (busy = false));
+        }, poll);
+        timer.unref();
+      }
+    });
+
+  return {
+    ready,
+    roots: () => roots,
+    options: () => runOpts,
+    info(): RunInfo {
+      const counts: FindingCounts = { kind: {}, cause: {}, severity: {} };
+      const health = { ok: 0, warning: 0, error: 0 };
+      for (const e of entries.values()) {
+        health[e.summary.health]++;
+        for (const dim of ['kind', 'cause', 'severity'] as const) for (const k of Object.keys(e.summary.findings[dim])) counts[dim][k] = (counts[dim][k] ?? 0) + 1;
+      }
+      return {
+        files: [...files.entries()].map(([file, s]) => ({ file: display(file), format: s.format, trajectories: s.count })),
+        trajectories: entries.size,
+        counts,
+        health,
+        profile: { name: profile.name, family: profile.family },
+        errors: [...pathErrors, ...[...files.values()].flatMap((s) => s.errors)].map((e) => ({ ...e, file: display(e.file) })),
+        demo: opts.demo === true,
+        loading,
+      };
+    },
+    list(query: ListQuery): TrajectoryList {
+      const q = query.q?.trim();
+      const tokenId = q && /^\d+$/.test(q) ? Number(q) : undefined;
+      const matches = order
+        .map((id) => entries.get(id)!)
+        .filter((e) => {
+          const s = e.summary;
+          if (query.kind && !s.findings.kind[query.kind]) return false;
+          if (query.cause && !s.findings.cause[query.cause]) return false;
+          if (query.severity && !s.findings.severity[query.severity]) return false;
+          if (query.status && s.health !== query.status && s.status !== query.status) return false;
+          if (q) {
+            const text = `${s.id} ${s.source.file} ${s.headline ?? ''}`.toLowerCase();
+            if (!text.includes(q.toLowerCase()) && !(tokenId !== undefined && hasToken(e.tokenSet, tokenId))) return false;
+          }
+          return true;
+        })
+        .map((e) => e.summary);
+      const cmp = compareBy(query.sort);
+      const dir = query.order === 'asc' ? 1 : -1;
+      matches.sort((a, b) => dir * cmp(a, b) || order.indexOf(a.id) - order.indexOf(b.id));
+      return { total: matches.length, offset: query.offset, items: matches.slice(query.offset, query.offset + query.limit) };
+    },
+    summary: (id) => entries.get(id)?.summary,
+    async get(id) {
+      const entry = entries.get(id);
+      if (!entry) return undefined;
+      const hit = cache.get(id);
+      if (hit) return hit;
+      const { file, line } = entry.summary.source;
+      const loaded = await loadFile(file, { format: opts.format });
+      const traj = loaded.trajectories.find((t) => t.source.line === line && t.id === entry.originalId) ?? loaded.trajectories.find((t) => t.id === entry.originalId);
+      if (!traj) return undefined;
+      const checked = await analyzeTrajectory(traj, runOpts, roots);
+      cache.set(id, checked);
+      return checked;
+    },
+    close() {
+      closed = true;
+      if (timer) clearInterval(timer);
+    },
+  };
+}
+
+function readLastByte(file: string): string {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const size = fs.fstatSync(fd).size;
+    const buf = Buffer.alloc(1);
+    fs.readSync(fd, buf, 0, 1, size - 1);
+    return buf.toString('utf8');
+  } finally {
+    fs.closeSync(fd);
+  }
+}

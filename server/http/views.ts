@@ -1,0 +1,272 @@
+// API views of one checked trajectory: its detail, any of its token streams, a token-aligned
+// diff of two of them, and its images. Everything the app shows is computed here from the
+// shared analysis (checks, realign, classify, image math); the app only lays it out.
+import type { StreamName } from '../model/finding.ts';
+import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
+import { streamTokens } from '../pipeline.ts';
+import { analysisContext, type AnalysisContext } from '../analysis/context.ts';
+import { observedStream } from '../analysis/checks.ts';
+import { findVisionSpans } from '../analysis/vision-spans.ts';
+import { diffTokens, type Hunk } from '../analysis/diff.ts';
+import { firstDivergence } from '../analysis/classify.ts';
+import { boundaryIds, turnCloseIds } from '../analysis/render.ts';
+import { padCountFromGrid } from '../analysis/image-math.ts';
+import { visiblePiece } from '../profiles/tokenizer.ts';
+import type { ModelProfile } from '../profiles/profile.ts';
+import type { DiffQuery, DiffResult, ImageInfo, StreamInfo, TokenStream, TrajectoryDetail, TrajectorySummary, TurnMark, VisionSpanInfo } from './api.ts';
+
+export class NotFound extends Error {}
+
+function contextOf(c: CheckedTrajectory, opts: RunOptions): AnalysisContext {
+  return analysisContext(c.trajectory, c.profile, opts.processor);
+}
+
+export function availableStreams(c: CheckedTrajectory): StreamInfo[] {
+  const out: StreamInfo[] = [];
+  if (c.alignment.tokens.length > 0) out.push({ name: 'canonical', turn: -1, length: c.alignment.tokens.length, label: 'canonical (re-aligned)' });
+  if (c.trajectory.sample) out.push({ name: 'sample', turn: -1, length: c.trajectory.sample.tokens.length, label: 'stored training sample' });
+  c.trajectory.turns.forEach((t, k) => {
+    if (t.promptIds) out.push({ name: 'prompt', turn: k, length: t.promptIds.length + (t.generatedIds?.length ?? 0), label: `turn ${k} prompt ⧺ generation` });
+  });
+  if (c.rerender) out.push({ name: 'rerender', turn: -1, length: c.rerender.length, label: 're-rendered conversation' });
+  return out;
+}
+
+/** Pairs worth diffing: every broken prefix, canonical vs re-render, canonical vs stored sample. */
+export async function availableDiffs(c: CheckedTrajectory): Promise<TrajectoryDetail['diffs']> {
+  const out: TrajectoryDetail['diffs'] = [];
+  const broken = new Set(c.findings.filter((f) => f.kind === 'prefix_break').map((f) => f.turn));
+  for (let k = 1; k < c.trajectory.turns.length; k++) {
+    if (!c.trajectory.turns[k - 1]!.promptIds || !c.trajectory.turns[k]!.promptIds) continue;
+    out.push({ a: 'prompt', b: 'prompt', turn: k, label: `turn ${k - 1} prompt ⧺ generation vs turn ${k} prompt`, diverges: broken.has(k) });
+  }
+  if (c.rerender) out.push({ a: 'canonical', b: 'rerender', turn: 0, label: 'canonical vs re-rendered', diverges: c.findings.some((f) => f.kind === 'rerender_mismatch') });
+  if (c.trajectory.sample) out.push({ a: 'canonical', b: 'sample', turn: 0, label: 'canonical vs stored sample', diverges: c.findings.some((f) => f.kind === 'sample_mismatch') });
+  return out.sort((x, y) => Number(y.diverges) - Number(x.diverges));
+}
+
+export async function trajectoryDetail(summary: TrajectorySummary, c: CheckedTrajectory, opts: RunOptions): Promise<TrajectoryDetail> {
+  return {
+    summary,
+    model: c.trajectory.model ?? null,
+    profile: c.profile.name,
+    findings: c.findings,
+    limitations: c.trajectory.limitations,
+    notes: c.alignment.notes,
+    streams: availableStreams(c),
+    images: imageInfos(c, opts),
+    diffs: await availableDiffs(c),
+    meta: c.trajectory.meta ?? null,
+  };
+}
+
+function pieces(profile: ModelProfile, ids: readonly number[]): { pieces: string[]; special: number[] } {
+  const tok = profile.tokenizer;
+  return { pieces: ids.map((id) => visiblePiece(tok.piece(id))), special: ids.map((id) => (tok.isAdded(id) ? 1 : 0)) };
+}
+
+function visionSpans(ids: readonly number[], c: CheckedTrajectory, ctx: AnalysisContext, firstImage = 0): VisionSpanInfo[] {
+  let image = firstImage;
+  return findVisionSpans(ids, c.profile.special).map((s) => {
+    const i = s.kind === 'image' ? image++ : -1;
+    const math = ctx.images[i]?.tokens;
+    const stored = c.trajectory.sample?.imageGridThw?.[i];
+    return {
+      image: i,
+      kind: s.kind,
+      start: s.start,
+      padStart: s.padStart,
+      padLength: s.padLength,
+      end: s.end,
+      expectedPads: math?.padCount ?? (stored ? safePadCount(stored, c.profile.vision.mergeSize) : null),
+      gridThw: math?.gridThw ?? stored ?? null,
+    };
+  });
+}
+
+function safePadCount(grid: [number, number, number], merge: number): number | null {
+  try {
+    return padCountFromGrid(grid, merge);
+  } catch {
+    return null;
+  }
+}
+
+export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number, opts: RunOptions): TokenStream {
+  const ids = streamTokens(c, name, turn);
+  if (!ids) throw new NotFound(`trajectory ${c.trajectory.id} has no ${name} stream${name === 'prompt' ? ` for turn ${turn}` : ''}`);
+  const ctx = contextOf(c, opts);
+  let lossMask: (number | null)[] | null = null;
+  let logprobs: (number | null)[] | null = null;
+  const turns: TurnMark[] = [{ index: 0, turn: name === 'prompt' ? turn : 0, what: 'prompt' }];
+  if (name === 'canonical') {
+    lossMask = c.alignment.lossMask.slice();
+    // Observation tokens carry a filler logprob of 0: there is no logprob to show there.
+    logprobs = c.alignment.logprobs.map((lp, i) => (c.alignment.lossMask[i] === 1 ? lp : null));
+    for (const s of c.alignment.turns) {
+      turns.push({ index: s.generated[0], turn: s.turn, what: 'generated' });
+      if (s.observation[1] > s.observation[0]) turns.push({ index: s.observation[0], turn: s.turn, what: 'observation' });
+    }
+  } else if (name === 'prompt') {
+    const t = c.trajectory.turns[turn]!;
+    const p = t.promptIds?.length ?? 0;
+    lossMask = ids.map((_, i) => (i < p ? 0 : 1));
+    logprobs = ids.map((_, i) => (i < p ? null : (t.generatedLogprobs?.[i - p] ?? null)));
+    turns.push({ index: p, turn, what: 'generated' });
+  } else if (name === 'sample') {
+    const s = c.trajectory.sample!;
+    const offset = s.maskScope === 'full' ? 0 : ids.length - (s.responseLength ?? 0);
+    const at = (arr: readonly number[] | undefined, i: number) => (arr && i >= offset ? (arr[i - offset] ?? null) : null);
+    lossMask = s.lossMask ? ids.map((_, i) => at(s.lossMask, i)) : null;
+    logprobs = s.logprobs ? ids.map((_, i) => at(s.logprobs, i)) : null;
+    if (s.responseLength !== undefined) turns.push({ index: ids.length - s.responseLength, turn: -1, what: 'response' });
+  }
+  const firstImage = 0;
+  return {
+    name,
+    turn,
+    ids: ids.slice(),
+    ...pieces(c.profile, ids),
+    lossMask,
+    logprobs: logprobs?.map((x) => (x === null || Number.isFinite(x) ? x : null)) ?? null,
+    turns: turns.sort((a, b) => a.index - b.index),
+    vision: visionSpans(ids, c, ctx, firstImage),
+  };
+}
+
+function rowsFor(aLength: number, bLength: number, hunks: readonly Hunk[]): { rowsA: number[]; rowsB: number[]; starts: number[] } {
+  const rowsA: number[] = [];
+  const rowsB: number[] = [];
+  const starts: number[] = [];
+  let ai = 0;
+  let bi = 0;
+  const equalUntil = (aEnd: number) => {
+    while (ai < aEnd) {
+      rowsA.push(ai++);
+      rowsB.push(bi++);
+    }
+  };
+  for (const h of hunks) {
+    equalUntil(h.aStart);
+    starts.push(rowsA.length);
+    const n = Math.max(h.aEnd - h.aStart, h.bEnd - h.bStart);
+    for (let i = 0; i < n; i++) {
+      rowsA.push(h.aStart + i < h.aEnd ? h.aStart + i : -1);
+      rowsB.push(h.bStart + i < h.bEnd ? h.bStart + i : -1);
+    }
+    ai = h.aEnd;
+    bi = h.bEnd;
+  }
+  equalUntil(aLength);
+  while (bi < bLength) {
+    rowsA.push(-1);
+    rowsB.push(bi++);
+  }
+  return { rowsA, rowsB, starts };
+}
+
+const CONTEXT_TOKENS = 16;
+
+export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<DiffResult> {
+  const { profile, trajectory: traj, alignment } = c;
+  const closeIds = await turnCloseIds(profile);
+  let a: number[];
+  let b: number[];
+  let labelA: string;
+  let labelB: string;
+  let prefixOnly = false;
+  if (q.a === 'prompt' && q.b === 'prompt') {
+    const cur = traj.turns[q.turn - 1];
+    const next = traj.turns[q.turn];
+    if (!cur?.promptIds || !next?.promptIds) throw new NotFound(`no prompt ids for turns ${q.turn - 1} and ${q.turn}`);
+    const gen = cur.generatedIds ?? [];
+    // What turn k+1's prompt must start with (the same expectation as checkPrefixes).
+    a = [...cur.promptIds, ...gen, ...boundaryIds(gen, closeIds, profile.special.eos)];
+    b = next.promptIds;
+    labelA = `turn ${q.turn - 1} prompt ⧺ generation ⧺ boundary`;
+    labelB = `turn ${q.turn} prompt`;
+    prefixOnly = true;
+  } else if (q.a === 'canonical' && q.b === 'rerender') {
+    if (!c.rerender) throw new NotFound('this trajectory has no messages to re-render');
+    const last = traj.turns[traj.turns.length - 1];
+    const lastGen = last?.generatedIds ?? [];
+    // Closed the same way checkRerender closes it, so the divergence index matches the finding.
+    a = last?.observationMessages || lastGen.length === 0 ? alignment.tokens : [...alignment.tokens, ...boundaryIds(lastGen, closeIds, profile.special.eos)];
+    b = c.rerender;
+    labelA = 'canonical';
+    labelB = 're-rendered';
+  } else if (q.a === 'canonical' && q.b === 'sample') {
+    if (!traj.sample) throw new NotFound('this trajectory has no stored sample');
+    a = alignment.tokens;
+    b = traj.sample.tokens;
+    labelA = 'canonical';
+    labelB = 'stored sample';
+  } else throw new NotFound(`no diff of ${q.a} against ${q.b}; use canonical/rerender, canonical/sample or prompt/prompt`);
+
+  const d = firstDivergence(profile, a, b, { prefixOnly });
+  let hunks: Hunk[] = [];
+  if (d) {
+    // The first hunk is the classifier's (so the row shown is the finding's token); the rest is diffed after it.
+    const rest = diffTokens(a.slice(d.hunk.aEnd), b.slice(d.hunk.bEnd)).map((h) => ({
+      aStart: h.aStart + d.hunk.aEnd,
+      aEnd: h.aEnd + d.hunk.aEnd,
+      bStart: h.bStart + d.hunk.bEnd,
+      bEnd: h.bEnd + d.hunk.bEnd,
+    }));
+    hunks = [d.hunk, ...rest];
+  }
+  if (prefixOnly) {
+    // b running on past a is the next observation, not a difference.
+    hunks = hunks.filter((h) => !(h.aStart === a.length && h.aEnd === a.length && h.bEnd === b.length));
+  }
+  const { rowsA, rowsB, starts } = rowsFor(a.length, b.length, hunks);
+  const tok = profile.tokenizer;
+  const text = (ids: number[], s: number, e: number): [string, string, string] => [
+    visiblePiece(tok.decodeSync(ids.slice(Math.max(0, s - CONTEXT_TOKENS), s))),
+    visiblePiece(tok.decodeSync(ids.slice(s, e))),
+    visiblePiece(tok.decodeSync(ids.slice(e, e + CONTEXT_TOKENS))),
+  ];
+  return {
+    a: { label: labelA, ids: a, ...pieces(profile, a) },
+    b: { label: labelB, ids: b, ...pieces(profile, b) },
+    rowsA,
+    rowsB,
+    hunks: hunks.map((h, i) => ({ row: starts[i]!, ...h })),
+    divergence: d
+      ? {
+          row: starts[0]!,
+          aIndex: d.hunk.aStart,
+          bIndex: d.hunk.bStart,
+          cause: d.cause,
+          explanation: d.explanation,
+          textA: text(a, d.hunk.aStart, d.hunk.aEnd),
+          textB: text(b, d.hunk.bStart, d.hunk.bEnd),
+        }
+      : null,
+    prefixOnly,
+  };
+}
+
+export function imageInfos(c: CheckedTrajectory, opts: RunOptions): ImageInfo[] {
+  const ctx = contextOf(c, opts);
+  const observed = observedStream(c.trajectory);
+  const spans = observed ? findVisionSpans(observed.tokens, c.profile.special).filter((s) => s.kind === 'image') : [];
+  return c.trajectory.images.map((img, i) => {
+    const e = ctx.images[i];
+    const vision = e?.vision ?? c.profile.vision;
+    const stored = c.trajectory.sample?.imageGridThw?.[i] ?? null;
+    return {
+      index: i,
+      width: img.width ?? null,
+      height: img.height ?? null,
+      unavailable: img.unavailable ?? null,
+      hasPreview: !!img.url && !img.unavailable,
+      settings: { minPixels: vision.minPixels, maxPixels: vision.maxPixels, patchSize: vision.patchSize, mergeSize: vision.mergeSize },
+      layout: e?.tokens ?? null,
+      problem: e?.problem ?? null,
+      actualPads: spans[i]?.padLength ?? null,
+      expectedPads: e?.tokens?.padCount ?? (stored ? safePadCount(stored, vision.mergeSize) : null),
+      storedGrid: stored,
+    };
+  });
+}
