@@ -1,0 +1,548 @@
+// Ask the engine directly: render a conversation, tokenize text, decode ids, and compute an image's
+// token layout, with the same answers transformers and vLLM give. Shared by the CLI commands
+// (render, tokenize, decode, image-tokens) and the server's playground; no printing here.
+//
+// Conversations are parsed as Python's json.loads parses them (`parsePythonJson`: floats stay
+// floats, key order and big integers survive), then string tool-call arguments are decoded the way
+// vLLM does before it applies the chat template (vllm-project/vllm:
+// vllm/entrypoints/chat_utils.py `_postprocess_messages`), then the profile's template renders them
+// as transformers' `apply_chat_template` does, the tokenizer encodes the text, and each
+// `<|image_pad|>` is expanded to the image's pad count (transformers processing_qwen2_vl.py /
+// vLLM `get_replacement_qwen2vl`: one pad per merged patch, formats.md §1.4).
+import { z } from 'zod';
+import { Message, type ProcessorSettings } from '../model/trajectory.ts';
+import type { ModelProfile } from '../profiles/profile.ts';
+import { parsePythonJson, PyFloat } from '../profiles/template.ts';
+import { imageBytes, imageSize, ImageUnavailable } from '../images/resolve.ts';
+import { imageTokens, type VisionConfig } from './image-math.ts';
+import { visionConfigFor } from './context.ts';
+import { countToken, expandImagePads } from './vision-spans.ts';
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+export interface InputLocation {
+  /** File name, `-` for stdin, or a label such as `--tools`. */
+  source?: string;
+  /** 1-based. */
+  line?: number;
+  /** 1-based, in characters (code points), as Python's JSONDecodeError counts. */
+  column?: number;
+  /** Path of the offending value, e.g. `messages[2].content[0]`. */
+  field?: string;
+}
+
+/** Input rollscope cannot answer for: bad JSON, a wrong field, an unreadable image, a bad id. */
+export class AskInputError extends Error {
+  override name = 'AskInputError';
+  constructor(
+    readonly reason: string,
+    readonly where: InputLocation = {},
+  ) {
+    const at = [
+      where.source,
+      where.line !== undefined ? `line ${where.line}${where.column !== undefined ? `, column ${where.column}` : ''}` : undefined,
+      where.field,
+    ].filter((s): s is string => s !== undefined && s !== '');
+    super(at.length > 0 ? `${at.join(': ')}: ${reason}` : reason);
+  }
+}
+
+function lineColumn(text: string, index: number): { line: number; column: number } {
+  const before = text.slice(0, index);
+  const lineStart = before.lastIndexOf('\n') + 1;
+  let line = 1;
+  for (let i = 0; i < lineStart; i++) if (text.charCodeAt(i) === 0x0a) line++;
+  return { line, column: Array.from(before.slice(lineStart)).length + 1 };
+}
+
+/** `parsePythonJson` with its `char N` turned into a 1-based line and column. */
+export function parseJsonText(text: string, source: string): unknown {
+  try {
+    return parsePythonJson(text);
+  } catch (e) {
+    if (!(e instanceof SyntaxError)) throw e;
+    const m = /^(.*): char (\d+)$/s.exec(e.message);
+    if (!m) throw new AskInputError(`not valid JSON: ${e.message}`, { source });
+    throw new AskInputError(`not valid JSON: ${m[1]}`, { source, ...lineColumn(text, Number(m[2])) });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Conversation documents
+
+/** A Python json value as `parsePythonJson` returns it. */
+type PyValue = unknown;
+type PyDict = Map<string, PyValue>;
+
+const isDict = (v: unknown): v is PyDict => v instanceof Map;
+
+/** Plain JavaScript view of a Python json value, for schema validation only (rendering uses the original). */
+function toPlain(v: PyValue): unknown {
+  if (v instanceof Map) return Object.fromEntries(Array.from(v, ([k, x]) => [k, toPlain(x)]));
+  if (Array.isArray(v)) return v.map(toPlain);
+  if (v instanceof PyFloat) return v.value;
+  if (typeof v === 'bigint') return Number(v);
+  return v;
+}
+
+/** A message as OpenAI-style clients send it; content parts may also be bare strings (vLLM accepts them). */
+const ConversationMessage = Message.extend({
+  content: z.union([z.string(), z.array(z.union([z.string(), z.record(z.string(), z.unknown())])), z.null()]).optional(),
+  tool_calls: z.array(z.unknown()).nullish(),
+});
+
+/** `{"messages": [...], "tools"?: [...], "chat_template_kwargs"?: {...}}`; other request fields are ignored. */
+export const ConversationDocument = z
+  .object({
+    messages: z.array(ConversationMessage),
+    tools: z.array(z.record(z.string(), z.unknown())).nullish(),
+    /** vLLM's request field: extra variables for the template (e.g. `add_vision_id`). */
+    chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
+    /** An OpenAI request's model name, used when no --model is given. */
+    model: z.string().optional(),
+  })
+  .passthrough();
+export type ConversationDocument = z.infer<typeof ConversationDocument>;
+
+/** A conversation holding Python-json values (`Map`, `PyFloat`, `bigint`), ready to render. */
+export interface Conversation {
+  messages: PyValue[];
+  tools?: PyValue[];
+  templateKwargs?: PyDict;
+  model?: string;
+  /** Where it was read from, for error messages. */
+  source?: string;
+}
+
+function fieldPath(path: readonly PropertyKey[]): string {
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i > 0 ? '.' : ''}${String(p)}`)).join('');
+}
+
+function schemaError(error: z.ZodError, source: string, prefix = ''): AskInputError {
+  const issue = error.issues[0];
+  const field = `${prefix}${issue ? fieldPath(issue.path) : ''}`;
+  const more = error.issues.length > 1 ? ` (and ${error.issues.length - 1} more problem${error.issues.length > 2 ? 's' : ''})` : '';
+  return new AskInputError(`${issue?.message ?? 'invalid'}${more}`, { source, field: field || undefined });
+}
+
+/**
+ * Parse a conversation document (or a bare list of messages) from JSON text, as Python's
+ * json.loads would, and check its shape. Throws AskInputError naming line/column or field.
+ */
+export function parseConversation(text: string, source: string): Conversation {
+  const value = parseJsonText(text, source);
+  const doc = Array.isArray(value) ? new Map<string, PyValue>([['messages', value]]) : value;
+  const checked = ConversationDocument.safeParse(toPlain(doc));
+  if (!checked.success) throw schemaError(checked.error, source);
+  if (!isDict(doc)) throw new AskInputError('expected an object with "messages"', { source });
+  const messages = doc.get('messages') as PyValue[];
+  const tools = doc.get('tools');
+  const kwargs = doc.get('chat_template_kwargs');
+  return {
+    messages,
+    tools: Array.isArray(tools) ? tools : undefined,
+    templateKwargs: isDict(kwargs) ? kwargs : undefined,
+    model: checked.data.model,
+    source,
+  };
+}
+
+/** The tools of `--tools FILE`: a JSON list of tool definitions, or an object with a "tools" list. */
+export function parseTools(text: string, source: string): PyValue[] {
+  const value = parseJsonText(text, source);
+  const list = isDict(value) ? value.get('tools') : value;
+  const checked = z.array(z.record(z.string(), z.unknown())).safeParse(toPlain(list));
+  if (!checked.success) throw schemaError(checked.error, source, isDict(value) ? 'tools' : '');
+  return list as PyValue[];
+}
+
+/** Python truthiness of a json value. */
+function pyTruthy(v: PyValue): boolean {
+  if (v === null || v === undefined || v === false || v === '' || v === 0 || v === 0n) return false;
+  if (v instanceof PyFloat) return v.value !== 0;
+  if (Array.isArray(v)) return v.length > 0;
+  if (isDict(v)) return v.size > 0;
+  return true;
+}
+
+/**
+ * What vLLM does to assistant tool calls before rendering (vllm-project/vllm:
+ * vllm/entrypoints/chat_utils.py `_postprocess_messages`): an empty `tool_calls` list is dropped;
+ * every call must be an object of type "function" with a `function` object; `arguments` given as a
+ * JSON string are decoded with json.loads (so `"{\"x\": 2.0}"` renders as `{"x": 2.0}` through
+ * the template's `tojson`), a decoded `null` and a missing/empty value become `{}`. Returns new
+ * messages; the input is not modified.
+ */
+export function decodeToolArgumentsLikeVllm(messages: readonly PyValue[], source?: string): PyValue[] {
+  return messages.map((message, m) => {
+    if (!isDict(message) || message.get('role') !== 'assistant' || !message.has('tool_calls')) return message;
+    const calls = message.get('tool_calls');
+    if (!Array.isArray(calls)) return message;
+    const copy = new Map(message);
+    if (calls.length === 0) {
+      copy.delete('tool_calls');
+      return copy;
+    }
+    copy.set(
+      'tool_calls',
+      calls.map((call, c) => {
+        const field = `messages[${m}].tool_calls[${c}]`;
+        if (!isDict(call)) throw new AskInputError('assistant tool_calls entries must be objects (vLLM rejects the request)', { source, field });
+        const fn = call.get('function');
+        const type = call.has('type') ? call.get('type') : 'function';
+        if (type !== 'function' || !isDict(fn)) {
+          throw new AskInputError(`chat completions only support assistant tool_calls of type 'function' with a "function" object (vLLM rejects the request)`, { source, field });
+        }
+        const args = fn.get('arguments');
+        let decoded: PyValue;
+        if (!pyTruthy(args)) decoded = new Map();
+        else if (isDict(args) || Array.isArray(args)) return call;
+        else if (typeof args !== 'string') {
+          throw new AskInputError(`arguments must be a JSON string or an object, got ${typeof args} (vLLM's json.loads raises)`, { source, field: `${field}.function.arguments` });
+        } else {
+          try {
+            decoded = parsePythonJson(args);
+          } catch (e) {
+            throw new AskInputError(`not valid JSON, vLLM's json.loads raises: ${(e as Error).message}`, { source, field: `${field}.function.arguments` });
+          }
+          if (decoded === null) decoded = new Map();
+        }
+        const newCall = new Map(call);
+        newCall.set('function', new Map(fn).set('arguments', decoded));
+        return newCall;
+      }),
+    );
+    return copy;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Images
+
+/** How a conversation's image got its size. */
+export type ImageSource = { kind: 'size'; width: number; height: number } | { kind: 'url'; url: string };
+
+export interface ImagePart {
+  /** Where it is, e.g. `messages[0].content[1]`. */
+  field: string;
+  source?: ImageSource;
+}
+
+/**
+ * Image parts in message order: what the Qwen-VL templates render as `<|image_pad|>`
+ * (`type == 'image'`, or an `image` / `image_url` key) and what the processor pairs with the pads
+ * in order. `width`/`height` on the part give the size without reading anything; otherwise the
+ * source is `image_url` (a string or `{url}`), `image`, or transformers' `url` / `path`.
+ */
+export function findImageParts(messages: readonly PyValue[]): ImagePart[] {
+  const out: ImagePart[] = [];
+  messages.forEach((message, m) => {
+    const content = isDict(message) ? message.get('content') : undefined;
+    if (!Array.isArray(content)) return;
+    content.forEach((part, p) => {
+      if (!isDict(part)) return;
+      if (part.get('type') !== 'image' && !part.has('image') && !part.has('image_url')) return;
+      out.push({ field: `messages[${m}].content[${p}]`, source: imageSourceOf(part) });
+    });
+  });
+  return out;
+}
+
+const positiveInt = (v: PyValue): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : undefined);
+
+function imageSourceOf(part: PyDict): ImageSource | undefined {
+  const width = positiveInt(part.get('width'));
+  const height = positiveInt(part.get('height'));
+  if (width !== undefined && height !== undefined) return { kind: 'size', width, height };
+  const imageUrl = part.get('image_url');
+  const candidates = [isDict(imageUrl) ? imageUrl.get('url') : imageUrl, part.get('image'), part.get('url'), part.get('path')];
+  const url = candidates.find((c): c is string => typeof c === 'string' && c !== '');
+  return url === undefined ? undefined : { kind: 'url', url };
+}
+
+/** Reads an image's size from its reference (a data: URL or a path); throws ImageUnavailable. */
+export type ImageSizer = (url: string) => Promise<{ width: number; height: number }>;
+
+/** Sizes from `data:` URLs only: the safe default for callers that must not read local files. */
+export const dataUrlSizer: ImageSizer = async (url) => {
+  if (!url.startsWith('data:')) throw new ImageUnavailable('only data: URLs or width/height are accepted here');
+  return imageSize(imageBytes(url, '.', []).bytes);
+};
+
+/** Sizes from data: URLs and local files under `roots` (relative paths from `baseDir`), read with sharp. */
+export function localImageSizer(opts: { baseDir: string; roots: readonly string[] }): ImageSizer {
+  return async (url) => {
+    const { bytes } = imageBytes(url, opts.baseDir, opts.roots);
+    try {
+      return await imageSize(bytes);
+    } catch (e) {
+      if (e instanceof ImageUnavailable) throw e;
+      throw new ImageUnavailable(`cannot decode image: ${(e as Error).message}`);
+    }
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Image token math
+
+const ProcessorUsed = z.object({
+  patch_size: z.number().int(),
+  merge_size: z.number().int(),
+  temporal_patch_size: z.number().int(),
+  min_pixels: z.number().int(),
+  max_pixels: z.number().int(),
+});
+
+const Grid = z.tuple([z.number().int(), z.number().int(), z.number().int()]);
+
+const ResizeResult = z.object({
+  resized_width: z.number().int(),
+  resized_height: z.number().int(),
+  image_grid_thw: Grid,
+  pad_count: z.number().int(),
+});
+
+/** One image's answer (`image-tokens --json`, and each image of `render --json`). */
+export const ImageTokensReport = z.object({
+  width: z.number().int(),
+  height: z.number().int(),
+  ...ResizeResult.shape,
+  processor: ProcessorUsed,
+  /** Present only when qwen-vl-utils' smart_resize (formats.md §1.3 variant B) gives another answer with the same settings. */
+  qwen_vl_utils: z.union([ResizeResult, z.object({ error: z.string() })]).optional(),
+});
+export type ImageTokensReport = z.infer<typeof ImageTokensReport>;
+
+export function visionFor(profile: ModelProfile, processor?: ProcessorSettings): VisionConfig {
+  return visionConfigFor(profile, undefined, undefined, processor);
+}
+
+/**
+ * Token layout of a W×H still image under the profile's processor (min/max pixels overridable):
+ * the transformers/vLLM smart_resize (variant A), plus variant B when it differs. Throws when the
+ * processor would reject the image (aspect ratio over 200).
+ */
+export function imageTokensFor(profile: ModelProfile, size: { width: number; height: number }, processor?: ProcessorSettings): ImageTokensReport {
+  const vision = visionFor(profile, processor);
+  const a = imageTokens(size.width, size.height, vision, 'transformers');
+  const report: ImageTokensReport = {
+    width: size.width,
+    height: size.height,
+    resized_width: a.resizedWidth,
+    resized_height: a.resizedHeight,
+    image_grid_thw: a.gridThw,
+    pad_count: a.padCount,
+    processor: {
+      patch_size: vision.patchSize,
+      merge_size: vision.mergeSize,
+      temporal_patch_size: vision.temporalPatchSize,
+      min_pixels: vision.minPixels,
+      max_pixels: vision.maxPixels,
+    },
+  };
+  try {
+    const b = imageTokens(size.width, size.height, vision, 'qwen-vl-utils');
+    if (b.resizedWidth !== a.resizedWidth || b.resizedHeight !== a.resizedHeight) {
+      report.qwen_vl_utils = { resized_width: b.resizedWidth, resized_height: b.resizedHeight, image_grid_thw: b.gridThw, pad_count: b.padCount };
+    }
+  } catch (e) {
+    report.qwen_vl_utils = { error: (e as Error).message };
+  }
+  return report;
+}
+
+/** `640x480` / `640×480` → {width, height}; undefined when the text is not a size. */
+export function parseSizeSpec(text: string): { width: number; height: number } | undefined {
+  const m = /^\s*(\d+)\s*[x×X]\s*(\d+)\s*$/.exec(text);
+  if (!m) return undefined;
+  const width = Number(m[1]);
+  const height = Number(m[2]);
+  if (!(width > 0 && height > 0)) throw new AskInputError(`image size ${text}: both sides must be positive`);
+  return { width, height };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Render
+
+export const RenderedImage = ImageTokensReport.extend({
+  field: z.string(),
+  /** `width/height`, `data: URL`, or the path as written. */
+  source: z.string(),
+});
+export type RenderedImage = z.infer<typeof RenderedImage>;
+
+/** `render --json`. */
+export const RenderResult = z.object({
+  text: z.string(),
+  /** The rendered text tokenized: one `<|image_pad|>` per image, as the template writes it. */
+  token_ids: z.array(z.number().int()),
+  /** What the model sees: each image's pad expanded to its pad count. */
+  token_ids_expanded: z.array(z.number().int()),
+  images: z.array(RenderedImage),
+  /** Things the answer does not model (e.g. videos are left unexpanded). */
+  notes: z.array(z.string()),
+});
+export type RenderResult = z.infer<typeof RenderResult>;
+
+export interface RenderConversationOptions {
+  addGenerationPrompt?: boolean;
+  /** Replaces the document's tools (`--tools FILE`). */
+  tools?: PyValue[];
+  /** min/max pixels for this run; the profile's preprocessor defaults otherwise. */
+  processor?: ProcessorSettings;
+  /** Decode string tool-call arguments as vLLM does (default true); false renders them verbatim, as transformers does with data as given. */
+  decodeToolArguments?: boolean;
+  /** How image references become sizes (default: data: URLs only). */
+  sizeImage?: ImageSizer;
+}
+
+/**
+ * Render a conversation with the profile's chat template, tokenize it, and expand each image's
+ * pad. Throws AskInputError for an image without a readable size, an image the processor rejects,
+ * a template error, or a placeholder count that does not match the images (the processor would
+ * fail the same way).
+ */
+export async function renderConversation(profile: ModelProfile, input: Conversation, opts: RenderConversationOptions = {}): Promise<RenderResult> {
+  const source = input.source;
+  const messages = opts.decodeToolArguments === false ? input.messages : decodeToolArgumentsLikeVllm(input.messages, source);
+  const tools = opts.tools ?? input.tools;
+  const variables: Record<string, unknown> = {};
+  for (const [k, v] of input.templateKwargs ?? []) variables[k] = v;
+  let text: string;
+  try {
+    text = profile.template.render({
+      ...variables,
+      messages,
+      ...(tools !== undefined ? { tools } : {}),
+      add_generation_prompt: opts.addGenerationPrompt ?? false,
+    });
+  } catch (e) {
+    throw new AskInputError(`the chat template failed: ${(e as Error).message}`, { source });
+  }
+
+  const images = await sizeImages(profile, findImageParts(messages), opts, source);
+  const tokenIds = await profile.tokenizer.encode(text);
+  const pads = countToken(tokenIds, profile.special.imagePad);
+  if (pads !== images.length) {
+    throw new AskInputError(
+      `the template wrote ${pads} <|image_pad|> placeholder${pads === 1 ? '' : 's'} but the conversation has ${images.length} image${images.length === 1 ? '' : 's'}; ` +
+        `the processor pairs them in order and would fail (images in messages the template skips, or the literal text <|image_pad|>)`,
+      { source },
+    );
+  }
+  const notes: string[] = [];
+  const videos = countToken(tokenIds, profile.special.videoPad);
+  if (videos > 0) notes.push(`${videos} video placeholder${videos === 1 ? '' : 's'} left unexpanded: frame sampling is not modelled`);
+  return {
+    text,
+    token_ids: tokenIds,
+    token_ids_expanded: expandImagePads(tokenIds, profile.special.imagePad, images.map((i) => i.pad_count)),
+    images,
+    notes,
+  };
+}
+
+async function sizeImages(profile: ModelProfile, parts: readonly ImagePart[], opts: RenderConversationOptions, source?: string): Promise<RenderedImage[]> {
+  const sizer = opts.sizeImage ?? dataUrlSizer;
+  // Indexed by image so the messages come out in conversation order whatever finishes first.
+  const problems: string[] = [];
+  const images = await Promise.all(
+    parts.map(async (part, i): Promise<RenderedImage | undefined> => {
+      const src = part.source;
+      if (!src) {
+        problems[i] = `${part.field}: image has no source; give image_url / image (a data: URL or a file path) or width and height`;
+        return undefined;
+      }
+      let size: { width: number; height: number };
+      let label: string;
+      if (src.kind === 'size') {
+        size = src;
+        label = 'width/height';
+      } else {
+        label = src.url.startsWith('data:') ? 'data: URL' : src.url;
+        try {
+          size = await sizer(src.url);
+        } catch (e) {
+          problems[i] = `${part.field}: ${e instanceof ImageUnavailable ? e.message : `cannot read image: ${(e as Error).message}`}`;
+          return undefined;
+        }
+      }
+      try {
+        return { field: part.field, source: label, ...imageTokensFor(profile, size, opts.processor) };
+      } catch (e) {
+        problems[i] = `${part.field}: ${(e as Error).message}`;
+        return undefined;
+      }
+    }),
+  );
+  const listed = problems.filter((p): p is string => p !== undefined);
+  if (listed.length > 0) throw new AskInputError(listed.length === 1 ? (listed[0] ?? '') : `${listed.length} images cannot be used:\n${listed.join('\n')}`, { source });
+  return images.filter((i): i is RenderedImage => i !== undefined);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tokenize / decode
+
+export const TokenInfo = z.object({
+  id: z.number().int(),
+  /** The token's text; bytes that are not UTF-8 on their own show as `\xNN`. */
+  piece: z.string(),
+  /** A special added token (`<|im_start|>`…); skipped by decode with skip_special_tokens. */
+  special: z.boolean(),
+});
+export type TokenInfo = z.infer<typeof TokenInfo>;
+
+/** `tokenize --json`. */
+export const TokenizeResult = z.object({ text: z.string(), token_ids: z.array(z.number().int()), tokens: z.array(TokenInfo) });
+export type TokenizeResult = z.infer<typeof TokenizeResult>;
+
+/** `decode --json`. */
+export const DecodeResult = z.object({
+  token_ids: z.array(z.number().int()),
+  skip_special_tokens: z.boolean(),
+  text: z.string(),
+  tokens: z.array(TokenInfo),
+});
+export type DecodeResult = z.infer<typeof DecodeResult>;
+
+export function tokenInfo(profile: ModelProfile, id: number): TokenInfo {
+  return { id, piece: profile.tokenizer.piece(id), special: profile.tokenizer.isSpecial(id) };
+}
+
+/** Encode `text` exactly as the model's tokenizer does (no special tokens added, no normalisation beyond its own). */
+export async function tokenizeText(profile: ModelProfile, text: string): Promise<TokenizeResult> {
+  const ids = await profile.tokenizer.encode(text);
+  return { text, token_ids: ids, tokens: ids.map((id) => tokenInfo(profile, id)) };
+}
+
+/** Decode ids as the tokenizer's decode does (transformers `decode(ids, skip_special_tokens=…)`). */
+export async function decodeIds(profile: ModelProfile, ids: readonly number[], opts: { skipSpecialTokens?: boolean } = {}): Promise<DecodeResult> {
+  for (const id of ids) {
+    if (!profile.tokenizer.isValid(id)) throw new AskInputError(outOfVocabulary(profile, id));
+  }
+  const skip = opts.skipSpecialTokens ?? false;
+  return { token_ids: [...ids], skip_special_tokens: skip, text: await profile.tokenizer.decode(ids, skip), tokens: ids.map((id) => tokenInfo(profile, id)) };
+}
+
+function outOfVocabulary(profile: ModelProfile, id: number): string {
+  return `token id ${id} is outside the ${profile.name} vocabulary (0–${profile.tokenizer.vocabSize - 1})`;
+}
+
+/**
+ * Token ids from words such as `151644 8948`, `151644,8948` or `[151644, 8948]`. Throws
+ * AskInputError for anything that is not a whole number, or an id outside the vocabulary.
+ */
+export function parseTokenIds(words: readonly string[], profile: ModelProfile): number[] {
+  const ids: number[] = [];
+  for (const word of words) {
+    for (const item of word.split(/[\s,[\]]+/)) {
+      if (item === '') continue;
+      if (!/^\d+$/.test(item)) throw new AskInputError(`"${item}" is not a token id (a whole number ≥ 0)`);
+      const id = Number(item);
+      if (!profile.tokenizer.isValid(id)) throw new AskInputError(outOfVocabulary(profile, id));
+      ids.push(id);
+    }
+  }
+  return ids;
+}
