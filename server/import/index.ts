@@ -7,9 +7,14 @@ import { Trajectory, type FormatName, type ReadError } from '../model/trajectory
 import type { Importer } from './importer.ts';
 import { isReadError, parseJson, parseRecordLine, readLines, zodErrors, type RawRecord } from './records.ts';
 import { nativeImporter } from './native.ts';
+import { slimeImporter } from './slime.ts';
+import { verlImporter } from './verl.ts';
+import { verlDumpImporter } from './verl-dump.ts';
+import { arealImporter } from './areal.ts';
+import { arealDumpImporter } from './areal-dump.ts';
 
 /** Registered importers, most specific first (structure sniffing stops at the first match). */
-export const IMPORTERS: Importer[] = [nativeImporter];
+export const IMPORTERS: Importer[] = [nativeImporter, slimeImporter, verlImporter, arealImporter, verlDumpImporter, arealDumpImporter];
 
 export function registerImporter(importer: Importer): void {
   if (!IMPORTERS.some((i) => i.format === importer.format)) IMPORTERS.push(importer);

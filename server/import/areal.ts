@@ -1,0 +1,150 @@
+// AReaL trajectories as JSON or JSONL: the tensor dict a rollout workflow returns, tensors written
+// as nested lists with the batch dimension first (inclusionAI/AReaL: areal/workflow/vision_rlvr.py
+// ::arun_episode, checked by areal/infra/workflow_executor.py::check_trajectory_format; formats.md §5.4):
+//   input_ids          [B, L] prompt ⧺ output ids (prompt from the HF processor, pads expanded)
+//   loss_mask          [B, L] 0 prompt (and, with the `concat` export, observations), 1 output
+//   logprobs           [B, L] 0.0 prompt, sampled logprobs for output
+//   versions           [B, L] -1 prompt, policy version per output token
+//   attention_mask     [B, L] rows are right-padded to its sum (the rollout dump reads `seqlen` so)
+//   mm_token_type_ids  [B, L] 1 = image pad, 0 otherwise
+//   rewards            [B]
+//   multi_modal_input  [{"pixel_values", "image_grid_thw"}] — processor outputs, not the images
+// Masks and logprobs cover every token (`maskScope: 'full'`); the prompt/response split is not
+// stored, so turn 0's prompt is everything before the first masked-in token.
+import { z } from 'zod';
+import { Logprobs, TokenIds, type GridThw, type TrajectoryInput } from '../model/trajectory.ts';
+import type { Importer, ImportResult } from './importer.ts';
+import { isObject } from './importer.ts';
+import { zodErrors } from './records.ts';
+import { GridList, MaskValues, fileStem, idAllocator, statedModel, turnsFromMask } from './turns-from-mask.ts';
+
+const Rows = <T extends z.ZodType>(row: T) => z.array(row).min(1);
+
+export const ArealTrajectory = z
+  .object({
+    input_ids: Rows(TokenIds),
+    loss_mask: Rows(MaskValues),
+    logprobs: Rows(Logprobs).nullish(),
+    versions: Rows(z.array(z.number().int())).nullish(),
+    attention_mask: Rows(MaskValues).nullish(),
+    mm_token_type_ids: Rows(z.array(z.number().int())).nullish(),
+    rewards: z.union([z.number(), z.array(z.number()), z.array(z.array(z.number()))]).nullish(),
+    multi_modal_input: z.array(z.object({ image_grid_thw: GridList.nullish() }).passthrough()).nullish(),
+    task_id: z.union([z.number(), z.string()]).nullish(),
+  })
+  .passthrough()
+  .superRefine((t, ctx) => {
+    const rows = t.input_ids.length;
+    for (const key of ['loss_mask', 'logprobs', 'versions', 'attention_mask', 'mm_token_type_ids'] as const) {
+      const v = t[key];
+      if (v && v.length !== rows) ctx.addIssue({ code: 'custom', path: [key], message: `${v.length} rows but input_ids has ${rows}` });
+    }
+  });
+export type ArealTrajectory = z.infer<typeof ArealTrajectory>;
+
+function isNestedList(x: unknown): boolean {
+  return Array.isArray(x) && x.length > 0 && Array.isArray(x[0]);
+}
+
+function rowReward(rewards: ArealTrajectory['rewards'], row: number): number | undefined {
+  if (rewards === undefined || rewards === null) return undefined;
+  if (typeof rewards === 'number') return row === 0 ? rewards : undefined;
+  const flat = rewards.flat();
+  return flat[row];
+}
+
+/** min/max policy version over the trained tokens (prompt and observations are -1). */
+function versionRange(versions: readonly number[] | undefined, mask: readonly number[]): { min: number; max: number } | undefined {
+  if (!versions) return undefined;
+  let min = Infinity;
+  let max = -Infinity;
+  versions.forEach((v, i) => {
+    if (mask[i] === 0 || v < 0) return;
+    min = Math.min(min, v);
+    max = Math.max(max, v);
+  });
+  return Number.isFinite(min) ? { min, max } : undefined;
+}
+
+export function arealTrajectories(t: ArealTrajectory, where: { file: string; line: number; id: (row: number) => string }): TrajectoryInput[] {
+  const rows = t.input_ids.length;
+  const mmInputs = t.multi_modal_input ?? [];
+  // One dict per row for a batch; for the usual batch of one, every dict belongs to it.
+  const gridsFor = (row: number): GridThw[] | undefined => {
+    const dicts = rows === 1 ? mmInputs : mmInputs.length === rows ? [mmInputs[row]!] : [];
+    const grids = dicts.flatMap((d) => d.image_grid_thw ?? []);
+    return grids.length > 0 ? grids : undefined;
+  };
+  const out: TrajectoryInput[] = [];
+  for (let row = 0; row < rows; row++) {
+    const ids = t.input_ids[row]!;
+    const seqlen = t.attention_mask ? t.attention_mask[row]!.reduce((a, b) => a + (b ? 1 : 0), 0) : ids.length;
+    const cut = <T>(a: readonly T[] | undefined): T[] | undefined => a?.slice(0, seqlen);
+    const tokens = ids.slice(0, seqlen);
+    const lossMask = cut(t.loss_mask[row])!;
+    const logprobs = cut(t.logprobs?.[row]);
+    const turns = turnsFromMask({ tokens, scope: 'full', mask: lossMask, logprobs });
+    const limitations: string[] = [];
+    const imageGridThw = gridsFor(row);
+    if (imageGridThw) {
+      limitations.push('AReaL stores processor outputs (image_grid_thw), not the images: pad runs are checked against image_grid_thw, not against image sizes or min/max pixels');
+    }
+    if (rows > 1 && mmInputs.length > 0 && mmInputs.length !== rows) {
+      limitations.push(`multi_modal_input has ${mmInputs.length} entries for ${rows} rows: image_grid_thw could not be assigned to this row`);
+    }
+    const versions = versionRange(cut(t.versions?.[row]), lossMask);
+    const meta: Record<string, unknown> = {};
+    if (t.task_id !== undefined && t.task_id !== null) meta.task_id = t.task_id;
+    if (rows > 1) meta.row = row;
+    if (versions) meta.policy_versions = versions;
+    out.push({
+      id: where.id(row),
+      source: { file: where.file, line: where.line, format: 'areal' },
+      model: statedModel(t, ['model', 'metadata.model']),
+      turns,
+      images: [],
+      sample: {
+        tokens,
+        lossMask,
+        logprobs,
+        maskScope: 'full',
+        imageGridThw,
+        mmTokenTypeIds: cut(t.mm_token_type_ids?.[row]),
+      },
+      reward: rowReward(t.rewards, row),
+      group: t.task_id !== undefined && t.task_id !== null ? String(t.task_id) : undefined,
+      limitations,
+      meta: Object.keys(meta).length > 0 ? meta : undefined,
+    });
+  }
+  return out;
+}
+
+export const arealImporter: Importer = {
+  format: 'areal',
+  description: 'AReaL trajectory tensors as JSON/JSONL ({"input_ids": [[...]], "loss_mask": [[...]], "logprobs", "versions", "multi_modal_input", ...})',
+  container: 'json',
+  sniff(record) {
+    if (!isObject(record)) return 'not a JSON object';
+    if (!('input_ids' in record) || !('loss_mask' in record)) return 'no "input_ids" and "loss_mask" (AReaL trajectory)';
+    if (!isNestedList(record.input_ids) || !isNestedList(record.loss_mask)) return 'has "input_ids"/"loss_mask" but not as [batch, length] nested lists (AReaL tensors)';
+    return true;
+  },
+  importRecords(records, { file }): ImportResult {
+    const out: ImportResult = { trajectories: [], errors: [] };
+    const allocate = idAllocator();
+    const stem = fileStem(file);
+    for (const r of records) {
+      const parsed = ArealTrajectory.safeParse(r.value);
+      if (!parsed.success) {
+        out.errors.push(...zodErrors(file, r.line, parsed.error));
+        continue;
+      }
+      const t = parsed.data;
+      const base = t.task_id !== undefined && t.task_id !== null ? `task-${String(t.task_id)}` : `${stem}:${r.line}`;
+      const rows = t.input_ids.length;
+      out.trajectories.push(...arealTrajectories(t, { file, line: r.line, id: (row) => allocate(rows > 1 ? `${base}/${row}` : base) }));
+    }
+    return out;
+  },
+};

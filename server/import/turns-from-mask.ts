@@ -1,0 +1,164 @@
+// Shared by the trainer-sample importers (slime/vime, verl agent loop, AReaL): a stored training
+// sample is one token stream prompt ⧺ response plus a loss mask, and its turns are the mask's
+// runs. 1 = tokens the model sampled, 0 = tokens the framework appended (tool results, user
+// follow-ups, the template's turn headers): slime `Sample.append_response_tokens(..., trainable)`
+// (THUDM/slime: slime/utils/types.py), verl's tool agent loop appends tool responses with mask 0
+// (volcengine/verl: verl/experimental/agent_loop/tool_agent_loop.py), AReaL's `concat` export
+// zero-fills the gap between a parent interaction and its child (inclusionAI/AReaL:
+// areal/experimental/openai/types.py). Also here: the pieces those records share (image entries,
+// image_grid_thw lists, ids), so the three importers read them the same way.
+import path from 'node:path';
+import { z } from 'zod';
+import { GridThw, type ImageRef, type TrajectoryInput } from '../model/trajectory.ts';
+import { isObject } from './importer.ts';
+
+export type TurnInput = TrajectoryInput['turns'][number];
+
+export interface MaskedStream {
+  /** prompt ⧺ response token ids. */
+  tokens: readonly number[];
+  /** `response`: `mask`/`logprobs` cover the last `responseLength` tokens (slime, verl); `full`: every token (AReaL). */
+  scope: 'response' | 'full';
+  responseLength?: number;
+  /** Loss mask in `scope`; absent = every response token is generated (slime's default when `loss_mask` is None). */
+  mask?: readonly number[];
+  logprobs?: readonly number[];
+}
+
+/**
+ * Turns from the mask's runs. Everything before a turn's first generated token is its prompt
+ * (turn 0's prompt is the stored prompt plus any leading unmasked response tokens); each run of
+ * 1s is a turn's `generatedIds` (with the logprobs at the same positions); the run of 0s that
+ * follows is that turn's `observationIds`.
+ *
+ * A mask shorter than its scope (a fault the checks report as `length_mismatch`) is read as if
+ * its last value went on to the end, so the turns still cover every token; entries past the end
+ * of the tokens are ignored. The stored sample keeps the mask as written.
+ */
+export function turnsFromMask(s: MaskedStream): TurnInput[] {
+  const n = s.tokens.length;
+  const offset = s.scope === 'full' ? 0 : Math.max(0, n - Math.min(n, s.responseLength ?? 0));
+  const fallback = s.mask && s.mask.length > 0 ? s.mask[s.mask.length - 1]! : 1;
+  const generated = (i: number): boolean => {
+    if (i < offset) return false;
+    if (!s.mask) return true;
+    return (s.mask[i - offset] ?? fallback) !== 0;
+  };
+  const turns: TurnInput[] = [];
+  let i = offset;
+  while (i < n && !generated(i)) i++;
+  if (i >= n) return [{ promptIds: s.tokens.slice(), generatedIds: [] }];
+  while (i < n) {
+    const start = i;
+    while (i < n && generated(i)) i++;
+    const end = i;
+    while (i < n && !generated(i)) i++;
+    const turn: TurnInput = { promptIds: s.tokens.slice(0, start), generatedIds: s.tokens.slice(start, end) };
+    if (s.logprobs) turn.generatedLogprobs = s.logprobs.slice(start - offset, end - offset);
+    if (i > end) turn.observationIds = s.tokens.slice(end, i);
+    turns.push(turn);
+  }
+  return turns;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fields the trainer formats share.
+
+/** Loss masks are written as ints, floats or booleans (prime-rl/msgspec and some converters write bools). */
+export const MaskValues = z.array(z.union([z.number(), z.boolean()]).transform((v) => (v === true ? 1 : v === false ? 0 : v)));
+
+/** `image_grid_thw` as nested lists, `[n_images, 3]`; a single `[t, h, w]` is taken as one image. */
+export const GridList = z.union([z.array(GridThw), GridThw.transform((g) => [g])]);
+
+const ImageDictInner = z.object({ bytes: z.string().optional(), path: z.string().optional() }).passthrough();
+
+/**
+ * One image as trainer records name it: a `data:`/`http(s)` URL or a path, or a qwen-vl-utils
+ * dict `{"image": path | {bytes, path}, "min_pixels", "max_pixels"}`, or Hugging Face datasets'
+ * `{"bytes": base64, "path"}` (verl: verl/utils/dataset/vision_utils.py::process_image opens
+ * `bytes` when present, else hands the dict to qwen_vl_utils.fetch_image with its min/max pixels).
+ */
+export const ImageEntry = z.union([
+  z.string().min(1),
+  z
+    .object({
+      image: z.union([z.string().min(1), ImageDictInner]).optional(),
+      bytes: z.string().min(1).optional(),
+      path: z.string().min(1).optional(),
+      url: z.string().min(1).optional(),
+      image_url: z.union([z.string().min(1), z.object({ url: z.string().min(1) })]).optional(),
+      min_pixels: z.number().int().positive().optional(),
+      max_pixels: z.number().int().positive().optional(),
+    })
+    .passthrough()
+    .refine((d) => d.image !== undefined || d.bytes !== undefined || d.path !== undefined || d.url !== undefined || d.image_url !== undefined, {
+      message: 'image entry has none of "image", "bytes", "path", "url", "image_url"',
+    }),
+]);
+export type ImageEntry = z.infer<typeof ImageEntry>;
+
+/** MIME type from the first bytes of a base64 payload (data: URLs need one; resolve.ts reads any). */
+function mimeOf(base64: string): string {
+  const head = Buffer.from(base64.slice(0, 24), 'base64');
+  if (head[0] === 0x89 && head[1] === 0x50 && head[2] === 0x4e && head[3] === 0x47) return 'image/png';
+  if (head[0] === 0xff && head[1] === 0xd8) return 'image/jpeg';
+  if (head.subarray(0, 3).toString('latin1') === 'GIF') return 'image/gif';
+  if (head.subarray(0, 4).toString('latin1') === 'RIFF' && head.subarray(8, 12).toString('latin1') === 'WEBP') return 'image/webp';
+  return 'application/octet-stream';
+}
+
+function bytesUrl(bytes: string): string {
+  return bytes.startsWith('data:') ? bytes : `data:${mimeOf(bytes)};base64,${bytes}`;
+}
+
+export function imageRefOf(entry: ImageEntry): ImageRef {
+  if (typeof entry === 'string') return { url: entry };
+  const ref: ImageRef = {};
+  const inner = entry.image;
+  if (typeof inner === 'string') ref.url = inner;
+  else if (inner?.bytes) ref.url = bytesUrl(inner.bytes);
+  else if (inner?.path) ref.url = inner.path;
+  else if (entry.bytes) ref.url = bytesUrl(entry.bytes);
+  else if (entry.path) ref.url = entry.path;
+  else if (entry.url) ref.url = entry.url;
+  else if (entry.image_url) ref.url = typeof entry.image_url === 'string' ? entry.image_url : entry.image_url.url;
+  if (entry.min_pixels !== undefined) ref.minPixels = entry.min_pixels;
+  if (entry.max_pixels !== undefined) ref.maxPixels = entry.max_pixels;
+  return ref;
+}
+
+/** The model name a record states, from the first of `paths` (dotted) that holds a non-empty string. */
+export function statedModel(record: Record<string, unknown>, paths: readonly string[]): string | undefined {
+  for (const p of paths) {
+    let v: unknown = record;
+    for (const key of p.split('.')) v = isObject(v) ? v[key] : undefined;
+    if (typeof v === 'string' && v.trim() !== '') return v;
+  }
+  return undefined;
+}
+
+/** Hands out ids unique within one file: the preferred id, else `<id>#2`, `<id>#3`... */
+export function idAllocator(): (preferred: string) => string {
+  const seen = new Map<string, number>();
+  return (preferred) => {
+    const n = (seen.get(preferred) ?? 0) + 1;
+    seen.set(preferred, n);
+    return n === 1 ? preferred : `${preferred}#${n}`;
+  };
+}
+
+/** A short, stable prefix for ids: the file's base name without extension. */
+export function fileStem(file: string): string {
+  return path.basename(file).replace(/\.(jsonl|json)$/i, '');
+}
+
+/** Small values of a free-form dict worth keeping in `meta` (large blobs and tensors are left out). */
+export function smallValues(dict: Record<string, unknown>, skip: readonly string[] = [], maxChars = 1000): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(dict)) {
+    if (skip.includes(k) || v === undefined) continue;
+    const json = JSON.stringify(v);
+    if (json !== undefined && json.length <= maxChars) out[k] = v;
+  }
+  return out;
+}
