@@ -12,9 +12,10 @@ import { verlImporter } from './verl.ts';
 import { verlDumpImporter } from './verl-dump.ts';
 import { arealImporter } from './areal.ts';
 import { arealDumpImporter } from './areal-dump.ts';
+import { primeRlImporter } from './prime-rl.ts';
 
 /** Registered importers, most specific first (structure sniffing stops at the first match). */
-export const IMPORTERS: Importer[] = [nativeImporter, slimeImporter, verlImporter, arealImporter, verlDumpImporter, arealDumpImporter];
+export const IMPORTERS: Importer[] = [nativeImporter, slimeImporter, verlImporter, arealImporter, verlDumpImporter, arealDumpImporter, primeRlImporter];
 
 export function registerImporter(importer: Importer): void {
   if (!IMPORTERS.some((i) => i.format === importer.format)) IMPORTERS.push(importer);

@@ -1,0 +1,656 @@
+// prime-rl training batches as its filesystem transport writes them:
+// `<output_dir>/rollouts/step_<n>/rank_<r>.bin` = msgpack of `list[MicroBatch]` (one file per data
+// rank, written to `rank_<r>.bin.tmp` and renamed), read back with msgspec
+// (PrimeIntellect-ai/prime-rl: src/prime_rl/transports/batch/filesystem.py, src/prime_rl/utils/pathing.py
+// `get_rollout_dir`/`get_step_path`). A plain `list[TrainingSample]` is accepted too.
+//
+// Every struct is `msgspec.Struct, array_like=True`: a msgpack ARRAY with the fields by position,
+// unset optional fields written as nil (msgspec does not apply `omit_defaults` to array-like
+// structs; formats.md §5.5). Newer versions append fields, older ones stop earlier: extra trailing
+// fields are ignored and missing trailing fields are unset. Field order
+// (src/prime_rl/transports/rollouts/types.py and transports/batch/types.py):
+//   MicroBatch     = [input_ids, loss_mask, advantages, inference_logprobs, position_ids, sequence_lengths,
+//                     temperatures, env_names, seq_lens, ref_logprobs, routed_experts, mm_kwargs | mm_refs,
+//                     mm_token_type_ids, rl_weights, ce_weights, ref_kl_weights]
+//   TrainingSample = [token_ids, mask, logprobs, temperatures, env_name, ref_logprobs, mm_kwargs | mm_refs,
+//                     routed_experts, mm_token_type_ids, rl_weights, ce_weights, ref_kl_weights, advantages]
+//   EncodedTensor  = [dtype, shape, data]   MMRefs = [images]   MMImageRef = [url, offset, length]
+// `mm_kwargs` (main) is a msgpack MAP of flat processor kwargs, images concatenated along dim 0 in
+// token order (orchestrator/trajectories.py `_encode_mm_kwargs`); the `feat/v1-inline-mm-vllm` branch
+// puts `mm_refs` (an ARRAY) in the same position, its image refs paired in order with the runs of
+// `mm_token_type_ids == 1` (`_build_mm_refs`), offsets in micro-batch positions once packed.
+//
+// A MicroBatch packs several samples; `sequence_lengths` cuts it back into them. Each sample
+// becomes one Trajectory whose `sample` holds the tokens with a per-token mask and logprobs
+// (maskScope 'full'); prime-rl keeps no prompt/completion split and no messages, so turns are read
+// off the loss mask (1 = sampled by the model, 0 = context/observation).
+//
+// Bad bytes: msgpack that is cut short or invalid is reported with the micro-batch (or sample)
+// index and the field it broke in, and everything decoded before it still loads. A field of the
+// wrong type costs only its own micro-batch.
+import path from 'node:path';
+import { decode } from '@msgpack/msgpack';
+import { z } from 'zod';
+import type { GridThw, ImageRef, PlaceholderRange, ReadError, TrajectoryInput } from '../model/trajectory.ts';
+import type { FileContext, Importer, ImportResult } from './importer.ts';
+import { zodErrors } from './records.ts';
+import { turnsFromMask } from './turns-from-mask.ts';
+
+// ---------------------------------------------------------------------------------------------
+// msgpack structure: where each value ends, without decoding it, so a broken field can be named.
+
+class MsgpackStructureError extends Error {
+  constructor(
+    message: string,
+    readonly at: number,
+  ) {
+    super(message);
+  }
+}
+
+function need(bytes: Uint8Array, pos: number, n: number): void {
+  if (pos + n > bytes.length) {
+    throw new MsgpackStructureError(`cut short: needs ${pos + n - bytes.length} more byte(s) at byte ${bytes.length} (file truncated?)`, bytes.length);
+  }
+}
+
+function uint(bytes: Uint8Array, pos: number, width: 1 | 2 | 4): number {
+  need(bytes, pos, width);
+  if (width === 1) return bytes[pos]!;
+  if (width === 2) return (bytes[pos]! << 8) | bytes[pos + 1]!;
+  return ((bytes[pos]! << 24) >>> 0) + ((bytes[pos + 1]! << 16) | (bytes[pos + 2]! << 8) | bytes[pos + 3]!);
+}
+
+/** Byte offset just past the msgpack value that starts at `pos`. Iterative: nesting depth costs nothing. */
+export function msgpackValueEnd(bytes: Uint8Array, pos: number): number {
+  let pending = 1;
+  while (pending > 0) {
+    pending--;
+    need(bytes, pos, 1);
+    const t = bytes[pos]!;
+    pos++;
+    if (t <= 0x7f || t >= 0xe0 || t === 0xc0 || t === 0xc2 || t === 0xc3) continue;
+    if (t >= 0x80 && t <= 0x8f) pending += 2 * (t & 0x0f);
+    else if (t >= 0x90 && t <= 0x9f) pending += t & 0x0f;
+    else if (t >= 0xa0 && t <= 0xbf) pos += t & 0x1f;
+    else {
+      switch (t) {
+        case 0xc4: case 0xd9: pos += 1 + uint(bytes, pos, 1); break; // bin8 / str8
+        case 0xc5: case 0xda: pos += 2 + uint(bytes, pos, 2); break; // bin16 / str16
+        case 0xc6: case 0xdb: pos += 4 + uint(bytes, pos, 4); break; // bin32 / str32
+        case 0xc7: pos += 2 + uint(bytes, pos, 1); break; // ext8
+        case 0xc8: pos += 3 + uint(bytes, pos, 2); break; // ext16
+        case 0xc9: pos += 5 + uint(bytes, pos, 4); break; // ext32
+        case 0xca: pos += 4; break; // float32
+        case 0xcb: pos += 8; break; // float64
+        case 0xcc: case 0xd0: pos += 1; break;
+        case 0xcd: case 0xd1: pos += 2; break;
+        case 0xce: case 0xd2: pos += 4; break;
+        case 0xcf: case 0xd3: pos += 8; break;
+        case 0xd4: pos += 2; break; // fixext1..16: type byte + data
+        case 0xd5: pos += 3; break;
+        case 0xd6: pos += 5; break;
+        case 0xd7: pos += 9; break;
+        case 0xd8: pos += 17; break;
+        case 0xdc: pending += uint(bytes, pos, 2); pos += 2; break;
+        case 0xdd: pending += uint(bytes, pos, 4); pos += 4; break;
+        case 0xde: pending += 2 * uint(bytes, pos, 2); pos += 2; break;
+        case 0xdf: pending += 2 * uint(bytes, pos, 4); pos += 4; break;
+        default:
+          throw new MsgpackStructureError(`byte 0x${t.toString(16)} at ${pos - 1} is not a msgpack type (corrupt data)`, pos - 1);
+      }
+    }
+    if (pos > bytes.length) need(bytes, bytes.length, pos - bytes.length);
+  }
+  return pos;
+}
+
+/** The element count of the msgpack array starting at `pos` and where its first element starts, or undefined when it is no array. */
+function arrayHeader(bytes: Uint8Array, pos: number): { count: number; body: number } | undefined {
+  need(bytes, pos, 1);
+  const t = bytes[pos]!;
+  if (t >= 0x90 && t <= 0x9f) return { count: t & 0x0f, body: pos + 1 };
+  if (t === 0xdc) return { count: uint(bytes, pos + 1, 2), body: pos + 3 };
+  if (t === 0xdd) return { count: uint(bytes, pos + 1, 4), body: pos + 5 };
+  return undefined;
+}
+
+function msgpackTypeName(bytes: Uint8Array, pos: number): string {
+  const t = bytes[pos];
+  if (t === undefined) return 'nothing';
+  if (t <= 0x7f || t >= 0xe0 || (t >= 0xcc && t <= 0xd3)) return 'an integer';
+  if ((t >= 0x80 && t <= 0x8f) || t === 0xde || t === 0xdf) return 'a map';
+  if ((t >= 0xa0 && t <= 0xbf) || (t >= 0xd9 && t <= 0xdb)) return 'a string';
+  if (t === 0xc0) return 'nil';
+  if (t === 0xc2 || t === 0xc3) return 'a boolean';
+  if (t >= 0xc4 && t <= 0xc6) return 'bytes';
+  if (t === 0xca || t === 0xcb) return 'a float';
+  return `type byte 0x${t.toString(16)}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The structs, field by field (nil → null → unset).
+
+const Int = z.number().int();
+const IntList = z.array(Int);
+/** msgspec writes `list[bool]` as msgpack booleans; 0/1 integers are taken as well. */
+const BoolList = z.array(z.union([z.boolean(), z.literal(0), z.literal(1)]));
+/** Floats are float64 on the wire; NaN/Infinity are findings for the checks, not read errors. */
+const FloatList = z.array(z.number().or(z.nan()));
+const EncodedTensor = z.tuple([z.string(), z.array(Int.nonnegative()), z.instanceof(Uint8Array)]).rest(z.unknown());
+type EncodedTensor = z.infer<typeof EncodedTensor>;
+const MMImageRef = z.tuple([z.string(), Int.nonnegative(), Int.nonnegative()]).rest(z.unknown());
+const MMRefs = z.tuple([z.array(MMImageRef)]).rest(z.unknown());
+type MMRefs = z.infer<typeof MMRefs>;
+const MmKwargs = z.record(z.string(), EncodedTensor);
+type MmKwargs = z.infer<typeof MmKwargs>;
+
+/** Position 6 (TrainingSample) / 11 (MicroBatch): a map is `mm_kwargs` (main), an array is `mm_refs` (inline-mm branch). */
+const Multimodal = z.union([MmKwargs, MMRefs]);
+
+const opt = <T extends z.ZodType>(schema: T) => schema.nullish();
+
+const MICRO_BATCH_FIELDS = [
+  'input_ids',
+  'loss_mask',
+  'advantages',
+  'inference_logprobs',
+  'position_ids',
+  'sequence_lengths',
+  'temperatures',
+  'env_names',
+  'seq_lens',
+  'ref_logprobs',
+  'routed_experts',
+  'mm_kwargs',
+  'mm_token_type_ids',
+  'rl_weights',
+  'ce_weights',
+  'ref_kl_weights',
+] as const;
+
+const MicroBatch = z.object({
+  input_ids: IntList,
+  loss_mask: BoolList,
+  advantages: opt(FloatList),
+  inference_logprobs: FloatList,
+  position_ids: opt(IntList),
+  sequence_lengths: opt(IntList),
+  temperatures: opt(FloatList),
+  env_names: opt(z.array(z.string())),
+  seq_lens: opt(IntList),
+  ref_logprobs: opt(FloatList),
+  routed_experts: z.unknown(),
+  mm_kwargs: opt(Multimodal),
+  mm_token_type_ids: opt(IntList),
+  rl_weights: opt(FloatList),
+  ce_weights: opt(FloatList),
+  ref_kl_weights: opt(FloatList),
+});
+type MicroBatch = z.infer<typeof MicroBatch>;
+
+const TRAINING_SAMPLE_FIELDS = [
+  'token_ids',
+  'mask',
+  'logprobs',
+  'temperatures',
+  'env_name',
+  'ref_logprobs',
+  'mm_kwargs',
+  'routed_experts',
+  'mm_token_type_ids',
+  'rl_weights',
+  'ce_weights',
+  'ref_kl_weights',
+  'advantages',
+] as const;
+
+const TrainingSampleStruct = z.object({
+  token_ids: IntList,
+  mask: BoolList,
+  logprobs: FloatList,
+  temperatures: opt(FloatList),
+  env_name: opt(z.string()),
+  ref_logprobs: opt(FloatList),
+  mm_kwargs: opt(Multimodal),
+  routed_experts: z.unknown(),
+  mm_token_type_ids: opt(IntList),
+  rl_weights: opt(FloatList),
+  ce_weights: opt(FloatList),
+  ref_kl_weights: opt(FloatList),
+  advantages: opt(FloatList),
+});
+type TrainingSampleStruct = z.infer<typeof TrainingSampleStruct>;
+
+type StructKind = 'micro_batch' | 'sample';
+
+// ---------------------------------------------------------------------------------------------
+// Tensors and the multimodal fields.
+
+const DTYPE_BYTES: Record<string, number> = { int64: 8, uint64: 8, int32: 4, uint32: 4, int16: 2, uint16: 2, int8: 1, uint8: 1, float64: 8, float32: 4, float16: 2, bfloat16: 2, bool: 1 };
+
+/** Numbers of an integer or float tensor (little-endian, as numpy's `tobytes()` on x86/ARM), or why not. */
+export function decodeTensorNumbers(tensor: EncodedTensor): number[] | string {
+  const [dtype, shape, data] = tensor;
+  const itemSize = DTYPE_BYTES[dtype];
+  if (itemSize === undefined) return `unsupported dtype "${dtype}"`;
+  const count = shape.reduce((a, b) => a * b, 1);
+  if (data.length !== count * itemSize) return `shape [${shape.join(', ')}] of ${dtype} needs ${count * itemSize} bytes, data has ${data.length}`;
+  const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
+  const out = new Array<number>(count);
+  for (let i = 0; i < count; i++) {
+    const at = i * itemSize;
+    switch (dtype) {
+      case 'int64': out[i] = Number(view.getBigInt64(at, true)); break;
+      case 'uint64': out[i] = Number(view.getBigUint64(at, true)); break;
+      case 'int32': out[i] = view.getInt32(at, true); break;
+      case 'uint32': out[i] = view.getUint32(at, true); break;
+      case 'int16': out[i] = view.getInt16(at, true); break;
+      case 'uint16': out[i] = view.getUint16(at, true); break;
+      case 'int8': out[i] = view.getInt8(at); break;
+      case 'uint8': case 'bool': out[i] = view.getUint8(at); break;
+      case 'float64': out[i] = view.getFloat64(at, true); break;
+      case 'float32': out[i] = view.getFloat32(at, true); break;
+      default: return `dtype "${dtype}" is not decoded here`;
+    }
+  }
+  return out;
+}
+
+/** `image_grid_thw` of an `mm_kwargs` map as [t, h, w] rows, or why it cannot be read. */
+function gridsFromMmKwargs(kwargs: MmKwargs): GridThw[] | string | undefined {
+  const tensor = kwargs.image_grid_thw;
+  if (!tensor) return undefined;
+  const shape = tensor[1];
+  if (shape.length !== 2 || shape[1] !== 3) return `shape [${shape.join(', ')}] is not [images, 3]`;
+  const values = decodeTensorNumbers(tensor);
+  if (typeof values === 'string') return values;
+  const grids: GridThw[] = [];
+  for (let i = 0; i < values.length; i += 3) grids.push([values[i]!, values[i + 1]!, values[i + 2]!]);
+  return grids;
+}
+
+/** Qwen-VL's `<|image_pad|>` (shared by Qwen2-VL, Qwen2.5-VL and Qwen3-VL; formats.md §1.1): used only
+ * when `mm_token_type_ids` cannot say how many images each packed sample holds. */
+const QWEN_IMAGE_PAD = 151655;
+
+function runsOf(values: readonly number[], wanted: number, from = 0, to = values.length): { offset: number; length: number }[] {
+  const runs: { offset: number; length: number }[] = [];
+  for (let i = from; i < to; i++) {
+    if (values[i] !== wanted) continue;
+    let j = i;
+    while (j < to && values[j] === wanted) j++;
+    runs.push({ offset: i - from, length: j - i });
+    i = j - 1;
+  }
+  return runs;
+}
+
+// ---------------------------------------------------------------------------------------------
+// From structs to trajectories.
+
+const LIMITATION =
+  'prime-rl training batches keep tokens, loss mask and logprobs only: no messages, no model name, no prompt/completion split; turns are read off the loss mask';
+
+interface SampleParts {
+  tokens: number[];
+  mask: number[];
+  logprobs: number[];
+  mmTokenTypeIds?: number[];
+  grids?: GridThw[];
+  images: ImageRef[];
+  placeholderRanges?: PlaceholderRange[];
+  envName?: string;
+  advantage?: number;
+  temperature?: number;
+  limitations: string[];
+  meta: Record<string, unknown>;
+}
+
+function toMask(values: readonly (boolean | number)[]): number[] {
+  return values.map((v) => (v === true || v === 1 ? 1 : 0));
+}
+
+/** Where the file sits in a prime-rl output folder (`step_<n>/rank_<r>`), for ids and metadata. */
+function fileIdentity(file: string): { prefix: string; step?: number; rank?: number } {
+  const norm = file.split(path.sep).join('/');
+  const m = /(?:^|\/)step_(\d+)\/rank_(\d+)\.bin$/.exec(norm);
+  if (m) return { prefix: `step_${m[1]}/rank_${m[2]}`, step: Number(m[1]), rank: Number(m[2]) };
+  const r = /rank_(\d+)\.bin$/.exec(norm);
+  return { prefix: path.basename(file).replace(/\.[^.]+$/, ''), ...(r ? { rank: Number(r[1]) } : {}) };
+}
+
+function trajectoryFrom(parts: SampleParts, id: string, file: string, line: number): TrajectoryInput {
+  const turns = turnsFromMask({ tokens: parts.tokens, scope: 'full', mask: parts.mask, logprobs: parts.logprobs });
+  const limitations = [LIMITATION, ...parts.limitations];
+  if (!parts.mask.includes(1)) limitations.push('no trainable token: prime-rl masks every token of a trace that ended in an error');
+  return {
+    id,
+    source: { file, line, format: 'prime-rl' },
+    turns,
+    images: parts.images,
+    sample: {
+      tokens: parts.tokens,
+      lossMask: parts.mask,
+      logprobs: parts.logprobs,
+      maskScope: 'full',
+      ...(parts.grids ? { imageGridThw: parts.grids } : {}),
+      ...(parts.placeholderRanges ? { placeholderRanges: parts.placeholderRanges } : {}),
+      ...(parts.mmTokenTypeIds ? { mmTokenTypeIds: parts.mmTokenTypeIds } : {}),
+    },
+    limitations,
+    meta: {
+      ...parts.meta,
+      ...(parts.envName !== undefined ? { envName: parts.envName } : {}),
+      ...(parts.advantage !== undefined ? { advantage: parts.advantage } : {}),
+      ...(parts.temperature !== undefined ? { temperature: parts.temperature } : {}),
+    },
+  };
+}
+
+/** Image counts per sample, from `mm_token_type_ids` image runs, else from `<|image_pad|>` runs. */
+function imagesPerSample(bounds: readonly [number, number][], tokens: readonly number[], types: readonly number[] | undefined, total: number): number[] {
+  if (types) {
+    const byTypes = bounds.map(([s, e]) => runsOf(types, 1, s, Math.min(e, types.length)).length);
+    if (byTypes.reduce((a, b) => a + b, 0) === total) return byTypes;
+  }
+  return bounds.map(([s, e]) => runsOf(tokens, QWEN_IMAGE_PAD, s, e).length);
+}
+
+interface StructContext {
+  file: string;
+  /** 0-based index of the struct in the file's list. */
+  index: number;
+  /** `micro_batches[3]` / `samples[3]`: the prefix of every field this struct reports. */
+  where: string;
+  /** 1-based ordinal of the struct's first sample in the file. */
+  firstLine: number;
+  identity: ReturnType<typeof fileIdentity>;
+}
+
+function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]): TrajectoryInput[] {
+  const { file, where, firstLine } = ctx;
+  const total = mb.input_ids.length;
+  const fail = (field: string, message: string) => errors.push({ file, line: firstLine, field: `${where}.${field}`, message: `${where}.${field}: ${message}` });
+
+  // Sample boundaries: `sequence_lengths`, else `seq_lens`, else where `position_ids` restart at 0.
+  let lengths = mb.sequence_lengths ?? mb.seq_lens ?? undefined;
+  if (!lengths && mb.position_ids && mb.position_ids.length === total) {
+    lengths = [];
+    let start = 0;
+    for (let i = 1; i <= total; i++) {
+      if (i === total || mb.position_ids[i] === 0) {
+        lengths.push(i - start);
+        start = i;
+      }
+    }
+  }
+  lengths ??= [total];
+  const sum = lengths.reduce((a, b) => a + b, 0);
+  const exact = sum === total;
+  if (!exact) fail('sequence_lengths', `the lengths add up to ${sum} but input_ids has ${total} tokens; only samples that fit are read`);
+  const bounds: [number, number][] = [];
+  let at = 0;
+  for (const len of lengths) {
+    if (len < 0 || at + len > total) break;
+    bounds.push([at, at + len]);
+    at += len;
+  }
+
+  // Per-token arrays are cut at the same boundaries. When their total length is off, the surplus or
+  // shortfall is left on the last sample, where the length checks report it (the packer gives no
+  // way to tell which packed sample brought it).
+  const cut = <T>(arr: readonly T[], k: number): T[] => {
+    const [s, e] = bounds[k]!;
+    return arr.slice(s, exact && k === bounds.length - 1 ? arr.length : e);
+  };
+
+  const multimodal = mb.mm_kwargs ?? undefined;
+  const refs: MMRefs | undefined = Array.isArray(multimodal) ? (multimodal as MMRefs) : undefined;
+  const kwargs: MmKwargs | undefined = multimodal && !Array.isArray(multimodal) ? (multimodal as MmKwargs) : undefined;
+
+  let gridsBySample: GridThw[][] | undefined;
+  if (kwargs) {
+    const grids = gridsFromMmKwargs(kwargs);
+    if (typeof grids === 'string') fail('mm_kwargs.image_grid_thw', grids);
+    else if (grids) {
+      const counts = imagesPerSample(bounds, mb.input_ids, mb.mm_token_type_ids ?? undefined, grids.length);
+      gridsBySample = [];
+      let g = 0;
+      counts.forEach((c, k) => {
+        const last = k === counts.length - 1;
+        gridsBySample!.push(grids.slice(g, last ? grids.length : g + c));
+        g += c;
+      });
+    }
+  }
+
+  const imagesBySample: ImageRef[][] = bounds.map(() => []);
+  const rangesBySample: PlaceholderRange[][] = bounds.map(() => []);
+  if (refs) {
+    refs[0].forEach(([url, offset, length], j) => {
+      const k = bounds.findIndex(([s, e]) => offset >= s && offset < e);
+      if (k < 0) {
+        fail(`mm_refs.images.${j}.offset`, `image ref at micro-batch position ${offset} lies in no packed sample (the micro-batch has ${total} tokens)`);
+        return;
+      }
+      imagesBySample[k]!.push({ url });
+      rangesBySample[k]!.push({ offset: offset - bounds[k]![0], length });
+    });
+  }
+
+  const advantages = mb.advantages ?? undefined;
+  const temperatures = mb.temperatures ?? undefined;
+  const envNames = mb.env_names ?? undefined;
+  return bounds.map(([s, e], k): TrajectoryInput => {
+    const mask = toMask(cut(mb.loss_mask, k));
+    const firstTrained = mask.indexOf(1);
+    // `env_names` is per token in current prime-rl and was per sample before.
+    const envName = envNames ? (envNames.length === total ? envNames[s] : envNames.length === bounds.length ? envNames[k] : undefined) : undefined;
+    const parts: SampleParts = {
+      tokens: mb.input_ids.slice(s, e),
+      mask,
+      logprobs: cut(mb.inference_logprobs, k),
+      ...(mb.mm_token_type_ids ? { mmTokenTypeIds: cut(mb.mm_token_type_ids, k) } : {}),
+      ...(gridsBySample ? { grids: gridsBySample[k] } : {}),
+      images: imagesBySample[k]!,
+      ...(refs ? { placeholderRanges: rangesBySample[k] } : {}),
+      envName,
+      advantage: advantages && firstTrained >= 0 ? advantages[s + firstTrained] : undefined,
+      temperature: temperatures?.[s],
+      limitations: [],
+      meta: { ...stepRank(ctx), microBatch: ctx.index, sampleInMicroBatch: k, offsetInMicroBatch: s },
+    };
+    return trajectoryFrom(parts, `${ctx.identity.prefix}/mb${ctx.index}/s${k}`, file, firstLine + k);
+  });
+}
+
+function stepRank(ctx: StructContext): Record<string, number> {
+  return { ...(ctx.identity.step !== undefined ? { step: ctx.identity.step } : {}), ...(ctx.identity.rank !== undefined ? { rank: ctx.identity.rank } : {}) };
+}
+
+function trainingSampleTrajectory(ts: TrainingSampleStruct, ctx: StructContext, errors: ReadError[]): TrajectoryInput {
+  const { file, where, firstLine } = ctx;
+  const multimodal = ts.mm_kwargs ?? undefined;
+  let grids: GridThw[] | undefined;
+  const images: ImageRef[] = [];
+  let placeholderRanges: PlaceholderRange[] | undefined;
+  if (Array.isArray(multimodal)) {
+    // A lone sample's refs are in its own positions (`_build_mm_refs` on `mm_token_type_ids`).
+    placeholderRanges = [];
+    for (const [url, offset, length] of (multimodal as MMRefs)[0]) {
+      images.push({ url });
+      placeholderRanges.push({ offset, length });
+    }
+  } else if (multimodal) {
+    const g = gridsFromMmKwargs(multimodal as MmKwargs);
+    if (typeof g === 'string') errors.push({ file, line: firstLine, field: `${where}.mm_kwargs.image_grid_thw`, message: `${where}.mm_kwargs.image_grid_thw: ${g}` });
+    else grids = g;
+  }
+  const mask = toMask(ts.mask);
+  const firstTrained = mask.indexOf(1);
+  const parts: SampleParts = {
+    tokens: ts.token_ids,
+    mask,
+    logprobs: ts.logprobs,
+    ...(ts.mm_token_type_ids ? { mmTokenTypeIds: ts.mm_token_type_ids } : {}),
+    ...(grids ? { grids } : {}),
+    images,
+    ...(placeholderRanges ? { placeholderRanges } : {}),
+    envName: ts.env_name ?? undefined,
+    advantage: ts.advantages && firstTrained >= 0 ? ts.advantages[firstTrained] : undefined,
+    temperature: ts.temperatures?.[0],
+    limitations: [],
+    meta: { ...stepRank(ctx), sample: ctx.index },
+  };
+  return trajectoryFrom(parts, `${ctx.identity.prefix}/s${ctx.index}`, file, firstLine);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The file.
+
+/** Which struct a list element is: a TrainingSample has `env_name` (a string) at position 4 where a MicroBatch has `position_ids`. */
+function structKind(fields: readonly unknown[], otherwise: StructKind): StructKind {
+  if (fields.length <= 4) return otherwise;
+  return typeof fields[4] === 'string' ? 'sample' : 'micro_batch';
+}
+
+type StructRead = { fields: unknown[]; end: number } | { fields: unknown[]; failedAt: number; error: MsgpackStructureError };
+
+/** Decode one array-like struct field by field, so that a structural failure can name the field it happened in. */
+function readStructFields(bytes: Uint8Array, pos: number, count: number): StructRead {
+  const fields: unknown[] = [];
+  for (let i = 0; i < count; i++) {
+    let end: number;
+    try {
+      end = msgpackValueEnd(bytes, pos);
+    } catch (e) {
+      if (e instanceof MsgpackStructureError) return { fields, failedAt: i, error: e };
+      throw e;
+    }
+    try {
+      fields.push(decode(bytes.subarray(pos, end)));
+    } catch (e) {
+      return { fields, failedAt: i, error: new MsgpackStructureError((e as Error).message, pos) };
+    }
+    pos = end;
+  }
+  return { fields, end: pos };
+}
+
+function fieldNames(kind: StructKind): readonly string[] {
+  return kind === 'sample' ? TRAINING_SAMPLE_FIELDS : MICRO_BATCH_FIELDS;
+}
+
+function structWhere(kind: StructKind, index: number): string {
+  return `${kind === 'sample' ? 'samples' : 'micro_batches'}[${index}]`;
+}
+
+export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): ImportResult {
+  const out: ImportResult = { trajectories: [], errors: [] };
+  const identity = fileIdentity(file);
+  const fileError = (message: string, field?: string, line = 0) => out.errors.push({ file, line, ...(field ? { field } : {}), message });
+  if (bytes.length === 0) {
+    fileError('empty file (prime-rl writes rank_<r>.bin.tmp and renames it when complete)');
+    return out;
+  }
+  let top: { count: number; body: number } | undefined;
+  try {
+    top = arrayHeader(bytes, 0);
+  } catch (e) {
+    fileError(`not a prime-rl batch: ${(e as Error).message}`);
+    return out;
+  }
+  if (!top) {
+    fileError(`not a prime-rl batch: the file holds ${msgpackTypeName(bytes, 0)}, not a msgpack list of MicroBatch / TrainingSample arrays`);
+    return out;
+  }
+
+  // A file that is one struct rather than a list of them (its first field is a list of token ids).
+  let list = top;
+  try {
+    const first = top.count > 0 ? arrayHeader(bytes, top.body) : undefined;
+    const firstInner = first && first.count > 0 ? bytes[first.body] : undefined;
+    const innerIsNumber = firstInner !== undefined && (firstInner <= 0x7f || firstInner >= 0xe0 || (firstInner >= 0xcc && firstInner <= 0xd3));
+    if (innerIsNumber) list = { count: 1, body: 0 };
+  } catch {
+    // Cut short inside the first element: the element loop below reports where.
+  }
+
+  let pos = list.body;
+  let line = 1;
+  // Files are homogeneous: the kind of the previous element names the fields of one that breaks early.
+  let fileKind: StructKind = 'micro_batch';
+  for (let index = 0; index < list.count; index++) {
+    let header: { count: number; body: number } | undefined;
+    try {
+      header = arrayHeader(bytes, pos);
+    } catch (e) {
+      const where = structWhere(fileKind, index);
+      fileError(`${where}: ${(e as Error).message}; ${out.trajectories.length} sample(s) before it were read, nothing after it can be`, where, line);
+      return out;
+    }
+    if (!header) {
+      const where = structWhere(fileKind, index);
+      fileError(`${where} is ${msgpackTypeName(bytes, pos)}, not a MicroBatch / TrainingSample array; skipped`, where, line);
+      try {
+        pos = msgpackValueEnd(bytes, pos);
+        continue;
+      } catch {
+        return out;
+      }
+    }
+    const read = readStructFields(bytes, header.body, header.count);
+    const kind = structKind(read.fields, fileKind);
+    fileKind = kind;
+    const names = fieldNames(kind);
+    const where = structWhere(kind, index);
+    if ('failedAt' in read) {
+      const field = `${where}.${names[read.failedAt] ?? `field ${read.failedAt}`}`;
+      fileError(`${field}: ${read.error.message}; ${out.trajectories.length} sample(s) before it were read, nothing after it can be`, field, line);
+      return out;
+    }
+    pos = read.end;
+    const record: Record<string, unknown> = {};
+    names.forEach((name, i) => {
+      if (i < read.fields.length) record[name] = read.fields[i];
+    });
+    const ctx: StructContext = { file, index, where, firstLine: line, identity };
+    const parsed = (kind === 'sample' ? TrainingSampleStruct : MicroBatch).safeParse(record);
+    if (!parsed.success) {
+      // The position-6/11 field is reported under the name it really has: an array there is `mm_refs`.
+      const rename = (text: string) => (Array.isArray(record.mm_kwargs) ? text.replace(`${where}.mm_kwargs`, `${where}.mm_refs`) : text);
+      for (const e of zodErrors(file, line, parsed.error, where)) {
+        out.errors.push({ ...e, field: e.field && rename(e.field), message: `${rename(e.message)} (this ${kind === 'sample' ? 'sample' : 'micro-batch'} is skipped)` });
+      }
+      // Keep later ordinals where they would have been when the skipped micro-batch says how many samples it packed.
+      const packed = kind === 'sample' ? undefined : IntList.safeParse(record.sequence_lengths);
+      line += packed?.success ? packed.data.length : 1;
+      continue;
+    }
+    if (kind === 'sample') {
+      out.trajectories.push(trainingSampleTrajectory(parsed.data as TrainingSampleStruct, ctx, out.errors));
+      line++;
+    } else {
+      const samples = splitMicroBatch(parsed.data as MicroBatch, ctx, out.errors);
+      out.trajectories.push(...samples);
+      line += samples.length;
+    }
+  }
+  if (pos < bytes.length) fileError(`${bytes.length - pos} byte(s) after the end of the list were ignored`, undefined, line);
+  return out;
+}
+
+export const primeRlImporter: Importer = {
+  format: 'prime-rl',
+  description: 'prime-rl training batches: rollouts/step_<n>/rank_<r>.bin, msgpack list[MicroBatch] (or list[TrainingSample]) in msgspec array-like layout',
+  container: 'binary',
+  fileNamePattern: /^rank_\d+\.bin$/,
+  sniff() {
+    return 'binary msgpack format: recognised by its file name rank_<r>.bin';
+  },
+  importRecords(_records, { file }): ImportResult {
+    return { trajectories: [], errors: [{ file, line: 0, message: 'prime-rl files are binary msgpack; they are read with importBytes' }] };
+  },
+  importBytes: importPrimeRlBytes,
+};
