@@ -13,9 +13,12 @@ import { verlDumpImporter } from './verl-dump.ts';
 import { arealImporter } from './areal.ts';
 import { arealDumpImporter } from './areal-dump.ts';
 import { primeRlImporter } from './prime-rl.ts';
+import { exportRowsImporter } from './export-rows.ts';
+import { vllmImporter } from './vllm.ts';
+import { agentLightningImporter } from './agent-lightning.ts';
 
 /** Registered importers, most specific first (structure sniffing stops at the first match). */
-export const IMPORTERS: Importer[] = [nativeImporter, slimeImporter, verlImporter, arealImporter, verlDumpImporter, arealDumpImporter, primeRlImporter];
+export const IMPORTERS: Importer[] = [nativeImporter, slimeImporter, verlImporter, arealImporter, verlDumpImporter, arealDumpImporter, primeRlImporter, exportRowsImporter, vllmImporter, agentLightningImporter];
 
 export function registerImporter(importer: Importer): void {
   if (!IMPORTERS.some((i) => i.format === importer.format)) IMPORTERS.push(importer);
@@ -129,14 +132,16 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
     if (byName) importer = byName;
   }
   let result;
-  if (importer?.container === 'binary' || (!importer && BINARY_EXT.test(file))) {
+  // An importer that claims the file by name and reads bytes gets the bytes (Parquet export batches).
+  const readsBytes = importer?.importBytes !== undefined && importer.fileNamePattern?.test(path.basename(file)) === true;
+  if (importer?.container === 'binary' || readsBytes || (!importer && BINARY_EXT.test(file))) {
     const binary = importer ?? IMPORTERS.find((i) => i.container === 'binary');
     if (!binary?.importBytes) {
       out.errors.push({ file, line: 0, message: 'binary file and no binary importer matched' });
       return out;
     }
     importer = binary;
-    result = binary.importBytes(fs.readFileSync(file), { file });
+    result = await binary.importBytes(fs.readFileSync(file), { file });
   } else {
     const { records, errors } = await readRecords(file, opts);
     out.errors.push(...errors);
@@ -180,7 +185,7 @@ export function expandPaths(paths: readonly string[]): { files: string[]; errors
         const child = path.join(p, name);
         const cst = fs.statSync(child);
         if (cst.isDirectory()) walk(child);
-        else if (/\.(jsonl|json|bin|msgpack)$/i.test(name) && !/\.(manifest\.json|rejects\.jsonl)$/.test(name)) files.push(child);
+        else if (/\.(jsonl|json|bin|msgpack|parquet)$/i.test(name) && !/\.(manifest\.json|rejects\.jsonl)$/.test(name)) files.push(child);
       }
     } else files.push(p);
   };

@@ -1,0 +1,378 @@
+// Agent Lightning (microsoft/agent-lightning) triplets and events, formats.md §5.6. Two generations:
+// - v0.2.x: `Triplet{prompt: {token_ids, raw_content?, image_urls?}, response: {token_ids,
+//   raw_content?, logprobs?}, reward?, metadata}` (agentlightning/adapter/triplet.py
+//   `span_to_triplet`: `raw_content` is the unflattened `gen_ai.prompt.*` attributes, message
+//   content possibly a JSON string; `logprobs` the parsed `logprobs.content`), one per line, as a
+//   JSON array, or in a rollout object `{rollout_id, final_reward, triplets}`.
+// - current: `GET /rollouts/{id}/events?format=triplet` returns Events whose `model_request` data
+//   is trimmed to `{prompt_token_ids, response_token_ids, response_log_probs, server: {model,
+//   version}}`, the last event kept per identical prompt (agentlightning/server/routes/events.py);
+//   the rollout manager's `CompletedRollout{rollout_id, triplets, final_reward, events,
+//   triplet_events, ...}` holds `Triplet{prompt: {token_ids}, response: {token_ids, log_probs},
+//   reward, metadata, image_urls?}` (agentlightning/verl/agl_rollout_manager.py, read by
+//   agentlightning/verl/rollout_adapter.py). Raw `model_request` events (`data.request`,
+//   `data.response` = the vLLM response) are read like a vLLM log line.
+// The calls of a rollout are aggregated with the strict prefix rule (chain.ts), as the
+// `trajectory` aggregation level does, except that breaks are kept and reported.
+import { z } from 'zod';
+import type { ImageRef, Message, ReadError, TrajectoryInput } from '../model/trajectory.ts';
+import { Message as MessageSchema } from '../model/trajectory.ts';
+import type { Importer, ImportResult } from './importer.ts';
+import { isObject } from './importer.ts';
+import { zodErrors } from './records.ts';
+import { chainCalls, QWEN_VL_PAD_IDS, uniqueIds } from './chain.ts';
+import { imagesOfTurns, readVllmCall } from './vllm.ts';
+
+type TurnInput = TrajectoryInput['turns'][number];
+
+const TokenIdArray = z.array(z.number().int().nonnegative());
+const AnyNumber = z.custom<number>((v) => typeof v === 'number', { message: 'expected a number' });
+const LogprobEntry = z.union([AnyNumber, z.object({ logprob: AnyNumber.nullable().optional() }).passthrough()]);
+
+const Triplet = z
+  .object({
+    prompt: z.object({ token_ids: TokenIdArray, raw_content: z.unknown().optional(), image_urls: z.array(z.string()).nullable().optional() }).passthrough(),
+    response: z
+      .object({
+        token_ids: TokenIdArray,
+        raw_content: z.unknown().optional(),
+        logprobs: z.array(LogprobEntry).nullable().optional(),
+        log_probs: z.array(AnyNumber.nullable()).nullable().optional(),
+      })
+      .passthrough(),
+    reward: AnyNumber.nullable().optional(),
+    metadata: z.record(z.string(), z.unknown()).nullable().optional(),
+    image_urls: z.array(z.string()).nullable().optional(),
+  })
+  .passthrough();
+type Triplet = z.infer<typeof Triplet>;
+
+const TrimmedRequest = z
+  .object({
+    prompt_token_ids: TokenIdArray,
+    response_token_ids: TokenIdArray,
+    response_log_probs: z.array(AnyNumber.nullable()).nullable().optional(),
+    server: z.object({ model: z.string().nullable().optional() }).passthrough().nullable().optional(),
+  })
+  .passthrough();
+
+const REWARD_EVENTS = new Set(['reward', 'rollout_reward', 'final_reward']);
+
+interface AglCall {
+  line: number;
+  /** Rollout the call belongs to (calls are only chained within one rollout). */
+  rollout?: string;
+  turn: TurnInput;
+  /** Image URLs of the call's prompt, history included (Agent Lightning's `image_urls`). */
+  imageUrls?: string[];
+  reward?: number;
+  model?: string;
+  /** From a `model_request` event: deduplicated by prompt as the triplet endpoint does. */
+  event: boolean;
+}
+
+interface Collected {
+  calls: AglCall[];
+  errors: ReadError[];
+  /** Final reward per rollout ('' for calls outside any rollout). */
+  finalRewards: Map<string, number>;
+}
+
+interface Where {
+  file: string;
+  line: number;
+  /** Field path of the item inside its record ('' at the top). */
+  within: string;
+  rollout?: string;
+}
+
+const join = (...parts: string[]) => parts.filter(Boolean).join('.');
+
+/** `{"0": {...}, "1": {...}}` (unflattened OpenTelemetry attributes) or a list, as a list. */
+function listOf(x: unknown): unknown[] | undefined {
+  if (Array.isArray(x)) return x;
+  if (!isObject(x)) return undefined;
+  const keys = Object.keys(x).filter((k) => /^\d+$/.test(k));
+  if (keys.length === 0) return undefined;
+  return keys.sort((a, b) => Number(a) - Number(b)).map((k) => x[k]);
+}
+
+/** Prompt messages from `raw_content`; content lists that tracing serialised to JSON strings are parsed back (as triplet.py's `extract_prompt_image_urls` does). */
+export function messagesOfRawContent(raw: unknown): Message[] | undefined {
+  const entries = listOf(raw) ?? (isObject(raw) && typeof raw.role === 'string' ? [raw] : undefined);
+  if (!entries) return undefined;
+  const out: Message[] = [];
+  for (const e of entries) {
+    if (!isObject(e) || typeof e.role !== 'string') return undefined;
+    let content: unknown = e.content;
+    if (typeof content === 'string' && content.trimStart().startsWith('[')) {
+      try {
+        const parsed: unknown = JSON.parse(content);
+        if (Array.isArray(parsed) && parsed.every((p) => isObject(p) && typeof p.type === 'string')) content = parsed;
+      } catch {
+        // Plain text that merely starts with "[".
+      }
+    } else if (isObject(content)) content = listOf(content) ?? content;
+    const m = MessageSchema.safeParse({ ...e, content });
+    if (!m.success) return undefined;
+    out.push(m.data);
+  }
+  return out;
+}
+
+function completionOf(raw: unknown): { text?: string; finishReason?: string } {
+  const first = (listOf(raw) ?? [raw])[0];
+  if (!isObject(first)) return {};
+  return {
+    ...(typeof first.content === 'string' ? { text: first.content } : {}),
+    ...(typeof first.finish_reason === 'string' ? { finishReason: first.finish_reason } : {}),
+  };
+}
+
+function modelOf(...candidates: unknown[]): string | undefined {
+  for (const c of candidates) {
+    if (typeof c === 'string' && c !== '') return c;
+    if (isObject(c) && typeof c.model === 'string' && c.model !== '') return c.model;
+  }
+  return undefined;
+}
+
+function failedCall(data: Record<string, unknown>): boolean {
+  // agl_rollout_manager.py skips `status == "error"` and `http_status >= 400`.
+  return data.status === 'error' || (typeof data.http_status === 'number' && data.http_status >= 400);
+}
+
+function readTriplet(value: unknown, at: Where, out: Collected): void {
+  if (isObject(value) && isObject(value.prompt) && (value.response === undefined || value.response === null)) {
+    out.errors.push({ file: at.file, line: at.line, field: join(at.within, 'response'), message: `${join(at.within, 'response')}: missing (a triplet needs the response token ids)` });
+    return;
+  }
+  const parsed = Triplet.safeParse(value);
+  if (!parsed.success) {
+    out.errors.push(...zodErrors(at.file, at.line, parsed.error, at.within));
+    return;
+  }
+  const t: Triplet = parsed.data;
+  const meta = t.metadata ?? {};
+  const messages = messagesOfRawContent(t.prompt.raw_content);
+  const completion = completionOf(t.response.raw_content);
+  const logprobs =
+    t.response.log_probs?.map((x) => x ?? NaN) ??
+    t.response.logprobs?.map((x) => (typeof x === 'number' ? x : (x.logprob ?? NaN)));
+  const finishReason = completion.finishReason ?? (typeof meta.finish_reason === 'string' ? meta.finish_reason : undefined);
+  const imageUrls = t.image_urls ?? t.prompt.image_urls ?? undefined;
+  const rollout = at.rollout ?? (typeof t.rollout_id === 'string' ? t.rollout_id : typeof meta.rollout_id === 'string' ? meta.rollout_id : undefined);
+  const model = modelOf(meta.request, meta.response, meta.server, meta.model);
+  out.calls.push({
+    line: at.line,
+    ...(rollout !== undefined ? { rollout } : {}),
+    turn: {
+      ...(messages ? { messages } : {}),
+      ...(t.prompt.token_ids.length > 0 ? { promptIds: t.prompt.token_ids } : {}),
+      generatedIds: t.response.token_ids,
+      ...(logprobs ? { generatedLogprobs: logprobs } : {}),
+      ...(completion.text !== undefined ? { generatedText: completion.text } : {}),
+      ...(finishReason ? { finishReason } : {}),
+    },
+    ...(imageUrls && imageUrls.length > 0 ? { imageUrls } : {}),
+    ...(typeof t.reward === 'number' ? { reward: t.reward } : {}),
+    ...(model ? { model } : {}),
+    event: false,
+  });
+}
+
+function readTrimmed(value: Record<string, unknown>, at: Where, event: boolean, out: Collected): void {
+  if (failedCall(value)) return;
+  const parsed = TrimmedRequest.safeParse(value);
+  if (!parsed.success) {
+    out.errors.push(...zodErrors(at.file, at.line, parsed.error, at.within));
+    return;
+  }
+  const d = parsed.data;
+  const model = modelOf(d.server);
+  out.calls.push({
+    line: at.line,
+    ...(at.rollout !== undefined ? { rollout: at.rollout } : {}),
+    turn: {
+      ...(d.prompt_token_ids.length > 0 ? { promptIds: d.prompt_token_ids } : {}),
+      generatedIds: d.response_token_ids,
+      ...(d.response_log_probs ? { generatedLogprobs: d.response_log_probs.map((x) => x ?? NaN) } : {}),
+    },
+    ...(model ? { model } : {}),
+    event,
+  });
+}
+
+function readEvent(value: Record<string, unknown>, at: Where, out: Collected): void {
+  const rollout = typeof value.rollout_id === 'string' ? value.rollout_id : at.rollout;
+  const here: Where = { ...at, ...(rollout !== undefined ? { rollout } : {}) };
+  const data = value.data;
+  if (!isObject(data)) {
+    out.errors.push({ file: at.file, line: at.line, field: join(at.within, 'data'), message: `${join(at.within, 'data')}: an event needs a "data" object` });
+    return;
+  }
+  if (value.event_type === 'model_request') {
+    if ('prompt_token_ids' in data || 'response_token_ids' in data) return readTrimmed(data, { ...here, within: join(at.within, 'data') }, true, out);
+    if (failedCall(data)) return;
+    const { calls, errors } = readVllmCall(data, at.file, at.line, join(at.within, 'data'));
+    out.errors.push(...errors);
+    // Agent Lightning trains on the first choice only (events.py `_trim_model_request`).
+    const first = calls[0];
+    if (first) {
+      out.calls.push({
+        line: at.line,
+        ...(rollout !== undefined ? { rollout } : {}),
+        turn: first.turn,
+        ...(first.model ?? modelOf(data.model, data.server) ? { model: first.model ?? modelOf(data.model, data.server) } : {}),
+        event: true,
+      });
+    }
+    return;
+  }
+  if (typeof value.event_type === 'string' && REWARD_EVENTS.has(value.event_type)) {
+    const reward = typeof data.value === 'number' ? data.value : typeof data.reward === 'number' ? data.reward : undefined;
+    if (reward !== undefined) out.finalRewards.set(rollout ?? '', reward);
+  }
+  // Other event types are opaque pass-through (agentlightning/schemas.py `Event`).
+}
+
+function readRollout(value: Record<string, unknown>, at: Where, out: Collected): void {
+  const id = typeof value.rollout_id === 'string' || typeof value.rollout_id === 'number' ? String(value.rollout_id) : (at.rollout ?? `line ${at.line}${at.within ? ` ${at.within}` : ''}`);
+  const here: Where = { ...at, rollout: id };
+  if (typeof value.final_reward === 'number') out.finalRewards.set(id, value.final_reward);
+  if (Array.isArray(value.triplets) && value.triplets.length > 0) {
+    value.triplets.forEach((t, i) => readTriplet(t, { ...here, within: join(at.within, 'triplets', String(i)) }, out));
+    return;
+  }
+  // No triplets (a rollout that produced none, or a dump without them): fall back to its events.
+  const field = Array.isArray(value.triplet_events) && value.triplet_events.length > 0 ? 'triplet_events' : 'events';
+  const events = value[field];
+  if (!Array.isArray(events)) return;
+  events.forEach((e, i) => readItem(e, { ...here, within: join(at.within, field, String(i)) }, out));
+}
+
+function readItem(value: unknown, at: Where, out: Collected): void {
+  if (Array.isArray(value)) {
+    // A JSON line holding a list: one rollout's triplets or events.
+    const rollout = at.rollout ?? `line ${at.line}`;
+    value.forEach((v, i) => readItem(v, { ...at, rollout, within: join(at.within, String(i)) }, out));
+    return;
+  }
+  const field = at.within || undefined;
+  if (!isObject(value)) {
+    out.errors.push({ file: at.file, line: at.line, ...(field ? { field } : {}), message: `${field ?? 'record'}: not a JSON object` });
+    return;
+  }
+  if ('triplets' in value) return readRollout(value, at, out);
+  if (typeof value.event_type === 'string') return readEvent(value, at, out);
+  if ('prompt_token_ids' in value || 'response_token_ids' in value) return readTrimmed(value, at, false, out);
+  if ('prompt' in value) return readTriplet(value, at, out);
+  out.errors.push({
+    file: at.file,
+    line: at.line,
+    ...(field ? { field } : {}),
+    message: `${field ?? 'record'}: not an Agent Lightning triplet ({"prompt", "response"}), event ({"event_type", "data"}) or rollout ({"rollout_id", "triplets"})`,
+  });
+}
+
+/** The triplet endpoint keeps only the last `model_request` per identical prompt (events.py `_dedupe_model_requests_by_prompt_token_ids`). */
+function dedupeEvents(calls: readonly AglCall[]): AglCall[] {
+  const last = new Map<string, number>();
+  calls.forEach((c, i) => {
+    if (c.event) last.set((c.turn.promptIds ?? []).join(','), i);
+  });
+  return calls.filter((c, i) => !c.event || last.get((c.turn.promptIds ?? []).join(',')) === i);
+}
+
+/** Images in order of appearance: each call's URLs repeat the history's, so only the new tail of each later call counts. */
+function imagesOfCalls(calls: readonly AglCall[]): ImageRef[] {
+  if (!calls.some((c) => c.imageUrls)) return imagesOfTurns(calls.map((c) => c.turn));
+  const images: ImageRef[] = [];
+  let seen = 0;
+  for (const c of calls) {
+    if (!c.imageUrls) continue;
+    images.push(...c.imageUrls.slice(seen).map((url) => ({ url })));
+    seen = Math.max(seen, c.imageUrls.length);
+  }
+  return images;
+}
+
+function assemble(file: string, members: readonly AglCall[], breaks: readonly number[], rollout: string | undefined, finalReward: number | undefined, part: string): TrajectoryInput {
+  const first = members[0]!;
+  const turns = members.map((c) => c.turn);
+  const lines = [...new Set(members.map((c) => c.line))];
+  const tripletReward = [...members].reverse().find((c) => c.reward !== undefined)?.reward;
+  const reward = finalReward ?? tripletReward;
+  const model = members.find((c) => c.model)?.model;
+  const limitations: string[] = [];
+  if (!turns.some((t) => t.messages)) limitations.push('token ids only (no messages): the conversation cannot be re-rendered to compare against');
+  if (turns.some((t) => !t.promptIds)) limitations.push('a triplet has no prompt token ids (Agent Lightning did not record them): prefix checks skip it');
+  return {
+    id: `${rollout ?? `line ${first.line}`}${part}`,
+    source: { file, line: first.line, format: 'agent-lightning', ...(lines.length > 1 ? { lines } : {}) },
+    ...(model ? { model } : {}),
+    turns,
+    images: imagesOfCalls(members),
+    ...(reward !== undefined ? { reward } : {}),
+    limitations,
+    meta: {
+      groupedBy: rollout !== undefined ? 'rollout, then strict prefix chain' : 'strict prefix chain',
+      ...(rollout !== undefined ? { rollout } : {}),
+      ...(breaks.length > 0 ? { attachedAfterBreak: breaks } : {}),
+    },
+  };
+}
+
+export const agentLightningImporter: Importer = {
+  format: 'agent-lightning',
+  description: 'Agent Lightning triplets ({"prompt": {"token_ids"}, "response": {"token_ids"}}), rollouts with "triplets", and events?format=triplet',
+  container: 'jsonl',
+  sniff(record) {
+    if (Array.isArray(record)) return record.length > 0 ? agentLightningImporter.sniff(record[0]) : 'an empty list';
+    if (!isObject(record)) return 'not a JSON object';
+    if ('triplets' in record && ('rollout_id' in record || 'final_reward' in record)) return true;
+    if (typeof record.event_type === 'string' && isObject(record.data)) {
+      return record.event_type === 'model_request' || REWARD_EVENTS.has(record.event_type) ? true : `event_type "${record.event_type}" is not a model_request or reward event`;
+    }
+    if (Array.isArray(record.prompt_token_ids) && Array.isArray(record.response_token_ids)) return true;
+    if (isObject(record.prompt) && 'token_ids' in record.prompt && isObject(record.response) && 'token_ids' in record.response) return true;
+    return 'no triplet ({"prompt": {"token_ids"}, "response": {"token_ids"}}), event or rollout with "triplets"';
+  },
+  importRecords(records, { file }): ImportResult {
+    const out: Collected = { calls: [], errors: [], finalRewards: new Map() };
+    // Items of a whole-file JSON array share line 1: name them by their index instead.
+    const perLine = new Map<number, number>();
+    for (const r of records) perLine.set(r.line, (perLine.get(r.line) ?? 0) + 1);
+    const seenOnLine = new Map<number, number>();
+    for (const r of records) {
+      const index = seenOnLine.get(r.line) ?? 0;
+      seenOnLine.set(r.line, index + 1);
+      readItem(r.value, { file, line: r.line, within: (perLine.get(r.line) ?? 0) > 1 ? String(index) : '' }, out);
+    }
+
+    const byRollout = new Map<string | undefined, AglCall[]>();
+    for (const c of out.calls) {
+      const list = byRollout.get(c.rollout);
+      if (list) list.push(c);
+      else byRollout.set(c.rollout, [c]);
+    }
+    const order = new Map(out.calls.map((c, i) => [c, i] as const));
+    const found: { first: number; trajectory: TrajectoryInput }[] = [];
+    for (const [rollout, all] of byRollout) {
+      const calls = dedupeEvents(all);
+      const chains = chainCalls(
+        calls.map((c) => ({ promptIds: c.turn.promptIds ?? [], generatedIds: c.turn.generatedIds ?? [], messages: c.turn.messages, answerText: c.turn.generatedText })),
+        { padIds: QWEN_VL_PAD_IDS },
+      );
+      const finalReward = out.finalRewards.get(rollout ?? '');
+      chains.forEach((ch, k) => {
+        const members = ch.calls.map((i) => calls[i]!);
+        const part = rollout !== undefined && chains.length > 1 ? ` (chain ${k + 1} of ${chains.length})` : '';
+        found.push({ first: order.get(members[0]!) ?? 0, trajectory: assemble(file, members, ch.breaks, rollout, finalReward, part) });
+      });
+    }
+    found.sort((a, b) => a.first - b.first);
+    const unique = uniqueIds();
+    return { trajectories: found.map((f) => ({ ...f.trajectory, id: unique(f.trajectory.id) })), errors: out.errors };
+  },
+};
