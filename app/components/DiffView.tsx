@@ -1,0 +1,154 @@
+// Two token streams aligned token by token. The first divergence is the headline: red, large,
+// its cause in words, the decoded text on both sides, and a button that jumps to it.
+import { useEffect, useMemo, useRef } from 'react';
+import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
+import type { DiffResult, TrajectoryDetail } from '../../server/http/api.ts';
+import { useRoute, type Params } from '../stores/route.ts';
+import { diffKey, useTrajectory } from '../stores/trajectory.ts';
+import { causeLabel } from './labels.ts';
+
+function Context({ label, parts }: { label: string; parts: [string, string, string] }) {
+  return (
+    <div className="ctx">
+      <span className="ctx-label">{label}</span>
+      <code>
+        <span className="muted">…{parts[0]}</span>
+        <mark>{parts[1] || '∅'}</mark>
+        <span className="muted">{parts[2]}…</span>
+      </code>
+    </div>
+  );
+}
+
+function rowState(d: DiffResult, r: number, aEndRow: number): 'eq' | 'del' | 'ins' | 'rep' | 'cont' {
+  const a = d.rowsA[r]!;
+  const b = d.rowsB[r]!;
+  // In a prefix comparison, b going on after a has ended is the next observation, not a difference.
+  if (a < 0 && d.prefixOnly && r > aEndRow) return 'cont';
+  if (a < 0) return 'ins';
+  if (b < 0) return 'del';
+  return d.a.ids[a] === d.b.ids[b] ? 'eq' : 'rep';
+}
+
+export function DiffView({ detail, params }: { detail: TrajectoryDetail; params: Params }) {
+  const setParams = useRoute((r) => r.set);
+  const { diffs, loadDiff } = useTrajectory();
+  const fallback = detail.diffs[0];
+  const a = params.a ?? fallback?.a ?? 'canonical';
+  const b = params.b ?? fallback?.b ?? 'rerender';
+  const turn = params.dturn !== undefined ? Number(params.dturn) : a === 'prompt' ? (fallback?.turn ?? 1) : 0;
+  const d = diffs[diffKey(a, b, turn)];
+  const ref = useRef<VirtuosoHandle>(null);
+  const token = params.token !== undefined ? Number(params.token) : -1;
+  const side = params.side === 'a' ? 'a' : 'b';
+
+  useEffect(() => {
+    void loadDiff(a, b, turn);
+  }, [a, b, turn, loadDiff]);
+
+  const selectedRow = useMemo(() => {
+    if (!d || token < 0) return -1;
+    const rows = side === 'a' ? d.rowsA : d.rowsB;
+    return rows.indexOf(token);
+  }, [d, token, side]);
+
+  useEffect(() => {
+    if (selectedRow >= 0) ref.current?.scrollToIndex({ index: selectedRow, align: 'center' });
+  }, [selectedRow]);
+
+  const jump = () => {
+    if (!d?.divergence) return;
+    const dv = d.divergence;
+    // Land on the first token that differs: the extra one on b, else the missing one on a.
+    const bRow = d.rowsB[dv.row]!;
+    if (bRow >= 0) setParams({ token: bRow, side: 'b' }, true);
+    else setParams({ token: d.rowsA[dv.row]!, side: 'a' }, true);
+    ref.current?.scrollToIndex({ index: dv.row, align: 'center' });
+  };
+
+  const aEndRow = useMemo(() => (d ? d.rowsA.lastIndexOf(d.a.ids.length - 1) : -1), [d]);
+  const hunkRows = useMemo(() => new Set(d?.hunks.map((h) => h.row) ?? []), [d]);
+
+  return (
+    <div className="diff">
+      <div className="toolbar">
+        <label>
+          compare{' '}
+          <select
+            value={`${a}:${b}:${turn}`}
+            onChange={(e) => {
+              const [na, nb, nt] = e.target.value.split(':');
+              setParams({ a: na, b: nb, dturn: nt, token: undefined, side: undefined });
+            }}
+          >
+            {detail.diffs.map((x) => (
+              <option key={`${x.a}:${x.b}:${x.turn}`} value={`${x.a}:${x.b}:${x.turn}`}>
+                {x.diverges ? '● ' : ''}
+                {x.label}
+              </option>
+            ))}
+          </select>
+        </label>
+        {d && (
+          <span className="muted small">
+            {d.a.ids.length.toLocaleString()} vs {d.b.ids.length.toLocaleString()} tokens · {d.hunks.length} differing region{d.hunks.length === 1 ? '' : 's'}
+            {d.prefixOnly ? ' · b may run on past a (the next observation)' : ''}
+          </span>
+        )}
+      </div>
+      {!d && <p className="muted">loading…</p>}
+      {d && d.divergence && (
+        <div className="divergence" data-testid="divergence">
+          <div className="div-head">
+            <span className="div-title">First divergence: {causeLabel(d.divergence.cause)}</span>
+            <button className="jump" data-testid="first-divergence" onClick={jump}>
+              ⤓ Jump to first divergence
+            </button>
+          </div>
+          <div className="div-expl">{d.divergence.explanation}</div>
+          <div className="div-where small">
+            at token {d.divergence.aIndex} of <b>{d.a.label}</b> and token {d.divergence.bIndex} of <b>{d.b.label}</b>
+          </div>
+          <Context label={d.a.label} parts={d.divergence.textA} />
+          <Context label={d.b.label} parts={d.divergence.textB} />
+        </div>
+      )}
+      {d && !d.divergence && <div className="banner ok">These streams agree token for token{d.prefixOnly ? ' (b extends a)' : ''}.</div>}
+      {d && (
+        <>
+          <div className="diffhead">
+            <span className="ix">#</span>
+            <span className="side">{d.a.label}</span>
+            <span className="side">{d.b.label}</span>
+            <span className="ix">#</span>
+          </div>
+          <Virtuoso
+            ref={ref}
+            className="rows diffrows"
+            totalCount={d.rowsA.length}
+            increaseViewportBy={400}
+            itemContent={(r) => {
+              const ai = d.rowsA[r]!;
+              const bi = d.rowsB[r]!;
+              const st = rowState(d, r, aEndRow);
+              const first = d.divergence?.row === r;
+              return (
+                <div className={`drow ${st}${r === selectedRow ? ' selected' : ''}${first ? ' first' : ''}${hunkRows.has(r) ? ' hunkstart' : ''}`} data-row={r} data-a={ai} data-b={bi}>
+                  <span className="ix">{ai >= 0 ? ai : ''}</span>
+                  <span className={`side${ai >= 0 && d.a.special[ai] ? ' special' : ''}`} title={ai >= 0 ? `id ${d.a.ids[ai]}` : 'nothing on this side'}>
+                    {ai >= 0 ? d.a.pieces[ai] : st === 'ins' ? '—' : ''}
+                  </span>
+                  <span className={`side${bi >= 0 && d.b.special[bi] ? ' special' : ''}`} title={bi >= 0 ? `id ${d.b.ids[bi]}` : 'nothing on this side'}>
+                    {bi >= 0 ? d.b.pieces[bi] : st === 'del' ? '—' : ''}
+                  </span>
+                  <span className="ix">{bi >= 0 ? bi : ''}</span>
+                  {first && <span className="firstflag">◀ first divergence</span>}
+                </div>
+              );
+            }}
+          />
+        </>
+      )}
+    </div>
+  );
+}

@@ -1,0 +1,180 @@
+// The run at a glance: counts per finding kind (a click filters), then every trajectory as a
+// row of a virtualized table, sortable and filterable by kind, cause, status and text/token id.
+import { useEffect, useMemo } from 'react';
+import { TableVirtuoso } from 'react-virtuoso';
+import type { ListQueryInput, SortKey, TrajectorySummary } from '../../server/http/api.ts';
+import { useRoute } from '../stores/route.ts';
+import { useRun } from '../stores/run.ts';
+import { causeLabel, kindLabel } from './labels.ts';
+
+const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
+  { key: 'findings', label: 'health' },
+  { key: 'id', label: 'id' },
+  { key: 'format', label: 'format' },
+  { key: 'turns', label: 'turns', numeric: true },
+  { key: 'tokens', label: 'tokens', numeric: true },
+  { key: 'images', label: 'images', numeric: true },
+  { key: 'reward', label: 'reward', numeric: true },
+  { key: 'status', label: 'status' },
+];
+
+export function queryFromParams(p: Record<string, string>): ListQueryInput {
+  return {
+    kind: p.kind as ListQueryInput['kind'],
+    cause: p.cause as ListQueryInput['cause'],
+    status: p.status,
+    q: p.q,
+    sort: (p.sort as SortKey | undefined) ?? 'findings',
+    order: (p.order as 'asc' | 'desc' | undefined) ?? 'desc',
+  };
+}
+
+function HealthDot({ health }: { health: TrajectorySummary['health'] }) {
+  return <span className={`health health-${health}`}>{health === 'ok' ? 'clean' : health}</span>;
+}
+
+export function FindingChips({ s }: { s: TrajectorySummary }) {
+  const kinds = Object.entries(s.findings.kind);
+  if (kinds.length === 0) return <span className="muted">no findings</span>;
+  return (
+    <>
+      {kinds.map(([k, n]) => (
+        <span key={k} className={`chip kind kind-${k}`} title={s.headline ?? ''}>
+          {kindLabel(k)}
+          {n > 1 ? ` ×${n}` : ''}
+        </span>
+      ))}
+      {Object.keys(s.findings.cause).map((c) => (
+        <span key={c} className="chip cause">
+          {causeLabel(c)}
+        </span>
+      ))}
+    </>
+  );
+}
+
+export function Overview() {
+  const params = useRoute((r) => r.params);
+  const setParams = useRoute((r) => r.set);
+  const go = useRoute((r) => r.go);
+  const { info, items, total, loadList, error } = useRun();
+  const query = useMemo(() => queryFromParams(params), [params]);
+  const trajectoriesLoaded = info?.trajectories ?? 0;
+
+  useEffect(() => {
+    void loadList(query);
+  }, [query, loadList, trajectoriesLoaded]);
+
+  const open = (id: string) => go({ page: 'trajectory', id, params: { view: 'stream' } });
+  const sortBy = (key: SortKey) => setParams({ sort: key, order: query.sort === key && query.order === 'desc' ? 'asc' : 'desc' }, true);
+
+  return (
+    <div className="overview">
+      <header className="topbar">
+        <h1>
+          rollscope <span className="muted small">{info?.demo ? 'demo run' : info?.files.map((f) => f.file).join(', ')}</span>
+        </h1>
+        <span className="muted small">
+          {info ? `${info.trajectories} trajectories · model ${info.profile.name}${info.loading ? ' · loading…' : ''}` : 'loading…'}
+        </span>
+      </header>
+      {error && <div className="banner error">{error}</div>}
+      {info && (
+        <section className="counts" aria-label="finding counts">
+          <button className={`count health-ok ${params.status === 'ok' ? 'active' : ''}`} onClick={() => setParams({ status: params.status === 'ok' ? undefined : 'ok', kind: undefined, cause: undefined }, true)}>
+            <b>{info.health.ok}</b> clean
+          </button>
+          <button className={`count health-error ${params.status === 'error' ? 'active' : ''}`} onClick={() => setParams({ status: params.status === 'error' ? undefined : 'error', kind: undefined, cause: undefined }, true)}>
+            <b>{info.health.error}</b> with errors
+          </button>
+          {Object.entries(info.counts.kind)
+            .sort((a, b) => b[1] - a[1])
+            .map(([k, n]) => (
+              <button key={k} data-kind={k} className={`count kind kind-${k} ${params.kind === k ? 'active' : ''}`} onClick={() => setParams({ kind: params.kind === k ? undefined : k, status: undefined }, true)}>
+                <b>{n}</b> {kindLabel(k)}
+              </button>
+            ))}
+          {Object.entries(info.counts.cause).map(([c, n]) => (
+            <button key={c} data-cause={c} className={`count cause ${params.cause === c ? 'active' : ''}`} onClick={() => setParams({ cause: params.cause === c ? undefined : c }, true)}>
+              <b>{n}</b> {causeLabel(c)}
+            </button>
+          ))}
+        </section>
+      )}
+      <div className="filters">
+        <input
+          type="search"
+          placeholder="filter by id, file, message or token id…"
+          defaultValue={params.q ?? ''}
+          onChange={(e) => setParams({ q: e.target.value || undefined }, true)}
+          aria-label="filter"
+        />
+        <span className="muted small">
+          {total} shown{query.kind ? ` · kind ${kindLabel(query.kind)}` : ''}
+          {query.cause ? ` · cause ${causeLabel(query.cause)}` : ''}
+          {query.status ? ` · status ${query.status}` : ''}
+        </span>
+        {(query.kind || query.cause || query.status || query.q) && (
+          <button className="link" onClick={() => setParams({ kind: undefined, cause: undefined, status: undefined, q: undefined }, true)}>
+            clear filters
+          </button>
+        )}
+        <span className="muted small keys">j/k move · Enter opens</span>
+      </div>
+      {info && info.errors.length > 0 && (
+        <details className="banner warning">
+          <summary>{info.errors.length} records could not be read</summary>
+          <ul>
+            {info.errors.slice(0, 50).map((e, i) => (
+              <li key={i}>
+                {e.file}:{e.line}
+                {e.field ? ` (${e.field})` : ''}: {e.message}
+              </li>
+            ))}
+          </ul>
+        </details>
+      )}
+      <TableVirtuoso
+        className="table"
+        data={items}
+        fixedHeaderContent={() => (
+          <tr>
+            {COLUMNS.map((c) => (
+              <th key={c.key} className={c.numeric ? 'num' : ''} onClick={() => sortBy(c.key)} aria-sort={query.sort === c.key ? (query.order === 'asc' ? 'ascending' : 'descending') : 'none'}>
+                {c.label}
+                {query.sort === c.key ? (query.order === 'asc' ? ' ▲' : ' ▼') : ''}
+              </th>
+            ))}
+            <th>findings</th>
+          </tr>
+        )}
+        itemContent={(_, s) => (
+          <>
+            <td>
+              <HealthDot health={s.health} />
+            </td>
+            <td className="id">
+              <a href={`#/t/${encodeURIComponent(s.id)}?view=stream`} onClick={(e) => (e.preventDefault(), open(s.id))}>
+                {s.id}
+              </a>
+            </td>
+            <td>{s.format}</td>
+            <td className="num">{s.turns}</td>
+            <td className="num">{s.tokens.toLocaleString()}</td>
+            <td className="num">{s.images}</td>
+            <td className="num">{s.reward ?? '—'}</td>
+            <td>{s.status ?? ''}</td>
+            <td className="findings" title={s.headline ?? ''}>
+              <FindingChips s={s} />
+            </td>
+          </>
+        )}
+        components={{
+          TableRow: ({ item, context: _context, ...rest }) => (
+            <tr {...rest} data-id={item.id} className={`trow health-row-${item.health}`} onClick={() => open(item.id)} />
+          ),
+        }}
+      />
+    </div>
+  );
+}

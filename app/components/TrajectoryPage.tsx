@@ -1,0 +1,116 @@
+// One trajectory: header (health, what is wrong in one line), the token stream or the diff in
+// the middle, findings and image overlays at the side. j/k move through the run, n jumps to the
+// next finding.
+import { useEffect, useMemo } from 'react';
+import type { Finding } from '../../server/model/finding.ts';
+import { useRoute, type Params } from '../stores/route.ts';
+import { useRun } from '../stores/run.ts';
+import { useTrajectory } from '../stores/trajectory.ts';
+import { useSettings } from '../stores/settings.ts';
+import { queryFromParams } from './Overview.tsx';
+import { TokenStreamView } from './TokenStreamView.tsx';
+import { DiffView } from './DiffView.tsx';
+import { FindingsPanel, findingTarget } from './FindingsPanel.tsx';
+import { ImagePanel } from './ImagePanel.tsx';
+import { causeLabel, kindLabel } from './labels.ts';
+
+export function TrajectoryPage() {
+  const id = useRoute((r) => r.id)!;
+  const params = useRoute((r) => r.params);
+  const setParams = useRoute((r) => r.set);
+  const go = useRoute((r) => r.go);
+  const { detail, error, open } = useTrajectory();
+  const items = useRun((r) => r.items);
+  const runQuery = useRun((r) => r.query);
+  const loadList = useRun((r) => r.loadList);
+  const resetExpanded = useSettings((s) => s.resetExpanded);
+
+  useEffect(() => {
+    void open(id);
+    resetExpanded();
+  }, [id, open, resetExpanded]);
+  useEffect(() => {
+    // j/k walk the list the overview showed; opened by a deep link, walk the whole run.
+    if (!runQuery) void loadList(queryFromParams({}));
+  }, [runQuery, loadList]);
+
+  const view = params.view === 'diff' ? 'diff' : 'stream';
+  const findings = detail?.findings ?? [];
+
+  const neighbours = useMemo(() => {
+    const i = items.findIndex((s) => s.id === id);
+    return { prev: i > 0 ? items[i - 1]?.id : undefined, next: i >= 0 ? items[i + 1]?.id : items[0]?.id, at: i, count: items.length };
+  }, [items, id]);
+
+  const openFinding = (f: Finding, index: number) => {
+    setParams({ ...findingTarget(f, detail?.diffs ?? []), finding: index, image: f.image });
+  };
+
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement || e.metaKey || e.ctrlKey || e.altKey) return;
+      const to = (tid: string | undefined) => tid && go({ page: 'trajectory', id: tid, params: { view: 'stream' } });
+      if (e.key === 'j') to(neighbours.next);
+      else if (e.key === 'k') to(neighbours.prev);
+      else if (e.key === 'n' && findings.length > 0) {
+        const cur = params.finding === undefined ? -1 : Number(params.finding);
+        const next = (cur + 1) % findings.length;
+        openFinding(findings[next]!, next);
+      } else if (e.key === 'Escape') go({ page: 'overview', id: null, params: {} });
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  });
+
+  const worst = findings[0];
+  const s = detail?.summary;
+  return (
+    <div className="trajectory">
+      <header className="topbar">
+        <a className="back" href="#/" onClick={(e) => (e.preventDefault(), window.history.length > 1 ? history.back() : go({ page: 'overview', id: null, params: {} }))}>
+          ← run
+        </a>
+        <h1 className="tid">{id}</h1>
+        {s && <span className={`health health-${s.health}`}>{s.health === 'ok' ? 'clean' : s.health}</span>}
+        {s && (
+          <span className="muted small">
+            {s.format} · {s.turns} turns · {s.tokens.toLocaleString()} tokens · {s.images} images{s.reward !== null ? ` · reward ${s.reward}` : ''} · {detail?.profile}
+          </span>
+        )}
+        <span className="spacer" />
+        <span className="muted small keys">
+          {neighbours.at >= 0 ? `${neighbours.at + 1}/${neighbours.count} · ` : ''}j/k trajectory · n next finding · Esc run
+        </span>
+      </header>
+      {error && <div className="banner error">{error}</div>}
+      {worst && (
+        <div className={`banner headline ${worst.severity}`} data-testid="headline">
+          <b>
+            {kindLabel(worst.kind)}
+            {worst.cause ? ` — ${causeLabel(worst.cause)}` : ''}
+          </b>
+          : {worst.message}
+        </div>
+      )}
+      {detail && findings.length === 0 && <div className="banner ok">No findings: every check passed for this trajectory.</div>}
+      <div className="columns">
+        <main className="main">
+          <nav className="tabs">
+            <button className={view === 'stream' ? 'active' : ''} onClick={() => setParams({ view: 'stream' })}>
+              Token stream
+            </button>
+            <button className={view === 'diff' ? 'active' : ''} onClick={() => setParams({ view: 'diff' })} disabled={!detail || detail.diffs.length === 0}>
+              Diff{detail?.diffs.some((d) => d.diverges) ? ' ●' : ''}
+            </button>
+          </nav>
+          {detail && view === 'stream' && <TokenStreamView detail={detail} params={params} />}
+          {detail && view === 'diff' && <DiffView detail={detail} params={params as Params} />}
+        </main>
+        <aside className="side">
+          {detail && <FindingsPanel findings={findings} active={params.finding === undefined ? -1 : Number(params.finding)} onOpen={openFinding} limitations={detail.limitations} notes={detail.notes} />}
+          {detail && <ImagePanel detail={detail} findings={findings} />}
+        </aside>
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,29 @@
+import { StrictMode, useEffect } from 'react';
+import { createRoot } from 'react-dom/client';
+import { useRoute } from './stores/route.ts';
+import { useRun } from './stores/run.ts';
+import { Overview } from './components/Overview.tsx';
+import { TrajectoryPage } from './components/TrajectoryPage.tsx';
+import './styles.css';
+
+function App() {
+  const page = useRoute((r) => r.page);
+  const loadInfo = useRun((r) => r.loadInfo);
+  const loading = useRun((r) => r.info?.loading);
+  useEffect(() => {
+    void loadInfo();
+  }, [loadInfo]);
+  // While the server is still checking files, refresh the counts.
+  useEffect(() => {
+    if (!loading) return;
+    const t = setInterval(() => void loadInfo(), 1000);
+    return () => clearInterval(t);
+  }, [loading, loadInfo]);
+  return page === 'trajectory' ? <TrajectoryPage /> : <Overview />;
+}
+
+createRoot(document.getElementById('root')!).render(
+  <StrictMode>
+    <App />
+  </StrictMode>,
+);

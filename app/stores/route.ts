@@ -1,0 +1,59 @@
+// The URL is the state of record: `#/` is the run overview (with its filters), and
+// `#/t/<id>?view=stream&stream=canonical&turn=-1&token=470` addresses one token of one
+// trajectory, so a link in a bug report (or a reload) opens exactly that token.
+import { create } from 'zustand';
+
+export type Params = Record<string, string>;
+
+export interface Route {
+  page: 'overview' | 'trajectory';
+  id: string | null;
+  params: Params;
+}
+
+export function parseHash(hash: string): Route {
+  const raw = hash.replace(/^#/, '') || '/';
+  const [pathPart = '/', queryPart = ''] = raw.split('?', 2) as [string, string?];
+  const params: Params = {};
+  for (const [k, v] of new URLSearchParams(queryPart ?? '')) params[k] = v;
+  const m = /^\/t\/(.+)$/.exec(pathPart);
+  if (m) return { page: 'trajectory', id: decodeURIComponent(m[1]!), params };
+  return { page: 'overview', id: null, params };
+}
+
+export function formatHash(route: Route): string {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(route.params)) if (v !== '' && v !== undefined) q.set(k, v);
+  const qs = q.toString();
+  const base = route.page === 'trajectory' && route.id !== null ? `#/t/${encodeURIComponent(route.id)}` : '#/';
+  return qs ? `${base}?${qs}` : base;
+}
+
+interface RouteState extends Route {
+  /** Go to a route (a new history entry). */
+  go(route: Route): void;
+  /** Change some params of the current route; `undefined` removes one. */
+  set(params: Record<string, string | number | undefined>, replace?: boolean): void;
+}
+
+export const useRoute = create<RouteState>((setState, get) => ({
+  ...parseHash(window.location.hash),
+  go(route) {
+    window.location.hash = formatHash(route);
+  },
+  set(changes, replace = false) {
+    const { page, id, params } = get();
+    const next: Params = { ...params };
+    for (const [k, v] of Object.entries(changes)) {
+      if (v === undefined || v === '') delete next[k];
+      else next[k] = String(v);
+    }
+    const hash = formatHash({ page, id, params: next });
+    if (replace) {
+      history.replaceState(null, '', hash);
+      setState(parseHash(hash));
+    } else window.location.hash = hash;
+  },
+}));
+
+window.addEventListener('hashchange', () => useRoute.setState(parseHash(window.location.hash)));

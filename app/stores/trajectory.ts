@@ -1,0 +1,59 @@
+// The open trajectory: its detail, and the streams and diffs fetched for it (kept per key so
+// switching back and forth does not refetch).
+import { create } from 'zustand';
+import type { DiffResult, TokenStream, TrajectoryDetail } from '../../server/http/api.ts';
+import { api } from '../api.ts';
+
+interface TrajectoryState {
+  id: string | null;
+  detail: TrajectoryDetail | null;
+  streams: Record<string, TokenStream>;
+  diffs: Record<string, DiffResult>;
+  error: string | null;
+  open(id: string): Promise<void>;
+  loadStream(name: string, turn: number): Promise<void>;
+  loadDiff(a: string, b: string, turn: number): Promise<void>;
+}
+
+export const streamKey = (name: string, turn: number) => `${name}:${turn}`;
+export const diffKey = (a: string, b: string, turn: number) => `${a}:${b}:${turn}`;
+
+export const useTrajectory = create<TrajectoryState>((set, get) => ({
+  id: null,
+  detail: null,
+  streams: {},
+  diffs: {},
+  error: null,
+  async open(id) {
+    if (get().id === id && (get().detail || get().error)) return;
+    set({ id, detail: null, streams: {}, diffs: {}, error: null });
+    try {
+      const detail = await api.detail(id);
+      if (get().id === id) set({ detail });
+    } catch (e) {
+      if (get().id === id) set({ error: (e as Error).message });
+    }
+  },
+  async loadStream(name, turn) {
+    const id = get().id;
+    const key = streamKey(name, turn);
+    if (!id || get().streams[key]) return;
+    try {
+      const s = await api.stream(id, name, turn);
+      if (get().id === id) set({ streams: { ...get().streams, [key]: s } });
+    } catch (e) {
+      set({ error: (e as Error).message });
+    }
+  },
+  async loadDiff(a, b, turn) {
+    const id = get().id;
+    const key = diffKey(a, b, turn);
+    if (!id || get().diffs[key]) return;
+    try {
+      const d = await api.diff(id, a, b, turn);
+      if (get().id === id) set({ diffs: { ...get().diffs, [key]: d } });
+    } catch (e) {
+      set({ error: (e as Error).message });
+    }
+  },
+}));

@@ -1,0 +1,137 @@
+// The inspector end to end: the real server on a real run, the built app in chromium.
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, Page } from 'playwright-core';
+import { checkPaths } from '../../server/pipeline.ts';
+import type { ImageInfo, TrajectoryDetail, TrajectoryList } from '../../server/http/api.ts';
+import { launchChromium, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
+
+const SHOTS = path.resolve('docs/screenshots');
+let server: ServerProcess;
+let browser: Browser;
+let page: Page;
+let runDir: string;
+
+async function api<T>(p: string): Promise<T> {
+  const res = await fetch(server.url + p.replace(/^\//, ''));
+  expect(res.status, p).toBe(200);
+  return (await res.json()) as T;
+}
+
+beforeAll(async () => {
+  runDir = (await writeRun()).dir;
+  server = await startServe([runDir]);
+  await waitForLoaded(server.url);
+  browser = await launchChromium();
+  page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+  page.on('pageerror', (e) => {
+    throw e;
+  });
+  fs.mkdirSync(SHOTS, { recursive: true });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+describe('run overview', () => {
+  it('lists every trajectory with the finding counts the checks give', async () => {
+    // Expected counts straight from the shared pipeline, independent of the server.
+    const perKind: Record<string, number> = {};
+    let trajectories = 0;
+    for await (const ev of checkPaths([runDir], {})) {
+      if (ev.type !== 'trajectory') continue;
+      trajectories++;
+      for (const k of new Set(ev.checked.findings.map((f) => f.kind))) perKind[k] = (perKind[k] ?? 0) + 1;
+    }
+    expect(trajectories).toBeGreaterThan(1);
+    await page.goto(server.url);
+    await page.waitForSelector('tr.trow');
+    await expect.poll(() => page.locator('tr.trow').count()).toBe(trajectories);
+    for (const [kind, n] of Object.entries(perKind)) {
+      expect(await page.locator(`button.count[data-kind="${kind}"] b`).textContent(), kind).toBe(String(n));
+    }
+    expect(await page.locator('button.count[data-kind]').count()).toBe(Object.keys(perKind).length);
+    await page.screenshot({ path: path.join(SHOTS, 'overview.png') });
+    // A click on a count filters the table to exactly those trajectories.
+    const [kind, n] = Object.entries(perKind)[0]!;
+    await page.click(`button.count[data-kind="${kind}"]`);
+    await expect.poll(() => page.locator('tr.trow').count()).toBe(n);
+    expect(page.url()).toContain(`kind=${kind}`);
+  });
+});
+
+describe('diff', () => {
+  it('"first divergence" on the duplicated-EOS trajectory lands on the extra <|im_end|>', async () => {
+    const list = await api<TrajectoryList>('/api/trajectories?cause=duplicated_eos');
+    const id = list.items[0]!.id;
+    const detail = await api<TrajectoryDetail>(`/api/trajectories/${encodeURIComponent(id)}`);
+    const finding = detail.findings.find((f) => f.cause === 'duplicated_eos')!;
+    await page.goto(`${server.url}#/t/${encodeURIComponent(id)}`);
+    await page.click('nav.tabs button:has-text("Diff")');
+    await page.waitForSelector('[data-testid=divergence]');
+    expect(await page.locator('.div-title').textContent()).toContain('duplicated <|im_end|>');
+    await page.click('[data-testid=first-divergence]');
+    const row = page.locator('.drow.selected');
+    await row.waitFor();
+    // The selected row holds an <|im_end|> on the re-rendered/next-prompt side and nothing on the other...
+    expect(await row.locator('.side').nth(1).textContent()).toBe('<|im_end|>');
+    expect(await row.locator('.side').nth(0).textContent()).toBe('—');
+    // ...right after the generated <|im_end|> both sides share.
+    const rowIndex = Number(await row.getAttribute('data-row'));
+    const prev = page.locator(`.drow[data-row="${rowIndex - 1}"] .side`);
+    expect(await prev.nth(0).textContent()).toBe('<|im_end|>');
+    expect(await prev.nth(1).textContent()).toBe('<|im_end|>');
+    // The index agrees with the finding's.
+    const b = Number(await row.getAttribute('data-b'));
+    expect(b).toBe(finding.index);
+    await page.screenshot({ path: path.join(SHOTS, 'diff.png') });
+  });
+});
+
+describe('image overlay', () => {
+  it('hovering a pad token lights its cell, and hovering a cell lights its pad token', async () => {
+    const list = await api<TrajectoryList>('/api/trajectories?sort=id&order=asc');
+    // Prefer a trajectory whose image has a finding, so the overlay shows it; any image will do.
+    const withImages = list.items.filter((s) => s.images > 0);
+    const pick = withImages.find((s) => s.findings.kind.image_truncated || s.findings.kind.placeholder_count) ?? withImages[0]!;
+    const image = await api<ImageInfo>(`/api/trajectories/${encodeURIComponent(pick.id)}/images/0`);
+    const layout = image.layout!;
+    await page.goto(`${server.url}#/t/${encodeURIComponent(pick.id)}?view=stream`);
+    await page.locator('.padrun').first().click();
+    const k = layout.cellsWide + 3; // row 1, col 3
+    const chip = page.locator(`[data-pad="0:${k}"]`);
+    await chip.hover();
+    await expect.poll(() => page.locator('[data-lit-cell]').getAttribute('data-lit-cell')).toBe('1,3');
+
+    // Reverse: the centre of cell (row 2, col 5) in the drawn image.
+    const svg = page.locator('[data-testid=grid-0]');
+    const box = (await svg.boundingBox())!;
+    const x = box.x + (((5 + 0.5) * layout.cellSize) / layout.resizedWidth) * box.width;
+    const y = box.y + (((2 + 0.5) * layout.cellSize) / layout.resizedHeight) * box.height;
+    await page.mouse.move(x, y);
+    const k2 = 2 * layout.cellsWide + 5;
+    await expect.poll(() => page.locator(`[data-pad="0:${k2}"]`).getAttribute('class')).toContain('lit');
+    expect(await page.locator('[data-lit-cell]').getAttribute('data-lit-cell')).toBe('2,5');
+    await page.screenshot({ path: path.join(SHOTS, 'overlay.png') });
+  });
+});
+
+describe('deep links', () => {
+  it('a link to a token opens that token, and so does a reload', async () => {
+    const list = await api<TrajectoryList>('/api/trajectories?sort=tokens&order=desc');
+    const pick = list.items[0]!;
+    const token = pick.tokens - 3;
+    const link = `${server.url}#/t/${encodeURIComponent(pick.id)}?view=stream&stream=canonical&token=${token}`;
+    await page.goto(link);
+    const selected = page.locator(`.tok.selected[data-i="${token}"]`);
+    await selected.waitFor();
+    expect(await selected.isVisible()).toBe(true);
+    await page.reload();
+    await page.locator(`.tok.selected[data-i="${token}"]`).waitFor();
+    expect(await page.locator('[data-testid=selected-token]').textContent()).toContain(`token #${token}`);
+    expect(page.url()).toBe(link);
+  });
+});

@@ -1,0 +1,67 @@
+// Shared by the browser tests: write a run, start the real `rollscope serve` on it as a child
+// process, launch Debian's chromium.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { chromium, type Browser } from 'playwright-core';
+import { writeFixtureRun } from './fixture.ts';
+
+export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
+
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+}
+
+/** The demo run when it is part of this build, else the small fixture run. */
+export async function writeRun(): Promise<{ dir: string; demo: boolean }> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-e2e-'));
+  const demoModule = path.resolve('server/demo/write.ts');
+  if (fs.existsSync(demoModule) && process.env.ROLLSCOPE_E2E_FIXTURE !== '1') {
+    const { writeDemoRun } = (await import(demoModule)) as { writeDemoRun: (dir: string) => Promise<unknown> };
+    await writeDemoRun(dir);
+    return { dir, demo: true };
+  }
+  await writeFixtureRun(dir);
+  return { dir, demo: false };
+}
+
+export interface ServerProcess {
+  url: string;
+  child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+/** `node bin/rollscope.js serve --no-open --port 0 ARGS`, resolved once it prints its URL. */
+export function startServe(args: string[]): Promise<ServerProcess> {
+  const child = spawn(process.execPath, ['bin/rollscope.js', 'serve', '--no-open', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  return new Promise((resolve, reject) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      out += d.toString();
+      const m = /(http:\/\/127\.0\.0\.1:\d+\/)/.exec(out);
+      if (m)
+        resolve({
+          url: m[1]!,
+          child,
+          stop: () =>
+            new Promise<void>((done) => {
+              if (child.exitCode !== null) return done();
+              child.once('exit', () => done());
+              child.kill('SIGTERM');
+            }),
+        });
+    });
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    child.once('exit', (code) => reject(new Error(`rollscope serve exited with ${code}: ${err || out}`)));
+  });
+}
+
+export async function waitForLoaded(url: string): Promise<void> {
+  for (;;) {
+    const info = (await (await fetch(`${url}api/run`)).json()) as { loading: boolean };
+    if (!info.loading) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
