@@ -12,11 +12,11 @@
 // Masks and logprobs cover every token (`maskScope: 'full'`); the prompt/response split is not
 // stored, so turn 0's prompt is everything before the first masked-in token.
 import { z } from 'zod';
-import { Logprobs, TokenIds, type GridThw, type TrajectoryInput } from '../model/trajectory.ts';
+import { TokenIds, type GridThw, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './records.ts';
-import { GridList, MaskValues, fileStem, idAllocator, statedModel, turnsFromMask } from './turns-from-mask.ts';
+import { GridList, LogprobValues, MaskValues, fileStem, idAllocator, statedModel, turnsFromMask } from './turns-from-mask.ts';
 
 const Rows = <T extends z.ZodType>(row: T) => z.array(row).min(1);
 
@@ -24,7 +24,7 @@ export const ArealTrajectory = z
   .object({
     input_ids: Rows(TokenIds),
     loss_mask: Rows(MaskValues),
-    logprobs: Rows(Logprobs).nullish(),
+    logprobs: Rows(LogprobValues).nullish(),
     versions: Rows(z.array(z.number().int())).nullish(),
     attention_mask: Rows(MaskValues).nullish(),
     mm_token_type_ids: Rows(z.array(z.number().int())).nullish(),
@@ -132,6 +132,8 @@ export const arealImporter: Importer = {
   },
   importRecords(records, { file }): ImportResult {
     const out: ImportResult = { trajectories: [], errors: [] };
+    // Samples of one task are numbered as AReaL's rollout dump numbers them (`sample_idx`).
+    const perTask = new Map<string, number>();
     const allocate = idAllocator();
     const stem = fileStem(file);
     for (const r of records) {
@@ -141,9 +143,15 @@ export const arealImporter: Importer = {
         continue;
       }
       const t = parsed.data;
-      const base = t.task_id !== undefined && t.task_id !== null ? `task-${String(t.task_id)}` : `${stem}:${r.line}`;
+      const task = t.task_id !== undefined && t.task_id !== null ? `task-${String(t.task_id)}` : undefined;
       const rows = t.input_ids.length;
-      out.trajectories.push(...arealTrajectories(t, { file, line: r.line, id: (row) => allocate(rows > 1 ? `${base}/${row}` : base) }));
+      const id = (row: number): string => {
+        if (!task) return allocate(rows > 1 ? `${stem}:${r.line}/${row}` : `${stem}:${r.line}`);
+        const n = perTask.get(task) ?? 0;
+        perTask.set(task, n + 1);
+        return allocate(`${task}/${n}`);
+      };
+      out.trajectories.push(...arealTrajectories(t, { file, line: r.line, id }));
     }
     return out;
   },

@@ -14,20 +14,18 @@
 // `_validate_response_metadata_lengths` requires len(loss_mask) == len(rollout_log_probs) ==
 // response_length; a record that breaks it still loads so the checks can say where.
 import { z } from 'zod';
-import { Logprobs, Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts';
+import { Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './records.ts';
-import { GridList, ImageEntry, MaskValues, fileStem, idAllocator, imageRefOf, smallValues, statedModel, turnsFromMask } from './turns-from-mask.ts';
-
-const TrainInputs = z.object({ image_grid_thw: GridList.nullish() }).passthrough();
+import { ImageEntry, LogprobValues, MaskValues, ProcessorOutputs, fileStem, gridsOf, idAllocator, imageRefOf, smallValues, statedModel, turnsFromMask } from './turns-from-mask.ts';
 
 export const SlimeSample = z
   .object({
     tokens: TokenIds,
     response_length: z.number().int().nonnegative(),
     loss_mask: MaskValues.nullish(),
-    rollout_log_probs: Logprobs.nullish(),
+    rollout_log_probs: LogprobValues.nullish(),
     prompt: z.union([z.string(), z.array(Message)]).nullish(),
     response: z.string().nullish(),
     reward: z.unknown().optional(),
@@ -40,7 +38,7 @@ export const SlimeSample = z
       .object({ images: z.array(ImageEntry).nullish(), videos: z.unknown().optional() })
       .passthrough()
       .nullish(),
-    multimodal_train_inputs: z.union([TrainInputs, z.array(TrainInputs)]).nullish(),
+    multimodal_train_inputs: ProcessorOutputs.nullish(),
     metadata: z.record(z.string(), z.unknown()).nullish(),
     weight_versions: z.array(z.union([z.string(), z.number()])).nullish(),
   })
@@ -82,8 +80,6 @@ export function slimeTrajectory(s: SlimeSample, where: { file: string; line: num
   // The decoded response is the generated text only when the response is one generation.
   if (turns.length === 1 && last && !last.observationIds && typeof s.response === 'string') last.generatedText = s.response;
 
-  const trainInputs = s.multimodal_train_inputs ? (Array.isArray(s.multimodal_train_inputs) ? s.multimodal_train_inputs : [s.multimodal_train_inputs]) : [];
-  const grids = trainInputs.flatMap((t) => t.image_grid_thw ?? []);
   const limitations: string[] = [];
   if (s.multimodal_inputs?.videos) limitations.push('the sample has videos (multimodal_inputs.videos); rollscope checks image placeholders only');
 
@@ -107,7 +103,7 @@ export function slimeTrajectory(s: SlimeSample, where: { file: string; line: num
       lossMask: s.loss_mask ?? undefined,
       logprobs: s.rollout_log_probs ?? undefined,
       maskScope: 'response',
-      imageGridThw: grids.length > 0 ? grids : undefined,
+      imageGridThw: gridsOf(s.multimodal_train_inputs),
     },
     reward: rewardValue(s.reward),
     status,

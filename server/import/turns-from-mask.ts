@@ -65,10 +65,30 @@ export function turnsFromMask(s: MaskedStream): TurnInput[] {
 // Fields the trainer formats share.
 
 /** Loss masks are written as ints, floats or booleans (prime-rl/msgspec and some converters write bools). */
-export const MaskValues = z.array(z.union([z.number(), z.boolean()]).transform((v) => (v === true ? 1 : v === false ? 0 : v)));
+export const MaskValues = z.array(
+  z.union([z.number(), z.boolean()], { error: 'expected a mask value (0/1 or a boolean)' }).transform((v) => (v === true ? 1 : v === false ? 0 : v)),
+);
+
+/** Logprobs as the core model takes them (NaN is a finding, not a read error), with a message that says what was expected. */
+export const LogprobValues = z.array(z.union([z.number(), z.nan()], { error: 'expected a logprob (a number)' }));
 
 /** `image_grid_thw` as nested lists, `[n_images, 3]`; a single `[t, h, w]` is taken as one image. */
-export const GridList = z.union([z.array(GridThw), GridThw.transform((g) => [g])]);
+export const GridList = z.union([z.array(GridThw), GridThw.transform((g) => [g])], {
+  error: 'expected image_grid_thw as [[t, h, w], ...] with positive integers',
+});
+
+/** Processor outputs: one dict, or one per turn (concatenated in order). Only `image_grid_thw` is read. */
+export const ProcessorOutputs = z.union(
+  [z.object({ image_grid_thw: GridList.nullish() }).passthrough(), z.array(z.object({ image_grid_thw: GridList.nullish() }).passthrough())],
+  { error: 'expected processor outputs {"image_grid_thw": [[t, h, w], ...]} or a list of them, image_grid_thw rows being 3 positive integers' },
+);
+
+/** The grids of processor outputs stated as one dict or a list of them. */
+export function gridsOf(outputs: z.infer<typeof ProcessorOutputs> | null | undefined): GridThw[] | undefined {
+  const list = outputs ? (Array.isArray(outputs) ? outputs : [outputs]) : [];
+  const grids = list.flatMap((o) => o.image_grid_thw ?? []);
+  return grids.length > 0 ? grids : undefined;
+}
 
 const ImageDictInner = z.object({ bytes: z.string().optional(), path: z.string().optional() }).passthrough();
 

@@ -11,26 +11,24 @@
 // Tool responses are rendered with the chat template and appended with mask 0 and logprob 0.0
 // (verl/experimental/agent_loop/tool_agent_loop.py), so the turns are the mask's runs.
 import { z } from 'zod';
-import { Logprobs, Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts';
+import { Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './records.ts';
-import { GridList, ImageEntry, MaskValues, fileStem, idAllocator, imageRefOf, smallValues, statedModel, turnsFromMask } from './turns-from-mask.ts';
-
-const ProcessorOutputs = z.object({ image_grid_thw: GridList.nullish() }).passthrough();
+import { ImageEntry, LogprobValues, MaskValues, ProcessorOutputs, fileStem, gridsOf, idAllocator, imageRefOf, smallValues, statedModel, turnsFromMask } from './turns-from-mask.ts';
 
 export const VerlAgentLoopOutput = z
   .object({
     prompt_ids: TokenIds,
     response_ids: TokenIds,
     response_mask: MaskValues,
-    response_logprobs: Logprobs.nullish(),
+    response_logprobs: LogprobValues.nullish(),
     // verl's datasets name the key `image` (RLHFDataset) and the agent loop `images`.
     multi_modal_data: z
       .object({ images: z.array(ImageEntry).nullish(), image: z.array(ImageEntry).nullish(), videos: z.unknown().optional(), video: z.unknown().optional() })
       .passthrough()
       .nullish(),
-    multi_modal_inputs: z.union([ProcessorOutputs, z.array(ProcessorOutputs)]).nullish(),
+    multi_modal_inputs: ProcessorOutputs.nullish(),
     reward_score: z.number().or(z.nan()).nullish(),
     num_turns: z.number().int().nonnegative().nullish(),
     extra_fields: z
@@ -50,8 +48,6 @@ export function verlTrajectory(o: VerlAgentLoopOutput, where: { file: string; li
   const rawPrompt = o.extra_fields?.raw_prompt;
   if (Array.isArray(rawPrompt) && turns[0]) turns[0].messages = rawPrompt;
 
-  const inputs = o.multi_modal_inputs ? (Array.isArray(o.multi_modal_inputs) ? o.multi_modal_inputs : [o.multi_modal_inputs]) : [];
-  const grids = inputs.flatMap((i) => i.image_grid_thw ?? []);
   const images = o.multi_modal_data?.images ?? o.multi_modal_data?.image ?? [];
   const limitations: string[] = [];
   if (o.multi_modal_data?.videos || o.multi_modal_data?.video) limitations.push('the trajectory has videos (multi_modal_data.videos); rollscope checks image placeholders only');
@@ -69,7 +65,7 @@ export function verlTrajectory(o: VerlAgentLoopOutput, where: { file: string; li
       lossMask: o.response_mask,
       logprobs,
       maskScope: 'response',
-      imageGridThw: grids.length > 0 ? grids : undefined,
+      imageGridThw: gridsOf(o.multi_modal_inputs),
     },
     reward: o.reward_score ?? undefined,
     group: o.uid !== undefined && o.uid !== null ? String(o.uid) : undefined,

@@ -1,0 +1,265 @@
+// slime / vime Sample records: JSONL, the debug-dump wrapper, malformed lines; and the sniffing
+// of all five trainer formats (slime, verl, verl-dump, AReaL, AReaL dump) against each other.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadFile, IMPORTERS } from '../server/import/index.ts';
+import { analyzeTrajectory, checkPaths } from '../server/pipeline.ts';
+import { loadProfile } from '../server/profiles/profile.ts';
+import type { Trajectory } from '../server/model/trajectory.ts';
+import { turnsFromMask } from '../server/import/turns-from-mask.ts';
+import { FIXTURES, MODEL, SAMPLE_NAMES, WRAPPER_SAMPLES, plantedFindings, type Fault } from './fixtures/generate-trainers.ts';
+
+const profile = loadProfile('qwen2.5-vl');
+const DIR = path.join(FIXTURES, 'slime');
+const rel = (f: string) => path.relative(process.cwd(), f);
+const records = (file: string) =>
+  fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as Record<string, unknown>);
+
+async function analyze(t: Trajectory) {
+  return analyzeTrajectory(t, { workers: 0 }, [DIR]);
+}
+
+/** Every token of a turn stream is accounted for once: prompts extend one another, the last turn ends the sample. */
+function expectTurnsCover(t: Trajectory, mask: readonly number[], logprobs: readonly number[]) {
+  const tokens = t.sample!.tokens;
+  const offset = tokens.length - (t.sample!.responseLength ?? tokens.length);
+  t.turns.forEach((turn, k) => {
+    const start = turn.promptIds!.length;
+    const end = start + turn.generatedIds!.length;
+    expect(turn.promptIds).toEqual(tokens.slice(0, start));
+    expect(turn.generatedIds).toEqual(tokens.slice(start, end));
+    for (let i = start; i < end; i++) expect(mask[i - offset]).toBe(1);
+    expect(turn.generatedLogprobs).toEqual(logprobs.slice(start - offset, end - offset));
+    const next = t.turns[k + 1];
+    const obsEnd = next ? next.promptIds!.length : tokens.length;
+    expect(turn.observationIds ?? []).toEqual(tokens.slice(end, obsEnd));
+    for (let i = end; i < obsEnd; i++) expect(mask[i - offset]).toBe(0);
+  });
+}
+
+describe('turnsFromMask', () => {
+  it('splits at the mask runs; a response that starts unmasked joins the prompt; a short mask repeats its last value', () => {
+    const tokens = [10, 11, 12, 20, 21, 30, 31, 40];
+    const turns = turnsFromMask({ tokens, scope: 'response', responseLength: 5, mask: [1, 1, 0, 0, 1], logprobs: [-1, -2, 0, 0, -3] });
+    expect(turns).toEqual([
+      { promptIds: [10, 11, 12], generatedIds: [20, 21], generatedLogprobs: [-1, -2], observationIds: [30, 31] },
+      { promptIds: [10, 11, 12, 20, 21, 30, 31], generatedIds: [40], generatedLogprobs: [-3] },
+    ]);
+    expect(turnsFromMask({ tokens, scope: 'response', responseLength: 5, mask: [0, 1, 1, 0] })).toEqual([
+      { promptIds: [10, 11, 12, 20], generatedIds: [21, 30], observationIds: [31, 40] },
+    ]);
+    expect(turnsFromMask({ tokens, scope: 'response', responseLength: 5, mask: [1, 0] })[1]).toBeUndefined();
+    expect(turnsFromMask({ tokens, scope: 'full', mask: [0, 0, 0, 1, 1, 0, 0, 1] }).map((t) => t.generatedIds)).toEqual([[20, 21], [40]]);
+    expect(turnsFromMask({ tokens, scope: 'response', responseLength: 2 })).toEqual([{ promptIds: tokens.slice(0, 6), generatedIds: [31, 40] }]);
+    expect(turnsFromMask({ tokens, scope: 'full', mask: tokens.map(() => 0) })).toEqual([{ promptIds: tokens, generatedIds: [] }]);
+  });
+});
+
+describe('slime Sample JSONL', () => {
+  const file = path.join(DIR, 'samples.jsonl');
+
+  it('imports every sample field by field', async () => {
+    const loaded = await loadFile(rel(file));
+    expect(loaded.errors).toEqual([]);
+    expect(loaded.format).toBe('slime');
+    const raw = records(file);
+    expect(loaded.trajectories.map((t) => t.id)).toEqual(SAMPLE_NAMES.map((_, i) => `sample-${i}`));
+    loaded.trajectories.forEach((t, i) => {
+      const r = raw[i]!;
+      expect(t.source).toEqual({ file: rel(file), line: i + 1, format: 'slime' });
+      expect(t.model).toBe(MODEL);
+      expect(t.sample).toEqual({
+        tokens: r.tokens,
+        responseLength: r.response_length,
+        lossMask: r.loss_mask,
+        logprobs: r.rollout_log_probs,
+        maskScope: 'response',
+        imageGridThw: (r.multimodal_train_inputs as { image_grid_thw: unknown }).image_grid_thw,
+      });
+      expect(t.reward).toBe(r.reward);
+      expect(t.status).toBe('completed');
+      expect(t.group).toBe(String(r.group_index));
+      expect(t.turns[0]!.messages).toEqual(r.prompt);
+      expect(t.turns[t.turns.length - 1]!.finishReason).toBe('stop');
+      expect(t.images.map((img) => img.url)).toEqual((r.multimodal_inputs as { images: string[] }).images);
+      expect(t.meta).toMatchObject({ index: i, label: '10', weight_versions: ['3', '4'], metadata: { fixture: SAMPLE_NAMES[i] } });
+      expect(t.limitations).toEqual([]);
+    });
+  });
+
+  it('derives the turns from the mask runs: prompts, generated ids with their logprobs, observations', async () => {
+    const loaded = await loadFile(rel(file));
+    const [multi, single] = loaded.trajectories;
+    const raw = records(file);
+    expect(multi!.turns).toHaveLength(3);
+    expectTurnsCover(multi!, raw[0]!.loss_mask as number[], raw[0]!.rollout_log_probs as number[]);
+    expect(multi!.turns[0]!.promptIds).toHaveLength((raw[0]!.tokens as number[]).length - (raw[0]!.response_length as number));
+    expect(await profile.tokenizer.decode(multi!.turns[0]!.generatedIds!)).toMatch(/^x is the hypotenuse[\s\S]*<\/tool_call><\|im_end\|>$/);
+    expect(await profile.tokenizer.decode(multi!.turns[0]!.observationIds!)).toBe('\n<|im_start|>tool\n10.0<|im_end|>\n<|im_start|>assistant\n');
+    expect(await profile.tokenizer.decode(multi!.turns[1]!.observationIds!)).toMatch(/^\n<\|im_start\|>user\n<\|vision_start\|>(<\|image_pad\|>)+<\|vision_end\|>Here is the corner at B\.<\|im_end\|>\n<\|im_start\|>assistant\n$/);
+    expect(single!.turns).toHaveLength(1);
+    expectTurnsCover(single!, raw[1]!.loss_mask as number[], raw[1]!.rollout_log_probs as number[]);
+    // One generation: slime's decoded `response` is that turn's text.
+    expect(single!.turns[0]!.generatedText).toBe(raw[1]!.response);
+    expect(single!.turns[0]!.generatedText).toBe(await profile.tokenizer.decode(single!.turns[0]!.generatedIds!, true));
+    expect(multi!.turns.every((t) => t.generatedText === undefined)).toBe(true);
+  });
+
+  it('clean samples check clean; every planted fault is found with its kind, cause and index', async () => {
+    const loaded = await loadFile(rel(file));
+    for (const [i, name] of SAMPLE_NAMES.entries()) {
+      const t = loaded.trajectories[i]!;
+      const { findings, trajectory } = await analyze(t);
+      // The images are real: sizes come from the PNG file and the data: URL.
+      expect(trajectory.images.map((img) => [img.width, img.height, img.sizeFrom])).toEqual(
+        name === 'clean-single' ? [[640, 480, 'bytes']] : [[640, 480, 'bytes'], [320, 240, 'bytes']],
+      );
+      if (name === 'clean-multi' || name === 'clean-single') {
+        expect(findings, name).toEqual([]);
+        continue;
+      }
+      for (const want of plantedFindings(name as Fault, t.sample!, 'response', profile.special, t.sample!.imageGridThw![0], profile.vision.mergeSize)) {
+        expect(findings, name).toContainEqual(expect.objectContaining({ ...want, severity: 'error' }));
+      }
+    }
+  });
+});
+
+describe('slime debug-dump wrapper {"rollout_id", "samples"}', () => {
+  const file = path.join(DIR, 'rollout_data', '3.json');
+
+  it('reads the whole-file JSON, keeps the rollout id, takes a string prompt as text only', async () => {
+    const loaded = await loadFile(rel(file));
+    expect(loaded.errors).toEqual([]);
+    expect(loaded.format).toBe('slime');
+    const wrapper = JSON.parse(fs.readFileSync(file, 'utf8')) as { rollout_id: number; samples: Record<string, unknown>[] };
+    expect(loaded.trajectories.map((t) => t.id)).toEqual(WRAPPER_SAMPLES.map((_, i) => `rollout-3/sample-${i}`));
+    loaded.trajectories.forEach((t, i) => {
+      const s = wrapper.samples[i]!;
+      expect(typeof s.prompt).toBe('string');
+      expect(t.source.line).toBe(1);
+      expect(t.meta).toMatchObject({ rollout_id: wrapper.rollout_id });
+      expect(t.sample!.tokens).toEqual(s.tokens);
+      expect(t.turns[0]!.messages).toBeUndefined();
+    });
+    // The rendered prompt text is the decoded prompt ids (special tokens kept).
+    const first = loaded.trajectories[0]!;
+    expect(await profile.tokenizer.decode(first.turns[0]!.promptIds!)).toBe(wrapper.samples[0]!.prompt);
+  });
+
+  it('finds the duplicated <|im_end|> in the wrapped sample, and nothing in the clean ones', async () => {
+    const loaded = await loadFile(rel(file));
+    for (const [i, name] of WRAPPER_SAMPLES.entries()) {
+      const t = loaded.trajectories[i]!;
+      const { findings } = await analyze(t);
+      if (name !== 'duplicated-eos') expect(findings, name).toEqual([]);
+      else for (const want of plantedFindings(name, t.sample!, 'response', profile.special, undefined, 2)) expect(findings).toContainEqual(expect.objectContaining(want));
+    }
+  });
+});
+
+describe('malformed slime records', () => {
+  it('name the file, line and field; the readable records load; a truncated last line is reported', async () => {
+    const file = rel(path.join(DIR, 'malformed.jsonl'));
+    const loaded = await loadFile(file);
+    expect(loaded.trajectories.map((t) => [t.id, t.source.line])).toEqual([
+      ['sample-0', 1],
+      ['sample-5', 6],
+    ]);
+    const byLine = new Map(loaded.errors.map((e) => [e.line, e]));
+    expect(loaded.errors.every((e) => e.file === file)).toBe(true);
+    expect(byLine.get(2)?.message).toMatch(/^not valid JSON/);
+    expect(byLine.get(3)).toMatchObject({ field: 'loss_mask.1', message: expect.stringContaining('mask value') });
+    expect(byLine.get(4)).toMatchObject({ field: 'multimodal_train_inputs', message: expect.stringContaining('image_grid_thw') });
+    expect(byLine.get(5)).toMatchObject({ field: 'tokens.1' });
+    expect(byLine.get(7)?.message).toMatch(/last line is incomplete/);
+    expect([...byLine.keys()].sort()).toEqual([2, 3, 4, 5, 7]);
+  });
+
+  it('a wrapped sample that cannot be read names its place in "samples"', async () => {
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-slime-'));
+    const good = records(path.join(DIR, 'samples.jsonl'))[1]!;
+    const file = path.join(tmp, 'dump.json');
+    fs.writeFileSync(file, `{\n"rollout_id": "eval_2",\n"samples": [${JSON.stringify(good)}, ${JSON.stringify({ ...good, response_length: 'long' })}]\n}\n`);
+    const loaded = await loadFile(file);
+    expect(loaded.trajectories.map((t) => t.id)).toEqual(['rollout-eval_2/sample-1']);
+    expect(loaded.errors).toEqual([expect.objectContaining({ file, line: 1, field: 'samples.1.response_length' })]);
+  });
+});
+
+describe('trainer formats are told apart by structure', () => {
+  const firstRecord = (file: string): unknown => {
+    const text = fs.readFileSync(file, 'utf8');
+    if (text.startsWith('[')) return (JSON.parse(text) as unknown[])[0];
+    if (text.startsWith('{\n')) return JSON.parse(text);
+    return JSON.parse(text.split('\n')[0]!);
+  };
+  const fixtures: Record<string, string> = {
+    slime: path.join(DIR, 'samples.jsonl'),
+    'slime-wrapper': path.join(DIR, 'rollout_data', '3.json'),
+    verl: path.join(FIXTURES, 'verl', 'agent_loop.jsonl'),
+    'verl-dump': path.join(FIXTURES, 'verl', 'rollout_data', '12.jsonl'),
+    areal: path.join(FIXTURES, 'areal', 'trajectories.json'),
+    'areal-dump': path.join(FIXTURES, 'areal', 'rollout', '4', '17.jsonl'),
+  };
+  const formats = ['slime', 'verl', 'verl-dump', 'areal', 'areal-dump'] as const;
+
+  it('each sniff accepts its own records and gives a reason for every other', () => {
+    for (const [name, file] of Object.entries(fixtures)) {
+      const own = name.replace('-wrapper', '');
+      const record = firstRecord(file);
+      for (const format of formats) {
+        const verdict = IMPORTERS.find((i) => i.format === format)!.sniff(record);
+        if (format === own) expect(verdict, `${format} on ${name}`).toBe(true);
+        else expect(typeof verdict, `${format} on ${name}`).toBe('string');
+      }
+    }
+  });
+
+  it('detection picks the format from the structure; a file of none lists why each did not match', async () => {
+    for (const [name, file] of Object.entries(fixtures)) expect((await loadFile(file)).format, name).toBe(name.replace('-wrapper', ''));
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-sniff-'));
+    const file = path.join(tmp, 'other.jsonl');
+    fs.writeFileSync(file, JSON.stringify({ prompt_ids: [1], response_ids: [2], image_urls: [] }) + '\n');
+    const loaded = await loadFile(file);
+    expect(loaded.trajectories).toEqual([]);
+    const message = loaded.errors[0]!.message;
+    expect(message).toContain('no known format matched');
+    expect(message).toContain('slime: no "tokens" array');
+    expect(message).toContain('verl: has "prompt_ids"/"response_ids" but no "response_mask"');
+    expect(message).toContain('areal: no "input_ids" and "loss_mask"');
+    expect(message).toContain('verl-dump: no string "input" and "output"');
+    expect(message).toContain('areal-dump: no "task_id"');
+  });
+
+  it('--format overrides detection, and records of another shape become read errors', async () => {
+    const loaded = await loadFile(fixtures.verl!, { format: 'slime' });
+    expect(loaded.format).toBe('slime');
+    expect(loaded.trajectories).toEqual([]);
+    expect(loaded.errors[0]).toMatchObject({ line: 1, field: 'tokens' });
+  });
+
+  it('rollscope check over the folder: every file detected, the malformed one reported, the rest checked', async () => {
+    const files: { file: string; format?: string; count: number }[] = [];
+    const errors: { line: number }[] = [];
+    let trajectories = 0;
+    for await (const ev of checkPaths([DIR], { workers: 0 })) {
+      if (ev.type === 'file') files.push({ file: path.relative(DIR, ev.file), format: ev.format, count: ev.count });
+      else if (ev.type === 'error') errors.push(ev.error);
+      else trajectories++;
+    }
+    expect(files).toEqual([
+      { file: 'malformed.jsonl', format: 'slime', count: 2 },
+      { file: path.join('rollout_data', '3.json'), format: 'slime', count: WRAPPER_SAMPLES.length },
+      { file: 'samples.jsonl', format: 'slime', count: SAMPLE_NAMES.length },
+    ]);
+    expect(errors).toHaveLength(5);
+    expect(trajectories).toBe(2 + WRAPPER_SAMPLES.length + SAMPLE_NAMES.length);
+  });
+});
