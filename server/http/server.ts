@@ -67,7 +67,10 @@ function sendJson<S extends z.ZodType>(res: http.ServerResponse, schema: S, body
 }
 
 function sendError(res: http.ServerResponse, status: number, message: string): void {
-  if (res.headersSent) return res.destroy();
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
   res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', ...SECURITY_HEADERS });
   res.end(JSON.stringify({ error: message }));
 }
@@ -166,9 +169,10 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     if (!hosts.has(host)) return sendError(res, 421, `host "${host}" is not served here; use http://127.0.0.1:${port}/`);
     if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 405, 'only GET');
     const url = new URL(req.url ?? '/', `http://${host}`);
-    const work = url.pathname.startsWith('/api/') || url.pathname === '/api' ? handleApi(url, res) : Promise.resolve(serveStatic(url, res));
+    const work = url.pathname.startsWith('/api/') || url.pathname === '/api' ? handleApi(url, res) : (async () => serveStatic(url, res))();
     work.catch((e: unknown) => {
       if (e instanceof HttpError) return sendError(res, e.status, e.message);
+      if (e instanceof URIError) return sendError(res, 400, `malformed URL: ${url.pathname}`);
       if (e instanceof NotFound) return sendError(res, 404, e.message);
       if (e instanceof ZodError) return sendError(res, 400, e.message);
       sendError(res, 500, (e as Error).message);

@@ -19,6 +19,8 @@ export interface RunStore {
   /** Folders image files may be read from. */
   roots(): readonly string[];
   options(): RunOptions;
+  /** Read the paths again now (new files, appended records); the poll does this on its own. */
+  refresh(): Promise<void>;
   /** Resolves once every file given at start has been read once. */
   ready: Promise<void>;
   close(): void;
@@ -225,7 +227,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         timer = setInterval(() => {
           if (busy) return;
           busy = true;
-          scan()
+          refresh()
             .catch(() => undefined)
             .finally(() => (busy = false));
         }, poll);
@@ -233,8 +235,12 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       }
     });
 
+  let scanning: Promise<void> = ready;
+  const refresh = () => (scanning = scanning.then(scan, scan));
+
   return {
     ready,
+    refresh,
     roots: () => roots,
     options: () => runOpts,
     info(): RunInfo {
