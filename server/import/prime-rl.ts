@@ -180,7 +180,7 @@ const MicroBatch = z.object({
   env_names: opt(z.array(z.string())),
   seq_lens: opt(IntList),
   ref_logprobs: opt(FloatList),
-  routed_experts: z.unknown(),
+  routed_experts: z.unknown().optional(),
   mm_kwargs: opt(Multimodal),
   mm_token_type_ids: opt(IntList),
   rl_weights: opt(FloatList),
@@ -213,7 +213,7 @@ const TrainingSampleStruct = z.object({
   env_name: opt(z.string()),
   ref_logprobs: opt(FloatList),
   mm_kwargs: opt(Multimodal),
-  routed_experts: z.unknown(),
+  routed_experts: z.unknown().optional(),
   mm_token_type_ids: opt(IntList),
   rl_weights: opt(FloatList),
   ce_weights: opt(FloatList),
@@ -320,6 +320,8 @@ function fileIdentity(file: string): { prefix: string; step?: number; rank?: num
   return { prefix: path.basename(file).replace(/\.[^.]+$/, ''), ...(r ? { rank: Number(r[1]) } : {}) };
 }
 
+/** `line` is the sample's 1-based ordinal in the file: a binary file has no lines, and the ordinal
+ * is what lets `check` output, errors and the server point at one packed sample. */
 function trajectoryFrom(parts: SampleParts, id: string, file: string, line: number): TrajectoryInput {
   const turns = turnsFromMask({ tokens: parts.tokens, scope: 'full', mask: parts.mask, logprobs: parts.logprobs });
   const limitations = [LIMITATION, ...parts.limitations];
@@ -409,12 +411,23 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
   const refs: MMRefs | undefined = Array.isArray(multimodal) ? (multimodal as MMRefs) : undefined;
   const kwargs: MmKwargs | undefined = multimodal && !Array.isArray(multimodal) ? (multimodal as MmKwargs) : undefined;
 
+  const limitations: string[] = [];
+  const lastSampleNotes: string[] = [];
+  for (const [name, arr] of [['loss_mask', mb.loss_mask], ['inference_logprobs', mb.inference_logprobs]] as const) {
+    if (exact && arr.length !== total) lastSampleNotes.push(`the micro-batch's ${name} has ${arr.length} entries for ${total} tokens; the difference is left on this, its last sample`);
+  }
+  if (kwargs?.video_grid_thw) limitations.push('videos (video_grid_thw) are not inspected');
+
   let gridsBySample: GridThw[][] | undefined;
   if (kwargs) {
     const grids = gridsFromMmKwargs(kwargs);
     if (typeof grids === 'string') fail('mm_kwargs.image_grid_thw', grids);
     else if (grids) {
       const counts = imagesPerSample(bounds, mb.input_ids, mb.mm_token_type_ids ?? undefined, grids.length);
+      const counted = counts.reduce((a, b) => a + b, 0);
+      if (counted !== grids.length) {
+        limitations.push(`image_grid_thw has ${grids.length} rows for ${counted} image pad runs in the micro-batch; rows were handed out in order, the rest to the last sample`);
+      }
       gridsBySample = [];
       let g = 0;
       counts.forEach((c, k) => {
@@ -458,7 +471,7 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
       envName,
       advantage: advantages && firstTrained >= 0 ? advantages[s + firstTrained] : undefined,
       temperature: temperatures?.[s],
-      limitations: [],
+      limitations: k === bounds.length - 1 ? [...limitations, ...lastSampleNotes] : limitations,
       meta: { ...stepRank(ctx), microBatch: ctx.index, sampleInMicroBatch: k, offsetInMicroBatch: s },
     };
     return trajectoryFrom(parts, `${ctx.identity.prefix}/mb${ctx.index}/s${k}`, file, firstLine + k);
@@ -500,7 +513,7 @@ function trainingSampleTrajectory(ts: TrainingSampleStruct, ctx: StructContext, 
     envName: ts.env_name ?? undefined,
     advantage: ts.advantages && firstTrained >= 0 ? ts.advantages[firstTrained] : undefined,
     temperature: ts.temperatures?.[0],
-    limitations: [],
+    limitations: !Array.isArray(multimodal) && multimodal?.video_grid_thw ? ['videos (video_grid_thw) are not inspected'] : [],
     meta: { ...stepRank(ctx), sample: ctx.index },
   };
   return trajectoryFrom(parts, `${ctx.identity.prefix}/s${ctx.index}`, file, firstLine);

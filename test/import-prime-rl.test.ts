@@ -1,0 +1,386 @@
+// The prime-rl importer on the committed fixtures (built by test/fixtures/generate-prime-rl.ts with
+// the real tokenizer and template): field by field, through the core checks with each planted
+// fault found, and on broken bytes (cut short, corrupt, wrong types, shorter/longer structs).
+import fs from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { encode } from '@msgpack/msgpack';
+import { Trajectory } from '../server/model/trajectory.ts';
+import type { Finding } from '../server/model/finding.ts';
+import { loadFile } from '../server/import/index.ts';
+import { importPrimeRlBytes, msgpackValueEnd, primeRlImporter } from '../server/import/prime-rl.ts';
+import { analyzeTrajectory } from '../server/pipeline.ts';
+import { loadProfile } from '../server/profiles/profile.ts';
+import {
+  buildPrimeRlFixtures,
+  FIXTURE_DIR,
+  microBatchFields,
+  trainingSampleFields,
+  wire,
+  type BuiltSample,
+  type PrimeRlFixture,
+} from './fixtures/generate-prime-rl.ts';
+
+const profile = loadProfile('qwen2.5-vl');
+const EOS = profile.special.eos;
+
+let fixtures: PrimeRlFixture[];
+const fixture = (name: string): PrimeRlFixture => fixtures.find((f) => f.file === name)!;
+const MAIN = 'rollouts/step_0/rank_0.bin';
+const REFS = 'mm-refs/rollouts/step_0/rank_0.bin';
+const SAMPLES = 'training-samples/rank_0.bin';
+
+beforeAll(async () => {
+  fixtures = await buildPrimeRlFixtures();
+});
+
+function importBytes(bytes: Uint8Array, file = 'rollouts/step_3/rank_1.bin') {
+  const r = importPrimeRlBytes(bytes, { file });
+  return { errors: r.errors, trajectories: r.trajectories.map((t) => Trajectory.parse(t)) };
+}
+
+/** Byte offsets of a struct's fields: [start, end) per field, for cutting and corrupting on purpose. */
+function fieldSpans(bytes: Uint8Array, structStart: number): [number, number][] {
+  const t = bytes[structStart]!;
+  const count = t >= 0x90 && t <= 0x9f ? t & 0x0f : (bytes[structStart + 1]! << 8) | bytes[structStart + 2]!;
+  let pos = structStart + (t >= 0x90 && t <= 0x9f ? 1 : 3);
+  const spans: [number, number][] = [];
+  for (let i = 0; i < count; i++) {
+    const end = msgpackValueEnd(bytes, pos);
+    spans.push([pos, end]);
+    pos = end;
+  }
+  return spans;
+}
+
+/** Where each element of the top-level list starts (and the end of the last). */
+function elementStarts(bytes: Uint8Array): number[] {
+  const t = bytes[0]!;
+  const count = t & 0x0f;
+  const starts = [1];
+  for (let i = 0; i < count; i++) starts.push(msgpackValueEnd(bytes, starts[i]!));
+  return starts;
+}
+
+function maskRuns(mask: readonly number[], n: number): [number, number][] {
+  const runs: [number, number][] = [];
+  for (let i = 0; i < n; i++) {
+    if (mask[i] !== 1) continue;
+    let j = i;
+    while (j < n && mask[j] === 1) j++;
+    runs.push([i, j]);
+    i = j - 1;
+  }
+  return runs;
+}
+
+describe('prime-rl fixtures', () => {
+  it('the committed files are what the generator writes', () => {
+    for (const f of fixtures) {
+      const committed = fs.readFileSync(path.join(FIXTURE_DIR, f.file));
+      expect(Buffer.compare(committed, Buffer.from(f.bytes)), `${f.file} is stale: run node bin/tsx.js test/fixtures/generate-prime-rl.ts`).toBe(0);
+    }
+  });
+
+  it('are recognised by file name and load through loadFile with no errors', async () => {
+    expect(primeRlImporter.fileNamePattern!.test('rank_0.bin')).toBe(true);
+    expect(primeRlImporter.fileNamePattern!.test('rank_12.bin')).toBe(true);
+    expect(primeRlImporter.fileNamePattern!.test('rank_0.bin.tmp')).toBe(false);
+    for (const f of fixtures) {
+      const loaded = await loadFile(path.join(FIXTURE_DIR, f.file));
+      expect(loaded.errors).toEqual([]);
+      expect(loaded.format).toBe('prime-rl');
+      expect(loaded.trajectories).toHaveLength(f.samples.length);
+    }
+  });
+});
+
+describe('field by field', () => {
+  function expectSample(t: Trajectory, built: BuiltSample, multimodal: 'mm_kwargs' | 'mm_refs' | 'none', mbHasImages: boolean) {
+    const s = t.sample!;
+    expect(s.maskScope).toBe('full');
+    expect(s.tokens).toEqual(built.tokens);
+    expect(s.lossMask).toEqual(built.mask);
+    expect(s.logprobs).toEqual(built.logprobs);
+    expect(s.responseLength).toBeUndefined();
+    // The packer materialises mm_token_type_ids for every sample once one in the micro-batch has images.
+    if (mbHasImages) expect(s.mmTokenTypeIds).toEqual(built.mmTokenTypeIds);
+    else expect(s.mmTokenTypeIds).toBeUndefined();
+    if (multimodal === 'mm_kwargs' && built.grids.length > 0) expect(s.imageGridThw).toEqual(built.grids);
+    if (multimodal === 'mm_kwargs' && built.grids.length === 0) expect(s.imageGridThw ?? []).toEqual([]);
+    if (multimodal === 'mm_refs') {
+      expect(s.placeholderRanges).toEqual(built.refs);
+      expect(t.images.map((i) => i.url)).toEqual(built.imageUrls);
+    } else {
+      expect(s.placeholderRanges).toBeUndefined();
+      expect(t.images).toEqual([]);
+    }
+    // Turns: one per run of 1s in the mask; the first prompt is everything before it.
+    const runs = maskRuns(built.mask, built.tokens.length);
+    expect(t.turns).toHaveLength(runs.length);
+    expect(t.turns[0]!.promptIds).toEqual(built.tokens.slice(0, runs[0]![0]));
+    runs.forEach(([a, b], k) => {
+      expect(t.turns[k]!.generatedIds).toEqual(built.tokens.slice(a, b));
+      expect(t.turns[k]!.generatedLogprobs).toEqual(built.logprobs.slice(a, b));
+    });
+    expect(t.meta).toMatchObject({ envName: built.envName, advantage: built.advantage });
+    expect(t.limitations.join(' ')).toContain('turns are read off the loss mask');
+  }
+
+  it('MicroBatch list with mm_kwargs: unpacked by sequence_lengths, image_grid_thw handed to each sample', () => {
+    const f = fixture(MAIN);
+    const { errors, trajectories } = importBytes(f.bytes, f.file);
+    expect(errors).toEqual([]);
+    let k = 0;
+    f.microBatches!.forEach((n, mb) => {
+      const batch = f.samples.slice(k, k + n);
+      const hasImages = batch.some((s) => s.grids.length > 0);
+      batch.forEach((built, j) => {
+        const t = trajectories[k + j]!;
+        expect(t.id).toBe(`step_0/rank_0/mb${mb}/s${j}`);
+        expect(t.source).toEqual({ file: f.file, line: k + j + 1, format: 'prime-rl' });
+        expect(t.meta).toMatchObject({ step: 0, rank: 0, microBatch: mb, sampleInMicroBatch: j });
+        expectSample(t, built, 'mm_kwargs', hasImages);
+      });
+      k += n;
+    });
+    // 640×480 on Qwen2.5-VL defaults: grid [1, 34, 46], 391 pads (formats.md §1.5).
+    expect(trajectories[0]!.sample!.imageGridThw).toEqual([[1, 34, 46]]);
+    // The last micro-batch holds text only: no multimodal fields at all.
+    expect(trajectories[6]!.sample!.imageGridThw).toBeUndefined();
+  });
+
+  it('MicroBatch list with mm_refs: data: URLs become images, micro-batch offsets become sample offsets', () => {
+    const f = fixture(REFS);
+    const { errors, trajectories } = importBytes(f.bytes, f.file);
+    expect(errors).toEqual([]);
+    let k = 0;
+    f.microBatches!.forEach((n) => {
+      const batch = f.samples.slice(k, k + n);
+      batch.forEach((built, j) => expectSample(trajectories[k + j]!, built, 'mm_refs', true));
+      k += n;
+    });
+    // The image sample that follows the text sample in micro-batch 1 has its range moved back by the text sample's length.
+    expect(trajectories[3]!.sample!.placeholderRanges![0]!.offset).toBeLessThan(f.samples[2]!.tokens.length);
+    expect(trajectories[1]!.images).toHaveLength(2);
+  });
+
+  it('a list of TrainingSample structs', () => {
+    const f = fixture(SAMPLES);
+    const { errors, trajectories } = importBytes(f.bytes, f.file);
+    expect(errors).toEqual([]);
+    f.samples.forEach((built, k) => {
+      const t = trajectories[k]!;
+      expect(t.source.line).toBe(k + 1);
+      expect(t.id).toBe(`rank_0/s${k}`);
+      expectSample(t, built, 'mm_kwargs', built.grids.length > 0);
+    });
+  });
+});
+
+describe('core checks on the imported samples', () => {
+  const roots = [FIXTURE_DIR];
+
+  async function checked(name: string) {
+    const f = fixture(name);
+    const { trajectories } = importBytes(f.bytes, path.join(FIXTURE_DIR, f.file));
+    return Promise.all(trajectories.map(async (t, k) => ({ built: f.samples[k]!, c: await analyzeTrajectory(t, {}, roots) })));
+  }
+
+  function expectPlanted(built: BuiltSample, findings: Finding[]) {
+    const errors = findings.filter((x) => x.severity === 'error');
+    switch (built.fault) {
+      case undefined:
+        expect(findings, built.name).toEqual([]);
+        break;
+      case 'duplicated_eos': {
+        const dup = built.tokens.findIndex((t, i) => t === EOS && built.tokens[i - 1] === EOS);
+        expect(errors.find((x) => x.kind === 'sample_mismatch'), built.name).toMatchObject({ cause: 'duplicated_eos', index: dup, stream: 'sample' });
+        break;
+      }
+      case 'placeholder_count':
+        expect(errors.find((x) => x.kind === 'placeholder_count'), built.name).toMatchObject({ expected: 234, actual: 391, image: 0 });
+        break;
+      case 'mm_token_type_ids': {
+        const f = errors.find((x) => x.kind === 'placeholder_range');
+        expect(f, built.name).toBeDefined();
+        expect(f!.message).toContain('mm_token_type_ids run');
+        expect(f!.actual).toEqual({ offset: f!.index, length: 391 });
+        expect(f!.expected).toEqual({ offset: f!.index + 1, length: 391 });
+        break;
+      }
+      case 'mask_length':
+        expect(errors.find((x) => x.kind === 'length_mismatch'), built.name).toMatchObject({ expected: built.tokens.length, actual: built.tokens.length + 1 });
+        break;
+      case 'mm_refs_range': {
+        const f = errors.find((x) => x.kind === 'placeholder_range');
+        expect(f, built.name).toBeDefined();
+        expect(f!.message).toContain('placeholder range');
+        expect((f!.actual as { length: number }).length).toBe(390);
+        break;
+      }
+    }
+    // Every planted fault is found and nothing else is an error.
+    if (built.fault) expect(errors.length, `${built.name}: ${errors.map((x) => x.message).join(' | ')}`).toBeLessThanOrEqual(1);
+  }
+
+  it('mm_kwargs layout: clean samples have no findings, each planted fault is found', async () => {
+    const results = await checked(MAIN);
+    expect(results.map((r) => r.built.fault).filter(Boolean).sort()).toEqual(['duplicated_eos', 'mask_length', 'mm_token_type_ids', 'placeholder_count']);
+    for (const { built, c } of results) {
+      if (built.fault === 'duplicated_eos') {
+        // The sample's own turns show it too: turn 1's prompt does not extend turn 0 cleanly.
+        expect(c.findings.find((x) => x.kind === 'prefix_break')).toMatchObject({ cause: 'duplicated_eos' });
+        expectPlanted(built, c.findings.filter((x) => x.kind !== 'prefix_break'));
+      } else expectPlanted(built, c.findings);
+    }
+  });
+
+  it('mm_refs layout: image sizes come from the inline PNGs, the short range is found', async () => {
+    const results = await checked(REFS);
+    expect(results[0]!.c.trajectory.images).toMatchObject([{ width: 640, height: 480, sizeFrom: 'bytes' }]);
+    expect(results[1]!.c.trajectory.images).toMatchObject([
+      { width: 640, height: 480 },
+      { width: 800, height: 600 },
+    ]);
+    for (const { built, c } of results) expectPlanted(built, c.findings);
+  });
+
+  it('TrainingSample list: the mask one entry too long is found', async () => {
+    for (const { built, c } of await checked(SAMPLES)) expectPlanted(built, c.findings);
+  });
+});
+
+describe('broken bytes', () => {
+  it('cut short inside micro-batch 1: a ReadError names the micro-batch and field, micro-batch 0 still loads', () => {
+    const f = fixture(MAIN);
+    const starts = elementStarts(f.bytes);
+    const spans = fieldSpans(f.bytes, starts[1]!);
+    const [a, b] = spans[3]!; // inference_logprobs
+    const { errors, trajectories } = importBytes(f.bytes.subarray(0, Math.floor((a + b) / 2)), f.file);
+    expect(trajectories.map((t) => t.id)).toEqual(['step_0/rank_0/mb0/s0', 'step_0/rank_0/mb0/s1']);
+    expect(trajectories[1]!.sample!.tokens).toEqual(f.samples[1]!.tokens);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ file: f.file, line: 3, field: 'micro_batches[1].inference_logprobs' });
+    expect(errors[0]!.message).toMatch(/cut short/);
+  });
+
+  it('cut at any point: never throws, one ReadError, and every sample that loads is whole', () => {
+    const f = fixture(MAIN);
+    const full = importBytes(f.bytes, f.file).trajectories;
+    const starts = elementStarts(f.bytes);
+    let previous = 0;
+    for (let i = 1; i <= 60; i++) {
+      const cut = Math.floor((f.bytes.length * i) / 61);
+      const { errors, trajectories } = importBytes(f.bytes.subarray(0, cut), f.file);
+      expect(errors, `cut at ${cut}`).toHaveLength(1);
+      expect(errors[0]!.field).toMatch(/^micro_batches\[\d\]/);
+      const whole = starts.filter((s, k) => k > 0 && s <= cut).length;
+      expect(trajectories.map((t) => t.id)).toEqual(full.slice(0, trajectories.length).map((t) => t.id));
+      expect(trajectories.length).toBe(f.microBatches!.slice(0, whole).reduce((x, y) => x + y, 0));
+      trajectories.forEach((t, k) => expect(t.sample!.tokens).toEqual(full[k]!.sample!.tokens));
+      expect(trajectories.length).toBeGreaterThanOrEqual(previous);
+      previous = trajectories.length;
+    }
+  });
+
+  it('an invalid msgpack byte names its field; what came before loads', () => {
+    const f = fixture(MAIN);
+    const starts = elementStarts(f.bytes);
+    const spans = fieldSpans(f.bytes, starts[2]!);
+    const bytes = f.bytes.slice();
+    bytes[spans[1]![0] + 3] = 0xc1; // inside loss_mask of micro-batch 2
+    const { errors, trajectories } = importBytes(bytes, f.file);
+    expect(trajectories).toHaveLength(4);
+    expect(errors).toHaveLength(1);
+    expect(errors[0]).toMatchObject({ line: 5, field: 'micro_batches[2].loss_mask' });
+    expect(errors[0]!.message).toContain('0xc1');
+  });
+
+  it('a field of the wrong type costs only its micro-batch; later ordinals stay where they were', () => {
+    const f = fixture(MAIN);
+    const batches = [0, 1, 2, 3].map((mb) => f.samples.slice(f.microBatches!.slice(0, mb).reduce((x, y) => x + y, 0)).slice(0, f.microBatches![mb]));
+    const structs = batches.map((b) => microBatchFields(b, 'mm_kwargs'));
+    structs[1]![0] = wire.str('not token ids');
+    const { errors, trajectories } = importBytes(wire.list(structs.map((s) => wire.struct(s))), f.file);
+    expect(errors.length).toBeGreaterThanOrEqual(1);
+    expect(errors[0]).toMatchObject({ line: 3, field: 'micro_batches[1].input_ids' });
+    expect(errors[0]!.message).toContain('skipped');
+    expect(trajectories.map((t) => t.source.line)).toEqual([1, 2, 5, 6, 7]);
+  });
+
+  it('sequence_lengths that do not add up are reported; the samples that fit load', () => {
+    const f = fixture(MAIN);
+    const batch = f.samples.slice(0, 2);
+    const fields = microBatchFields(batch, 'mm_kwargs');
+    fields[5] = wire.ints([batch[0]!.tokens.length, batch[1]!.tokens.length + 10]);
+    const { errors, trajectories } = importBytes(wire.list([wire.struct(fields)]));
+    expect(trajectories).toHaveLength(1);
+    expect(trajectories[0]!.sample!.tokens).toEqual(batch[0]!.tokens);
+    expect(errors[0]).toMatchObject({ line: 1, field: 'micro_batches[0].sequence_lengths' });
+  });
+
+  it('an mm_refs offset outside the micro-batch and an image_grid_thw whose bytes do not match its shape are ReadErrors', () => {
+    const f = fixture(REFS);
+    const batch = f.samples.slice(0, 2);
+    const fields = microBatchFields(batch, 'mm_refs');
+    const total = batch[0]!.tokens.length + batch[1]!.tokens.length;
+    fields[11] = wire.struct([wire.list([wire.struct([wire.str(batch[0]!.imageUrls[0]!), encode(total + 5), encode(10)])])]);
+    const refs = importBytes(wire.list([wire.struct(fields)]));
+    expect(refs.trajectories).toHaveLength(2);
+    expect(refs.errors).toEqual([expect.objectContaining({ field: 'micro_batches[0].mm_refs.images.0.offset' })]);
+
+    const kw = microBatchFields(fixture(MAIN).samples.slice(0, 2), 'mm_kwargs');
+    kw[11] = wire.map([['image_grid_thw', wire.struct([encode('int64'), encode([2, 3]), encode(new Uint8Array(40))])]]);
+    const grids = importBytes(wire.list([wire.struct(kw)]));
+    expect(grids.trajectories).toHaveLength(2);
+    expect(grids.errors).toEqual([expect.objectContaining({ field: 'micro_batches[0].mm_kwargs.image_grid_thw' })]);
+    expect(grids.errors[0]!.message).toContain('needs 48 bytes, data has 40');
+  });
+
+  it('not a list, empty file, trailing bytes', () => {
+    expect(importBytes(encode({ input_ids: [1] })).errors[0]!.message).toContain('a map');
+    expect(importBytes(new Uint8Array()).errors[0]!.message).toContain('empty file');
+    const f = fixture(SAMPLES);
+    const extra = importBytes(new Uint8Array([...f.bytes, 0xc0]), f.file);
+    expect(extra.trajectories).toHaveLength(3);
+    expect(extra.errors[0]!.message).toContain('1 byte(s) after the end');
+  });
+});
+
+describe('struct lengths across prime-rl versions', () => {
+  it('shorter arrays: missing trailing fields are unset', () => {
+    const f = fixture(MAIN);
+    const batch = f.samples.slice(0, 2);
+    // Only input_ids … sequence_lengths (an older MicroBatch): no multimodal fields, no env names.
+    const short = importBytes(wire.list([wire.struct(microBatchFields(batch, 'mm_kwargs').slice(0, 6))]));
+    expect(short.errors).toEqual([]);
+    expect(short.trajectories.map((t) => t.sample!.tokens)).toEqual(batch.map((s) => s.tokens));
+    expect(short.trajectories[0]!.sample!.imageGridThw).toBeUndefined();
+    expect(short.trajectories[0]!.meta!.envName).toBeUndefined();
+    // Without sequence_lengths the samples are found where position_ids restart at 0.
+    const noLengths = importBytes(wire.list([wire.struct(microBatchFields(batch, 'mm_kwargs').slice(0, 5))]));
+    expect(noLengths.trajectories.map((t) => t.sample!.tokens)).toEqual(batch.map((s) => s.tokens));
+    // A TrainingSample that stops after env_name.
+    const ts = importBytes(wire.list([wire.struct(trainingSampleFields(batch[0]!).slice(0, 5))]));
+    expect(ts.errors).toEqual([]);
+    expect(ts.trajectories[0]!.sample!.lossMask).toEqual(batch[0]!.mask);
+    expect(ts.trajectories[0]!.meta!.envName).toBe(batch[0]!.envName);
+  });
+
+  it('longer arrays: fields appended by newer versions are ignored', () => {
+    const f = fixture(MAIN);
+    const batch = f.samples.slice(0, 2);
+    const longer = [...microBatchFields(batch, 'mm_kwargs'), wire.nil(), wire.strs(['trace-a', 'trace-b']), wire.ints([0, 1]), wire.nil()];
+    const { errors, trajectories } = importBytes(wire.list([wire.struct(longer)]));
+    expect(errors).toEqual([]);
+    expect(trajectories.map((t) => t.sample!.imageGridThw)).toEqual(batch.map((s) => s.grids));
+  });
+
+  it('a required field missing is a ReadError, not a crash', () => {
+    const f = fixture(MAIN);
+    const { errors, trajectories } = importBytes(wire.list([wire.struct(microBatchFields(f.samples.slice(0, 1), 'mm_kwargs').slice(0, 2))]));
+    expect(trajectories).toEqual([]);
+    expect(errors[0]).toMatchObject({ field: 'micro_batches[0].inference_logprobs' });
+  });
+});
