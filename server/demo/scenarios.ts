@@ -64,11 +64,17 @@ export interface DemoScenario {
   /** GRPO group: samples that share one prompt. */
   group?: string;
   reward: number;
+  /** Rollout status as the framework records it (native records only). */
   status: 'completed' | 'truncated';
   mode: BuildMode;
   turns: ScriptTurn[];
   /** Store the training sample (slime layout) next to the turns. */
   sample?: boolean;
+  /**
+   * How the trajectory was recorded: rollscope's native record (default), or a vLLM call log, one
+   * chat completion per line (such logs carry no training sample, group or status).
+   */
+  recordedAs?: 'native' | 'vllm';
   fault?: Fault;
 }
 
@@ -199,12 +205,12 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
   {
     id: 'geo-004-retokenized',
     description:
-      'The sampler wrote " will" as the two tokens " w" + "ill"; the next prompt was built by decoding and re-tokenizing, which merged them, so the prompt no longer extends what the model generated.',
+      'The sampler wrote " will" as the two tokens " w" + "ill"; the next call sent the answer back as chat text and vLLM tokenized it again, merging them, so the next prompt no longer extends what the model generated.',
     profile: 'qwen2.5-vl',
     problem: 'right-triangle',
-    group: RIGHT_TRIANGLE_GROUP,
     reward: 1,
     status: 'completed',
+    recordedAs: 'vllm',
     mode: 'rerender',
     turns: pythagoras('Since angle B is a right angle, I will use the Pythagorean theorem: x = √(6² + 8²).').map((t, k) =>
       k === 0 ? { ...t, split: { word: ' will', pieces: [' w', 'ill'] } } : t,
@@ -218,8 +224,8 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     problem: 'parallel-lines',
     reward: 1,
     status: 'completed',
+    recordedAs: 'vllm',
     mode: 'canonical',
-    sample: true,
     turns: parallelZoom(true),
   },
   {
@@ -394,8 +400,8 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     problem: 'tall-figure',
     reward: 1,
     status: 'completed',
+    recordedAs: 'vllm',
     mode: 'canonical',
-    sample: true,
     turns: [
       {
         answer: `The height of the triangle is written very small. Let me zoom in on it.\n${toolCall('zoom', { box: zoomBox('tall-figure-height') })}`,

@@ -21,8 +21,10 @@ import {
   type Fault,
 } from './scenarios.ts';
 
-/** The data file of the demo run (the `.rollscope.jsonl` suffix selects the native importer by name). */
+/** The demo run's native file (the `.rollscope.jsonl` suffix selects the native importer by name). */
 export const DEMO_FILE = 'demo.rollscope.jsonl';
+/** The trajectories recorded as a vLLM call log (found by structure: `{"request", "response"}` lines). */
+export const DEMO_VLLM_FILE = 'demo-vllm-calls.jsonl';
 
 /** Trajectory id → one sentence of what is wrong with it, or "clean". */
 export const DEMO_DESCRIPTION: Record<string, string> = Object.fromEntries(DEMO_SCENARIOS.map((s) => [s.id, s.description]));
@@ -36,17 +38,26 @@ export async function writeDemoRun(dir: string): Promise<{ files: string[]; traj
   const root = path.resolve(dir);
   fs.mkdirSync(path.join(root, IMAGE_DIR), { recursive: true });
   const images = await renderImages();
-  const trajectories = await Promise.all(DEMO_SCENARIOS.map((s, i) => buildScenario(s, i + 1)));
+  const native = DEMO_SCENARIOS.filter((s) => (s.recordedAs ?? 'native') === 'native');
+  const vllm = DEMO_SCENARIOS.filter((s) => s.recordedAs === 'vllm');
+  const nativeLines = await Promise.all(native.map(async (s, i) => toJsonLine(await buildScenario(s, i + 1))));
+  const vllmLines = (await Promise.all(vllm.map(async (s) => await vllmCallLines(s, await buildScenario(s, 1))))).flat();
   const files: string[] = [];
-  const data = path.join(root, DEMO_FILE);
-  fs.writeFileSync(data, trajectories.map((t) => `${toJsonLine(t)}\n`).join(''));
-  files.push(data);
+  for (const [name, lines] of [
+    [DEMO_FILE, nativeLines],
+    [DEMO_VLLM_FILE, vllmLines],
+  ] as const) {
+    if (lines.length === 0) continue;
+    const file = path.join(root, name);
+    fs.writeFileSync(file, lines.map((l) => `${l}\n`).join(''));
+    files.push(file);
+  }
   for (const [name, png] of images) {
     const file = path.join(root, imageUrl(name));
     fs.writeFileSync(file, png);
     files.push(file);
   }
-  return { files, trajectories: trajectories.length };
+  return { files, trajectories: DEMO_SCENARIOS.length };
 }
 
 async function renderImages(): Promise<(readonly [DiagramName | ZoomName, Buffer])[]> {
@@ -153,6 +164,46 @@ async function applyFault(
       return { traj: { ...traj, turns }, sample };
     }
   }
+}
+
+/**
+ * The trajectory as a chat-completions client logs it: one `{"request", "response"}` line per call,
+ * tied together by `trajectory_id`; vLLM's extras `prompt_token_ids` / `choices[].token_ids` and,
+ * with `return_tokens_as_token_ids`, logprob tokens written as `"token_id:N"` (field names from
+ * vllm-project/vllm `vllm/entrypoints/openai/chat_completion/protocol.py`; formats.md §4.1).
+ */
+async function vllmCallLines(s: DemoScenario, traj: TrajectoryType): Promise<string[]> {
+  if (s.sample || s.group || s.fault) throw new Error(`demo scenario ${s.id}: a vLLM call log holds no training sample, group or planted fault`);
+  const tokenizer = loadProfile(s.profile).tokenizer;
+  const model = DEMO_MODELS[s.profile];
+  const lines: string[] = [];
+  for (const [k, t] of traj.turns.entries()) {
+    const ids = t.generatedIds ?? [];
+    // vLLM's default skip_special_tokens=True: the message text has no `<|im_end|>`.
+    const content = await tokenizer.decode(ids, true);
+    const line = {
+      trajectory_id: s.id,
+      ...(k === traj.turns.length - 1 ? { reward: s.reward } : {}),
+      request: { model, messages: t.messages, logprobs: true, return_token_ids: true, return_tokens_as_token_ids: true },
+      response: {
+        id: `chatcmpl-${s.id}-${k}`,
+        object: 'chat.completion',
+        model,
+        prompt_token_ids: t.promptIds,
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content },
+            logprobs: { content: ids.map((id, i) => ({ token: `token_id:${id}`, logprob: t.generatedLogprobs?.[i] ?? 0 })) },
+            finish_reason: t.finishReason ?? 'stop',
+            token_ids: ids,
+          },
+        ],
+      },
+    };
+    lines.push(JSON.stringify(line));
+  }
+  return lines;
 }
 
 /** FNV-1a: a stable seed per trajectory id, so each one gets its own logprobs. */
