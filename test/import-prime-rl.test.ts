@@ -92,6 +92,11 @@ describe('prime-rl fixtures', () => {
       expect(loaded.format).toBe('prime-rl');
       expect(loaded.trajectories).toHaveLength(f.samples.length);
     }
+    // Every run has a step_0/rank_0.bin: the run folder's name keeps the ids apart.
+    const main = await loadFile(path.join(FIXTURE_DIR, MAIN));
+    const refs = await loadFile(path.join(FIXTURE_DIR, REFS));
+    expect(main.trajectories[0]!.id).toBe('prime-rl/step_0/rank_0/mb0/s0');
+    expect(refs.trajectories[0]!.id).toBe('mm-refs/step_0/rank_0/mb0/s0');
   });
 });
 

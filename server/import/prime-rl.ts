@@ -311,11 +311,12 @@ function toMask(values: readonly (boolean | number)[]): number[] {
   return values.map((v) => (v === true || v === 1 ? 1 : 0));
 }
 
-/** Where the file sits in a prime-rl output folder (`step_<n>/rank_<r>`), for ids and metadata. */
+/** Where the file sits in a prime-rl output folder (`[<run>/rollouts/]step_<n>/rank_<r>.bin`), for ids and
+ * metadata. The run folder's name keeps ids of two runs apart: every run has a step_0/rank_0.bin. */
 function fileIdentity(file: string): { prefix: string; step?: number; rank?: number } {
   const norm = file.split(path.sep).join('/');
-  const m = /(?:^|\/)step_(\d+)\/rank_(\d+)\.bin$/.exec(norm);
-  if (m) return { prefix: `step_${m[1]}/rank_${m[2]}`, step: Number(m[1]), rank: Number(m[2]) };
+  const m = /(?:^|\/)(?:([^/]+)\/rollouts\/)?step_(\d+)\/rank_(\d+)\.bin$/.exec(norm);
+  if (m) return { prefix: `${m[1] ? `${m[1]}/` : ''}step_${m[2]}/rank_${m[3]}`, step: Number(m[2]), rank: Number(m[3]) };
   const r = /rank_(\d+)\.bin$/.exec(norm);
   return { prefix: path.basename(file).replace(/\.[^.]+$/, ''), ...(r ? { rank: Number(r[1]) } : {}) };
 }
