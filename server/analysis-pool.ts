@@ -24,7 +24,6 @@ export class AnalysisPool {
         for (const p of this.waiting.values()) p.reject(e);
         this.waiting.clear();
       });
-      w.unref();
       return w;
     });
   }
