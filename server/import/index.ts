@@ -4,8 +4,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Trajectory, type FormatName, type ReadError } from '../model/trajectory.ts';
-import type { Importer } from './importer.ts';
-import { isReadError, parseJson, parseRecordLine, readLines, zodErrors, type RawRecord } from './records.ts';
+import type { Importer, ImportResult } from './importer.ts';
+import { isReadError, parseJson, parseRecordLine, readLimits, readLines, safeParseBounded, zodErrors, type RawRecord, type ReadLimits, type RecordLine } from './records.ts';
 import { nativeImporter } from './native.ts';
 import { slimeImporter } from './slime.ts';
 import { verlImporter } from './verl.ts';
@@ -38,48 +38,61 @@ export interface LoadedFile {
 export interface LoadOptions {
   format?: string;
   maxLineBytes?: number;
+  /** Read limits (line and document size, nesting, array size, gzip ratio); defaults in records.ts. */
+  limits?: Partial<ReadLimits>;
 }
 
 const BINARY_EXT = /\.(bin|msgpack|mpk)$/i;
+/** Binary files are read whole; past this a file is not one rollout step's dump. */
+const MAX_BINARY_BYTES = 1024 * 1024 * 1024;
+
+/** The name importers match on: `steps.rollscope.jsonl.gz` is read as `steps.rollscope.jsonl`. */
+function matchName(file: string): string {
+  return path.basename(file).replace(/\.gz$/i, '');
+}
 
 async function readRecords(file: string, opts: LoadOptions): Promise<{ records: RawRecord[]; errors: ReadError[]; wholeJson: boolean }> {
+  const limits = readLimits({ ...opts.limits, ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}) });
+  // A whole-file JSON document (`[...]` or a pretty-printed object) rather than JSON lines: the
+  // first line is not a complete JSON value, or the file is one `[...]` line. Decided on the
+  // first two lines (streamed, bounded), so a JSONL file with a long first line is never read whole.
+  const head: RecordLine[] = [];
+  for await (const l of readLines(file, { limits })) {
+    head.push(l);
+    if (head.length === 2) break;
+  }
+  const first = head[0];
+  if (!first) return { records: [], errors: [], wholeJson: false };
+  const firstText = first.text.trimStart();
+  const complete = !first.problem && isCompleteJson(first.text, limits);
+  const looksWholeJson = !first.problem && (firstText.startsWith('[') ? !complete || head.length === 1 : firstText.startsWith('{') && !complete);
+  let wholeError: ReadError | undefined;
+  if (looksWholeJson) {
+    for await (const doc of readLines(file, { whole: true, maxLineBytes: limits.maxDocumentBytes, limits })) {
+      const r = parseRecordLine(file, doc, limits);
+      if (isReadError(r)) wholeError = r;
+      else {
+        const items = Array.isArray(r.value) ? r.value : [r.value];
+        return { records: items.map((value) => ({ line: r.line, offset: r.offset, length: r.length, value })), errors: [], wholeJson: true };
+      }
+    }
+    if (firstText.startsWith('[') && wholeError) return { records: [], errors: [wholeError], wholeJson: true };
+  }
   const records: RawRecord[] = [];
   const errors: ReadError[] = [];
-  // A whole-file JSON document (`[...]` or a pretty-printed object) rather than JSON lines.
-  const fd = fs.openSync(file, 'r');
-  const head = Buffer.alloc(4096);
-  const n = fs.readSync(fd, head, 0, head.length, 0);
-  fs.closeSync(fd);
-  const headText = head.subarray(0, n).toString('utf8').trimStart();
-  const firstLineEnd = headText.indexOf('\n');
-  const firstLine = firstLineEnd < 0 ? headText : headText.slice(0, firstLineEnd);
-  const looksWholeJson = headText.startsWith('[') || (headText.startsWith('{') && !isCompleteJson(firstLine));
-  if (looksWholeJson) {
-    const text = fs.readFileSync(file, 'utf8');
-    try {
-      const value = parseJson(text);
-      const items = Array.isArray(value) ? value : [value];
-      items.forEach((v) => records.push({ line: 1, offset: 0, length: text.length, value: v }));
-      return { records, errors, wholeJson: true };
-    } catch (e) {
-      if (headText.startsWith('[')) {
-        errors.push({ file, line: 1, message: `not valid JSON: ${(e as Error).message}` });
-        return { records, errors, wholeJson: true };
-      }
-      // Fall through: JSONL whose first record spans... no: report line by line below.
-    }
-  }
-  for await (const l of readLines(file, { maxLineBytes: opts.maxLineBytes })) {
-    const r = parseRecordLine(file, l);
+  for await (const l of readLines(file, { limits })) {
+    const r = parseRecordLine(file, l, limits);
     if (isReadError(r)) errors.push(r);
     else records.push(r);
   }
+  // A broken pretty-printed document: one error for it, not one per line.
+  if (wholeError && records.length === 0) return { records, errors: [wholeError], wholeJson: true };
   return { records, errors, wholeJson: false };
 }
 
-function isCompleteJson(line: string): boolean {
+function isCompleteJson(line: string, limits: ReadLimits): boolean {
   try {
-    JSON.parse(line);
+    parseJson(line, limits);
     return true;
   } catch {
     return false;
@@ -87,7 +100,7 @@ function isCompleteJson(line: string): boolean {
 }
 
 function detect(file: string, records: readonly RawRecord[]): { importer?: Importer; tried: string[] } {
-  const base = path.basename(file);
+  const base = matchName(file);
   const byName = IMPORTERS.find((i) => i.fileNamePattern?.test(base));
   if (byName) return { importer: byName, tried: [] };
   const tried: string[] = [];
@@ -128,10 +141,10 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
     return out;
   }
   if (!importer) {
-    const byName = IMPORTERS.find((i) => i.fileNamePattern?.test(path.basename(file)));
+    const byName = IMPORTERS.find((i) => i.fileNamePattern?.test(matchName(file)));
     if (byName) importer = byName;
   }
-  let result;
+  let result: ImportResult;
   // An importer that claims the file by name and reads bytes gets the bytes (Parquet export batches).
   const readsBytes = importer?.importBytes !== undefined && importer.fileNamePattern?.test(path.basename(file)) === true;
   if (importer?.container === 'binary' || readsBytes || (!importer && BINARY_EXT.test(file))) {
@@ -140,10 +153,26 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
       out.errors.push({ file, line: 0, message: 'binary file and no binary importer matched' });
       return out;
     }
+    if (stat.size > MAX_BINARY_BYTES) {
+      out.errors.push({ file, line: 0, message: `binary file is ${stat.size} bytes, over the ${MAX_BINARY_BYTES}-byte limit for one file` });
+      return out;
+    }
     importer = binary;
-    result = await binary.importBytes(fs.readFileSync(file), { file });
+    try {
+      result = await binary.importBytes(fs.readFileSync(file), { file });
+    } catch (e) {
+      out.errors.push({ file, line: 0, message: `the ${binary.format} importer failed on this file: ${(e as Error).message}` });
+      return out;
+    }
   } else {
-    const { records, errors } = await readRecords(file, opts);
+    let read: Awaited<ReturnType<typeof readRecords>>;
+    try {
+      read = await readRecords(file, opts);
+    } catch (e) {
+      out.errors.push({ file, line: 0, message: `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}` });
+      return out;
+    }
+    const { records, errors } = read;
     out.errors.push(...errors);
     if (!importer) {
       const d = detect(file, records);
@@ -155,16 +184,60 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
       }
       importer = d.importer;
     }
-    result = importer.importRecords(records, { file });
+    result = importIsolated(importer, records, file);
   }
   out.format = importer.format;
   out.errors.push(...result.errors);
   for (const t of result.trajectories) {
-    const parsed = Trajectory.safeParse(t);
+    const parsed = safeParseBounded(Trajectory, t);
     if (parsed.success) out.trajectories.push(parsed.data);
     else out.errors.push(...zodErrors(file, t.source?.line ?? 0, parsed.error));
   }
   return out;
+}
+
+/**
+ * Run an importer so that a record it throws on costs that record only: on a throw, find the
+ * records that throw on their own, report each (naming its line and longest list), and import
+ * the rest together (grouping formats such as vLLM call logs keep their groups).
+ */
+function importIsolated(importer: Importer, records: readonly RawRecord[], file: string): ImportResult {
+  try {
+    return importer.importRecords(records, { file });
+  } catch (whole) {
+    const errors: ReadError[] = [];
+    const kept: RawRecord[] = [];
+    for (const r of records) {
+      try {
+        importer.importRecords([r], { file });
+        kept.push(r);
+      } catch (e) {
+        const longest = longestList(r.value);
+        const why = e instanceof RangeError && longest ? ` (its longest list, ${longest.field}, has ${longest.length} entries: a long list of wrong-typed entries overwhelms validation)` : '';
+        errors.push({ file, line: r.line, ...(longest ? { field: longest.field } : {}), message: `the ${importer.format} importer failed on this record: ${(e as Error).message}${why}` });
+      }
+    }
+    try {
+      const rest = importer.importRecords(kept, { file });
+      return { trajectories: rest.trajectories, errors: [...errors, ...rest.errors] };
+    } catch {
+      return { trajectories: [], errors: [...errors, { file, line: records[0]?.line ?? 0, message: `the ${importer.format} importer failed on this file: ${(whole as Error).message}` }] };
+    }
+  }
+}
+
+/** The longest array in a record as a field path (walked iteratively: the record may be deep). */
+function longestList(value: unknown): { field: string; length: number } | undefined {
+  let best: { field: string; length: number } | undefined;
+  const stack: { v: unknown; path: string[] }[] = [{ v: value, path: [] }];
+  while (stack.length > 0) {
+    const { v, path: at } = stack.pop()!;
+    if (typeof v !== 'object' || v === null || at.length > 64) continue;
+    if (Array.isArray(v) && v.length > (best?.length ?? 0)) best = { field: at.join('.'), length: v.length };
+    if (Array.isArray(v) && v.length > 1024) continue; // a bulk list of ids/logprobs holds no further lists worth naming
+    for (const [k, c] of Object.entries(v)) if (typeof c === 'object' && c !== null) stack.push({ v: c, path: [...at, k] });
+  }
+  return best && best.field ? best : undefined;
 }
 
 /** Expand directories into the trajectory files they hold (sorted, non-recursive into hidden folders). */
@@ -185,7 +258,7 @@ export function expandPaths(paths: readonly string[]): { files: string[]; errors
         const child = path.join(p, name);
         const cst = fs.statSync(child);
         if (cst.isDirectory()) walk(child);
-        else if (/\.(jsonl|json|bin|msgpack|parquet)$/i.test(name) && !/\.(manifest\.json|rejects\.jsonl)$/.test(name)) files.push(child);
+        else if (/\.(jsonl|json|jsonl\.gz|json\.gz|bin|msgpack|parquet)$/i.test(name) && !/\.(manifest\.json|rejects\.jsonl)$/.test(name)) files.push(child);
       }
     } else files.push(p);
   };
