@@ -55,6 +55,7 @@ describe('turnsFromMask', () => {
       { promptIds: [10, 11, 12, 20], generatedIds: [21, 30], observationIds: [31, 40] },
     ]);
     expect(turnsFromMask({ tokens, scope: 'response', responseLength: 5, mask: [1, 0] })[1]).toBeUndefined();
+    expect(turnsFromMask({ tokens, scope: 'response', responseLength: 5, mask: [1, 0, 0, 1] }).map((t) => t.generatedIds)).toEqual([[20], [31, 40]]);
     expect(turnsFromMask({ tokens, scope: 'full', mask: [0, 0, 0, 1, 1, 0, 0, 1] }).map((t) => t.generatedIds)).toEqual([[20, 21], [40]]);
     expect(turnsFromMask({ tokens, scope: 'response', responseLength: 2 })).toEqual([{ promptIds: tokens.slice(0, 6), generatedIds: [31, 40] }]);
     expect(turnsFromMask({ tokens, scope: 'full', mask: tokens.map(() => 0) })).toEqual([{ promptIds: tokens, generatedIds: [] }]);

@@ -1,0 +1,160 @@
+// AReaL trajectory tensors (whole-file JSON array of [1, L] nested lists) and AReaL's rollout dump.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadFile } from '../server/import/index.ts';
+import { AREAL_DUMP_LIMITATION, imagePadRuns } from '../server/import/areal-dump.ts';
+import { analyzeTrajectory } from '../server/pipeline.ts';
+import { loadProfile } from '../server/profiles/profile.ts';
+import type { Trajectory } from '../server/model/trajectory.ts';
+import { padRuns } from '../server/analysis/vision-spans.ts';
+import { FIXTURES, SAMPLE_NAMES, WRAPPER_SAMPLES, plantedFindings, type Fault, type SampleName } from './fixtures/generate-trainers.ts';
+
+const profile = loadProfile('qwen2.5-vl');
+const DIR = path.join(FIXTURES, 'areal');
+const rel = (f: string) => path.relative(process.cwd(), f);
+const analyze = (t: Trajectory) => analyzeTrajectory(t, { workers: 0 }, [DIR]);
+type Rows = number[][];
+
+describe('AReaL trajectories', () => {
+  const file = path.join(DIR, 'trajectories.json');
+  const raw = () => JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>[];
+
+  it('imports every [1, L] tensor field by field, masks and logprobs over the full sequence', async () => {
+    const loaded = await loadFile(rel(file));
+    expect(loaded.errors).toEqual([]);
+    expect(loaded.format).toBe('areal');
+    const rs = raw();
+    // Samples of one task are numbered in order, as the rollout dump's sample_idx.
+    expect(loaded.trajectories.map((t) => t.id)).toEqual(['task-17/0', 'task-18/0', 'task-17/1', 'task-17/2', 'task-17/3', 'task-17/4']);
+    loaded.trajectories.forEach((t, i) => {
+      const r = rs[i]!;
+      expect(t.source).toEqual({ file: rel(file), line: 1, format: 'areal' });
+      expect(t.sample).toEqual({
+        tokens: (r.input_ids as Rows)[0],
+        lossMask: (r.loss_mask as Rows)[0],
+        logprobs: (r.logprobs as Rows)[0],
+        maskScope: 'full',
+        imageGridThw: (r.multi_modal_input as { image_grid_thw: unknown }[])[0]!.image_grid_thw,
+        mmTokenTypeIds: (r.mm_token_type_ids as Rows)[0],
+      });
+      expect(t.sample!.responseLength).toBeUndefined();
+      expect(t.reward).toBe((r.rewards as number[])[0]);
+      expect(t.group).toBe(String(r.task_id));
+      expect(t.images).toEqual([]);
+      expect(t.limitations).toEqual([expect.stringContaining('not the images')]);
+      const versions = (r.versions as Rows)[0]!.filter((v) => v >= 0);
+      expect(t.meta).toEqual({ task_id: r.task_id, policy_versions: { min: Math.min(...versions), max: Math.max(...versions) } });
+    });
+    expect(loaded.trajectories[0]!.meta).toMatchObject({ policy_versions: { min: 3, max: 4 } });
+  });
+
+  it('turn 0 is everything before the first trained token; observations are the zero runs between', async () => {
+    const [multi] = (await loadFile(rel(file))).trajectories;
+    const mask = multi!.sample!.lossMask!;
+    const tokens = multi!.sample!.tokens;
+    expect(multi!.turns).toHaveLength(3);
+    expect(multi!.turns[0]!.promptIds).toEqual(tokens.slice(0, mask.indexOf(1)));
+    expect(await profile.tokenizer.decode(multi!.turns[0]!.promptIds!)).toMatch(/<\|im_start\|>assistant\n$/);
+    expect(multi!.turns.flatMap((t) => t.generatedIds)).toEqual(tokens.filter((_, i) => mask[i] === 1));
+    expect(multi!.turns.flatMap((t) => t.generatedLogprobs)).toEqual(multi!.sample!.logprobs!.filter((_, i) => mask[i] === 1));
+    expect(multi!.turns[2]!.observationIds).toBeUndefined();
+  });
+
+  it('mm_token_type_ids runs cover the pad runs; clean samples check clean; every planted fault is found', async () => {
+    const loaded = await loadFile(rel(file));
+    for (const [i, name] of SAMPLE_NAMES.entries()) {
+      const t = loaded.trajectories[i]!;
+      const types = t.sample!.mmTokenTypeIds!;
+      expect(padRuns(t.sample!.tokens, profile.special).reduce((n, r) => n + r.length, 0)).toBe(types.filter((x) => x === 1).length);
+      const { findings } = await analyze(t);
+      if (name === 'clean-multi' || name === 'clean-single') {
+        expect(findings, name).toEqual([]);
+        continue;
+      }
+      for (const want of plantedFindings(name as Fault, t.sample!, 'full', profile.special, t.sample!.imageGridThw![0], profile.vision.mergeSize)) {
+        expect(findings, name).toContainEqual(expect.objectContaining({ ...want, severity: 'error' }));
+      }
+    }
+  });
+
+  it('a batch of two rows becomes two trajectories, each cut to its attention_mask', async () => {
+    const [a, b] = raw();
+    const rowA = (a!.input_ids as Rows)[0]!;
+    const rowB = (b!.input_ids as Rows)[0]!;
+    const width = Math.max(rowA.length, rowB.length);
+    const pad = (row: number[], v: number) => [...row, ...new Array<number>(width - row.length).fill(v)];
+    const two = {
+      input_ids: [pad(rowA, 151643), pad(rowB, 151643)],
+      loss_mask: [pad((a!.loss_mask as Rows)[0]!, 0), pad((b!.loss_mask as Rows)[0]!, 0)],
+      attention_mask: [pad(rowA.map(() => 1), 0), pad(rowB.map(() => 1), 0)],
+      rewards: [1, 0.5],
+      multi_modal_input: [(a!.multi_modal_input as unknown[])[0], (b!.multi_modal_input as unknown[])[0]],
+    };
+    const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-areal-'));
+    const f = path.join(tmp, 'batch.jsonl');
+    fs.writeFileSync(f, JSON.stringify(two) + '\n');
+    const loaded = await loadFile(f);
+    expect(loaded.errors).toEqual([]);
+    expect(loaded.trajectories.map((t) => [t.id, t.sample!.tokens.length, t.reward, t.meta?.row])).toEqual([
+      ['batch:1/0', rowA.length, 1, 0],
+      ['batch:1/1', rowB.length, 0.5, 1],
+    ]);
+    expect(loaded.trajectories[1]!.sample!.imageGridThw).toEqual((b!.multi_modal_input as { image_grid_thw: unknown }[])[0]!.image_grid_thw);
+  });
+});
+
+describe("AReaL's rollout dump", () => {
+  it('loads as text with its limitations; seqlen, prompt_len and versions recorded as stated', async () => {
+    const file = path.join(DIR, 'rollout', '4', '17.jsonl');
+    const loaded = await loadFile(rel(file));
+    expect(loaded.errors).toEqual([]);
+    expect(loaded.format).toBe('areal-dump');
+    const lines = fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(loaded.trajectories.map((t) => t.id)).toEqual(['task-17/0', 'task-17/1']);
+    for (const [i, t] of loaded.trajectories.entries()) {
+      const r = lines[i]!;
+      // Decoded WITH special tokens.
+      expect(r.prompt).toMatch(/^<\|im_start\|>system\n/);
+      expect(t.turns).toEqual([{ generatedText: r.completion }]);
+      expect(t.group).toBe('17');
+      expect(t.reward).toBe(r.reward);
+      expect(t.meta).toMatchObject({ task_id: 17, sample_idx: i, seqlen: r.seqlen, prompt_len: r.prompt_len, head_version: -1, tail_version: 4, prompt: r.prompt });
+      expect(t.limitations).toEqual([AREAL_DUMP_LIMITATION]);
+      const { findings } = await analyze(t);
+      expect(findings).toEqual([]);
+    }
+  });
+
+  it('agrees with the trajectories it was dumped from: seqlen, prompt_len = seqlen − sum(mask), pad runs', async () => {
+    const dump = (await loadFile(rel(path.join(DIR, 'rollout', '4', '17.jsonl')))).trajectories;
+    const single = (await loadFile(rel(path.join(DIR, 'rollout', '3', '18.jsonl')))).trajectories;
+    const full = (await loadFile(rel(path.join(DIR, 'trajectories.json')))).trajectories;
+    const byName = new Map(SAMPLE_NAMES.map((n, i) => [n, full[i]!]));
+    const dumped = [...dump, ...single];
+    // rollout/4/17.jsonl holds task 17's samples in order, rollout/3/18.jsonl the single-turn one.
+    const names: SampleName[] = [...WRAPPER_SAMPLES.filter((n) => n !== 'clean-single'), 'clean-single'];
+    for (const [i, name] of names.entries()) {
+      const s = byName.get(name)!.sample!;
+      const meta = dumped[i]!.meta!;
+      expect(meta.seqlen).toBe(s.tokens.length);
+      expect(meta.prompt_len).toBe(s.tokens.length - s.lossMask!.reduce((a, b) => a + b, 0));
+      expect(meta.image_pad_runs).toEqual(padRuns(s.tokens, profile.special).map((r) => r.length));
+    }
+    expect(imagePadRuns('<|vision_start|><|image_pad|><|image_pad|><|vision_end|>x<|vision_start|><|image_pad|><|vision_end|>')).toEqual([2, 1]);
+  });
+});
+
+describe('malformed AReaL records', () => {
+  it('name the file, line and field; the readable records load', async () => {
+    const file = rel(path.join(DIR, 'malformed.jsonl'));
+    const loaded = await loadFile(file);
+    expect(loaded.trajectories.map((t) => [t.id, t.source.line])).toEqual([['task-18/0', 1]]);
+    expect(loaded.errors).toEqual([
+      expect.objectContaining({ file, line: 2, field: 'loss_mask', message: 'loss_mask: 2 rows but input_ids has 1' }),
+      expect.objectContaining({ file, line: 3, field: 'multi_modal_input.0.image_grid_thw' }),
+      expect.objectContaining({ file, line: 4, field: 'input_ids.0.7' }),
+    ]);
+  });
+});
