@@ -46,8 +46,8 @@ export type Fault =
   | { kind: 'truncate-prompt'; maxPromptLength: number }
   /** The stored loss mask is shifted one token to the right. */
   | { kind: 'shift-loss-mask' }
-  /** The stored rollout logprobs miss the last entry. */
-  | { kind: 'drop-last-logprob' }
+  /** The stored rollout logprobs miss the first generated token's entry (an off-by-one when they were collected). */
+  | { kind: 'drop-first-logprob' }
   /** Tool messages were tokenized from their text parts only: the returned image never reaches the tokens. */
   | { kind: 'flatten-tool-images' }
   /** The engine returned NaN for one sampled token's logprob. */
@@ -288,14 +288,15 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
   },
   {
     id: 'geo-010-logprobs-short',
-    description: 'The stored rollout logprobs have one entry fewer than the response tokens, so every logprob after the gap is paired with the wrong token.',
+    description:
+      'The stored rollout logprobs miss the first generated token\'s entry, one fewer than the response tokens: the trainer pairs each response token with the logprob of the token after it.',
     profile: 'qwen2.5-vl',
     problem: 'isosceles',
     reward: 1,
     status: 'completed',
     mode: 'canonical',
     sample: true,
-    fault: { kind: 'drop-last-logprob' },
+    fault: { kind: 'drop-first-logprob' },
     turns: [
       { answer: `The base angles are both 70°, so x = 180 − 2 · 70.\n${toolCall('calculator', { expression: '180 - 2*70' })}`, observation: tool('40') },
       { answer: 'x = 40.\nAnswer: 40' },

@@ -31,8 +31,8 @@ export const DEMO_DESCRIPTION: Record<string, string> = Object.fromEntries(DEMO_
 
 /**
  * Write the demo run into `dir` (created if missing; files of the same name are overwritten).
- * Returns the absolute paths of every file written (the JSONL first, then the images) and the
- * number of trajectories.
+ * Returns the absolute paths of every file written (the JSONL data files first, then the images)
+ * and the number of trajectories. Serve or check the folder itself: it holds nothing else.
  */
 export async function writeDemoRun(dir: string): Promise<{ files: string[]; trajectories: number }> {
   const root = path.resolve(dir);
@@ -127,7 +127,7 @@ async function applyFault(
     }
     case 'trainer-max-pixels': {
       const vision = { ...profile.vision, maxPixels: fault.maxPixels };
-      const grids = traj.images.map((img) => imageTokens(img.width!, img.height!, vision).gridThw);
+      const grids = traj.images.map((img, i) => imageTokens(img.width ?? fail(`image ${i} has no width`), img.height ?? fail(`image ${i} has no height`), vision).gridThw);
       return { traj: { ...traj, processor: { maxPixels: fault.maxPixels } }, sample: sample && { ...sample, imageGridThw: grids } };
     }
     case 'truncate-prompt': {
@@ -140,9 +140,9 @@ async function applyFault(
       const mask = sample?.lossMask ?? fail('no sample to corrupt');
       return { traj, sample: { ...sample!, lossMask: [0, ...mask.slice(0, -1)] } };
     }
-    case 'drop-last-logprob': {
+    case 'drop-first-logprob': {
       const lps = sample?.logprobs ?? fail('no sample to corrupt');
-      return { traj, sample: { ...sample!, logprobs: lps.slice(0, -1) } };
+      return { traj, sample: { ...sample!, logprobs: lps.slice(1) } };
     }
     case 'nan-logprob': {
       const turn = traj.turns[fault.turn] ?? fail(`no turn ${fault.turn}`);
