@@ -59,6 +59,8 @@ describe('turnsFromMask', () => {
     expect(turnsFromMask({ tokens, scope: 'full', mask: [0, 0, 0, 1, 1, 0, 0, 1] }).map((t) => t.generatedIds)).toEqual([[20, 21], [40]]);
     expect(turnsFromMask({ tokens, scope: 'response', responseLength: 2 })).toEqual([{ promptIds: tokens.slice(0, 6), generatedIds: [31, 40] }]);
     expect(turnsFromMask({ tokens, scope: 'full', mask: tokens.map(() => 0) })).toEqual([{ promptIds: tokens, generatedIds: [] }]);
+    // A response_length past the tokens (a length_mismatch for the checks) reads every token as response.
+    expect(turnsFromMask({ tokens, scope: 'response', responseLength: 20 })).toEqual([{ promptIds: [], generatedIds: tokens }]);
   });
 });
 

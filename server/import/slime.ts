@@ -5,6 +5,7 @@
 //   tokens            prompt ⧺ response ids (image pads expanded by the HF processor)
 //   response_length   the response is the last `response_length` tokens
 //   loss_mask         per response token, 1 = sampled by the model, 0 = tool/env tokens; None = all 1
+//                     (slime/ray/rollout.py fills `[1] * response_length`, and zeroes it when `remove_sample`)
 //   rollout_log_probs per response token (0.0 for non-trainable ones)
 //   prompt            rendered prompt text or the chat messages
 //   multimodal_inputs.images, multimodal_train_inputs.image_grid_thw (one dict, or one per turn:
@@ -89,6 +90,7 @@ export function slimeTrajectory(s: SlimeSample, where: { file: string; line: num
     label: s.label,
     reward: isObject(s.reward) ? s.reward : undefined,
     weight_versions: s.weight_versions,
+    remove_sample: s.remove_sample === true ? true : undefined,
     metadata: s.metadata ?? undefined,
   });
   return {
