@@ -12,6 +12,7 @@ import { useRoute } from '../stores/route.ts';
 import { api } from '../api.ts';
 
 const PREVIEW_WIDTH = 720;
+const MAX_HEIGHT = 440;
 
 function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectoryId: string; findings: Finding[] }) {
   const layout = info.layout as ImageTokens | null;
@@ -64,7 +65,8 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
   }
   return (
     <figure className="overlay" data-image={info.index}>
-      <div className="imgbox" style={{ aspectRatio: `${W} / ${H}` }}>
+      {/* Real aspect ratio; tall images are bounded by height so the whole grid stays in view. */}
+      <div className="imgbox" style={{ aspectRatio: `${W} / ${H}`, width: `min(100%, ${Math.round((MAX_HEIGHT * W) / H)}px)` }}>
         {info.hasPreview && !failed ? <img src={api.previewUrl(trajectoryId, info.index, PREVIEW_WIDTH)} alt={`image ${info.index}`} onError={() => setFailed(true)} /> : <div className="noimg">{info.unavailable ?? 'image bytes not available'}</div>}
         {layout && (
           <svg viewBox={`0 0 ${W} ${H}`} preserveAspectRatio="none" onMouseMove={onMove} onMouseLeave={() => hover(null, null, null)} data-testid={`grid-${info.index}`}>

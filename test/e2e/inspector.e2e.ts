@@ -96,7 +96,7 @@ describe('image overlay', () => {
     const list = await api<TrajectoryList>('/api/trajectories?sort=id&order=asc');
     // Prefer a trajectory whose image has a finding, so the overlay shows it; any image will do.
     const withImages = list.items.filter((s) => s.images > 0);
-    const pick = withImages.find((s) => s.findings.kind.image_truncated || s.findings.kind.placeholder_count) ?? withImages[0]!;
+    const pick = withImages.find((s) => s.findings.kind.image_truncated) ?? withImages.find((s) => s.findings.kind.placeholder_count) ?? withImages[0]!;
     const image = await api<ImageInfo>(`/api/trajectories/${encodeURIComponent(pick.id)}/images/0`);
     const layout = image.layout!;
     await page.goto(`${server.url}#/t/${encodeURIComponent(pick.id)}?view=stream`);
