@@ -1,0 +1,191 @@
+// Agent Lightning triplets and events: both generations' shapes imported and checked field by
+// field against the generator's conversations (real tokenizer and template), aggregated by the
+// strict prefix rule with breaks kept, planted faults found, bad records reported.
+import fs from 'node:fs';
+import path from 'node:path';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadProfile } from '../server/profiles/profile.ts';
+import { loadFile } from '../server/import/index.ts';
+import { agentLightningImporter } from '../server/import/agent-lightning.ts';
+import { analyzeTrajectory } from '../server/pipeline.ts';
+import { padRuns } from '../server/analysis/vision-spans.ts';
+import { parseJson } from '../server/import/records.ts';
+import type { Message, Trajectory } from '../server/model/trajectory.ts';
+import { AGL_DIR, buildConversations, dataUrl, fixtureImages, IMAGE_SIZES, MODEL, resolveUrls, type Conversation, type ConversationName, type ImageName } from './fixtures/generate-vllm.ts';
+
+const profile = loadProfile('qwen2.5-vl');
+const { eos: EOS } = profile.special;
+const FILE_URLS: Record<ImageName, string> = { triangle: 'images/triangle.png', isosceles: 'images/isosceles.png' };
+let conv: Record<ConversationName, Conversation>;
+let dataUrls: Record<ImageName, string>;
+
+beforeAll(async () => {
+  conv = await buildConversations(profile);
+  const images = await fixtureImages();
+  dataUrls = { triangle: dataUrl(images.triangle), isosceles: dataUrl(images.isosceles) };
+}, 60_000);
+
+const fixture = (name: string) => path.join(AGL_DIR, name);
+async function load(name: string) {
+  const loaded = await loadFile(fixture(name));
+  expect(loaded.format).toBe('agent-lightning');
+  return loaded;
+}
+const byId = (ts: readonly Trajectory[], id: string) => {
+  const t = ts.find((x) => x.id === id);
+  if (!t) throw new Error(`no trajectory "${id}" among ${ts.map((x) => x.id).join(', ')}`);
+  return t;
+};
+const analyze = (t: Trajectory) => analyzeTrajectory(t, {}, [AGL_DIR]);
+const boundaryAt = (t: Trajectory) => t.turns[0]!.promptIds!.length + t.turns[0]!.generatedIds!.length;
+
+function expectTurns(t: Trajectory, c: Conversation, opts: { messages?: boolean; text?: boolean; finishReasons?: boolean } = {}) {
+  expect(t.turns).toHaveLength(c.trajectory.turns.length);
+  t.turns.forEach((turn, k) => {
+    const want = c.trajectory.turns[k]!;
+    expect(turn.promptIds).toEqual(want.promptIds);
+    expect(turn.generatedIds).toEqual(want.generatedIds);
+    expect(turn.generatedLogprobs).toEqual(want.generatedLogprobs);
+    expect(turn.finishReason).toBe(opts.finishReasons ?? true ? want.finishReason : undefined);
+    expect(turn.generatedText).toBe(opts.text ?? true ? c.answers[k] : undefined);
+    if (opts.messages ?? true) expect(turn.messages).toEqual(resolveUrls(want.messages as Message[], FILE_URLS));
+    else expect(turn.messages).toBeUndefined();
+  });
+}
+
+describe('v0.2 triplets, one per line', () => {
+  it('chains the interleaved triplets of two conversations by the strict prefix rule', async () => {
+    const { trajectories: ts, errors } = await load('triplets-v02.jsonl');
+    expect(errors).toEqual([]);
+    expect(ts.map((t) => [t.id, t.source.lines, t.meta?.groupedBy, t.reward])).toEqual([
+      ['line 1', [1, 3, 5], 'strict prefix chain', 1.0],
+      ['line 2', [2, 4], 'strict prefix chain', 0.0],
+    ]);
+    for (const t of ts) expect([t.model, t.source.format]).toEqual([MODEL, 'agent-lightning']);
+  });
+
+  it('reads raw_content messages (JSON-string content parsed back), image_urls once each, logprobs entries, finish reasons', async () => {
+    const { trajectories: ts } = await load('triplets-v02.jsonl');
+    const clean = byId(ts, 'line 1');
+    expectTurns(clean, conv.clean);
+    expect(clean.images.map((i) => i.url)).toEqual([FILE_URLS.triangle, FILE_URLS.isosceles]);
+    expectTurns(byId(ts, 'line 2'), conv['duplicated-eos']);
+  });
+
+  it('clean has no findings and image sizes come from the files beside the data; the duplicated <|im_end|> is found', async () => {
+    const { trajectories: ts } = await load('triplets-v02.jsonl');
+    const clean = await analyze(byId(ts, 'line 1'));
+    expect(clean.findings).toEqual([]);
+    expect(clean.trajectory.images.map((i) => [i.width, i.height, i.sizeFrom])).toEqual([
+      [IMAGE_SIZES.triangle.width, IMAGE_SIZES.triangle.height, 'bytes'],
+      [IMAGE_SIZES.isosceles.width, IMAGE_SIZES.isosceles.height, 'bytes'],
+    ]);
+    const dup = byId(ts, 'line 2');
+    const at = boundaryAt(dup);
+    expect(dup.turns[1]!.promptIds!.slice(at - 1, at + 1)).toEqual([EOS, EOS]);
+    expect((await analyze(dup)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'duplicated_eos', turn: 1, index: at });
+  });
+});
+
+describe('a JSON array of triplets', () => {
+  it('is one trajectory; the missing newline after <|im_end|> is found', async () => {
+    const { trajectories: ts, errors } = await load('triplets.json');
+    expect(errors).toEqual([]);
+    expect(ts.map((t) => [t.id, t.turns.length, t.reward])).toEqual([['line 1', 2, 0.5]]);
+    expectTurns(ts[0]!, conv['missing-newline']);
+    const at = boundaryAt(ts[0]!);
+    expect((await analyze(ts[0]!)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'missing_newline', turn: 1, index: at });
+  });
+});
+
+describe('a v0.2 rollout object with triplets', () => {
+  it('takes the rollout id and final reward; the wrong pad count breaks the chain, is attached and found', async () => {
+    const { trajectories: ts, errors } = await load('rollout-v02.json');
+    expect(errors).toEqual([]);
+    expect(ts.map((t) => [t.id, t.reward, t.meta?.groupedBy, t.meta?.attachedAfterBreak])).toEqual([['ro-wrong-pads', 0.0, 'rollout, then strict prefix chain', [1]]]);
+    const t = ts[0]!;
+    expectTurns(t, conv['wrong-pads']);
+    const [run0] = padRuns(t.turns[0]!.promptIds!, profile.special);
+    const [run1] = padRuns(t.turns[1]!.promptIds!, profile.special);
+    const findings = (await analyze(t)).findings;
+    expect(findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'image_tokens_changed', turn: 1, index: run1!.offset + run1!.length });
+    // No processor settings in the record: the model defaults give 80 pads, the second prompt holds 35.
+    expect(findings.find((f) => f.kind === 'placeholder_count')).toMatchObject({ image: 0, expected: run0!.length, actual: run1!.length, index: run1!.offset });
+    expect([run0!.length, run1!.length]).toEqual([80, 35]);
+  });
+});
+
+describe('GET /rollouts/{id}/events?format=triplet', () => {
+  it('reads the trimmed model_request events, ignores other events, takes the reward event', async () => {
+    const { trajectories: ts, errors } = await load('events-triplet.json');
+    expect(errors).toEqual([]);
+    expect(ts.map((t) => [t.id, t.reward, t.model])).toEqual([['ro-42', 1.0, MODEL]]);
+    const t = ts[0]!;
+    // The trimmed events carry token ids and logprobs only.
+    expectTurns(t, conv.clean, { messages: false, text: false, finishReasons: false });
+    expect(t.images).toEqual([]);
+    expect(t.limitations.join(' ')).toContain('no messages');
+    expect((await analyze(t)).findings).toEqual([]);
+  });
+
+  it('keeps only the last model_request per identical prompt, as the endpoint does', () => {
+    const events = parseJson(fs.readFileSync(fixture('events-triplet.json'), 'utf8')) as { event_type: string; data: Record<string, unknown> }[];
+    const retried = structuredClone(events[0]!);
+    retried.data.response_token_ids = conv['choice-b'].trajectory.turns[0]!.generatedIds;
+    retried.data.response_log_probs = conv['choice-b'].trajectory.turns[0]!.generatedLogprobs;
+    // The first call and then its retry with the same prompt: the first answer is dropped.
+    const records = [events[0], retried, ...events.slice(1)].map((value) => ({ line: 1, offset: 0, length: 0, value }));
+    const { trajectories, errors } = agentLightningImporter.importRecords(records, { file: 'events.json' });
+    expect(errors).toEqual([]);
+    expect(trajectories.map((x) => x.turns[0]!.generatedIds)).toContainEqual(conv['choice-b'].trajectory.turns[0]!.generatedIds);
+    expect(trajectories.flatMap((x) => x.turns.map((turn) => turn.generatedIds))).not.toContainEqual(conv.clean.trajectory.turns[0]!.generatedIds);
+  });
+});
+
+describe('CompletedRollout lines (current generation)', () => {
+  it('one trajectory per rollout, image_urls once each, final reward; the retokenized sibling is attached by tokens alone and found', async () => {
+    const { trajectories: ts, errors } = await load('completed-rollouts.jsonl');
+    expect(errors).toEqual([]);
+    expect(ts.map((t) => [t.id, t.source.line, t.reward, t.meta?.attachedAfterBreak])).toEqual([
+      ['ro-clean', 1, 1.0, undefined],
+      ['ro-sibling', 2, 0.0, [1]],
+    ]);
+    const clean = byId(ts, 'ro-clean');
+    expectTurns(clean, conv.clean, { messages: false, text: false });
+    expect(clean.model).toBe(MODEL);
+    expect(clean.images.map((i) => i.url)).toEqual([dataUrls.triangle, dataUrls.isosceles]);
+    expect((await analyze(clean)).findings).toEqual([]);
+
+    const sibling = byId(ts, 'ro-sibling');
+    expectTurns(sibling, conv['sibling-retokenized'], { messages: false, text: false });
+    const t0 = sibling.turns[0]!;
+    const context = [...t0.promptIds!, ...t0.generatedIds!];
+    const at = sibling.turns[1]!.promptIds!.findIndex((id, i) => i < context.length && id !== context[i]);
+    expect(at).toBeGreaterThanOrEqual(t0.promptIds!.length);
+    expect((await analyze(sibling)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'retokenized', turn: 1, index: at });
+  });
+});
+
+describe('malformed records', () => {
+  it('name the file, line and field; the rest loads', async () => {
+    const file = fixture('malformed.jsonl');
+    const { trajectories: ts, errors } = await load('malformed.jsonl');
+    expect(errors.map((e) => [e.file, e.line])).toEqual([2, 3, 4, 5].map((line) => [file, line]));
+    expect(errors.slice(1).map((e) => e.field)).toEqual(['prompt.token_ids.2', 'response', 'triplets.1.response.token_ids.0']);
+    expect(errors[0]!.message).toMatch(/not valid JSON/);
+    expect(errors[1]!.message).toMatch(/expected number/);
+    expect(errors[2]!.message).toMatch(/missing/);
+    // The broken rollout keeps its readable triplet; the trimmed event of the last line loads too.
+    expect(ts.map((t) => [t.id, t.turns.length])).toEqual([
+      ['line 1', 1],
+      ['ro-bad', 1],
+      ['line 6', 1],
+    ]);
+    expect(byId(ts, 'line 6').turns[0]!.generatedIds).toEqual(conv['choice-b'].trajectory.turns[0]!.generatedIds);
+  });
+
+  it('a file in another format is not taken for Agent Lightning', () => {
+    expect(agentLightningImporter.sniff({ request: {}, response: { choices: [] } })).not.toBe(true);
+    expect(agentLightningImporter.sniff({ tokens: [1], response_length: 1 })).not.toBe(true);
+  });
+});
