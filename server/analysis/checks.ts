@@ -1,7 +1,7 @@
 // The checks: pure functions from a trajectory (and its analysis context) to findings.
 // Each finding names its kind, severity, turn, the stream and absolute token index it points
 // at, what was expected and what was found, and one sentence a person can act on.
-import type { Finding, StreamName } from '../model/finding.ts';
+import { FINDING_KINDS, type Finding, type StreamName } from '../model/finding.ts';
 import type { Message, Trajectory } from '../model/trajectory.ts';
 import type { AnalysisContext } from './context.ts';
 import { expectedPadCounts } from './context.ts';
@@ -48,7 +48,9 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   findings.push(...checkSample(traj, ctx, alignment));
   findings.push(...checkImages(traj, ctx));
   findings.push(...checkLengthsAndMasks(traj, ctx));
-  findings.sort((x, y) => (x.severity === y.severity ? 0 : x.severity === 'error' ? -1 : 1) || x.turn - y.turn || x.index - y.index);
+  // Errors first; then by kind in FINDING_KINDS order (what the engine saw before how a re-render would differ).
+  const rank = (f: Finding) => FINDING_KINDS.indexOf(f.kind);
+  findings.sort((x, y) => (x.severity === y.severity ? 0 : x.severity === 'error' ? -1 : 1) || rank(x) - rank(y) || x.turn - y.turn || x.index - y.index);
   return { findings, alignment, rerender };
 }
 
