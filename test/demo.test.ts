@@ -17,9 +17,9 @@ const IM_START = 151644;
 
 /** What each failure tag in an id promises: the first error-level finding's kind, and its cause for divergences. */
 const PROMISES: { tag: string; kind: FindingKind; cause?: DivergenceCause; prefixBreak?: boolean }[] = [
-  { tag: 'dup-eos', kind: 'rerender_mismatch', cause: 'duplicated_eos', prefixBreak: true },
-  { tag: 'retokenized', kind: 'rerender_mismatch', cause: 'retokenized', prefixBreak: true },
-  { tag: 'tool-json-reserialized', kind: 'rerender_mismatch', cause: 'template_changed', prefixBreak: true },
+  { tag: 'dup-eos', kind: 'prefix_break', cause: 'duplicated_eos', prefixBreak: true },
+  { tag: 'retokenized', kind: 'prefix_break', cause: 'retokenized', prefixBreak: true },
+  { tag: 'tool-json-reserialized', kind: 'prefix_break', cause: 'template_changed', prefixBreak: true },
   { tag: 'missing-newline', kind: 'prefix_break', cause: 'missing_newline', prefixBreak: true },
   { tag: 'pads-max-pixels', kind: 'placeholder_count' },
   { tag: 'image-truncated', kind: 'image_truncated' },
