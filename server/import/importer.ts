@@ -26,8 +26,8 @@ export interface Importer {
   sniff(record: unknown): true | string;
   /** Turn the records of one file into trajectories. Grouping formats (vLLM logs) look across records. */
   importRecords(records: readonly RawRecord[], ctx: FileContext): ImportResult;
-  /** Binary formats read the bytes themselves. */
-  importBytes?(bytes: Uint8Array, ctx: FileContext): ImportResult;
+  /** Binary formats read the bytes themselves (Parquet readers are asynchronous). */
+  importBytes?(bytes: Uint8Array, ctx: FileContext): ImportResult | Promise<ImportResult>;
 }
 
 export function isObject(x: unknown): x is Record<string, unknown> {

@@ -1,0 +1,75 @@
+// The images of an exported row: every image is identified by the SHA-256 of its bytes and
+// carried either inline (`embed`: the file's bytes) or by a path relative to the batch file
+// (`path`). Images that exist only inside the data (`data:` URLs) are written once, named by
+// their hash, into a folder beside the batch so a path can point at them. Remote URLs are not
+// fetched (rollscope fetches nothing it was not asked to), so a row that needs one is rejected.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import type { Trajectory } from '../model/trajectory.ts';
+import type { AnalysisContext } from '../analysis/context.ts';
+import { imageBytes, ImageUnavailable } from '../images/resolve.ts';
+import type { ExportImage } from './row.ts';
+
+export type ImageMode = 'embed' | 'path';
+
+export interface ImageExportOptions {
+  images: ImageMode;
+  roots: readonly string[];
+  outDir: string;
+  imageDir: string;
+}
+
+/** Media type from the file's magic bytes (what a `data:` URL needs to say). */
+export function imageMime(bytes: Uint8Array): string {
+  const b = (i: number) => bytes[i] ?? -1;
+  if (b(0) === 0x89 && b(1) === 0x50 && b(2) === 0x4e && b(3) === 0x47) return 'image/png';
+  if (b(0) === 0xff && b(1) === 0xd8 && b(2) === 0xff) return 'image/jpeg';
+  if (b(0) === 0x47 && b(1) === 0x49 && b(2) === 0x46) return 'image/gif';
+  if (b(0) === 0x52 && b(1) === 0x49 && b(2) === 0x46 && b(3) === 0x46 && b(8) === 0x57 && b(9) === 0x45 && b(10) === 0x42 && b(11) === 0x50) return 'image/webp';
+  if (b(0) === 0x42 && b(1) === 0x4d) return 'image/bmp';
+  return 'application/octet-stream';
+}
+
+const EXT: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/gif': 'gif', 'image/webp': 'webp', 'image/bmp': 'bmp' };
+
+/** A path as written into a row: relative to the batch folder, with forward slashes on every OS. */
+function relativePath(outDir: string, file: string): string {
+  return path.relative(outDir, file).split(path.sep).join('/');
+}
+
+/** Write `bytes` as `<dir>/<sha256>.<ext>` unless it is already there (content-addressed, so reruns agree). */
+function writeContentAddressed(dir: string, sha256: string, bytes: Buffer): string {
+  const file = path.join(dir, `${sha256}.${EXT[imageMime(bytes)] ?? 'bin'}`);
+  if (fs.existsSync(file)) return file;
+  fs.mkdirSync(dir, { recursive: true });
+  const tmp = path.join(dir, `.${sha256}.${randomBytes(4).toString('hex')}.tmp`);
+  fs.writeFileSync(tmp, bytes);
+  fs.renameSync(tmp, file);
+  return file;
+}
+
+export async function exportImages(traj: Trajectory, ctx: AnalysisContext, opts: ImageExportOptions): Promise<{ images: ExportImage[] } | { problem: string }> {
+  const baseDir = path.dirname(path.resolve(traj.source.file));
+  const images: ExportImage[] = [];
+  for (let i = 0; i < traj.images.length; i++) {
+    const ref = traj.images[i]!;
+    const vision = ctx.images[i]?.vision;
+    if (!ref.url) return { problem: `image ${i}: the data gives no image, only ${ref.width ? `its size ${ref.width}×${ref.height}` : 'a placeholder'}` };
+    if (!ref.width || !ref.height || !vision) return { problem: `image ${i}: size unknown (${ref.unavailable ?? 'not stated and not readable'})` };
+    let got;
+    try {
+      got = imageBytes(ref.url, baseDir, opts.roots);
+    } catch (e) {
+      const why = e instanceof ImageUnavailable ? e.message : (e as Error).message;
+      return { problem: `image ${i}: ${why}` };
+    }
+    const sha256 = createHash('sha256').update(got.bytes).digest('hex');
+    let bytes: string | null = null;
+    let where: string | null = null;
+    if (opts.images === 'embed') bytes = got.bytes.toString('base64');
+    else where = relativePath(opts.outDir, got.path ?? writeContentAddressed(opts.imageDir, sha256, got.bytes));
+    images.push({ sha256, width: ref.width, height: ref.height, min_pixels: vision.minPixels, max_pixels: vision.maxPixels, bytes, path: where });
+  }
+  return { images };
+}

@@ -1,0 +1,255 @@
+// One exported training row: a trajectory after the canonical re-alignment, in the field names
+// slime and vime use for a `Sample` (THUDM/slime slime/utils/types.py: `tokens` = prompt ⧺
+// response, `response_length`, `loss_mask` and `rollout_log_probs` per response token, `reward`,
+// `status`), plus the multimodal fields a Qwen-VL trainer needs. The schema is versioned
+// (docs/export-format.md); a row is written only after it passed every check again.
+import { z } from 'zod';
+import type { Finding } from '../model/finding.ts';
+import { FormatName, GridThw, PlaceholderRange, TokenId, Trajectory, type Turn } from '../model/trajectory.ts';
+import { inferProfileName, type ModelProfile } from '../profiles/profile.ts';
+import { analysisContext } from '../analysis/context.ts';
+import { checkTrajectory } from '../analysis/checks.ts';
+import { padRuns } from '../analysis/vision-spans.ts';
+import { mropePositionIds, verlPositionIds } from '../analysis/mrope.ts';
+import type { CheckedTrajectory } from '../pipeline.ts';
+import type { ProcessorSettings } from '../model/trajectory.ts';
+import { exportImages, imageMime, type ImageMode } from './images.ts';
+import { originalRejections, type RejectReason } from './policy.ts';
+
+export const EXPORT_SCHEMA_VERSION = 1;
+
+/** slime's `Sample.Status` values (THUDM/slime slime/utils/types.py). */
+export const SAMPLE_STATUSES = ['pending', 'completed', 'truncated', 'aborted', 'failed'] as const;
+export const SampleStatus = z.enum(SAMPLE_STATUSES);
+export type SampleStatus = z.infer<typeof SampleStatus>;
+
+export const ExportImage = z.object({
+  /** SHA-256 of the image file's bytes (hex). */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  /** Size of the original image, in pixels, as read from its bytes. */
+  width: z.number().int().positive(),
+  height: z.number().int().positive(),
+  /** The processor bounds this image was tokenized with (qwen-vl-utils image-dict keys). */
+  min_pixels: z.number().int().positive(),
+  max_pixels: z.number().int().positive(),
+  /** The image file's bytes: base64 in JSONL, BYTE_ARRAY in Parquet (`--images embed`). */
+  bytes: z.string().nullable(),
+  /** Path relative to the batch file's folder (`--images path`). */
+  path: z.string().nullable(),
+});
+export type ExportImage = z.infer<typeof ExportImage>;
+
+export const ExportRow = z.object({
+  schema_version: z.literal(EXPORT_SCHEMA_VERSION),
+  id: z.string(),
+  /** Where the trajectory was read from. */
+  source: z.object({ file: z.string(), line: z.number().int().positive(), format: FormatName }),
+  /** Model name (selects the tokenizer/template profile when the batch is read back). */
+  model: z.string(),
+  /** GRPO group (samples that share one prompt), when the data states it. */
+  group: z.string().nullable(),
+  /** Prompt ⧺ response, image pads expanded. */
+  tokens: z.array(TokenId),
+  /** Number of trailing response tokens; the prompt is `tokens[:len(tokens) - response_length]`. */
+  response_length: z.number().int().nonnegative(),
+  /** Per response token: 1 = sampled by the model, 0 = observation / turn boundary. */
+  loss_mask: z.array(z.number().int().min(0).max(1)),
+  /** Per response token: the sampler's logprob, 0.0 where loss_mask is 0; null when the data had none. */
+  rollout_log_probs: z.array(z.number()).nullable(),
+  reward: z.number().nullable(),
+  status: SampleStatus,
+  images: z.array(ExportImage),
+  /** Per image, in ViT patches before the merge: [t, h, w]. */
+  image_grid_thw: z.array(GridThw),
+  /** Per image, the run of `<|image_pad|>` tokens in `tokens`. */
+  placeholder_ranges: z.array(PlaceholderRange),
+  /** Per token: 0 text, 1 image pad, 2 video pad. */
+  mm_token_type_ids: z.array(z.number().int().min(0).max(2)),
+  /** mRoPE positions: 3 rows (t, h, w), or verl's 4 rows (text, t, h, w); each of len(tokens). */
+  position_ids: z.array(z.array(z.number().int())),
+});
+export type ExportRow = z.infer<typeof ExportRow>;
+
+export type PositionIdsLayout = 'qwen' | 'verl';
+
+export interface RowOptions {
+  images: ImageMode;
+  positionIds: PositionIdsLayout;
+  /** Export trajectories whose findings include warnings (default: reject them). */
+  includeWarnings: boolean;
+  /** Processor overrides of the run (`--min-pixels/--max-pixels`). */
+  processor?: ProcessorSettings;
+  /** Folders local images may be read from. */
+  roots: readonly string[];
+  /** Folder of the batch file: image paths are written relative to it. */
+  outDir: string;
+  /** Folder for images that exist only inside the data (`data:` URLs) when images are written as paths. */
+  imageDir: string;
+}
+
+export type RowOutcome =
+  | { kind: 'row'; row: ExportRow; /** Original error findings the re-alignment repaired. */ repaired: Finding[] }
+  | { kind: 'rejected'; reasons: RejectReason[]; messages: string[]; /** Findings that caused the rejection. */ causes: Finding[]; recheck: Finding[] };
+
+function sampleStatus(traj: Trajectory, lastGenerated: readonly number[], eos: number): SampleStatus {
+  const stated = traj.status?.toLowerCase();
+  if (stated && (SAMPLE_STATUSES as readonly string[]).includes(stated)) return stated as SampleStatus;
+  // slime maps SGLang's finish_reason: length → truncated, abort → aborted, stop → completed.
+  const reason = (stated ?? traj.turns[traj.turns.length - 1]?.finishReason)?.toLowerCase();
+  if (reason === 'length') return 'truncated';
+  if (reason === 'abort' || reason === 'aborted') return 'aborted';
+  if (reason === 'stop') return 'completed';
+  return lastGenerated[lastGenerated.length - 1] === eos ? 'completed' : 'truncated';
+}
+
+/** The model name a batch reader will map back to the same profile. */
+function modelName(traj: Trajectory, profile: ModelProfile): string {
+  return traj.model && inferProfileName(traj.model) === profile.family ? traj.model : profile.family;
+}
+
+/** Per-token modality: 0 text, 1 image pad, 2 video pad (transformers v5 / prime-rl `mm_token_type_ids`). */
+export function mmTokenTypeIds(tokens: readonly number[], special: ModelProfile['special']): number[] {
+  return tokens.map((t) => (t === special.imagePad ? 1 : t === special.videoPad ? 2 : 0));
+}
+
+/**
+ * The trajectory an exported row stands for: the prompt, then one turn per run of trained
+ * tokens (its ids and logprobs), each later turn's prompt being everything before its
+ * generation. Used to re-check a row before it is written and to read a batch back.
+ */
+export function rowToTrajectory(row: ExportRow, where: { file: string; line: number }): Trajectory {
+  const promptLength = Math.max(0, row.tokens.length - row.response_length);
+  const turns: Turn[] = [];
+  let i = promptLength;
+  const n = row.tokens.length;
+  while (i < n) {
+    while (i < n && row.loss_mask[i - promptLength] !== 1) i++;
+    if (i >= n) break;
+    const start = i;
+    while (i < n && row.loss_mask[i - promptLength] === 1) i++;
+    const lps = row.rollout_log_probs?.slice(start - promptLength, i - promptLength);
+    turns.push({ promptIds: row.tokens.slice(0, start), generatedIds: row.tokens.slice(start, i), ...(lps ? { generatedLogprobs: lps } : {}) });
+  }
+  const lastEnd = turns.length > 0 ? turns[turns.length - 1]!.promptIds!.length + turns[turns.length - 1]!.generatedIds!.length : promptLength;
+  if (turns.length === 0) turns.push({ promptIds: row.tokens.slice(0, promptLength), generatedIds: [] });
+  // Tokens after the last generation (a final observation) are that turn's observation.
+  if (lastEnd < n) turns[turns.length - 1]!.observationIds = row.tokens.slice(lastEnd);
+  return Trajectory.parse({
+    id: row.id,
+    source: { file: where.file, line: where.line, format: 'export' },
+    model: row.model,
+    turns,
+    images: row.images.map((img) => ({
+      url: img.bytes !== null ? `data:${imageMime(Buffer.from(img.bytes.slice(0, 24), 'base64'))};base64,${img.bytes}` : (img.path ?? undefined),
+      width: img.width,
+      height: img.height,
+      sizeFrom: 'record',
+      sha256: img.sha256,
+      minPixels: img.min_pixels,
+      maxPixels: img.max_pixels,
+    })),
+    sample: {
+      tokens: row.tokens,
+      responseLength: row.response_length,
+      lossMask: row.loss_mask,
+      ...(row.rollout_log_probs ? { logprobs: row.rollout_log_probs } : {}),
+      maskScope: 'response',
+      imageGridThw: row.image_grid_thw,
+      placeholderRanges: row.placeholder_ranges,
+      mmTokenTypeIds: row.mm_token_type_ids,
+    },
+    reward: row.reward,
+    status: row.status,
+    ...(row.group !== null ? { group: row.group } : {}),
+    meta: { exported_from: row.source },
+  });
+}
+
+/** Logprobs of the generated tokens: all turns have them, none has them (null), or the trajectory is incomplete. */
+function generatedLogprobsState(traj: Trajectory): 'all' | 'none' | 'partial' {
+  const turns = traj.turns.filter((t) => (t.generatedIds?.length ?? 0) > 0);
+  const withLp = turns.filter((t) => t.generatedLogprobs && t.generatedLogprobs.length === t.generatedIds!.length).length;
+  if (withLp === turns.length) return 'all';
+  return withLp === 0 && turns.every((t) => !t.generatedLogprobs) ? 'none' : 'partial';
+}
+
+/**
+ * Decide whether a checked trajectory becomes a row, and build it: the canonical re-alignment's
+ * tokens, mask and logprobs; image bytes or paths; grids, placeholder ranges, token types and
+ * mRoPE positions; then the row is read back as a trajectory and checked again. Only a row with
+ * no error (and, unless `includeWarnings`, no warning) on that re-check is returned.
+ */
+export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): Promise<RowOutcome> {
+  const { trajectory: traj, profile, alignment } = checked;
+  const { special } = profile;
+  const first = originalRejections(checked, opts.includeWarnings);
+  const reasons = first.reasons;
+  const messages = first.messages;
+
+  const lpState = generatedLogprobsState(traj);
+  if (lpState === 'partial') {
+    reasons.push('incomplete_logprobs');
+    messages.push('some generated tokens have logprobs and others do not');
+  }
+  const grids = alignment.imageGridThw;
+  if (grids.some((g) => g === null)) {
+    reasons.push('grid_unknown');
+    messages.push(`no image_grid_thw agrees with pad run ${grids.findIndex((g) => g === null)} (neither the image size nor a stored grid)`);
+  }
+  if (reasons.length > 0) return { kind: 'rejected', reasons: dedupe(reasons), messages, causes: first.causes, recheck: [] };
+
+  const ctx = analysisContext(traj, profile, opts.processor);
+  const images = await exportImages(traj, ctx, opts);
+  if ('problem' in images) return { kind: 'rejected', reasons: ['image_unavailable'], messages: [images.problem], causes: [], recheck: [] };
+
+  const tokens = alignment.tokens;
+  const gridList = grids as NonNullable<(typeof grids)[number]>[];
+  const mropeOpts = { imagePadId: special.imagePad, videoPadId: special.videoPad, visionStartId: special.visionStart, mergeSize: profile.vision.mergeSize };
+  let positionIds: number[][];
+  try {
+    positionIds = opts.positionIds === 'verl' ? verlPositionIds(tokens, gridList, mropeOpts).rows : mropePositionIds(tokens, gridList, mropeOpts).rows;
+  } catch (e) {
+    return { kind: 'rejected', reasons: ['position_ids'], messages: [(e as Error).message], causes: [], recheck: [] };
+  }
+
+  const p = alignment.promptLength;
+  const lastGenerated = traj.turns[traj.turns.length - 1]?.generatedIds ?? [];
+  const row: ExportRow = {
+    schema_version: EXPORT_SCHEMA_VERSION,
+    id: traj.id,
+    source: { file: traj.source.file, line: traj.source.line, format: traj.source.format },
+    model: modelName(traj, profile),
+    group: traj.group ?? null,
+    tokens,
+    response_length: alignment.responseLength,
+    loss_mask: alignment.lossMask.slice(p),
+    rollout_log_probs: lpState === 'all' ? alignment.logprobs.slice(p) : null,
+    reward: traj.reward ?? null,
+    status: sampleStatus(traj, lastGenerated, special.eos),
+    images: images.images,
+    image_grid_thw: gridList,
+    placeholder_ranges: padRuns(tokens, special),
+    mm_token_type_ids: mmTokenTypeIds(tokens, special),
+    position_ids: positionIds,
+  };
+
+  // The re-check: the row as a trajectory of its own, through every check.
+  const again = rowToTrajectory(row, { file: traj.source.file, line: traj.source.line });
+  const recheck = (await checkTrajectory(again, analysisContext(again, profile))).findings;
+  const blocking = recheck.filter((f) => f.severity === 'error' || !opts.includeWarnings);
+  if (blocking.length > 0) {
+    return {
+      kind: 'rejected',
+      reasons: ['recheck_failed'],
+      messages: blocking.map((f) => `after re-alignment: ${f.kind}: ${f.message}`),
+      causes: blocking,
+      recheck,
+    };
+  }
+  return { kind: 'row', row, repaired: checked.findings.filter((f) => f.severity === 'error') };
+}
+
+function dedupe<T>(xs: T[]): T[] {
+  return [...new Set(xs)];
+}
+

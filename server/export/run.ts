@@ -1,0 +1,365 @@
+// `exportRun`: checked trajectories in, a validated training batch out, with its account.
+// Streams over the shared pipeline (server/pipeline.ts checkPaths), one trajectory at a time, so
+// memory is bounded by one row group (Parquet) or one write buffer (JSONL), not by the run.
+//
+// Safe writing: the batch, its manifest and its rejects are written to temporary files in the
+// destination folder (`.NAME.<pid>.<random>.tmp`, hidden, so a rerun over the folder skips
+// them), synced, and renamed into place only when complete — the batch last, so a batch under
+// its final name always has its account beside it. An existing batch is never replaced without
+// `force` (without it the batch is published with link(2), which fails rather than clobbers).
+// SIGINT/SIGTERM/SIGHUP remove the temporary files before the process goes; a SIGKILL cannot be
+// caught and leaves only a temporary file.
+import fs from 'node:fs';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import type { Finding } from '../model/finding.ts';
+import type { ProcessorSettings, ReadError } from '../model/trajectory.ts';
+import { checkPaths, defaultRoots, type CheckedTrajectory, type RunEvent, type RunOptions } from '../pipeline.ts';
+import { expandPaths } from '../import/index.ts';
+import { publicFinding } from '../cli/check.ts';
+import { exportRow, type PositionIdsLayout, type RowOptions } from './row.ts';
+import type { ImageMode } from './images.ts';
+import { JsonlWriter } from './jsonl.ts';
+import { ParquetRowWriter } from './parquet.ts';
+import {
+  countDistinct,
+  emptyCounts,
+  ExportFormat,
+  hashFile,
+  imageDirFor,
+  Manifest,
+  manifestPathFor,
+  rejectsPathFor,
+  rollscopeVersion,
+  type RejectEntry,
+} from './manifest.ts';
+import { EXPORT_SCHEMA_VERSION } from './row.ts';
+
+export interface ExportOptions {
+  /** The batch file to write. */
+  out: string;
+  /** Default: `parquet` when `out` ends in `.parquet`, else `jsonl`. */
+  format?: ExportFormat;
+  /** Replace an existing batch. */
+  force?: boolean;
+  /** Image bytes inline (default) or paths relative to the batch. */
+  images?: ImageMode;
+  /** `qwen`: 3 rows (t, h, w), as transformers' get_rope_index (default); `verl`: verl's 4 rows. */
+  positionIds?: PositionIdsLayout;
+  includeWarnings?: boolean;
+  model?: string;
+  /** Input format override (skips detection). */
+  inputFormat?: string;
+  processor?: ProcessorSettings;
+  roots?: string[];
+  workers?: number;
+  /** Export only the trajectories this accepts (a filter or a selection); the rest are not counted. */
+  select?: (checked: CheckedTrajectory) => boolean;
+  /** A description of `select` for the manifest (e.g. the browser's filter). */
+  selection?: string;
+  signal?: AbortSignal;
+  /** Parquet rows per row group. */
+  rowGroupRows?: number;
+}
+
+export interface ExportProgress {
+  filesDone: number;
+  /** Known when the export was started from paths. */
+  filesTotal: number | null;
+  file: string | null;
+  /** Trajectories the files loaded so far hold (before any selection). */
+  trajectoriesKnown: number;
+  read: number;
+  exported: number;
+  rejected: number;
+  bytesWritten: number;
+}
+
+export interface ExportResult {
+  out: string;
+  manifestFile: string;
+  rejectsFile: string;
+  manifest: Manifest;
+}
+
+export type ExportErrorCode = 'target_exists' | 'bad_target' | 'aborted';
+
+export class ExportError extends Error {
+  constructor(
+    readonly code: ExportErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export function formatFor(out: string, format?: ExportFormat): ExportFormat {
+  return format ?? (/\.parquet$/i.test(out) ? 'parquet' : 'jsonl');
+}
+
+/** Refuse a destination that exists (without force), is a folder, or whose folder does not exist. */
+export function checkTarget(out: string, force: boolean): void {
+  const dir = path.dirname(out);
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new ExportError('bad_target', `${dir}: no such folder to write ${path.basename(out)} into`);
+  if (!fs.existsSync(out)) return;
+  if (fs.statSync(out).isDirectory()) throw new ExportError('bad_target', `${out} is a folder`);
+  if (!force) throw new ExportError('target_exists', `${out} exists; pass --force to replace it`);
+}
+
+// --- temporary files and signals -------------------------------------------------------------
+
+const liveTemps = new Set<string>();
+const liveExports = new Set<AbortController>();
+const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
+const handlers = new Map<NodeJS.Signals, () => void>();
+
+function removeLiveTemps(): void {
+  for (const f of liveTemps) {
+    try {
+      fs.unlinkSync(f);
+    } catch {
+      // already gone
+    }
+  }
+  liveTemps.clear();
+}
+
+function onSignal(sig: NodeJS.Signals): void {
+  removeLiveTemps();
+  for (const a of liveExports) a.abort(new ExportError('aborted', `export interrupted by ${sig}`));
+  // Alone on this signal: restore the default action and let it end the process as it would have.
+  if (process.listenerCount(sig) === 1) {
+    uninstallSignalHandlers();
+    process.kill(process.pid, sig);
+  }
+}
+
+function installSignalHandlers(): void {
+  if (handlers.size > 0) return;
+  for (const sig of SIGNALS) {
+    const h = () => onSignal(sig);
+    handlers.set(sig, h);
+    process.on(sig, h);
+  }
+}
+
+function uninstallSignalHandlers(): void {
+  for (const [sig, h] of handlers) process.removeListener(sig, h);
+  handlers.clear();
+}
+
+export function tempPathFor(file: string): string {
+  return path.join(path.dirname(file), `.${path.basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+}
+
+/** Publish `tmp` as `dest`; without `force`, refuse rather than replace an existing `dest`. */
+function publish(tmp: string, dest: string, force: boolean): void {
+  if (force) {
+    fs.renameSync(tmp, dest);
+    return;
+  }
+  try {
+    fs.linkSync(tmp, dest);
+    fs.unlinkSync(tmp);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') throw new ExportError('target_exists', `${dest} appeared while exporting; pass --force to replace it`);
+    // Filesystems without hard links: check, then rename (a narrow race instead of none).
+    if (fs.existsSync(dest)) throw new ExportError('target_exists', `${dest} exists; pass --force to replace it`);
+    fs.renameSync(tmp, dest);
+  }
+}
+
+// --- the export --------------------------------------------------------------------------------
+
+/** Export every trajectory under `paths` (files or folders). */
+export async function exportRun(paths: readonly string[], opts: ExportOptions, onProgress?: (p: ExportProgress) => void): Promise<ExportResult> {
+  const runOpts: RunOptions = { model: opts.model, format: opts.inputFormat, processor: opts.processor, roots: opts.roots, workers: opts.workers };
+  checkTarget(path.resolve(opts.out), opts.force === true);
+  const filesTotal = expandPaths(paths).files.length;
+  return exportEvents(checkPaths(paths, runOpts), { ...opts, roots: opts.roots ?? defaultRoots(paths) }, onProgress, filesTotal);
+}
+
+interface Sink {
+  write(row: Parameters<ParquetRowWriter['write']>[0]): Promise<void> | void;
+  close(): Promise<void> | void;
+  abandon(): Promise<void> | void;
+  readonly bytesWritten: number;
+}
+
+/**
+ * Export from any stream of pipeline events (e.g. trajectories the server already holds). The
+ * inputs listed in the manifest are the files announced by `file` events.
+ */
+export async function exportEvents(
+  events: AsyncIterable<RunEvent>,
+  opts: ExportOptions,
+  onProgress?: (p: ExportProgress) => void,
+  filesTotal: number | null = null,
+): Promise<ExportResult> {
+  const out = path.resolve(opts.out);
+  const force = opts.force === true;
+  const format = formatFor(out, opts.format);
+  checkTarget(out, force);
+  const manifestFile = manifestPathFor(out);
+  const rejectsFile = rejectsPathFor(out);
+  const rowOpts: RowOptions = {
+    images: opts.images ?? 'embed',
+    positionIds: opts.positionIds ?? 'qwen',
+    includeWarnings: opts.includeWarnings === true,
+    processor: opts.processor,
+    roots: opts.roots ?? [],
+    outDir: path.dirname(out),
+    imageDir: imageDirFor(out),
+  };
+
+  const abort = new AbortController();
+  const onOuterAbort = () => abort.abort(opts.signal?.reason ?? new ExportError('aborted', 'export cancelled'));
+  opts.signal?.addEventListener('abort', onOuterAbort);
+  if (opts.signal?.aborted) onOuterAbort();
+  liveExports.add(abort);
+  installSignalHandlers();
+
+  const temps = { batch: tempPathFor(out), manifest: tempPathFor(manifestFile), rejects: tempPathFor(rejectsFile) };
+  const mine = Object.values(temps);
+  let sink: Sink | undefined;
+  let rejects: JsonlWriter | undefined;
+  try {
+    for (const t of mine) liveTemps.add(t);
+    sink = format === 'parquet' ? ParquetRowWriter.create(temps.batch, { createdBy: `rollscope ${rollscopeVersion()}`, rowGroupRows: opts.rowGroupRows }) : await JsonlWriter.create(temps.batch);
+    rejects = await JsonlWriter.create(temps.rejects);
+
+    const counts = emptyCounts();
+    const inputs: Manifest['inputs'] = [];
+    const profiles = new Map<string, Manifest['profiles'][number]>();
+    const progress: ExportProgress = { filesDone: 0, filesTotal, file: null, trajectoriesKnown: 0, read: 0, exported: 0, rejected: 0, bytesWritten: 0 };
+    // Read errors of one record arrive together (a record can fail on several fields): one entry per record.
+    const unreadable = new Map<string, ReadError[]>();
+    const flushUnreadable = async () => {
+      for (const errs of unreadable.values()) {
+        const e0 = errs[0]!;
+        const entry: RejectEntry = {
+          schema_version: EXPORT_SCHEMA_VERSION,
+          id: null,
+          source: { file: e0.file, line: e0.line, format: null },
+          reasons: ['unreadable'],
+          messages: errs.map((e) => (e.field && !e.message.startsWith(e.field) ? `${e.field}: ${e.message}` : e.message)),
+          findings: [],
+          recheck_findings: [],
+        };
+        await rejects!.write(entry);
+        counts.read++;
+        counts.rejected++;
+        counts.unreadable++;
+        countDistinct(counts.byReason, ['unreadable']);
+      }
+      unreadable.clear();
+    };
+
+    for await (const ev of events) {
+      if (abort.signal.aborted) throw abort.signal.reason instanceof Error ? abort.signal.reason : new ExportError('aborted', 'export cancelled');
+      if (ev.type === 'error') {
+        const key = `${ev.error.file}\u0000${ev.error.line}`;
+        unreadable.set(key, [...(unreadable.get(key) ?? []), ev.error]);
+        continue;
+      }
+      await flushUnreadable();
+      if (ev.type === 'file') {
+        const h = await hashFile(ev.file);
+        inputs.push({ file: ev.file, format: ev.format ?? null, bytes: h.bytes, sha256: h.sha256, trajectories: ev.count });
+        progress.filesDone++;
+        progress.file = ev.file;
+        progress.trajectoriesKnown += ev.count;
+      } else {
+        const c = ev.checked;
+        if (opts.select && !opts.select(c)) continue;
+        counts.read++;
+        const prof = profiles.get(c.profile.name) ?? { name: c.profile.name, family: c.profile.family, hashes: c.profile.hashes, trajectories: 0 };
+        prof.trajectories++;
+        profiles.set(c.profile.name, prof);
+        const outcome = await exportRow(c, rowOpts);
+        if (outcome.kind === 'row') {
+          await sink.write(outcome.row);
+          counts.exported++;
+          countDistinct(counts.repairedByFindingKind, outcome.repaired.map((f) => f.kind));
+        } else {
+          await rejects.write(rejectEntry(c, outcome.reasons, outcome.messages, outcome.recheck));
+          counts.rejected++;
+          countDistinct(counts.byReason, outcome.reasons);
+          countDistinct(counts.byFindingKind, outcome.causes.map((f) => f.kind));
+        }
+      }
+      progress.read = counts.read;
+      progress.exported = counts.exported;
+      progress.rejected = counts.rejected;
+      progress.bytesWritten = sink.bytesWritten;
+      onProgress?.(progress);
+    }
+    await flushUnreadable();
+    if (abort.signal.aborted) throw abort.signal.reason instanceof Error ? abort.signal.reason : new ExportError('aborted', 'export cancelled');
+
+    await sink.close();
+    await rejects.close();
+    const batchHash = await hashFile(temps.batch);
+    const manifest: Manifest = Manifest.parse({
+      schema_version: EXPORT_SCHEMA_VERSION,
+      rollscope_version: rollscopeVersion(),
+      created_at: new Date().toISOString(),
+      output: { file: path.basename(out), format, rows: counts.exported, bytes: batchHash.bytes, sha256: batchHash.sha256 },
+      rejects: { file: path.basename(rejectsFile), lines: counts.rejected },
+      profiles: [...profiles.values()],
+      inputs,
+      counts,
+      settings: {
+        format,
+        images: rowOpts.images,
+        position_ids: rowOpts.positionIds,
+        include_warnings: rowOpts.includeWarnings,
+        model: opts.model ?? null,
+        input_format: opts.inputFormat ?? null,
+        min_pixels: opts.processor?.minPixels ?? null,
+        max_pixels: opts.processor?.maxPixels ?? null,
+        selection: opts.selection ?? null,
+      },
+    });
+    const fd = fs.openSync(temps.manifest, 'wx');
+    fs.writeSync(fd, JSON.stringify(manifest, null, 2) + '\n');
+    fs.fdatasyncSync(fd);
+    fs.closeSync(fd);
+
+    if (abort.signal.aborted) throw abort.signal.reason instanceof Error ? abort.signal.reason : new ExportError('aborted', 'export cancelled');
+    fs.renameSync(temps.rejects, rejectsFile);
+    fs.renameSync(temps.manifest, manifestFile);
+    publish(temps.batch, out, force);
+    return { out, manifestFile, rejectsFile, manifest };
+  } catch (e) {
+    await sink?.abandon();
+    await rejects?.abandon();
+    throw e;
+  } finally {
+    for (const t of mine) {
+      liveTemps.delete(t);
+      try {
+        fs.unlinkSync(t);
+      } catch {
+        // published or never created
+      }
+    }
+    liveExports.delete(abort);
+    opts.signal?.removeEventListener('abort', onOuterAbort);
+    if (liveExports.size === 0) uninstallSignalHandlers();
+  }
+}
+
+function rejectEntry(c: CheckedTrajectory, reasons: RejectEntry['reasons'], messages: string[], recheck: Finding[]): RejectEntry {
+  const t = c.trajectory;
+  return {
+    schema_version: EXPORT_SCHEMA_VERSION,
+    id: t.id,
+    source: { file: t.source.file, line: t.source.line, format: t.source.format },
+    reasons,
+    messages,
+    findings: c.findings.map(publicFinding),
+    recheck_findings: recheck.map(publicFinding),
+  };
+}
