@@ -1,7 +1,7 @@
 // The run at a glance: counts per finding kind (a click filters), then every trajectory as a
 // row of a virtualized table, sortable and filterable by kind, cause, status and text/token id.
-import { useEffect, useMemo } from 'react';
-import { TableVirtuoso } from 'react-virtuoso';
+import { useEffect, useMemo, useRef, useState } from 'react';
+import { TableVirtuoso, type TableComponents, type TableVirtuosoHandle } from 'react-virtuoso';
 import type { ListQueryInput, SortKey, TrajectorySummary } from '../../server/http/api.ts';
 import { useRoute } from '../stores/route.ts';
 import { useRun } from '../stores/run.ts';
@@ -53,6 +53,18 @@ export function FindingChips({ s }: { s: TrajectorySummary }) {
   );
 }
 
+interface RowContext {
+  cursor: number;
+  open(id: string): void;
+}
+
+// Stable component types (defined once), so scrolling and re-renders do not remount rows.
+const TABLE_COMPONENTS: TableComponents<TrajectorySummary, RowContext> = {
+  TableRow: ({ item, context, ...rest }) => (
+    <tr {...rest} data-id={item.id} className={`trow health-row-${item.health}${rest['data-index'] === context.cursor ? ' cursor' : ''}`} onClick={() => context.open(item.id)} />
+  ),
+};
+
 export function Overview() {
   const params = useRoute((r) => r.params);
   const setParams = useRoute((r) => r.set);
@@ -66,6 +78,23 @@ export function Overview() {
   }, [query, loadList, trajectoriesLoaded]);
 
   const open = (id: string) => go({ page: 'trajectory', id, params: { view: 'stream' } });
+  const [cursor, setCursor] = useState(0);
+  const table = useRef<TableVirtuosoHandle>(null);
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (e.target instanceof HTMLInputElement || e.metaKey || e.ctrlKey || e.altKey || items.length === 0) return;
+      const move = (to: number) => {
+        const c = Math.max(0, Math.min(items.length - 1, to));
+        setCursor(c);
+        table.current?.scrollIntoView({ index: c });
+      };
+      if (e.key === 'j') move(cursor + 1);
+      else if (e.key === 'k') move(cursor - 1);
+      else if (e.key === 'Enter' && items[cursor]) open(items[cursor].id);
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  });
   const sortBy = (key: SortKey) => setParams({ sort: key, order: query.sort === key && query.order === 'desc' ? 'asc' : 'desc' }, true);
 
   return (
@@ -135,6 +164,7 @@ export function Overview() {
         </details>
       )}
       <TableVirtuoso
+        ref={table}
         className="table"
         data={items}
         fixedHeaderContent={() => (
@@ -169,11 +199,8 @@ export function Overview() {
             </td>
           </>
         )}
-        components={{
-          TableRow: ({ item, context: _context, ...rest }) => (
-            <tr {...rest} data-id={item.id} className={`trow health-row-${item.health}`} onClick={() => open(item.id)} />
-          ),
-        }}
+        context={{ cursor, open }}
+        components={TABLE_COMPONENTS}
       />
     </div>
   );

@@ -135,3 +135,40 @@ describe('deep links', () => {
     expect(page.url()).toBe(link);
   });
 });
+
+describe('keyboard', () => {
+  it('j/k/Enter walk the run, n jumps to the next finding', async () => {
+    const list = await api<TrajectoryList>('/api/trajectories');
+    const ids = list.items.map((s) => s.id);
+    await page.goto(server.url);
+    await page.waitForSelector('tr.trow');
+    await page.keyboard.press('j');
+    await page.keyboard.press('Enter');
+    await page.waitForURL(`**/#/t/${encodeURIComponent(ids[1]!)}?view=stream`);
+    await page.keyboard.press('j');
+    await page.waitForURL(`**/#/t/${encodeURIComponent(ids[2]!)}?view=stream`);
+    await page.keyboard.press('k');
+    await page.waitForURL(`**/#/t/${encodeURIComponent(ids[1]!)}?view=stream`);
+    // The first trajectory in the default order has findings (errors sort first).
+    await page.goto(`${server.url}#/t/${encodeURIComponent(ids[0]!)}`);
+    await page.waitForSelector('.finding');
+    await page.keyboard.press('n');
+    await expect.poll(() => page.locator('.finding.active').count()).toBe(1);
+    expect(page.url()).toContain('finding=0');
+  });
+});
+
+describe('serve without PATH', () => {
+  it.skipIf(!fs.existsSync('server/demo/write.ts'))('serves the embedded demo run', async () => {
+    const demo = await startServe([]);
+    try {
+      await waitForLoaded(demo.url);
+      const info = (await (await fetch(`${demo.url}api/run`)).json()) as { demo: boolean; trajectories: number; health: { ok: number; error: number } };
+      expect(info.demo).toBe(true);
+      expect(info.health.ok).toBeGreaterThan(0);
+      expect(info.health.error).toBeGreaterThan(0);
+    } finally {
+      await demo.stop();
+    }
+  });
+});
