@@ -159,11 +159,12 @@ export function classifyHunk(profile: ModelProfile, expected: readonly number[],
   const specialA = a.filter((t) => tokenizer.isAdded(t));
   const specialB = b.filter((t) => tokenizer.isAdded(t));
   const squash = (s: string) => s.replace(/\s+/g, '');
+  const sorted = (x: string) => [...squash(x)].sort().join('');
+  const looksJson = /[{}":]/.test(textA + textB);
   let detail: string | undefined;
-  if (squash(textA) === squash(textB)) detail = 'whitespace changed (stripped or re-indented text)';
+  if (looksJson && textA !== textB && sorted(textA) === sorted(textB)) detail = 'tool-call JSON re-serialized (separators or key order changed)';
+  else if (squash(textA) === squash(textB)) detail = 'whitespace changed (stripped or re-indented text)';
   else if (/<think>|<\/think>/.test(textA) && !/<think>|<\/think>/.test(textB)) detail = 'reasoning stripped from the history';
-  else if (/[{}"]/.test(textA + textB) && squash(textA).replace(/[,:]/g, '') === squash(textB).replace(/[,:]/g, ''))
-    detail = 'tool-call JSON re-serialized';
   if (detail || specialA.join() !== specialB.join()) {
     return {
       ...base,

@@ -124,7 +124,8 @@ function printTrajectory(c: CheckedTrajectory, out: NodeJS.WritableStream): void
   out.write(`${mark} ${paint.bold(t.id)}  ${paint.dim(`${where} ${t.source.format}`)}  ${errs} error(s), ${warns} warning(s)\n`);
   const f = c.findings[0]!;
   const label = `${f.kind}${f.cause ? `/${f.cause}` : ''}`;
-  out.write(`    ${f.severity === 'error' ? paint.red(label) : paint.yellow(label)} turn ${f.turn}, ${f.stream ?? ''} token ${f.index}: ${f.message}\n`);
+  const at = [f.turn >= 0 ? `turn ${f.turn}` : '', f.index >= 0 ? `${f.stream ?? ''} token ${f.index}` : ''].filter(Boolean).join(', ');
+  out.write(`    ${f.severity === 'error' ? paint.red(label) : paint.yellow(label)}${at ? ` ${at}` : ''}: ${f.message}\n`);
   const around = tokenContext(c, f);
   if (around) out.write(`    ${around}\n`);
   const rest = c.findings.slice(1).map((x) => `${x.kind}${x.cause ? `/${x.cause}` : ''}`);
