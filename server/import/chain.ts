@@ -40,20 +40,19 @@ export interface ChainOptions {
 /** `<|image_pad|>`, `<|video_pad|>`: the same ids in Qwen2-VL, Qwen2.5-VL and Qwen3-VL (formats.md §1.1). */
 export const QWEN_VL_PAD_IDS: readonly number[] = [151655, 151656];
 
-// Polynomial rolling hash mod a Mersenne prime; products stay below 2^53 so plain numbers suffice.
-const MOD = 2147483647;
-const BASE = 1000003;
-const step = (h: number, x: number): number => (h * BASE + x + 1) % MOD;
+// Rolling hash over token ids in 32-bit integer arithmetic (each step a bijection of the previous
+// value, so prefixes that differ in their last token never collide); hits are verified on tokens.
+const SEED = 0x811c9dc5 | 0;
+const step = (h: number, x: number): number => Math.imul(h ^ (x + 0x9e3779b9), 0x85ebca6b) | 0;
 
-function hashOf(ids: readonly number[]): number {
-  let h = 0;
-  for (const x of ids) h = step(h, x);
+function extendHash(h: number, ids: readonly number[]): number {
+  for (let i = 0; i < ids.length; i++) h = step(h, ids[i]!);
   return h;
 }
 
 function stringHash(s: string): number {
-  let h = 0;
-  for (let i = 0; i < s.length; i++) h = (h * 131 + s.charCodeAt(i)) % MOD;
+  let h = SEED;
+  for (let i = 0; i < s.length; i++) h = step(h, s.charCodeAt(i));
   return h;
 }
 
@@ -62,6 +61,14 @@ function commonPrefix(a: readonly number[], b: readonly number[]): number {
   let i = 0;
   while (i < n && a[i] === b[i]) i++;
   return i;
+}
+
+/** Length of `ids` with placeholder runs collapsed, without building it. */
+function collapsedLength(ids: readonly number[], padIds: readonly number[]): number {
+  if (padIds.length === 0) return ids.length;
+  let n = 0;
+  for (let i = 0; i < ids.length; i++) if (!(i > 0 && ids[i] === ids[i - 1] && padIds.includes(ids[i]!))) n++;
+  return n;
 }
 
 /** Runs of a placeholder id collapsed to one token. */
@@ -86,9 +93,9 @@ class PrefixIndex {
     if (list) list.push(chain);
     else byHash.set(hash, [chain]);
   }
-  /** Calls `visit(length, chains)` for every indexed (length, hash) that is a prefix hash of `ids`. */
-  scan(ids: readonly number[], visit: (length: number, chains: readonly number[]) => void): void {
-    let h = 0;
+  /** Calls `visit(length, chains)` for every indexed (length, hash) that is a prefix hash of `ids`; returns the hash of all of `ids`. */
+  scan(ids: readonly number[], visit: (length: number, chains: readonly number[]) => void): number {
+    let h = SEED;
     for (let len = 1; len <= ids.length; len++) {
       h = step(h, ids[len - 1]!);
       const byHash = this.byLength.get(len);
@@ -96,14 +103,17 @@ class PrefixIndex {
       const chains = byHash.get(h);
       if (chains) visit(len, chains);
     }
+    return h;
   }
 }
 
 interface ChainState {
   calls: number[];
   breaks: number[];
-  /** Last prompt ⧺ last generated ids, and its hash (to recognise stale index entries). */
-  context: readonly number[];
+  /** The context is the last prompt ⧺ last generated ids; its length and hash recognise stale index entries. */
+  lastPrompt: readonly number[];
+  lastGenerated: readonly number[];
+  contextLength: number;
   contextHash: number;
   firstCollapsed: number[];
   lastPromptCollapsedLength: number;
@@ -116,8 +126,8 @@ interface ChainState {
 /** Prefix hashes of a conversation, one per message count (JSON text of each message). */
 function messagePrefixHashes(messages: readonly unknown[]): { hashes: number[]; json: string[] } {
   const json = messages.map((m) => JSON.stringify(m) ?? 'null');
-  const hashes = [0];
-  for (const s of json) hashes.push((hashes[hashes.length - 1]! * BASE + stringHash(s) + 1) % MOD);
+  const hashes = [SEED];
+  for (const s of json) hashes.push(step(hashes[hashes.length - 1]!, stringHash(s)));
   return { hashes, json };
 }
 
@@ -150,15 +160,26 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
   const ends = new PrefixIndex();
   const firsts = new PrefixIndex();
 
-  const setEnd = (id: number, call: ChainCall, promptCollapsed: number[]) => {
+  /** The chain's context (last prompt ⧺ last generated ids) is a prefix of `ids`. */
+  const contextIsPrefix = (c: ChainState, ids: readonly number[]): boolean => {
+    const p = c.lastPrompt;
+    const g = c.lastGenerated;
+    if (ids.length < p.length + g.length || commonPrefix(ids, p) !== p.length) return false;
+    for (let j = 0; j < g.length; j++) if (ids[p.length + j] !== g[j]) return false;
+    return true;
+  };
+
+  const setEnd = (id: number, call: ChainCall, promptHash: number) => {
     const c = chains[id]!;
-    c.context = [...call.promptIds, ...call.generatedIds];
-    c.contextHash = hashOf(c.context);
-    c.lastPromptCollapsedLength = promptCollapsed.length;
+    c.lastPrompt = call.promptIds;
+    c.lastGenerated = call.generatedIds;
+    c.contextLength = call.promptIds.length + call.generatedIds.length;
+    c.contextHash = extendHash(promptHash, call.generatedIds);
+    c.lastPromptCollapsedLength = collapsedLength(call.promptIds, padIds);
     c.lastMessages = call.messages;
     c.lastAnswer = call.answerText;
     c.lastMessagesHash = undefined;
-    if (c.context.length > 0) ends.add(c.context.length, c.contextHash, id);
+    if (c.contextLength > 0) ends.add(c.contextLength, c.contextHash, id);
   };
 
   calls.forEach((call, index) => {
@@ -167,25 +188,23 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
     // 1. The strict rule: the longest chain context the prompt starts with (oldest chain on ties).
     let strict = -1;
     let strictLength = 0;
-    if (prompt.length > 0) {
-      ends.scan(prompt, (length, ids) => {
-        for (const id of ids) {
-          const c = chains[id]!;
-          if (c.context.length !== length || (strict >= 0 && length === strictLength && id > strict)) continue;
-          if (commonPrefix(prompt, c.context) !== length) continue;
-          strict = id;
-          strictLength = length;
-        }
-      });
-    }
-    const collapsed = collapseRuns(prompt, padIds);
+    const promptHash = ends.scan(prompt, (length, ids) => {
+      for (const id of ids) {
+        const c = chains[id]!;
+        if (c.contextLength !== length || (strict >= 0 && length === strictLength && id > strict)) continue;
+        if (!contextIsPrefix(c, prompt)) continue;
+        strict = id;
+        strictLength = length;
+      }
+    });
     if (strict >= 0) {
       chains[strict]!.calls.push(index);
-      setEnd(strict, call, collapsed);
+      setEnd(strict, call, promptHash);
       return;
     }
 
     // 2. A call that breaks the rule but clearly continues a chain.
+    const collapsed = collapseRuns(prompt, padIds);
     let best = -1;
     let bestScore: [number, number] = [-1, -1];
     if (collapsed.length > 0) {
@@ -195,8 +214,7 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
           const c = chains[id]!;
           if (c.firstCollapsed.length !== length || collapsed.length <= c.lastPromptCollapsedLength) continue;
           if (commonPrefix(collapsed, c.firstCollapsed) !== length) continue;
-          const contextCollapsed = collapseRuns(c.context, padIds);
-          const shared = commonPrefix(collapsed, contextCollapsed);
+          const shared = commonPrefix(collapsed, collapseRuns([...c.lastPrompt, ...c.lastGenerated], padIds));
           let answerRepeated = 0;
           if (call.messages && c.lastMessages) {
             const n = c.lastMessages.length;
@@ -205,8 +223,8 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
             c.lastMessagesHash ??= messagePrefixHashes(c.lastMessages).hashes[n]!;
             if (own.hashes[n] !== c.lastMessagesHash) continue;
             if (c.lastMessages.some((m, i) => (JSON.stringify(m) ?? 'null') !== own!.json[i])) continue;
-            const said = assistantText(call.messages[n]);
             // A re-rendering client may append the stop token or strip whitespace: compare trimmed heads.
+            const said = assistantText(call.messages[n]);
             const answer = c.lastAnswer?.trim();
             if (said !== undefined && answer && said.trim().startsWith(answer)) answerRepeated = 1;
           } else if (shared < c.lastPromptCollapsedLength) continue;
@@ -222,15 +240,15 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
       const c = chains[best]!;
       c.breaks.push(c.calls.length);
       c.calls.push(index);
-      setEnd(best, call, collapsed);
+      setEnd(best, call, promptHash);
       return;
     }
 
     // 3. A new chain.
     const id = chains.length;
-    chains.push({ calls: [index], breaks: [], context: [], contextHash: 0, firstCollapsed: collapsed, lastPromptCollapsedLength: 0 });
-    if (collapsed.length > 0) firsts.add(collapsed.length, hashOf(collapsed), id);
-    setEnd(id, call, collapsed);
+    chains.push({ calls: [index], breaks: [], lastPrompt: [], lastGenerated: [], contextLength: 0, contextHash: SEED, firstCollapsed: collapsed, lastPromptCollapsedLength: 0 });
+    if (collapsed.length > 0) firsts.add(collapsed.length, extendHash(SEED, collapsed), id);
+    setEnd(id, call, promptHash);
   });
 
   return chains.map((c) => ({ calls: c.calls, breaks: c.breaks }));
