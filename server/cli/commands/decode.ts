@@ -8,7 +8,7 @@ import { tokenTable } from './tokenize.ts';
 export const command: Command = {
   name: 'decode',
   summary: 'decode token ids back to text (optionally skipping special tokens)',
-  usage: `rollscope decode --model M [--skip-special-tokens] [--json] IDS...|-
+  usage: `rollscope decode --model M [--skip-special-tokens] [--tokens] [--json] IDS...|-
 
 IDS are whole numbers separated by spaces or commas ("151644 8948", "[151644, 8948]"); - reads
 them from stdin. Prints the decoded text, as transformers' tokenizer.decode(ids) gives it,

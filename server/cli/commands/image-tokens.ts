@@ -37,11 +37,12 @@ async function sizeOf(arg: string): Promise<{ width: number; height: number }> {
 
 async function answer(profile: ModelProfile, arg: string, processor: ProcessorSettings): Promise<Entry> {
   const size = await sizeOf(arg);
+  const input = arg.startsWith('data:') ? 'data: URL' : arg;
   try {
-    return { input: arg.startsWith('data:') ? 'data: URL' : arg, ...imageTokensFor(profile, size, processor) };
+    return { input, ...imageTokensFor(profile, size, processor) };
   } catch (e) {
     // Not bad input: the processor itself rejects such an image (aspect ratio over 200).
-    return { input: arg, error: (e as Error).message };
+    return { input, error: (e as Error).message };
   }
 }
 
