@@ -18,7 +18,8 @@ import { vllmImporter } from './vllm.ts';
 import { agentLightningImporter } from './agent-lightning.ts';
 
 /** Registered importers, most specific first (structure sniffing stops at the first match). */
-export const IMPORTERS: Importer[] = [nativeImporter, slimeImporter, verlImporter, arealImporter, verlDumpImporter, arealDumpImporter, primeRlImporter, exportRowsImporter, vllmImporter, agentLightningImporter];
+// `exportRowsImporter` before slime's: an export row is also a slime Sample, plus `schema_version`.
+export const IMPORTERS: Importer[] = [nativeImporter, exportRowsImporter, slimeImporter, verlImporter, arealImporter, verlDumpImporter, arealDumpImporter, primeRlImporter, vllmImporter, agentLightningImporter];
 
 export function registerImporter(importer: Importer): void {
   if (!IMPORTERS.some((i) => i.format === importer.format)) IMPORTERS.push(importer);
