@@ -275,7 +275,7 @@ export function fieldAt(bytes: Uint8Array | readonly Uint8Array[]): string | und
         else if (c === 0x22) {
           inString = false;
           if (key) {
-            const top = frames[frames.length - 1];
+            const top = frames.length > 0 ? frames[frames.length - 1] : undefined;
             if (top && !top.array) top.key = decodeKey(key);
             key = undefined;
           }
@@ -293,7 +293,12 @@ export function fieldAt(bytes: Uint8Array | readonly Uint8Array[]): string | und
         i++;
         continue;
       }
-      const top = frames[frames.length - 1];
+      if (STRUCTURAL[c] === 0) {
+        i = nextStructural(buf, i + 1, n);
+        continue;
+      }
+      // Never frames[-1]: an out-of-bounds read is a slow named-property lookup in V8.
+      const top = frames.length > 0 ? frames[frames.length - 1] : undefined;
       switch (c) {
         case 0x22:
           inString = true;
@@ -334,6 +339,15 @@ export function fieldAt(bytes: Uint8Array | readonly Uint8Array[]): string | und
   return path.length > 16 ? `${path.slice(0, 8).join('.')}.…(${path.length - 12} more levels)….${path.slice(-4).join('.')}` : path.join('.');
 }
 
+const STRUCTURAL = new Uint8Array(256);
+for (const ch of '"[]{},:') STRUCTURAL[ch.charCodeAt(0)] = 1;
+
+function nextStructural(buf: Uint8Array, from: number, n: number): number {
+  let i = from;
+  while (i < n && STRUCTURAL[buf[i]!] === 0) i++;
+  return i;
+}
+
 function indexOrEnd(buf: Uint8Array, byte: number, from: number): number {
   const at = buf.indexOf(byte, from);
   return at < 0 ? buf.length : at;
@@ -366,6 +380,7 @@ export function scanJson(text: string, limits: Pick<ReadLimits, 'maxDepth' | 'ma
   const n = text.length;
   const entries = new Int32Array(limits.maxDepth + 2);
   const isArray = new Uint8Array(limits.maxDepth + 2);
+  const opened = new Float64Array(limits.maxDepth + 2); // where each open container starts
   let depth = 0;
   let nonFinite = false;
   for (let i = 0; i < n; i++) {
@@ -386,12 +401,14 @@ export function scanJson(text: string, limits: Pick<ReadLimits, 'maxDepth' | 'ma
       }
     } else if (c === 0x2c) {
       if (isArray[depth] && ++entries[depth]! >= limits.maxArrayEntries) {
-        throw new JsonLimitError(`array has more than ${limits.maxArrayEntries} entries (the limit; no rollout list is that long)`, i);
+        // Positioned at the array's `[`, so the field named is the array itself.
+        throw new JsonLimitError(`array has more than ${limits.maxArrayEntries} entries (the limit; no rollout list is that long)`, opened[depth]!);
       }
     } else if (c === 0x5b || c === 0x7b) {
       if (++depth > limits.maxDepth) throw new JsonLimitError(`nested more than ${limits.maxDepth} levels deep (the limit; real records nest < 20)`, i);
       entries[depth] = 0;
       isArray[depth] = c === 0x5b ? 1 : 0;
+      opened[depth] = i;
     } else if (c === 0x5d || c === 0x7d) {
       if (depth > 0) depth--;
     } else if (c === 0x4e || c === 0x49) nonFinite = true; // N(aN), I(nfinity): no other JSON token starts so
@@ -464,11 +481,26 @@ export function parseJson(text: string, limits: Pick<ReadLimits, 'maxDepth' | 'm
   }
 }
 
-/** The character position V8 names in a JSON.parse SyntaxError ("... in JSON at position 12"). */
-function syntaxErrorPosition(e: unknown, text: string): number | undefined {
-  const m = /at position (\d+)/.exec((e as Error).message);
-  if (m) return Number(m[1]);
-  if (/Unexpected end of JSON input|Unterminated string/i.test((e as Error).message)) return text.length;
+/**
+ * The character position of a JSON.parse SyntaxError. V8 names it ("... in JSON at position 12"),
+ * except for "Unexpected token": then it quotes 10 characters either side of it (V8
+ * src/json/json-parser.cc, kMinOriginalSourceLengthForContext), found back in the text here.
+ */
+export function syntaxErrorPosition(e: unknown, text: string): number | undefined {
+  const message = (e as Error).message;
+  const at = /at position (\d+)/.exec(message);
+  if (at) return Number(at[1]);
+  if (/Unexpected end of JSON input/.test(message)) return text.length;
+  const m = /^Unexpected token '[\s\S]*?', (\.\.\.)?"([\s\S]*)"(\.\.\.)? is not valid JSON$/.exec(message);
+  if (!m) return undefined;
+  const [, before, snippet = '', after] = m;
+  const context = 10;
+  if (before && after) {
+    const found = text.indexOf(snippet);
+    return found >= 0 && found === text.lastIndexOf(snippet) ? found + context : undefined;
+  }
+  if (before) return text.length - snippet.length + context;
+  if (after) return snippet.length - context;
   return undefined;
 }
 
