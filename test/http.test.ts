@@ -91,10 +91,13 @@ describe('one trajectory', () => {
 
   it('the stream has visible pieces, mask, logprobs, turn marks and vision spans', async () => {
     const s = TokenStream.parse((await get(`/api/trajectories/${IDS.clean}/stream?name=canonical`)).body);
-    expect(s.pieces).toHaveLength(s.ids.length);
-    expect(s.pieces[s.ids.indexOf(EOS)]).toBe('<|im_end|>');
-    expect(s.pieces.some((p) => p.includes('⏎'))).toBe(true);
-    expect(s.pieces.some((p) => p.includes('·'))).toBe(true);
+    // One piece per distinct id, whitespace made visible.
+    expect(Object.keys(s.pieces).map(Number).sort((x, y) => x - y)).toEqual([...new Set(s.ids)].sort((x, y) => x - y));
+    expect(s.pieces[EOS]).toBe('<|im_end|>');
+    expect(s.pieces[198]).toBe('⏎');
+    expect(Object.values(s.pieces).some((p) => p.startsWith('·'))).toBe(true);
+    expect(s.specialIds).toContain(EOS);
+    expect(s.specialIds).not.toContain(198);
     expect(s.turns.filter((m) => m.what === 'generated').map((m) => m.turn)).toEqual([0, 1]);
     const gen = s.turns.find((m) => m.what === 'generated')!;
     expect(s.lossMask![gen.index]).toBe(1);

@@ -6,6 +6,7 @@ import type { DiffResult, TrajectoryDetail } from '../../server/http/api.ts';
 import { useRoute, type Params } from '../stores/route.ts';
 import { diffKey, useTrajectory } from '../stores/trajectory.ts';
 import { causeLabel } from './labels.ts';
+import { isSpecial, pieceAt } from './TokenStreamView.tsx';
 
 function Context({ label, parts }: { label: string; parts: [string, string, string] }) {
   return (
@@ -135,11 +136,11 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
               return (
                 <div className={`drow ${st}${r === selectedRow ? ' selected' : ''}${first ? ' first' : ''}${hunkRows.has(r) ? ' hunkstart' : ''}`} data-row={r} data-a={ai} data-b={bi}>
                   <span className="ix">{ai >= 0 ? ai : ''}</span>
-                  <span className={`side${ai >= 0 && d.a.special[ai] ? ' special' : ''}`} title={ai >= 0 ? `id ${d.a.ids[ai]}` : 'nothing on this side'}>
-                    {ai >= 0 ? d.a.pieces[ai] : st === 'ins' ? '—' : ''}
+                  <span className={`side${ai >= 0 && isSpecial(d.a, ai) ? ' special' : ''}`} title={ai >= 0 ? `id ${d.a.ids[ai]}` : 'nothing on this side'}>
+                    {ai >= 0 ? pieceAt(d.a, ai) : st === 'ins' ? '—' : ''}
                   </span>
-                  <span className={`side${bi >= 0 && d.b.special[bi] ? ' special' : ''}`} title={bi >= 0 ? `id ${d.b.ids[bi]}` : 'nothing on this side'}>
-                    {bi >= 0 ? d.b.pieces[bi] : st === 'del' ? '—' : ''}
+                  <span className={`side${bi >= 0 && isSpecial(d.b, bi) ? ' special' : ''}`} title={bi >= 0 ? `id ${d.b.ids[bi]}` : 'nothing on this side'}>
+                    {bi >= 0 ? pieceAt(d.b, bi) : st === 'del' ? '—' : ''}
                   </span>
                   <span className="ix">{bi >= 0 ? bi : ''}</span>
                   {first && <span className="firstflag">◀ first divergence</span>}

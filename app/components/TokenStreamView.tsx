@@ -14,6 +14,17 @@ import { api } from '../api.ts';
 
 const ROW_TOKENS = 32;
 
+const specialSets = new WeakMap<object, Set<number>>();
+/** Whether token `i` of a stream (or diff side) is an added/special token. */
+export function isSpecial(s: { ids: number[]; specialIds: number[] }, i: number): boolean {
+  let set = specialSets.get(s);
+  if (!set) specialSets.set(s, (set = new Set(s.specialIds)));
+  return set.has(s.ids[i]!);
+}
+
+/** The visible piece of token `i`. */
+export const pieceAt = (s: { ids: number[]; pieces: Record<string, string> }, i: number): string => s.pieces[s.ids[i]!] ?? '';
+
 export type Row =
   | { kind: 'mark'; mark: TurnMark }
   | { kind: 'tokens'; start: number; end: number }
@@ -54,7 +65,7 @@ export function buildRows(s: TokenStream, expanded: Record<number, boolean>, cel
       continue;
     }
     i++;
-    if (s.pieces[i - 1]!.includes('⏎') || i - start >= ROW_TOKENS) flush(i);
+    if (pieceAt(s, i - 1).includes('⏎') || i - start >= ROW_TOKENS) flush(i);
   }
   flush(n);
   return rows;
@@ -95,12 +106,12 @@ function tok(s: TokenStream, i: number, by: 'mask' | 'logprob', selected: boolea
   return (
     <span
       key={i}
-      className={`tok${colorClass(s, i, by)}${s.special[i] ? ' special' : ''}${selected ? ' selected' : ''}${lit ? ' lit' : ''}${pad ? ' pad' : ''}`}
+      className={`tok${colorClass(s, i, by)}${isSpecial(s, i) ? ' special' : ''}${selected ? ' selected' : ''}${lit ? ' lit' : ''}${pad ? ' pad' : ''}`}
       data-i={i}
       data-pad={pad ? `${pad.image}:${pad.k}` : undefined}
       title={tokTitle(s, i, pad)}
     >
-      {pad ? '' : s.pieces[i] || '∅'}
+      {pad ? '' : pieceAt(s, i) || '∅'}
     </span>
   );
 }
@@ -249,7 +260,7 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
         <span className="muted small">{s ? `${s.ids.length.toLocaleString()} tokens` : 'loading…'}</span>
         {token >= 0 && s && (
           <span className="small selected-info" data-testid="selected-token">
-            token #{token} · id {s.ids[token]} · “{s.pieces[token]}”
+            token #{token} · id {s.ids[token]} · “{pieceAt(s, token)}”
           </span>
         )}
       </div>

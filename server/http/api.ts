@@ -157,14 +157,22 @@ export const TurnMark = z.object({
 });
 export type TurnMark = z.infer<typeof TurnMark>;
 
+/**
+ * Decoded pieces once per distinct token id (a 128k-token stream has a few thousand distinct
+ * ids), whitespace made visible (`·` space, `⏎` newline, `→` tab).
+ */
+export const Pieces = z.object({
+  pieces: z.record(z.string(), z.string()),
+  /** Added/special token ids among them (drawn as tags). */
+  specialIds: z.array(z.number().int()),
+});
+export type Pieces = z.infer<typeof Pieces>;
+
 export const TokenStream = z.object({
   name: StreamName,
   turn: z.number().int(),
   ids: z.array(z.number().int()),
-  /** Decoded piece per token, whitespace made visible (`·` space, `⏎` newline). */
-  pieces: z.array(z.string()),
-  /** 1 for special/added tokens (drawn as tags). */
-  special: z.array(z.number().int()),
+  ...Pieces.shape,
   /** Per token; null where the stream has no mask / logprob there. */
   lossMask: z.array(z.number().nullable()).nullable(),
   logprobs: z.array(z.number().nullable()).nullable(),
@@ -184,8 +192,7 @@ export type DiffQuery = z.infer<typeof DiffQuery>;
 export const DiffSide = z.object({
   label: z.string(),
   ids: z.array(z.number().int()),
-  pieces: z.array(z.string()),
-  special: z.array(z.number().int()),
+  ...Pieces.shape,
 });
 
 export const DiffResult = z.object({

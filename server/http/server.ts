@@ -6,6 +6,7 @@ import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import sharp from 'sharp';
 import type { z } from 'zod';
 import { ZodError } from 'zod';
@@ -57,12 +58,22 @@ const SECURITY_HEADERS = {
   'Content-Security-Policy': "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; connect-src 'self'",
 };
 
+/** Responses larger than this are gzipped when the client accepts it (token streams compress ~5×). */
+const GZIP_MIN_BYTES = 16 * 1024;
+
 function sendJson<S extends z.ZodType>(res: http.ServerResponse, schema: S, body: z.input<S>, status = 200): void {
   // Validate what we send: a response that breaks the contract is a server bug, reported as one.
   const parsed = schema.safeParse(body);
   if (!parsed.success) throw new Error(`response does not match its schema: ${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
-  const text = JSON.stringify(parsed.data);
-  res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', ...SECURITY_HEADERS });
+  const text = Buffer.from(JSON.stringify(parsed.data));
+  const headers: http.OutgoingHttpHeaders = { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', Vary: 'Accept-Encoding', ...SECURITY_HEADERS };
+  const accepts = /\bgzip\b/.test(String(res.req?.headers['accept-encoding'] ?? ''));
+  if (accepts && text.length >= GZIP_MIN_BYTES) {
+    res.writeHead(status, { ...headers, 'Content-Encoding': 'gzip' });
+    res.end(gzipSync(text, { level: 1 }));
+    return;
+  }
+  res.writeHead(status, headers);
   res.end(text);
 }
 

@@ -13,7 +13,7 @@ import { boundaryIds, turnCloseIds } from '../analysis/render.ts';
 import { padCountFromGrid } from '../analysis/image-math.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
-import type { DiffQuery, DiffResult, ImageInfo, StreamInfo, TokenStream, TrajectoryDetail, TrajectorySummary, TurnMark, VisionSpanInfo } from './api.ts';
+import type { DiffQuery, DiffResult, ImageInfo, Pieces, StreamInfo, TokenStream, TrajectoryDetail, TrajectorySummary, TurnMark, VisionSpanInfo } from './api.ts';
 
 export class NotFound extends Error {}
 
@@ -60,9 +60,15 @@ export async function trajectoryDetail(summary: TrajectorySummary, c: CheckedTra
   };
 }
 
-function pieces(profile: ModelProfile, ids: readonly number[]): { pieces: string[]; special: number[] } {
+function pieces(profile: ModelProfile, ids: readonly number[]): Pieces {
   const tok = profile.tokenizer;
-  return { pieces: ids.map((id) => visiblePiece(tok.piece(id))), special: ids.map((id) => (tok.isAdded(id) ? 1 : 0)) };
+  const out: Record<string, string> = {};
+  const specialIds: number[] = [];
+  for (const id of new Set(ids)) {
+    out[id] = visiblePiece(tok.piece(id));
+    if (tok.isAdded(id)) specialIds.push(id);
+  }
+  return { pieces: out, specialIds };
 }
 
 function visionSpans(ids: readonly number[], c: CheckedTrajectory, ctx: AnalysisContext, firstImage = 0): VisionSpanInfo[] {
