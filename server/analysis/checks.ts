@@ -423,7 +423,7 @@ function describeRole(tokens: readonly number[], index: number, ctx: AnalysisCon
   for (let i = index; i >= 0; i--) {
     if (tokens[i] === special.imStart) {
       const role = tokenizer.decodeSync(tokens.slice(i + 1, Math.min(i + 3, tokens.length))).split('\n')[0] ?? '?';
-      return i === index ? 'a turn header' : `a ${role} turn`;
+      return i === index ? 'a turn header' : `${/^[aeiou]/i.test(role) ? 'an' : 'a'} ${role} turn`;
     }
   }
   return 'the prompt';

@@ -29,6 +29,8 @@ export const CheckReport = z.object({
     clean: z.number().int(),
     withErrors: z.number().int(),
     withWarningsOnly: z.number().int(),
+    /** No findings, but the format keeps too little for the checks to run (text-only dumps). */
+    notCheckable: z.number().int(),
     unreadableRecords: z.number().int(),
     findingsByKind: z.record(z.string(), z.number().int()),
   }),
@@ -36,14 +38,15 @@ export const CheckReport = z.object({
 export type CheckReport = z.infer<typeof CheckReport>;
 
 export function newSummary(): CheckReport['summary'] {
-  return { trajectories: 0, clean: 0, withErrors: 0, withWarningsOnly: 0, unreadableRecords: 0, findingsByKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])) };
+  return { trajectories: 0, clean: 0, withErrors: 0, withWarningsOnly: 0, notCheckable: 0, unreadableRecords: 0, findingsByKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])) };
 }
 
-export function addToSummary(summary: CheckReport['summary'], findings: readonly Finding[]): void {
+export function addToSummary(summary: CheckReport['summary'], findings: readonly Finding[], limitations: readonly string[] = []): void {
   summary.trajectories++;
   const hasError = findings.some((f) => f.severity === 'error');
   if (hasError) summary.withErrors++;
   else if (findings.length > 0) summary.withWarningsOnly++;
+  else if (limitations.length > 0) summary.notCheckable++;
   else summary.clean++;
   for (const f of findings) summary.findingsByKind[f.kind] = (summary.findingsByKind[f.kind] ?? 0) + 1;
 }
@@ -76,7 +79,7 @@ export async function runCheck(paths: string[], opts: RunOptions & { json: boole
     if (ev.type === 'file') continue;
     const c = ev.checked;
     const t = c.trajectory;
-    addToSummary(report.summary, c.findings);
+    addToSummary(report.summary, c.findings, t.limitations);
     report.trajectories.push({
       id: t.id,
       source: { file: t.source.file, line: t.source.line },
@@ -117,7 +120,10 @@ function printTrajectory(c: CheckedTrajectory, out: NodeJS.WritableStream): void
   const warns = c.findings.length - errs;
   const where = `${t.source.file}:${t.source.line}`;
   if (c.findings.length === 0) {
-    out.write(`${paint.green('✓')} ${t.id}  ${paint.dim(`${where} ${t.source.format}, ${t.turns.length} turn(s)`)}\n`);
+    // A record that cannot be checked (text-only dumps) is not "clean": say what could not run.
+    const mark = t.limitations.length > 0 ? paint.yellow('?') : paint.green('✓');
+    out.write(`${mark} ${t.id}  ${paint.dim(`${where} ${t.source.format}, ${t.turns.length} turn(s)`)}\n`);
+    for (const l of t.limitations) out.write(paint.dim(`    note: ${l}\n`));
     return;
   }
   const mark = errs > 0 ? paint.red('✗') : paint.yellow('!');
@@ -142,6 +148,7 @@ function printSummary(r: CheckReport, out: NodeJS.WritableStream): void {
     .join(', ');
   out.write(
     `\n${s.trajectories} trajectories: ${s.clean} clean, ${s.withErrors} with errors, ${s.withWarningsOnly} with warnings only` +
+      `${s.notCheckable ? `, ${s.notCheckable} not checkable (see notes)` : ''}` +
       `${s.unreadableRecords ? `; ${s.unreadableRecords} unreadable record(s)` : ''}${kinds ? `\nfindings: ${kinds}` : ''}\n`,
   );
 }

@@ -22,7 +22,7 @@ export type FormatName = z.infer<typeof FormatName>;
 export const TokenId = z.number().int().nonnegative();
 export const TokenIds = z.array(TokenId);
 /** Logprobs may legitimately be any finite number <= 0; NaN/Infinity/positive values are findings, not schema errors. */
-export const Logprob = z.number().or(z.nan());
+export const Logprob = z.union([z.number(), z.nan(), z.custom<number>((v) => v === Infinity || v === -Infinity, 'an infinite number')]);
 export const Logprobs = z.array(Logprob);
 
 export const Source = z.object({
