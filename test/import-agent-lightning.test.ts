@@ -142,6 +142,31 @@ describe('GET /rollouts/{id}/events?format=triplet', () => {
   });
 });
 
+describe('raw model_request events (the gateway stores the vLLM request and response)', () => {
+  it('are read like vLLM log lines: messages and images too; failed calls are skipped', () => {
+    // The vLLM fixture's calls of one conversation, wrapped as the gateway records them.
+    const lines = fs.readFileSync(path.join(AGL_DIR, '../vllm/chat-by-id.jsonl'), 'utf8').trim().split('\n').map((l) => parseJson(l) as Record<string, unknown>);
+    const calls = lines.filter((l) => l.trajectory_id === 'geo-clean');
+    const event = (data: Record<string, unknown>, i: number) => ({ event_type: 'model_request', rollout_id: 'ro-raw', attempt_id: '0', timestamp: 1764400000 + i, data });
+    const values = [
+      ...calls.map((c, i) => event({ model: MODEL, request: c.request, response: c.response, http_status: 200, status: 'ok' }, i)),
+      event({ model: MODEL, request: calls[0]!.request, response: { error: { message: 'overloaded' } }, http_status: 503, status: 'error' }, 9),
+      { event_type: 'reward', rollout_id: 'ro-raw', attempt_id: '0', timestamp: 1764400010, data: { value: 1.0 } },
+    ];
+    const records = values.map((value, i) => ({ line: i + 1, offset: 0, length: 0, value }));
+    const { trajectories, errors } = agentLightningImporter.importRecords(records, { file: 'events.jsonl' });
+    expect(errors).toEqual([]);
+    expect(trajectories.map((t) => [t.id, t.turns.length, t.reward, t.source.lines])).toEqual([['ro-raw', 3, 1.0, [1, 2, 3]]]);
+    const t = trajectories[0]!;
+    t.turns.forEach((turn, k) => {
+      expect(turn.promptIds).toEqual(conv.clean.trajectory.turns[k]!.promptIds);
+      expect(turn.generatedIds).toEqual(conv.clean.trajectory.turns[k]!.generatedIds);
+      expect(turn.messages).toEqual(resolveUrls(conv.clean.trajectory.turns[k]!.messages as Message[], dataUrls));
+    });
+    expect(t.images?.map((i) => i.url)).toEqual([dataUrls.triangle, dataUrls.isosceles]);
+  });
+});
+
 describe('CompletedRollout lines (current generation)', () => {
   it('one trajectory per rollout, image_urls once each, final reward; the retokenized sibling is attached by tokens alone and found', async () => {
     const { trajectories: ts, errors } = await load('completed-rollouts.jsonl');

@@ -10,6 +10,7 @@ import { analyzeTrajectory } from '../server/pipeline.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
 import { CheckReport } from '../server/cli/check.ts';
 import { chainCalls } from '../server/import/chain.ts';
+import { vllmImporter } from '../server/import/vllm.ts';
 import type { Message, Trajectory } from '../server/model/trajectory.ts';
 import {
   buildConversations,
@@ -254,6 +255,27 @@ describe('malformed lines', () => {
     expect(errors[2]).toMatchObject({ field: 'response' });
     expect(errors[2]!.message).toMatch(/missing/);
     expectTurns(byId(ts, 'ok-1'), conv.single);
+  });
+});
+
+describe('request fields kept for the analysis', () => {
+  it('keeps request.tools in meta (the trajectory model has no field for them) and reads mm_processor_kwargs.size', () => {
+    const tools = [{ type: 'function', function: { name: 'zoom', parameters: { type: 'object', properties: { box: { type: 'array' } } } } }];
+    const record = {
+      trajectory_id: 't',
+      request: { model: 'Qwen/Qwen3-VL-8B-Instruct', messages: [{ role: 'user', content: 'hi' }], tools, mm_processor_kwargs: { size: { shortest_edge: 65536, longest_edge: 1048576 } } },
+      response: { prompt_token_ids: [151644, 872, 198], choices: [{ index: 0, token_ids: [9707, 151645], finish_reason: 'stop', message: { content: 'Hello' } }] },
+    };
+    const { trajectories, errors } = vllmImporter.importRecords([{ line: 1, offset: 0, length: 0, value: record }], { file: 'x.jsonl' });
+    expect(errors).toEqual([]);
+    expect(trajectories[0]!.meta?.tools).toEqual(tools);
+    expect(trajectories[0]!.turns[0]!.processor).toEqual({ minPixels: 65536, maxPixels: 1048576 });
+    expect(trajectories[0]!.model).toBe('Qwen/Qwen3-VL-8B-Instruct');
+  });
+
+  it('an error response (a failed call) is skipped, not read as a broken record', () => {
+    const record = { trajectory_id: 't', request: { model: 'm', messages: [] }, response: { object: 'error', message: 'The model is overloaded', code: 503 } };
+    expect(vllmImporter.importRecords([{ line: 1, offset: 0, length: 0, value: record }], { file: 'x.jsonl' })).toEqual({ trajectories: [], errors: [] });
   });
 });
 

@@ -219,13 +219,8 @@ function readEvent(value: Record<string, unknown>, at: Where, out: Collected): v
     // Agent Lightning trains on the first choice only (events.py `_trim_model_request`).
     const first = calls[0];
     if (first) {
-      out.calls.push({
-        line: at.line,
-        ...(rollout !== undefined ? { rollout } : {}),
-        turn: first.turn,
-        ...(first.model ?? modelOf(data.model, data.server) ? { model: first.model ?? modelOf(data.model, data.server) } : {}),
-        event: true,
-      });
+      const model = first.model ?? modelOf(data.model, data.server);
+      out.calls.push({ line: at.line, ...(rollout !== undefined ? { rollout } : {}), turn: first.turn, ...(model ? { model } : {}), event: true });
     }
     return;
   }
