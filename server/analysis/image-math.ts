@@ -1,7 +1,7 @@
 // Image → token math for Qwen2-VL / Qwen2.5-VL / Qwen3-VL: smart_resize, image_grid_thw,
 // <|image_pad|> counts and the pad-token ↔ pixel-rectangle mapping used by overlays.
 //
-// Pure functions, no I/O. Sources (see /work/shared/reference/formats.md §1.3–§1.5):
+// Pure functions, no I/O. Sources (see formats.md in the shared reference, §1.3–§1.5):
 // - Variant A: huggingface/transformers src/transformers/models/qwen2_vl/image_processing_qwen2_vl.py
 //   `smart_resize` (v5); vLLM imports the same function (vllm/model_executor/models/qwen2_vl.py).
 // - Variant B: QwenLM/Qwen2.5-VL and QwenLM/Qwen3-VL qwen-vl-utils/src/qwen_vl_utils/vision_process.py

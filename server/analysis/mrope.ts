@@ -1,6 +1,6 @@
 // mRoPE (3-D rotary) position ids for Qwen-VL sequences, as computed by `get_rope_index`.
 //
-// Pure, O(n). Sources (see /work/shared/reference/formats.md §2.1, §2.4, §2.5):
+// Pure, O(n). Sources (see formats.md in the shared reference, §2.1, §2.4, §2.5):
 // - huggingface/transformers models/qwen2_vl/modeling_qwen2_vl.py `Qwen2VLModel.get_rope_index`
 //   (copied as QwenLM/Qwen3-VL qwen-vl-finetune/qwenvl/data/rope2d.py `get_rope_index_2`;
 //   verl verl/models/transformers/qwen3_vl.py `get_rope_index`).
