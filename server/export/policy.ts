@@ -24,9 +24,11 @@ export const REJECT_REASONS = [
   'incomplete_logprobs',
   /** A pad run has no image_grid_thw that agrees with it. */
   'grid_unknown',
+  /** The stream holds video pads: the row schema has image fields only. */
+  'video_unsupported',
   /** mRoPE positions could not be computed. */
   'position_ids',
-  /** An image's bytes could not be read (or exist only as a remote URL / a size). */
+  /** An image's bytes could not be read (or exist only as a remote URL / a size), or a pad run has no image. */
   'image_unavailable',
   /** The re-aligned row failed the checks. */
   'recheck_failed',

@@ -191,8 +191,17 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     reasons.push('incomplete_logprobs');
     messages.push('some generated tokens have logprobs and others do not');
   }
+  const runs = padRuns(alignment.tokens, special);
+  const videoRun = runs.find((r) => alignment.tokens[r.offset] === special.videoPad);
   const grids = alignment.imageGridThw;
-  if (grids.some((g) => g === null)) {
+  if (videoRun) {
+    reasons.push('video_unsupported');
+    messages.push(`a video pad run at token ${videoRun.offset}: video rows are not exported (schema version ${EXPORT_SCHEMA_VERSION} has image fields only)`);
+  } else if (runs.length !== traj.images.length) {
+    // Every pad run needs its pixels: a run without an image (token ids only) cannot be trained on.
+    reasons.push('image_unavailable');
+    messages.push(`the tokens hold ${runs.length} image pad run(s) but the data gives ${traj.images.length} image(s)`);
+  } else if (grids.some((g) => g === null)) {
     reasons.push('grid_unknown');
     messages.push(`no image_grid_thw agrees with pad run ${grids.findIndex((g) => g === null)} (neither the image size nor a stored grid)`);
   }
@@ -228,7 +237,7 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     status: sampleStatus(traj, lastGenerated, special.eos),
     images: images.images,
     image_grid_thw: gridList,
-    placeholder_ranges: padRuns(tokens, special),
+    placeholder_ranges: runs,
     mm_token_type_ids: mmTokenTypeIds(tokens, special),
     position_ids: positionIds,
   };
