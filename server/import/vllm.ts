@@ -321,12 +321,13 @@ function assemble(file: string, calls: readonly VllmCall[], group: Group): Traje
   }
   if (turns.some((t) => !t.generatedIds)) limitations.push('no generated token ids (neither token_ids nor "token_id:N" logprob tokens): only the text is known');
   const tools = members.find((c) => c.tools)?.tools;
+  const model = members.find((c) => c.model)?.model;
   const reward = [...members].reverse().find((c) => c.reward !== undefined)?.reward;
   const id = first.key ? first.key.value : `line ${first.line}${first.choice !== undefined ? `#${first.choice}` : ''}`;
   return {
     id,
     source: { file, line: first.line, format: 'vllm', ...(lines.length > 1 ? { lines } : {}) },
-    ...(members.find((c) => c.model)?.model ? { model: members.find((c) => c.model)!.model } : {}),
+    ...(model ? { model } : {}),
     turns,
     images: imagesOfTurns(turns),
     ...(reward !== undefined ? { reward } : {}),
