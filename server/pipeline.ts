@@ -21,6 +21,8 @@ export interface RunOptions {
   roots?: string[];
   /** Worker threads for the analysis; 0 runs it on the main thread. */
   workers?: number;
+  /** Fetch http(s) images named by the records (`--allow-remote-images`; SSRF-guarded, server/images/remote.ts). */
+  allowRemoteImages?: boolean;
 }
 
 export interface CheckedTrajectory {
@@ -33,7 +35,7 @@ export interface CheckedTrajectory {
 
 export async function analyzeTrajectory(traj: Trajectory, opts: RunOptions, roots: readonly string[]): Promise<CheckedTrajectory> {
   const baseDir = path.dirname(path.resolve(traj.source.file));
-  const resolved = await resolveImages(traj, { baseDir, roots });
+  const resolved = await resolveImages(traj, { baseDir, roots, allowRemoteImages: opts.allowRemoteImages === true });
   const profile = profileFor(opts.model, resolved.model);
   const ctx = analysisContext(resolved, profile, opts.processor);
   const { findings, alignment, rerender } = await checkTrajectory(resolved, ctx);

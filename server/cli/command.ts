@@ -21,6 +21,7 @@ export const COMMON_OPTIONS = {
   'min-pixels': { type: 'string' },
   'max-pixels': { type: 'string' },
   json: { type: 'boolean', default: false },
+  'allow-remote-images': { type: 'boolean', default: false },
   help: { type: 'boolean', short: 'h', default: false },
 } satisfies ParseArgsConfig['options'];
 
@@ -30,7 +31,10 @@ export const COMMON_USAGE = `  --model M        qwen2-vl, qwen2.5-vl, qwen3-vl, 
   --format F       override format detection
   --min-pixels N   image processor min_pixels for this run (records that state their own keep theirs)
   --max-pixels N   image processor max_pixels for this run
-  --json           machine-readable output`;
+  --json           machine-readable output
+  --allow-remote-images
+                   fetch http(s) images the records name (off: they are marked unavailable). Only
+                   public addresses, 10 s, 64 MiB, image/* only, redirects re-checked (docs/security.md)`;
 
 export function parse<T extends NonNullable<ParseArgsConfig['options']>>(argv: string[], options: T) {
   return parseArgs({ args: argv, options, allowPositionals: true, strict: true });

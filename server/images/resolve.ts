@@ -1,14 +1,24 @@
 // Image sizes from the real bytes (sharp reads the header without decoding), for `data:` URLs
-// and files relative to the data file's folder. Remote URLs are not fetched: fetching what a
-// rollout file names from a server is a request-forgery risk (docs/security.md).
+// and files relative to the data file's folder. Remote URLs are fetched only when asked
+// (`--allow-remote-images`, server/images/remote.ts): fetching what a rollout file names is a
+// request-forgery risk. Local files stay inside the folders rollscope was given, whatever the
+// spelling (`..`, absolute, `file:` URLs, percent-encoding, symlinks); sizes and pixel counts are
+// bounded before anything is decoded (docs/security.md §Images).
 import fs from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 import type { ImageRef, Trajectory } from '../model/trajectory.ts';
+import { fetchRemoteImage, type RemoteImageLimits } from './remote.ts';
 
-export const MAX_DATA_URL_BYTES = 64 * 1024 * 1024;
-/** sharp's own default pixel limit is 268M; a decompression bomb is refused before decoding. */
+/** Largest image file, data: URL payload or download (a 4K PNG screenshot is ~10 MB). */
+export const MAX_IMAGE_BYTES = 64 * 1024 * 1024;
+export const MAX_DATA_URL_BYTES = MAX_IMAGE_BYTES;
+/**
+ * PIL's decompression-bomb threshold (2 × Image.MAX_IMAGE_PIXELS = 178,956,970), so rollscope
+ * refuses what the Qwen-VL processors refuse; below sharp's own default (268 M).
+ */
 export const MAX_INPUT_PIXELS = 178_956_970;
 
 export interface ImageBytes {
@@ -19,32 +29,114 @@ export interface ImageBytes {
 
 export class ImageUnavailable extends Error {}
 
-/** Resolve an image reference to bytes, confined to `roots` for local files. */
+const REMOTE = /^https?:\/\//i;
+const SCHEME = /^([a-z][a-z0-9+.-]*):\/\//i;
+
+export function isRemoteImageUrl(url: string): boolean {
+  return REMOTE.test(url);
+}
+
+/** Resolve an image reference to bytes, confined to `roots` for local files. Never fetches. */
 export function imageBytes(url: string, baseDir: string, roots: readonly string[]): ImageBytes {
-  if (url.startsWith('data:')) {
-    const comma = url.indexOf(',');
-    if (comma < 0) throw new ImageUnavailable('malformed data: URL (no comma)');
-    const meta = url.slice(5, comma);
-    if (url.length - comma > (MAX_DATA_URL_BYTES * 4) / 3 + 4) throw new ImageUnavailable(`data: URL over ${MAX_DATA_URL_BYTES} bytes`);
-    const payload = url.slice(comma + 1);
-    const bytes = meta.endsWith(';base64') ? Buffer.from(payload, 'base64') : Buffer.from(decodeURIComponent(payload), 'utf8');
-    return { bytes };
+  if (url.startsWith('data:')) return { bytes: dataUrlBytes(url) };
+  if (REMOTE.test(url)) throw new ImageUnavailable('remote image not fetched (rollscope fetches nothing unless --allow-remote-images is given)');
+  let local = url;
+  if (/^file:/i.test(url)) {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new ImageUnavailable('malformed file: URL');
+    }
+    if (parsed.hostname && parsed.hostname !== 'localhost') throw new ImageUnavailable(`file: URL names another host (${parsed.hostname})`);
+    try {
+      // Decodes percent-escapes once, after the URL parser has already folded `..` and `%2e%2e`;
+      // refuses an encoded `/` (ERR_INVALID_FILE_URL_PATH).
+      local = fileURLToPath(parsed);
+    } catch (e) {
+      throw new ImageUnavailable(`malformed file: URL (${(e as Error).message})`);
+    }
+  } else {
+    const scheme = SCHEME.exec(url);
+    if (scheme) throw new ImageUnavailable(`unsupported image URL scheme "${scheme[1]}:"`);
   }
-  if (/^https?:\/\//i.test(url)) throw new ImageUnavailable('remote image not fetched (rollscope fetches nothing unless asked)');
-  const local = url.startsWith('file://') ? decodeURIComponent(new URL(url).pathname) : url;
-  const resolved = path.resolve(baseDir, local);
-  let real: string;
+  // A plain path is a path: `%2e%2e` in it is a file name, not `..`.
+  if (local.includes('\u0000')) throw new ImageUnavailable('image path contains a NUL byte');
+  return { ...confinedRead(path.resolve(baseDir, local), local, roots) };
+}
+
+function dataUrlBytes(url: string): Buffer {
+  const comma = url.indexOf(',');
+  if (comma < 0) throw new ImageUnavailable('malformed data: URL (no comma)');
+  const meta = url.slice(5, comma);
+  const payloadChars = url.length - comma - 1;
+  const base64 = /;base64$/i.test(meta);
+  // Checked on the encoded length, before anything is decoded.
+  const decodedAtMost = base64 ? Math.floor((payloadChars * 3) / 4) : payloadChars;
+  if (decodedAtMost > MAX_DATA_URL_BYTES) throw new ImageUnavailable(`data: URL of ~${decodedAtMost} bytes is over the ${MAX_DATA_URL_BYTES}-byte limit`);
+  const payload = url.slice(comma + 1);
+  return base64 ? Buffer.from(payload, 'base64') : percentDecodeBytes(payload);
+}
+
+/** Percent-decoding to bytes (decodeURIComponent would turn binary %XX into UTF-8 text). */
+function percentDecodeBytes(s: string): Buffer {
+  const out = Buffer.alloc(Buffer.byteLength(s));
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0x25 && /^[0-9a-f]{2}$/i.test(s.slice(i + 1, i + 3))) {
+      out[n++] = parseInt(s.slice(i + 1, i + 3), 16);
+      i += 2;
+    } else n += out.write(s[i]!, n);
+  }
+  return out.subarray(0, n);
+}
+
+/**
+ * Open first, then check what was opened: on Linux the kernel tells the real path of the open
+ * descriptor (/proc/self/fd), so a symlink swapped in between a check and the open cannot lead
+ * out of the roots. Non-blocking, so a FIFO planted under a root cannot hang the read.
+ */
+function confinedRead(resolved: string, shown: string, roots: readonly string[]): { bytes: Buffer; path: string } {
+  let fd: number;
   try {
-    real = fs.realpathSync(resolved);
-  } catch {
-    throw new ImageUnavailable(`image file not found: ${local}`);
+    fd = fs.openSync(resolved, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    throw new ImageUnavailable(code === 'ENOENT' || code === 'ENOTDIR' ? `image file not found: ${shown}` : `cannot open image ${shown}: ${code ?? (e as Error).message}`);
   }
-  const allowed = roots.some((root) => {
+  try {
+    const real = openedPath(fd, resolved);
+    if (real === undefined || !insideRoots(real, roots)) throw new ImageUnavailable(`image path ${shown} leads outside the folders rollscope was given`);
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) throw new ImageUnavailable(`image path ${shown} is not a regular file`);
+    if (st.size > MAX_IMAGE_BYTES) throw new ImageUnavailable(`image file ${shown} is ${st.size} bytes, over the ${MAX_IMAGE_BYTES}-byte limit`);
+    const bytes = Buffer.alloc(st.size);
+    let got = 0;
+    while (got < st.size) {
+      const n = fs.readSync(fd, bytes, got, st.size - got, got);
+      if (n === 0) break;
+      got += n;
+    }
+    return { bytes: bytes.subarray(0, got), path: real };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function openedPath(fd: number, resolved: string): string | undefined {
+  try {
+    return fs.readlinkSync(`/proc/self/fd/${fd}`);
+  } catch {
+    return safeRealpath(resolved); // not Linux: the check-then-use window stays open (docs/security.md)
+  }
+}
+
+function insideRoots(real: string, roots: readonly string[]): boolean {
+  return roots.some((root) => {
     const r = safeRealpath(root);
     return r !== undefined && (real === r || real.startsWith(r.endsWith(path.sep) ? r : r + path.sep));
   });
-  if (!allowed) throw new ImageUnavailable(`image path ${local} leads outside the folders rollscope was given`);
-  return { bytes: fs.readFileSync(real), path: real };
 }
 
 function safeRealpath(p: string): string | undefined {
@@ -57,11 +149,23 @@ function safeRealpath(p: string): string | undefined {
 
 const sizeCache = new Map<string, { width: number; height: number; sha256: string } | { error: string }>();
 
-export async function imageSize(bytes: Buffer): Promise<{ width: number; height: number }> {
-  const meta = await sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS }).metadata();
+/**
+ * Width and height from the image header, EXIF orientation applied. An image that claims more
+ * than `maxPixels` is refused here, before any decode could allocate for it.
+ */
+export async function imageSize(bytes: Buffer, maxPixels = MAX_INPUT_PIXELS): Promise<{ width: number; height: number }> {
+  // SVG is XML a renderer may follow links from, and no Qwen-VL processor (PIL) reads it.
+  const head = bytes.subarray(0, 256).toString('latin1').replace(/^\ufeff|^\u00ef\u00bb\u00bf/, '').trimStart();
+  if (head.startsWith('<')) throw new ImageUnavailable('not a raster image (SVG/XML is not read)');
+  let meta: Awaited<ReturnType<ReturnType<typeof sharp>["metadata"]>>;
+  try {
+    meta = await sharp(bytes, { limitInputPixels: maxPixels }).metadata();
+  } catch (e) {
+    throw new ImageUnavailable(`cannot decode image: ${(e as Error).message}`);
+  }
   if (!meta.width || !meta.height) throw new ImageUnavailable('image has no size');
-  if (meta.width * meta.height > MAX_INPUT_PIXELS) {
-    throw new ImageUnavailable(`image claims ${meta.width}×${meta.height} pixels, over the ${MAX_INPUT_PIXELS}-pixel limit (decompression bomb?)`);
+  if (meta.width * meta.height > maxPixels) {
+    throw new ImageUnavailable(`image claims ${meta.width}×${meta.height} pixels, over the ${maxPixels}-pixel limit (a decompression bomb?); not decoded`);
   }
   // EXIF orientations 5-8 swap width and height once applied, as PIL's exif_transpose does in qwen-vl-utils.
   return meta.orientation && meta.orientation >= 5 ? { width: meta.height, height: meta.width } : { width: meta.width, height: meta.height };
@@ -72,6 +176,10 @@ export interface ResolveOptions {
   baseDir: string;
   /** Folders local images must stay inside. */
   roots: readonly string[];
+  /** Fetch http(s) images (`--allow-remote-images`); off by default. */
+  allowRemoteImages?: boolean;
+  /** Limits for remote fetches (and the tests' address seam). */
+  remote?: Partial<RemoteImageLimits>;
 }
 
 /** Fill width/height/sha256 of every image from its bytes; unreadable images are marked, never fatal. */
@@ -80,15 +188,26 @@ export async function resolveImages(traj: Trajectory, opts: ResolveOptions): Pro
   return { ...traj, images };
 }
 
+async function readImage(url: string, opts: ResolveOptions): Promise<{ width: number; height: number; sha256: string }> {
+  if (REMOTE.test(url) && opts.allowRemoteImages) {
+    const got = await fetchRemoteImage(url, opts.remote);
+    return { width: got.width, height: got.height, sha256: createHash('sha256').update(got.bytes).digest('hex') };
+  }
+  const { bytes } = imageBytes(url, opts.baseDir, opts.roots);
+  const size = await imageSize(bytes);
+  return { ...size, sha256: createHash('sha256').update(bytes).digest('hex') };
+}
+
 async function resolveImage(img: ImageRef, opts: ResolveOptions): Promise<ImageRef> {
   if (!img.url) return img;
-  const key = img.url.startsWith('data:') ? createHash('sha256').update(img.url).digest('hex') : `${opts.baseDir}\u0000${img.url}`;
+  // The answer depends on where relative paths start, which roots confine them, and whether fetching is allowed.
+  const key = img.url.startsWith('data:')
+    ? createHash('sha256').update(img.url).digest('hex')
+    : [opts.baseDir, opts.roots.join('\u0001'), opts.allowRemoteImages ? 'remote' : 'local', img.url].join('\u0000');
   let hit = sizeCache.get(key);
   if (!hit) {
     try {
-      const { bytes } = imageBytes(img.url, opts.baseDir, opts.roots);
-      const size = await imageSize(bytes);
-      hit = { ...size, sha256: createHash('sha256').update(bytes).digest('hex') };
+      hit = await readImage(img.url, opts);
     } catch (e) {
       hit = { error: e instanceof ImageUnavailable ? e.message : `cannot decode image: ${(e as Error).message}` };
     }
