@@ -259,7 +259,7 @@ describe('malformed lines', () => {
 });
 
 describe('request fields kept for the analysis', () => {
-  it('keeps request.tools in meta (the trajectory model has no field for them) and reads mm_processor_kwargs.size', () => {
+  it('keeps request.tools on the turn (the template renders them) and reads mm_processor_kwargs.size', () => {
     const tools = [{ type: 'function', function: { name: 'zoom', parameters: { type: 'object', properties: { box: { type: 'array' } } } } }];
     const record = {
       trajectory_id: 't',
@@ -268,7 +268,7 @@ describe('request fields kept for the analysis', () => {
     };
     const { trajectories, errors } = vllmImporter.importRecords([{ line: 1, offset: 0, length: 0, value: record }], { file: 'x.jsonl' });
     expect(errors).toEqual([]);
-    expect(trajectories[0]!.meta?.tools).toEqual(tools);
+    expect(trajectories[0]!.turns[0]!.tools).toEqual(tools);
     expect(trajectories[0]!.turns[0]!.processor).toEqual({ minPixels: 65536, maxPixels: 1048576 });
     expect(trajectories[0]!.model).toBe('Qwen/Qwen3-VL-8B-Instruct');
   });

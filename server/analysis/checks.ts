@@ -141,7 +141,7 @@ export async function rerenderConversation(traj: Trajectory, ctx: AnalysisContex
   const messages: Message[] = [...last.messages];
   if (assistantText !== undefined) messages.push({ role: 'assistant', content: assistantText });
   if (last.observationMessages) messages.push(...last.observationMessages);
-  const rendered = await renderTokens(ctx.profile, messages, { addGenerationPrompt: !!last.observationMessages || assistantText === undefined }, expectedPadCounts(ctx));
+  const rendered = await renderTokens(ctx.profile, messages, { addGenerationPrompt: !!last.observationMessages || assistantText === undefined, tools: last.tools }, expectedPadCounts(ctx));
   return rendered.expanded;
 }
 

@@ -63,7 +63,7 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     tokens = first.promptIds.slice();
     promptFrom = 'engine';
   } else if (first?.messages) {
-    tokens = (await renderTokens(profile, first.messages, { addGenerationPrompt: true }, padCounts)).expanded;
+    tokens = (await renderTokens(profile, first.messages, { addGenerationPrompt: true, tools: first.tools }, padCounts)).expanded;
     promptFrom = 'render';
   } else if (traj.sample) {
     tokens = traj.sample.tokens.slice(0, traj.sample.tokens.length - (traj.sample.responseLength ?? 0));
@@ -111,7 +111,7 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
         obs = next.promptIds.slice(tokens.length);
         observationFrom = 'next_prompt';
       } else if (historyMessages && obsMessages) {
-        const suffix = observationSuffixText(profile, historyMessages, obsMessages);
+        const suffix = observationSuffixText(profile, historyMessages, obsMessages, { tools: turn.tools });
         const parts = suffix ?? observationSuffixText(profile, [{ role: 'user', content: 'q' }], obsMessages);
         if (!suffix) notes.push(`turn ${k}: the template rewrites history; observation rendered after a stand-in history`);
         if (parts) {

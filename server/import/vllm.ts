@@ -313,14 +313,14 @@ interface Group {
 function assemble(file: string, calls: readonly VllmCall[], group: Group): TrajectoryInput {
   const members = group.calls.map((i) => calls[i]!);
   const first = members[0]!;
-  const turns = members.map((c) => c.turn);
+  // Tools ride on each turn: the chat template renders them into the system turn.
+  const turns = members.map((c) => (c.tools && c.tools.length > 0 ? { ...c.turn, tools: c.tools } : c.turn));
   const lines = [...new Set(members.map((c) => c.line))];
   const limitations: string[] = [];
   if (turns.some((t) => !t.promptIds)) {
     limitations.push('no prompt_token_ids (requests sent without return_token_ids): the prompt is rendered from the messages and prefix checks cannot run');
   }
   if (turns.some((t) => !t.generatedIds)) limitations.push('no generated token ids (neither token_ids nor "token_id:N" logprob tokens): only the text is known');
-  const tools = members.find((c) => c.tools)?.tools;
   const model = members.find((c) => c.model)?.model;
   const reward = [...members].reverse().find((c) => c.reward !== undefined)?.reward;
   const id = first.key ? first.key.value : `line ${first.line}${first.choice !== undefined ? `#${first.choice}` : ''}`;
@@ -335,7 +335,6 @@ function assemble(file: string, calls: readonly VllmCall[], group: Group): Traje
     meta: {
       groupedBy: first.key ? first.key.field : members.length > 1 ? 'prefix chain' : 'single call',
       ...(group.breaks.length > 0 ? { attachedAfterBreak: group.breaks } : {}),
-      ...(tools ? { tools } : {}),
     },
   };
 }

@@ -93,6 +93,8 @@ export const Turn = z.object({
   observationMessages: z.array(Message).optional(),
   /** Processor settings this call used (vLLM `mm_processor_kwargs`). */
   processor: ProcessorSettings.optional(),
+  /** Tool definitions the request carried (they change what the chat template renders). */
+  tools: z.array(z.unknown()).optional(),
 });
 export type Turn = z.infer<typeof Turn>;
 
