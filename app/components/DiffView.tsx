@@ -56,6 +56,8 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
   useEffect(() => {
     if (selectedRow >= 0) ref.current?.scrollToIndex({ index: selectedRow, align: 'center' });
   }, [selectedRow]);
+  // Opened without a token: show the rows around the first divergence (still marked, not selected).
+  const initialRow = d?.divergence && token < 0 ? Math.max(0, d.divergence.row - 6) : 0;
 
   const jump = () => {
     if (!d?.divergence) return;
@@ -119,14 +121,16 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
         <>
           <div className="diffhead">
             <span className="ix">#</span>
-            <span className="side">{d.a.label}</span>
-            <span className="side">{d.b.label}</span>
+            <span className="dside">{d.a.label}</span>
+            <span className="dside">{d.b.label}</span>
             <span className="ix">#</span>
+            <span />
           </div>
           <Virtuoso
             ref={ref}
             className="rows diffrows"
             totalCount={d.rowsA.length}
+            initialTopMostItemIndex={initialRow}
             increaseViewportBy={400}
             itemContent={(r) => {
               const ai = d.rowsA[r]!;
@@ -136,10 +140,10 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
               return (
                 <div className={`drow ${st}${r === selectedRow ? ' selected' : ''}${first ? ' first' : ''}${hunkRows.has(r) ? ' hunkstart' : ''}`} data-row={r} data-a={ai} data-b={bi}>
                   <span className="ix">{ai >= 0 ? ai : ''}</span>
-                  <span className={`side${ai >= 0 && isSpecial(d.a, ai) ? ' special' : ''}`} title={ai >= 0 ? `id ${d.a.ids[ai]}` : 'nothing on this side'}>
+                  <span className={`dside${ai >= 0 && isSpecial(d.a, ai) ? ' special' : ''}`} title={ai >= 0 ? `id ${d.a.ids[ai]}` : 'nothing on this side'}>
                     {ai >= 0 ? pieceAt(d.a, ai) : st === 'ins' ? '—' : ''}
                   </span>
-                  <span className={`side${bi >= 0 && isSpecial(d.b, bi) ? ' special' : ''}`} title={bi >= 0 ? `id ${d.b.ids[bi]}` : 'nothing on this side'}>
+                  <span className={`dside${bi >= 0 && isSpecial(d.b, bi) ? ' special' : ''}`} title={bi >= 0 ? `id ${d.b.ids[bi]}` : 'nothing on this side'}>
                     {bi >= 0 ? pieceAt(d.b, bi) : st === 'del' ? '—' : ''}
                   </span>
                   <span className="ix">{bi >= 0 ? bi : ''}</span>

@@ -25,8 +25,9 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
   const actual = info.actualPads;
   const truncated = findings.some((f) => f.kind === 'image_truncated' && f.image === info.index);
   const countWrong = findings.some((f) => f.kind === 'placeholder_count' && f.image === info.index);
-  // Cells whose pad never reached the stream (cut, or too few pads).
-  const missingFrom = layout && actual !== null && actual < cells ? actual : cells;
+  // Cells whose pad never reached the stream (cut, too few pads, or no span at all: a dropped image).
+  const dropped = actual === null && findings.some((f) => f.kind === 'image_count');
+  const missingFrom = !layout ? 0 : dropped ? 0 : actual !== null && actual < cells ? actual : cells;
   const extra = actual !== null && layout ? actual - cells : 0;
 
   const onMove = (e: React.MouseEvent<SVGSVGElement>) => {
@@ -90,12 +91,13 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
                   [{layout.gridThw.join(', ')}] · {layout.cellsWide}×{layout.cellsHigh} merged cells of {layout.cellSize}px
                 </td>
               </tr>
-              <tr className={countWrong || truncated ? 'bad' : ''}>
+              <tr className={countWrong || truncated || dropped ? 'bad' : ''}>
                 <th>pads expected / actual</th>
                 <td data-testid={`pads-${info.index}`}>
                   {info.expectedPads ?? '?'} / {actual ?? 'none'}
                   {extra > 0 && <b className="badnote"> · {extra} extra pads have no cell</b>}
-                  {missingFrom < cells && <b className="badnote"> · {cells - missingFrom} cells have no pad (hatched)</b>}
+                  {dropped && <b className="badnote"> · this image has no pad tokens in the stream: it was dropped</b>}
+                  {!dropped && missingFrom < cells && <b className="badnote"> · {cells - missingFrom} cells have no pad (hatched)</b>}
                 </td>
               </tr>
               {info.storedGrid && (

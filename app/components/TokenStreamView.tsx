@@ -102,21 +102,25 @@ function tokTitle(s: TokenStream, i: number, pad?: { image: number; k: number })
 }
 
 /** One token chip: a plain span (no hooks) — a 128k-token stream renders thousands of these while scrolling. */
-function tok(s: TokenStream, i: number, by: 'mask' | 'logprob', selected: boolean, lit = false, pad?: { image: number; k: number }) {
+function tok(s: TokenStream, i: number, by: 'mask' | 'logprob', selected: boolean, flags: Flags, lit = false, pad?: { image: number; k: number }) {
+  const flag = flags.get(i);
   return (
     <span
       key={i}
-      className={`tok${colorClass(s, i, by)}${isSpecial(s, i) ? ' special' : ''}${selected ? ' selected' : ''}${lit ? ' lit' : ''}${pad ? ' pad' : ''}`}
+      className={`tok${colorClass(s, i, by)}${isSpecial(s, i) ? ' special' : ''}${selected ? ' selected' : ''}${lit ? ' lit' : ''}${pad ? ' pad' : ''}${flag ? ' flagged' : ''}`}
       data-i={i}
       data-pad={pad ? `${pad.image}:${pad.k}` : undefined}
-      title={tokTitle(s, i, pad)}
+      title={flag ? `${tokTitle(s, i, pad)}\n⚠ ${flag}` : tokTitle(s, i, pad)}
     >
       {pad ? '' : pieceAt(s, i) || '∅'}
     </span>
   );
 }
 
-const RowView = memo(function RowView({ row, s, by, token, trajectoryId }: { row: Row; s: TokenStream; by: 'mask' | 'logprob'; token: number; trajectoryId: string }) {
+/** Token index → message of the finding that points at it (in the stream shown). */
+type Flags = Map<number, string>;
+
+const RowView = memo(function RowView({ row, s, by, token, trajectoryId, flags }: { row: Row; s: TokenStream; by: 'mask' | 'logprob'; token: number; trajectoryId: string; flags: Flags }) {
   const toggle = useSettings((st) => st.toggleExpanded);
   const span = row.kind === 'pads' || row.kind === 'padrow' ? s.vision[row.span]! : undefined;
   const litPad = useHover((h) => (span && h.image === span.image && h.pad !== null ? h.pad : -1));
@@ -136,16 +140,17 @@ const RowView = memo(function RowView({ row, s, by, token, trajectoryId }: { row
   }
   if (row.kind === 'tokens') {
     const out = [];
-    for (let i = row.start; i < row.end; i++) out.push(tok(s, i, by, i === token));
+    for (let i = row.start; i < row.end; i++) out.push(tok(s, i, by, i === token, flags));
     return <div className="row">{out}</div>;
   }
   const v = span!;
   if (row.kind === 'pads') {
     const bad = v.expectedPads !== null && v.expectedPads !== v.padLength;
     const holdsToken = token >= v.padStart && token < v.padStart + v.padLength;
+    const flagged = [...flags.keys()].some((i) => i >= v.padStart && i < v.padStart + v.padLength);
     return (
       <div className="row">
-        <button className={`padrun${bad || v.end < 0 ? ' bad' : ''}${holdsToken || (litPad >= 0 && useHover.getState().from === 'image') ? ' lit' : ''}`} data-span={v.image} onClick={() => toggle(v.padStart, true)} title="show every pad token">
+        <button className={`padrun${bad || v.end < 0 || flagged ? ' bad' : ''}${holdsToken || (litPad >= 0 && useHover.getState().from === 'image') ? ' lit' : ''}`} data-span={v.image} onClick={() => toggle(v.padStart, true)} title="show every pad token">
           {v.image >= 0 && <img src={api.previewUrl(trajectoryId, v.image, 96)} alt="" onError={(e) => ((e.target as HTMLImageElement).style.display = 'none')} />}
           <span>
             <b>{v.kind} {v.image}</b> · {v.padLength} pads
@@ -161,7 +166,7 @@ const RowView = memo(function RowView({ row, s, by, token, trajectoryId }: { row
   const out = [];
   for (let i = row.start; i < row.end; i++) {
     const k = i - v.padStart;
-    out.push(tok(s, i, by, i === token, k === litPad, { image: v.image, k }));
+    out.push(tok(s, i, by, i === token, flags, k === litPad, { image: v.image, k }));
   }
   return (
     <div className="row padrow">
@@ -191,6 +196,14 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
     void loadStream(name, turn);
   }, [name, turn, loadStream]);
 
+  const flags = useMemo(() => {
+    const m: Flags = new Map();
+    for (const f of detail.findings) {
+      if (f.index < 0 || f.stream !== name || (name === 'prompt' && f.turn !== turn)) continue;
+      m.set(f.index, m.has(f.index) ? `${m.get(f.index)}\n⚠ ${f.message}` : f.message);
+    }
+    return m;
+  }, [detail.findings, name, turn]);
   const merge = detail.images[0]?.settings.mergeSize ?? 2;
   const rows = useMemo(() => (s ? buildRows(s, expanded, (v) => (v.gridThw ? v.gridThw[2] / merge : 32)) : []), [s, expanded, merge]);
 
@@ -272,7 +285,7 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
           data={rows}
           increaseViewportBy={400}
           computeItemKey={(i, r) => (r.kind === 'mark' ? `m${r.mark.index}:${r.mark.what}:${i}` : r.kind === 'pads' || r.kind === 'cut' ? `${r.kind}${r.span}` : `${r.kind}${r.start}`)}
-          itemContent={(_, row) => <RowView row={row} s={s} by={colorBy} token={token} trajectoryId={trajectoryId} />}
+          itemContent={(_, row) => <RowView row={row} s={s} by={colorBy} token={token} trajectoryId={trajectoryId} flags={flags} />}
         />
         </div>
       )}

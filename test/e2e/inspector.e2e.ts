@@ -77,11 +77,11 @@ describe('diff', () => {
     const row = page.locator('.drow.selected');
     await row.waitFor();
     // The selected row holds an <|im_end|> on the re-rendered/next-prompt side and nothing on the other...
-    expect(await row.locator('.side').nth(1).textContent()).toBe('<|im_end|>');
-    expect(await row.locator('.side').nth(0).textContent()).toBe('—');
+    expect(await row.locator('.dside').nth(1).textContent()).toBe('<|im_end|>');
+    expect(await row.locator('.dside').nth(0).textContent()).toBe('—');
     // ...right after the generated <|im_end|> both sides share.
     const rowIndex = Number(await row.getAttribute('data-row'));
-    const prev = page.locator(`.drow[data-row="${rowIndex - 1}"] .side`);
+    const prev = page.locator(`.drow[data-row="${rowIndex - 1}"] .dside`);
     expect(await prev.nth(0).textContent()).toBe('<|im_end|>');
     expect(await prev.nth(1).textContent()).toBe('<|im_end|>');
     // The index agrees with the finding's.
