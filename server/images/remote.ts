@@ -46,7 +46,10 @@ export interface RemoteImage {
 }
 
 /** Ranges no fetch may reach: loopback, private, link-local, shared, reserved, multicast, and v6 forms that embed v4. */
-const NOT_PUBLIC = new net.BlockList();
+// Two lists: a BlockList also matches IPv4 addresses against IPv6 rules (as ::ffff:a.b.c.d), so
+// one list holding ::ffff:0:0/96 would refuse every IPv4 address.
+const NOT_PUBLIC_V4 = new net.BlockList();
+const NOT_PUBLIC_V6 = new net.BlockList();
 for (const [network, prefix] of [
   ['0.0.0.0', 8], // "this network"
   ['10.0.0.0', 8], // private (RFC 1918)
@@ -64,7 +67,7 @@ for (const [network, prefix] of [
   ['224.0.0.0', 4], // multicast
   ['240.0.0.0', 4], // reserved, broadcast
 ] as const) {
-  NOT_PUBLIC.addSubnet(network, prefix, 'ipv4');
+  NOT_PUBLIC_V4.addSubnet(network, prefix, 'ipv4');
 }
 for (const [network, prefix] of [
   ['::', 128], // unspecified
@@ -81,14 +84,14 @@ for (const [network, prefix] of [
   ['fec0::', 10], // site-local (deprecated)
   ['ff00::', 8], // multicast
 ] as const) {
-  NOT_PUBLIC.addSubnet(network, prefix, 'ipv6');
+  NOT_PUBLIC_V6.addSubnet(network, prefix, 'ipv6');
 }
 
 /** True for a public unicast address: the only kind a fetch named by a rollout may reach. */
 export function isPublicAddress(address: string): boolean {
   const family = net.isIP(address);
   if (family === 0) return false;
-  return !NOT_PUBLIC.check(address, family === 4 ? 'ipv4' : 'ipv6');
+  return family === 4 ? !NOT_PUBLIC_V4.check(address, 'ipv4') : !NOT_PUBLIC_V6.check(address, 'ipv6');
 }
 
 function describeAddress(address: string): string {

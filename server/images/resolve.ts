@@ -159,7 +159,8 @@ export async function imageSize(bytes: Buffer, maxPixels = MAX_INPUT_PIXELS): Pr
   if (head.startsWith('<')) throw new ImageUnavailable('not a raster image (SVG/XML is not read)');
   let meta: Awaited<ReturnType<ReturnType<typeof sharp>["metadata"]>>;
   try {
-    meta = await sharp(bytes, { limitInputPixels: maxPixels }).metadata();
+    // Header only, nothing decoded: the pixel count is checked below with a message that says so.
+    meta = await sharp(bytes, { limitInputPixels: false }).metadata();
   } catch (e) {
     throw new ImageUnavailable(`cannot decode image: ${(e as Error).message}`);
   }
