@@ -160,7 +160,8 @@ export class ParquetRowWriter {
 /** Read an exported Parquet batch back into rows in their JSON shape (binary image bytes → base64). */
 export async function readParquetRows(bytes: Uint8Array): Promise<Record<string, unknown>[]> {
   const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
-  const rows = (await parquetReadObjects({ file })) as Record<string, unknown>[];
+  // utf8: false keeps un-annotated BYTE_ARRAY (the image bytes) binary; UTF8 columns still decode to strings.
+  const rows = (await parquetReadObjects({ file, utf8: false })) as Record<string, unknown>[];
   return rows.map((r) => ({
     ...r,
     group: r.group ?? null,

@@ -214,7 +214,13 @@ export async function exportEvents(
   };
 
   const abort = new AbortController();
-  const onOuterAbort = () => abort.abort(opts.signal?.reason ?? new ExportError('aborted', 'export cancelled'));
+  const onOuterAbort = () => {
+    const why = opts.signal?.reason;
+    abort.abort(new ExportError('aborted', `export cancelled${why instanceof Error && why.name !== 'AbortError' ? `: ${why.message}` : ''}`));
+  };
+  const stopIfAborted = () => {
+    if (abort.signal.aborted) throw abort.signal.reason instanceof ExportError ? abort.signal.reason : new ExportError('aborted', 'export cancelled');
+  };
   opts.signal?.addEventListener('abort', onOuterAbort);
   if (opts.signal?.aborted) onOuterAbort();
   liveExports.add(abort);
@@ -257,8 +263,10 @@ export async function exportEvents(
     };
 
     for await (const ev of events) {
-      if (abort.signal.aborted) throw abort.signal.reason instanceof Error ? abort.signal.reason : new ExportError('aborted', 'export cancelled');
+      stopIfAborted();
       if (ev.type === 'error') {
+        // A selection is of trajectories: records that could not be read are not part of it.
+        if (opts.select) continue;
         const key = `${ev.error.file}\u0000${ev.error.line}`;
         unreadable.set(key, [...(unreadable.get(key) ?? []), ev.error]);
         continue;
@@ -296,7 +304,7 @@ export async function exportEvents(
       onProgress?.(progress);
     }
     await flushUnreadable();
-    if (abort.signal.aborted) throw abort.signal.reason instanceof Error ? abort.signal.reason : new ExportError('aborted', 'export cancelled');
+    stopIfAborted();
 
     await sink.close();
     await rejects.close();
@@ -327,7 +335,7 @@ export async function exportEvents(
     fs.fdatasyncSync(fd);
     fs.closeSync(fd);
 
-    if (abort.signal.aborted) throw abort.signal.reason instanceof Error ? abort.signal.reason : new ExportError('aborted', 'export cancelled');
+    stopIfAborted();
     fs.renameSync(temps.rejects, rejectsFile);
     fs.renameSync(temps.manifest, manifestFile);
     publish(temps.batch, out, force);
