@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import type { Finding } from '../model/finding.ts';
 import { FINDING_KINDS } from '../model/finding.ts';
-import type { ReadError } from '../model/trajectory.ts';
+import type { ReadError, Trajectory } from '../model/trajectory.ts';
 import { checkPaths, streamTokens, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
 import { paint } from './output.ts';
@@ -41,12 +41,12 @@ export function newSummary(): CheckReport['summary'] {
   return { trajectories: 0, clean: 0, withErrors: 0, withWarningsOnly: 0, notCheckable: 0, unreadableRecords: 0, findingsByKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])) };
 }
 
-export function addToSummary(summary: CheckReport['summary'], findings: readonly Finding[], limitations: readonly string[] = []): void {
+export function addToSummary(summary: CheckReport['summary'], findings: readonly Finding[], checkable = true): void {
   summary.trajectories++;
   const hasError = findings.some((f) => f.severity === 'error');
   if (hasError) summary.withErrors++;
   else if (findings.length > 0) summary.withWarningsOnly++;
-  else if (limitations.length > 0) summary.notCheckable++;
+  else if (!checkable) summary.notCheckable++;
   else summary.clean++;
   for (const f of findings) summary.findingsByKind[f.kind] = (summary.findingsByKind[f.kind] ?? 0) + 1;
 }
@@ -79,7 +79,7 @@ export async function runCheck(paths: string[], opts: RunOptions & { json: boole
     if (ev.type === 'file') continue;
     const c = ev.checked;
     const t = c.trajectory;
-    addToSummary(report.summary, c.findings, t.limitations);
+    addToSummary(report.summary, c.findings, hasTokens(t));
     report.trajectories.push({
       id: t.id,
       source: { file: t.source.file, line: t.source.line },
@@ -97,6 +97,11 @@ export async function runCheck(paths: string[], opts: RunOptions & { json: boole
   else printSummary(report, out);
   if (fatal) return 2;
   return report.summary.withErrors > 0 || report.summary.unreadableRecords > 0 ? 1 : 0;
+}
+
+/** Whether the record holds any token ids at all; text-only dumps do not, so no check can run on them. */
+export function hasTokens(t: Trajectory): boolean {
+  return t.sample !== undefined || t.turns.some((turn) => turn.promptIds !== undefined || turn.generatedIds !== undefined);
 }
 
 /** Findings as the JSON contract shows them (optional fields only when set). */
@@ -121,7 +126,7 @@ function printTrajectory(c: CheckedTrajectory, out: NodeJS.WritableStream): void
   const where = `${t.source.file}:${t.source.line}`;
   if (c.findings.length === 0) {
     // A record that cannot be checked (text-only dumps) is not "clean": say what could not run.
-    const mark = t.limitations.length > 0 ? paint.yellow('?') : paint.green('✓');
+    const mark = hasTokens(t) ? paint.green('✓') : paint.yellow('?');
     out.write(`${mark} ${t.id}  ${paint.dim(`${where} ${t.source.format}, ${t.turns.length} turn(s)`)}\n`);
     for (const l of t.limitations) out.write(paint.dim(`    note: ${l}\n`));
     return;
