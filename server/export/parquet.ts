@@ -106,6 +106,7 @@ export class ParquetRowWriter {
       writer: this.out,
       schema: PARQUET_SCHEMA,
       createdBy: opts.createdBy,
+      statistics: false,
       kvMetadata: [{ key: 'rollscope.schema_version', value: String(EXPORT_SCHEMA_VERSION) }],
     });
   }
