@@ -77,7 +77,8 @@ async function readRecords(file: string, opts: LoadOptions): Promise<{ records: 
         return { records: items.map((value) => ({ line: r.line, offset: r.offset, length: r.length, value })), errors: [], wholeJson: true };
       }
     }
-    if (firstText.startsWith('[') && wholeError) return { records: [], errors: [wholeError], wholeJson: true };
+    // Not a document after all (a broken first line of a JSONL file looks like the start of one):
+    // read line by line, so one bad record does not cost the file.
   }
   const records: RawRecord[] = [];
   const errors: ReadError[] = [];
@@ -86,8 +87,11 @@ async function readRecords(file: string, opts: LoadOptions): Promise<{ records: 
     if (isReadError(r)) errors.push(r);
     else records.push(r);
   }
-  // A broken pretty-printed document: one error for it, not one per line.
-  if (wholeError && records.length === 0) return { records, errors: [wholeError], wholeJson: true };
+  // A broken pretty-printed document (its lines are fragments: at most a number or a string
+  // parses) gets one error, not one per line. Any object or array read from a line means JSON
+  // lines with a broken first record: those records are kept, whatever the other lines hold.
+  const containers = records.filter((r) => typeof r.value === 'object' && r.value !== null).length;
+  if (wholeError && containers === 0) return { records: [], errors: [wholeError], wholeJson: true };
   return { records, errors, wholeJson: false };
 }
 
@@ -202,7 +206,7 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
  * records that throw on their own, report each (naming its line and longest list), and import
  * the rest together (grouping formats such as vLLM call logs keep their groups).
  */
-function importIsolated(importer: Importer, records: readonly RawRecord[], file: string): ImportResult {
+export function importIsolated(importer: Importer, records: readonly RawRecord[], file: string): ImportResult {
   try {
     return importer.importRecords(records, { file });
   } catch (whole) {

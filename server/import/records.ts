@@ -471,13 +471,17 @@ export function parseJson(text: string, limits: Pick<ReadLimits, 'maxDepth' | 'm
     } catch {
       throw first;
     }
-    return JSON.parse(replaced, (_k, v: unknown) => {
-      if (typeof v === 'string' && v.startsWith(mark)) {
-        const w = v.slice(mark.length);
-        return w === 'NaN' || w === '-NaN' ? NaN : w === 'Infinity' ? Infinity : w === '-Infinity' ? -Infinity : v;
-      }
-      return v;
-    });
+    try {
+      return JSON.parse(replaced, (_k, v: unknown) => {
+        if (typeof v === 'string' && v.startsWith(mark)) {
+          const w = v.slice(mark.length);
+          return w === 'NaN' || w === '-NaN' ? NaN : w === 'Infinity' ? Infinity : w === '-Infinity' ? -Infinity : v;
+        }
+        return v;
+      });
+    } catch {
+      throw first; // its position is in the text as written, not in the marked copy
+    }
   }
 }
 
