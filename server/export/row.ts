@@ -5,14 +5,13 @@
 // (docs/export-format.md); a row is written only after it passed every check again.
 import { z } from 'zod';
 import type { Finding } from '../model/finding.ts';
-import { FormatName, GridThw, PlaceholderRange, TokenId, Trajectory, type Turn } from '../model/trajectory.ts';
+import { FormatName, GridThw, PlaceholderRange, TokenId, Trajectory, type ProcessorSettings, type Turn } from '../model/trajectory.ts';
 import { inferProfileName, type ModelProfile } from '../profiles/profile.ts';
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
 import { padRuns } from '../analysis/vision-spans.ts';
 import { mropePositionIds, verlPositionIds } from '../analysis/mrope.ts';
 import type { CheckedTrajectory } from '../pipeline.ts';
-import type { ProcessorSettings } from '../model/trajectory.ts';
 import { exportImages, imageMime, type ImageMode } from './images.ts';
 import { originalRejections, type RejectReason } from './policy.ts';
 
