@@ -71,26 +71,31 @@ export function Overview() {
   const go = useRoute((r) => r.go);
   const { info, items, total, loadList, error } = useRun();
   const query = useMemo(() => queryFromParams(params), [params]);
-  const trajectoriesLoaded = info?.trajectories ?? 0;
+  // Reload when the run grows (files still loading or being written), once the run is known.
+  const trajectoriesLoaded = info?.trajectories;
 
   useEffect(() => {
-    void loadList(query);
+    if (trajectoriesLoaded !== undefined) void loadList(query);
   }, [query, loadList, trajectoriesLoaded]);
 
   const open = (id: string) => go({ page: 'trajectory', id, params: { view: 'stream' } });
   const [cursor, setCursor] = useState(0);
+  // Keys can arrive faster than React re-renders: the handler reads the cursor from a ref.
+  const cursorRef = useRef(0);
   const table = useRef<TableVirtuosoHandle>(null);
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       if (e.target instanceof HTMLInputElement || e.metaKey || e.ctrlKey || e.altKey || items.length === 0) return;
       const move = (to: number) => {
         const c = Math.max(0, Math.min(items.length - 1, to));
+        cursorRef.current = c;
         setCursor(c);
         table.current?.scrollIntoView({ index: c });
       };
-      if (e.key === 'j') move(cursor + 1);
-      else if (e.key === 'k') move(cursor - 1);
-      else if (e.key === 'Enter' && items[cursor]) open(items[cursor].id);
+      const at = cursorRef.current;
+      if (e.key === 'j') move(at + 1);
+      else if (e.key === 'k') move(at - 1);
+      else if (e.key === 'Enter' && items[at]) open(items[at].id);
     };
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
@@ -116,6 +121,11 @@ export function Overview() {
           <button className={`count health-error ${params.status === 'error' ? 'active' : ''}`} onClick={() => setParams({ status: params.status === 'error' ? undefined : 'error', kind: undefined, cause: undefined }, true)}>
             <b>{info.health.error}</b> with errors
           </button>
+          {info.health.warning > 0 && (
+            <button className={`count health-warning ${params.status === 'warning' ? 'active' : ''}`} onClick={() => setParams({ status: params.status === 'warning' ? undefined : 'warning', kind: undefined, cause: undefined }, true)}>
+              <b>{info.health.warning}</b> warnings only
+            </button>
+          )}
           {Object.entries(info.counts.kind)
             .sort((a, b) => b[1] - a[1])
             .map(([k, n]) => (
@@ -139,7 +149,8 @@ export function Overview() {
           aria-label="filter"
         />
         <span className="muted small">
-          {total} shown{query.kind ? ` · kind ${kindLabel(query.kind)}` : ''}
+          {items.length < total ? `${items.length.toLocaleString()} of ` : ''}
+          {total.toLocaleString()} shown{query.kind ? ` · kind ${kindLabel(query.kind)}` : ''}
           {query.cause ? ` · cause ${causeLabel(query.cause)}` : ''}
           {query.status ? ` · status ${query.status}` : ''}
         </span>

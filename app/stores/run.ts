@@ -15,6 +15,8 @@ interface RunState {
 }
 
 let inflight: AbortController | null = null;
+const FIRST_PAGE = 500;
+const PAGE = 10_000;
 
 export const useRun = create<RunState>((set) => ({
   info: null,
@@ -31,10 +33,19 @@ export const useRun = create<RunState>((set) => ({
   },
   async loadList(q) {
     inflight?.abort();
-    inflight = new AbortController();
+    const ctrl = new AbortController();
+    inflight = ctrl;
     try {
-      const list = await api.list({ ...q, limit: 100_000 }, inflight.signal);
-      set({ items: list.items, total: list.total, query: q, error: null });
+      // The first page paints at once; the rest follows in pages so 100k rows never block the view.
+      let offset = 0;
+      let items: TrajectorySummary[] = [];
+      for (;;) {
+        const list = await api.list({ ...q, offset, limit: offset === 0 ? FIRST_PAGE : PAGE }, ctrl.signal);
+        items = offset === 0 ? list.items : items.concat(list.items);
+        offset += list.items.length;
+        set({ items, total: list.total, query: q, error: null });
+        if (offset >= list.total || list.items.length === 0) break;
+      }
     } catch (e) {
       if ((e as Error).name !== 'AbortError') set({ error: (e as Error).message });
     }

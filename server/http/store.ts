@@ -110,8 +110,14 @@ export function summarize(id: string, c: CheckedTrajectory): TrajectorySummary {
     status: t.status ?? null,
     health,
     findings: counts,
-    headline: c.findings[0]?.message ?? null,
+    headline: headline(c.findings[0]?.message),
   };
+}
+
+/** The row tooltip: the first finding's sentence, capped (100k rows × full messages would be most of the list's bytes). */
+function headline(message: string | undefined): string | null {
+  if (message === undefined) return null;
+  return message.length > 200 ? `${message.slice(0, 199)}…` : message;
 }
 
 const HEALTH_RANK = { ok: 0, warning: 1, error: 2 } as const;
@@ -157,6 +163,9 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   let loading = true;
   let closed = false;
   let timer: NodeJS.Timeout | undefined;
+  /** Bumped whenever a trajectory is added, so cached list answers go stale. */
+  let version = 0;
+  let lastList: { key: string; matches: TrajectorySummary[] } | undefined;
   const profile = profileFor(opts.model, undefined);
 
   const display = (file: string) => {
@@ -203,6 +212,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     if (entries.has(id)) id = `${traj.id}@${path.basename(traj.source.file)}:${traj.source.line}`;
     entries.set(id, { summary: summarize(id, checked), originalId: traj.id, tokenSet: distinctTokens(checked) });
     order.push(id);
+    version++;
     cache.set(id, checked);
   }
 
@@ -235,6 +245,30 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       }
     });
 
+  function filterAndSort(query: ListQuery): TrajectorySummary[] {
+    const q = query.q?.trim();
+    const tokenId = q && /^\d+$/.test(q) ? Number(q) : undefined;
+    const matches = order
+      .map((id) => entries.get(id)!)
+      .filter((e) => {
+        const s = e.summary;
+        if (query.kind && !s.findings.kind[query.kind]) return false;
+        if (query.cause && !s.findings.cause[query.cause]) return false;
+        if (query.severity && !s.findings.severity[query.severity]) return false;
+        if (query.status && s.health !== query.status && s.status !== query.status) return false;
+        if (q) {
+          const text = `${s.id} ${s.source.file} ${s.headline ?? ''}`.toLowerCase();
+          if (!text.includes(q.toLowerCase()) && !(tokenId !== undefined && hasToken(e.tokenSet, tokenId))) return false;
+        }
+        return true;
+      })
+      .map((e) => e.summary);
+    const cmp = compareBy(query.sort);
+    const dir = query.order === 'asc' ? 1 : -1;
+    // Ties keep load order (Array.prototype.sort is stable), so paging through equal keys is deterministic.
+    matches.sort((a, b) => dir * cmp(a, b));
+    return matches;
+  }
   let scanning: Promise<void> = ready;
   const refresh = () => (scanning = scanning.then(scan, scan));
 
@@ -262,26 +296,10 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       };
     },
     list(query: ListQuery): TrajectoryList {
-      const q = query.q?.trim();
-      const tokenId = q && /^\d+$/.test(q) ? Number(q) : undefined;
-      const matches = order
-        .map((id) => entries.get(id)!)
-        .filter((e) => {
-          const s = e.summary;
-          if (query.kind && !s.findings.kind[query.kind]) return false;
-          if (query.cause && !s.findings.cause[query.cause]) return false;
-          if (query.severity && !s.findings.severity[query.severity]) return false;
-          if (query.status && s.health !== query.status && s.status !== query.status) return false;
-          if (q) {
-            const text = `${s.id} ${s.source.file} ${s.headline ?? ''}`.toLowerCase();
-            if (!text.includes(q.toLowerCase()) && !(tokenId !== undefined && hasToken(e.tokenSet, tokenId))) return false;
-          }
-          return true;
-        })
-        .map((e) => e.summary);
-      const cmp = compareBy(query.sort);
-      const dir = query.order === 'asc' ? 1 : -1;
-      matches.sort((a, b) => dir * cmp(a, b) || order.indexOf(a.id) - order.indexOf(b.id));
+      // The app pages through one query: filter and sort once per query and run version.
+      const key = JSON.stringify([version, query.kind, query.cause, query.severity, query.status, query.q, query.sort, query.order]);
+      if (lastList?.key !== key) lastList = { key, matches: filterAndSort(query) };
+      const { matches } = lastList;
       return { total: matches.length, offset: query.offset, items: matches.slice(query.offset, query.offset + query.limit) };
     },
     summary: (id) => entries.get(id)?.summary,
