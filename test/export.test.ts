@@ -415,6 +415,16 @@ describe('export of built trajectories', () => {
     expect(fs.existsSync(path.join(dir, 'x.jsonl'))).toBe(false);
   });
 
+  it('a batch written into the folder it came from is not read back as input by a --force rerun', async () => {
+    const self = path.join(dir, 'self');
+    fs.mkdirSync(self);
+    for (const f of ['run.rollscope.jsonl', 'diagram.png', 'big.png', 'tiny.png']) fs.copyFileSync(path.join(dir, f), path.join(self, f));
+    const first = await exportRun([self], { out: path.join(self, 'b.jsonl'), workers: 0 });
+    const again = await exportRun([self], { out: path.join(self, 'b.jsonl'), workers: 0, force: true });
+    expect(again.manifest.counts).toEqual(first.manifest.counts);
+    expect(again.manifest.inputs.map((i) => path.basename(i.file))).toEqual(['run.rollscope.jsonl']);
+  });
+
   it('an aborted export leaves no file under the final name and no temporary file', async () => {
     const controller = new AbortController();
     const p = exportTo('aborted.jsonl', { signal: controller.signal });

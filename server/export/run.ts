@@ -174,10 +174,19 @@ function publish(tmp: string, dest: string, force: boolean): void {
 
 /** Export every trajectory under `paths` (files or folders). */
 export async function exportRun(paths: readonly string[], opts: ExportOptions, onProgress?: (p: ExportProgress) => void): Promise<ExportResult> {
-  const runOpts: RunOptions = { model: opts.model, format: opts.inputFormat, processor: opts.processor, roots: opts.roots, workers: opts.workers };
-  checkTarget(path.resolve(opts.out), opts.force === true);
-  const filesTotal = expandPaths(paths).files.length;
-  return exportEvents(checkPaths(paths, runOpts), { ...opts, roots: opts.roots ?? defaultRoots(paths) }, onProgress, filesTotal);
+  const out = path.resolve(opts.out);
+  const roots = opts.roots ?? defaultRoots(paths);
+  const runOpts: RunOptions = { model: opts.model, format: opts.inputFormat, processor: opts.processor, roots, workers: opts.workers };
+  checkTarget(out, opts.force === true);
+  const { files, errors } = expandPaths(paths);
+  // A batch written into a folder it was exported from is not an input of the next export (--force reruns).
+  const inputs = files.filter((f) => path.resolve(f) !== out);
+  return exportEvents(withErrors(errors, checkPaths(inputs, runOpts)), { ...opts, roots }, onProgress, inputs.length);
+}
+
+async function* withErrors(errors: readonly ReadError[], events: AsyncIterable<RunEvent>): AsyncGenerator<RunEvent> {
+  for (const error of errors) yield { type: 'error', error };
+  yield* events;
 }
 
 interface Sink {
