@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DiffResult, ImageInfo, RunInfo, TokenStream, TrajectoryDetail, TrajectoryList } from '../server/http/api.ts';
 import { openRunStore } from '../server/http/store.ts';
 import { startServer, type RunningServer } from '../server/http/server.ts';
+import { tokenStream } from '../server/http/views.ts';
 import { IDS, writeFixtureRun } from './e2e/fixture.ts';
 
 const EOS = 151645;
@@ -152,6 +153,26 @@ describe('one trajectory', () => {
       expect(r.status, p).toBe(404);
       expect(typeof (r.body as { error: string }).error).toBe('string');
     }
+  });
+});
+
+describe('invalid logprobs', () => {
+  it('a NaN logprob (as Python json writes it) is reported by index, not silently dropped', async () => {
+    const line = fs.readFileSync(path.join(dir, 'run.rollscope.jsonl'), 'utf8').split('\n')[0]!;
+    const t = JSON.parse(line) as { id: string; turns: { generatedLogprobs: number[] }[] };
+    t.id = 'nan-logprob';
+    t.turns[1]!.generatedLogprobs[2] = 12345;
+    const nanDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-nan-'));
+    fs.writeFileSync(path.join(nanDir, 'nan.rollscope.jsonl'), JSON.stringify(t).replace('12345', 'NaN') + '\n');
+    const store = openRunStore([nanDir], { pollMs: 0 });
+    await store.ready;
+    const c = (await store.get('nan-logprob'))!;
+    const s = TokenStream.parse(tokenStream(c, 'prompt', 1, {}));
+    const at = c.trajectory.turns[1]!.promptIds!.length + 2;
+    expect(s.badLogprobs).toEqual([at]);
+    expect(s.logprobs![at]).toBeNull();
+    expect(JSON.stringify(s)).not.toContain('NaN');
+    store.close();
   });
 });
 

@@ -22,6 +22,13 @@ export function isSpecial(s: { ids: number[]; specialIds: number[] }, i: number)
   return set.has(s.ids[i]!);
 }
 
+const badSets = new WeakMap<TokenStream, Set<number>>();
+function badSet(s: TokenStream): Set<number> {
+  let set = badSets.get(s);
+  if (!set) badSets.set(s, (set = new Set(s.badLogprobs)));
+  return set;
+}
+
 /** The visible piece of token `i`. */
 export const pieceAt = (s: { ids: number[]; pieces: Record<string, string> }, i: number): string => s.pieces[s.ids[i]!] ?? '';
 
@@ -91,6 +98,7 @@ function colorClass(s: TokenStream, i: number, by: 'mask' | 'logprob'): string {
     return m === 1 ? ' m1' : ' m0';
   }
   const lp = s.logprobs?.[i];
+  if (badSet(s).has(i)) return ' lpbad';
   if (lp === null || lp === undefined) return ' lpnone';
   return ` lp${Math.min(9, Math.floor(Math.exp(Math.min(0, lp)) * 10))}`;
 }
@@ -98,7 +106,8 @@ function colorClass(s: TokenStream, i: number, by: 'mask' | 'logprob'): string {
 function tokTitle(s: TokenStream, i: number, pad?: { image: number; k: number }): string {
   const lp = s.logprobs?.[i];
   const m = s.lossMask?.[i];
-  return `#${i} · id ${s.ids[i]}${m !== undefined && m !== null ? ` · mask ${m}` : ''}${lp !== null && lp !== undefined ? ` · logprob ${lp.toFixed(3)}` : ''}${pad ? ` · image ${pad.image} pad ${pad.k}` : ''}`;
+  const lpText = badSet(s).has(i) ? ' · logprob invalid (NaN/∞/positive)' : lp !== null && lp !== undefined ? ` · logprob ${lp.toFixed(3)}` : '';
+  return `#${i} · id ${s.ids[i]}${m !== undefined && m !== null ? ` · mask ${m}` : ''}${lpText}${pad ? ` · image ${pad.image} pad ${pad.k}` : ''}`;
 }
 
 /** One token chip: a plain span (no hooks) — a 128k-token stream renders thousands of these while scrolling. */
@@ -183,7 +192,10 @@ const RowView = memo(function RowView({ row, s, by, token, trajectoryId, flags }
 export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; params: Params }) {
   const setParams = useRoute((r) => r.set);
   const { streams, loadStream } = useTrajectory();
-  const { colorBy, setColorBy, expanded, toggleExpanded } = useSettings();
+  const { expanded, toggleExpanded } = useSettings();
+  // Part of the address: a link can open the stream coloured by logprob.
+  const colorBy = params.color === 'logprob' ? 'logprob' : 'mask';
+  const setColorBy = (c: 'mask' | 'logprob') => setParams({ color: c === 'mask' ? undefined : c }, true);
   const first = detail.streams[0];
   const name = params.stream ?? first?.name ?? 'canonical';
   const turn = params.turn !== undefined ? Number(params.turn) : name === 'prompt' ? (detail.streams.find((s) => s.name === 'prompt')?.turn ?? 0) : -1;
@@ -267,7 +279,7 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
           </span>
         ) : (
           <span className="legend">
-            p = e<sup>logprob</sup>: <i className="lp0" /> &lt;0.1 <i className="lp3" /> 0.3 <i className="lp6" /> 0.6 <i className="lp9" /> ≥0.9 <i className="lpnone" /> none
+            p = e<sup>logprob</sup>: <i className="lp0" /> &lt;0.1 <i className="lp3" /> 0.3 <i className="lp6" /> 0.6 <i className="lp9" /> ≥0.9 <i className="lpnone" /> none <i className="lpbad" /> NaN/invalid
           </span>
         )}
         <span className="muted small">{s ? `${s.ids.length.toLocaleString()} tokens` : 'loading…'}</span>

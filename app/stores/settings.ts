@@ -1,9 +1,7 @@
-// View preferences that are not part of the address: how tokens are coloured, which pad runs are open.
+// View state that is not part of the address: which pad runs are open.
 import { create } from 'zustand';
 
 interface SettingsState {
-  colorBy: 'mask' | 'logprob';
-  setColorBy(c: 'mask' | 'logprob'): void;
   /** Pad runs shown token by token (by their first pad index). */
   expanded: Record<number, boolean>;
   toggleExpanded(padStart: number, open?: boolean): void;
@@ -11,8 +9,6 @@ interface SettingsState {
 }
 
 export const useSettings = create<SettingsState>((set, get) => ({
-  colorBy: 'mask',
-  setColorBy: (colorBy) => set({ colorBy }),
   expanded: {},
   toggleExpanded: (padStart, open) => set({ expanded: { ...get().expanded, [padStart]: open ?? !get().expanded[padStart] } }),
   resetExpanded: () => set({ expanded: {} }),

@@ -176,6 +176,8 @@ export const TokenStream = z.object({
   /** Per token; null where the stream has no mask / logprob there. */
   lossMask: z.array(z.number().nullable()).nullable(),
   logprobs: z.array(z.number().nullable()).nullable(),
+  /** Tokens whose logprob is NaN, infinite or positive (JSON cannot carry NaN; these show as invalid). */
+  badLogprobs: z.array(z.number().int()),
   turns: z.array(TurnMark),
   vision: z.array(VisionSpanInfo),
 });

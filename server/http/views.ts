@@ -128,6 +128,10 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
     if (s.responseLength !== undefined) turns.push({ index: ids.length - s.responseLength, turn: -1, what: 'response' });
   }
   const firstImage = 0;
+  const badLogprobs: number[] = [];
+  logprobs?.forEach((x, i) => {
+    if (x !== null && (!Number.isFinite(x) || x > 1e-6)) badLogprobs.push(i);
+  });
   return {
     name,
     turn,
@@ -135,6 +139,7 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
     ...pieces(c.profile, ids),
     lossMask,
     logprobs: logprobs?.map((x) => (x === null || Number.isFinite(x) ? x : null)) ?? null,
+    badLogprobs,
     turns: turns.sort((a, b) => a.index - b.index),
     vision: visionSpans(ids, c, ctx, firstImage),
   };
