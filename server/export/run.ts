@@ -50,6 +50,8 @@ export interface ExportOptions {
   model?: string;
   /** Input format override (skips detection). */
   inputFormat?: string;
+  /** Fetch remote http(s) images under the limits of server/images/remote.ts (off by default). */
+  allowRemoteImages?: boolean;
   processor?: ProcessorSettings;
   roots?: string[];
   workers?: number;
@@ -176,7 +178,7 @@ function publish(tmp: string, dest: string, force: boolean): void {
 export async function exportRun(paths: readonly string[], opts: ExportOptions, onProgress?: (p: ExportProgress) => void): Promise<ExportResult> {
   const out = path.resolve(opts.out);
   const roots = opts.roots ?? defaultRoots(paths);
-  const runOpts: RunOptions = { model: opts.model, format: opts.inputFormat, processor: opts.processor, roots, workers: opts.workers };
+  const runOpts: RunOptions = { model: opts.model, format: opts.inputFormat, processor: opts.processor, roots, workers: opts.workers, allowRemoteImages: opts.allowRemoteImages };
   checkTarget(out, opts.force === true);
   const { files, errors } = expandPaths(paths);
   // A batch written into a folder it was exported from is not an input of the next export (--force reruns).

@@ -3,13 +3,14 @@
 import { Trajectory } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { validateRecord } from './records.ts';
 
 export const nativeImporter: Importer = {
   format: 'native',
   description: 'rollscope native JSONL: one trajectory per line ({"id", "turns": [...], "sample"?, ...})',
   container: 'jsonl',
   fileNamePattern: /\.rollscope\.jsonl$/,
+  recordLocal: true,
   sniff(record) {
     if (!isObject(record)) return 'not a JSON object';
     if (!Array.isArray(record.turns)) return 'no "turns" array';
@@ -20,9 +21,9 @@ export const nativeImporter: Importer = {
     const out: ImportResult = { trajectories: [], errors: [] };
     for (const r of records) {
       const withSource = isObject(r.value) ? { ...r.value, source: { file, line: r.line, format: 'native' } } : r.value;
-      const parsed = Trajectory.safeParse(withSource);
-      if (parsed.success) out.trajectories.push(parsed.data);
-      else out.errors.push(...zodErrors(file, r.line, parsed.error));
+      const parsed = validateRecord(Trajectory, withSource, file, r.line);
+      if ('data' in parsed) out.trajectories.push(parsed.data);
+      else out.errors.push(...parsed.errors);
     }
     return out;
   },

@@ -96,6 +96,7 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
           inputFormat: values['input-format'],
           processor: processorOptions(values),
           workers: workerCount(values.workers),
+          allowRemoteImages: values['allow-remote-images'] === true,
         },
         onProgress,
       );
