@@ -4,7 +4,10 @@ import { useRoute } from './stores/route.ts';
 import { useRun } from './stores/run.ts';
 import { Overview } from './components/Overview.tsx';
 import { TrajectoryPage } from './components/TrajectoryPage.tsx';
+import { installKeyboard } from './keyboard.ts';
 import './styles.css';
+
+installKeyboard();
 
 function App() {
   const page = useRoute((r) => r.page);

@@ -83,11 +83,18 @@ export function Overview() {
   // Keys can arrive faster than React re-renders: the handler reads the cursor from a ref.
   const cursorRef = useRef(0);
   const table = useRef<TableVirtuosoHandle>(null);
+  // One listener for the page's lifetime, reading the latest rows through refs: keys pressed
+  // right after the rows appear must not race a re-subscription.
+  const itemsRef = useRef(items);
+  itemsRef.current = items;
+  const openRef = useRef(open);
+  openRef.current = open;
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
-      if (e.target instanceof HTMLInputElement || e.metaKey || e.ctrlKey || e.altKey || items.length === 0) return;
+      const rows = itemsRef.current;
+      if (e.target instanceof HTMLInputElement || e.metaKey || e.ctrlKey || e.altKey || rows.length === 0) return;
       const move = (to: number) => {
-        const c = Math.max(0, Math.min(items.length - 1, to));
+        const c = Math.max(0, Math.min(rows.length - 1, to));
         cursorRef.current = c;
         setCursor(c);
         table.current?.scrollIntoView({ index: c });
@@ -95,11 +102,11 @@ export function Overview() {
       const at = cursorRef.current;
       if (e.key === 'j') move(at + 1);
       else if (e.key === 'k') move(at - 1);
-      else if (e.key === 'Enter' && items[at]) open(items[at].id);
+      else if (e.key === 'Enter' && rows[at]) openRef.current(rows[at].id);
     };
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
-  });
+  }, []);
   const sortBy = (key: SortKey) => setParams({ sort: key, order: query.sort === key && query.order === 'desc' ? 'asc' : 'desc' }, true);
 
   return (

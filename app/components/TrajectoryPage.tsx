@@ -10,7 +10,8 @@ import { useSettings } from '../stores/settings.ts';
 import { queryFromParams } from './Overview.tsx';
 import { TokenStreamView } from './TokenStreamView.tsx';
 import { DiffView } from './DiffView.tsx';
-import { FindingsPanel, findingTarget } from './FindingsPanel.tsx';
+import { FindingsPanel } from './FindingsPanel.tsx';
+import { findingParams } from '../keyboard.ts';
 import { ImagePanel } from './ImagePanel.tsx';
 import { causeLabel, kindLabel } from './labels.ts';
 
@@ -42,25 +43,12 @@ export function TrajectoryPage() {
     return { prev: i > 0 ? items[i - 1]?.id : undefined, next: i >= 0 ? items[i + 1]?.id : items[0]?.id, at: i, count: items.length };
   }, [items, id]);
 
-  const openFinding = (f: Finding, index: number) => {
-    setParams({ ...findingTarget(f, detail?.diffs ?? []), finding: index, image: f.image });
+  const openFinding = (_f: Finding, index: number) => {
+    const params = findingParams(index);
+    // Drop the previous finding's place (a stream token is not a diff row).
+    if (params) setParams({ token: undefined, side: undefined, stream: undefined, turn: undefined, a: undefined, b: undefined, dturn: undefined, image: undefined, ...params });
   };
 
-  useEffect(() => {
-    const onKey = (e: KeyboardEvent) => {
-      if (e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement || e.metaKey || e.ctrlKey || e.altKey) return;
-      const to = (tid: string | undefined) => tid && go({ page: 'trajectory', id: tid, params: { view: 'stream' } });
-      if (e.key === 'j') to(neighbours.next);
-      else if (e.key === 'k') to(neighbours.prev);
-      else if (e.key === 'n' && findings.length > 0) {
-        const cur = params.finding === undefined ? -1 : Number(params.finding);
-        const next = (cur + 1) % findings.length;
-        openFinding(findings[next]!, next);
-      } else if (e.key === 'Escape') go({ page: 'overview', id: null, params: {} });
-    };
-    window.addEventListener('keydown', onKey);
-    return () => window.removeEventListener('keydown', onKey);
-  });
 
   const worst = findings[0];
   const s = detail?.summary;

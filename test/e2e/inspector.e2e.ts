@@ -144,11 +144,13 @@ describe('keyboard', () => {
     await page.waitForSelector('tr.trow');
     await page.keyboard.press('j');
     await page.keyboard.press('Enter');
-    await page.waitForURL(`**/#/t/${encodeURIComponent(ids[1]!)}?view=stream`);
+    const at = (id: string, step: string) =>
+      expect.poll(() => decodeURIComponent(new URL(page.url()).hash), { timeout: 10_000, message: step }).toBe(`#/t/${id}?view=stream`);
+    await at(ids[1]!, 'j then Enter in the overview');
     await page.keyboard.press('j');
-    await page.waitForURL(`**/#/t/${encodeURIComponent(ids[2]!)}?view=stream`);
+    await at(ids[2]!, 'j on a trajectory');
     await page.keyboard.press('k');
-    await page.waitForURL(`**/#/t/${encodeURIComponent(ids[1]!)}?view=stream`);
+    await at(ids[1]!, 'k on a trajectory');
     // The first trajectory in the default order has findings (errors sort first).
     await page.goto(`${server.url}#/t/${encodeURIComponent(ids[0]!)}`);
     await page.waitForSelector('.finding');

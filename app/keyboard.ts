@@ -1,0 +1,49 @@
+// Keyboard on a trajectory page: j/k next/previous trajectory (in the overview's order), n next
+// finding, Esc back to the run. One listener for the app's lifetime that reads the address and
+// the stores at key time, so keys pressed right after a navigation act on where the user is,
+// not on what React last rendered.
+import { findingTarget } from './components/FindingsPanel.tsx';
+import { formatHash, parseHash } from './stores/route.ts';
+import { useRun } from './stores/run.ts';
+import { useTrajectory } from './stores/trajectory.ts';
+
+/** Set a trajectory page's params to show finding `index` (shared with clicks in the findings panel). */
+export function findingParams(index: number): Record<string, string> | undefined {
+  const detail = useTrajectory.getState().detail;
+  const f = detail?.findings[index];
+  if (!detail || !f) return undefined;
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries({ ...findingTarget(f, detail.diffs), finding: index, image: f.image })) if (v !== undefined) out[k] = String(v);
+  return out;
+}
+
+function mergeParams(params: Record<string, string>, changes: Record<string, string | undefined>, drop: string[]): Record<string, string> {
+  const next = { ...params };
+  for (const k of drop) delete next[k];
+  for (const [k, v] of Object.entries(changes)) if (v !== undefined) next[k] = v;
+  return next;
+}
+
+export function installKeyboard(): void {
+  window.addEventListener('keydown', (e) => {
+    if (e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement || e.target instanceof HTMLTextAreaElement) return;
+    if (e.metaKey || e.ctrlKey || e.altKey) return;
+    const route = parseHash(window.location.hash);
+    if (route.page !== 'trajectory' || route.id === null) return;
+    const items = useRun.getState().items;
+    const i = items.findIndex((s) => s.id === route.id);
+    const go = (id: string | undefined) => {
+      if (id !== undefined) window.location.hash = formatHash({ page: 'trajectory', id, params: { view: 'stream' } });
+    };
+    if (e.key === 'j') go(i >= 0 ? items[i + 1]?.id : items[0]?.id);
+    else if (e.key === 'k') go(i > 0 ? items[i - 1]?.id : undefined);
+    else if (e.key === 'n') {
+      const detail = useTrajectory.getState().detail;
+      if (!detail || detail.summary.id !== route.id || detail.findings.length === 0) return;
+      const cur = route.params.finding === undefined ? -1 : Number(route.params.finding);
+      const next = (cur + 1) % detail.findings.length;
+      const params = findingParams(next);
+      if (params) window.location.hash = formatHash({ ...route, params: mergeParams(route.params, params, ['token', 'side', 'stream', 'turn', 'a', 'b', 'dturn', 'image']) });
+    } else if (e.key === 'Escape') window.location.hash = '#/';
+  });
+}
