@@ -127,7 +127,6 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
     logprobs = s.logprobs ? ids.map((_, i) => at(s.logprobs, i)) : null;
     if (s.responseLength !== undefined) turns.push({ index: ids.length - s.responseLength, turn: -1, what: 'response' });
   }
-  const firstImage = 0;
   const badLogprobs: number[] = [];
   logprobs?.forEach((x, i) => {
     if (x !== null && (!Number.isFinite(x) || x > 1e-6)) badLogprobs.push(i);
@@ -141,7 +140,7 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
     logprobs: logprobs?.map((x) => (x === null || Number.isFinite(x) ? x : null)) ?? null,
     badLogprobs,
     turns: turns.sort((a, b) => a.index - b.index),
-    vision: visionSpans(ids, c, ctx, firstImage),
+    vision: visionSpans(ids, c, ctx),
   };
 }
 

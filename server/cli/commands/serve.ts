@@ -72,6 +72,10 @@ loads every trajectory file in it and picks up records appended while it runs.
     const store = openRunStore(paths, { model: values.model, format: values.format, processor: processorOptions(values), demo });
     const server = await startServer({ store, port: portArg, host: values.host ?? '127.0.0.1', appDir, fallbackPort: values.port === undefined });
     process.stdout.write(`rollscope serving ${demo ? 'the demo run' : paths.join(', ')} at ${server.url}\n`);
+    const host = values.host ?? '127.0.0.1';
+    if (!['127.0.0.1', 'localhost', '::1'].includes(host)) {
+      process.stderr.write(`rollscope: listening on ${host}: anyone who can reach this address can read these rollouts (there is no authentication)\n`);
+    }
     if (!values['no-open']) openBrowser(server.url);
     await new Promise<void>((resolve) => {
       const stop = () => {
