@@ -113,7 +113,10 @@ export function Overview() {
     <div className="overview">
       <header className="topbar">
         <h1>
-          rollscope <span className="muted small">{info?.demo ? 'demo run' : info?.files.map((f) => f.file).join(', ')}</span>
+          rollscope{' '}
+          <span className="muted small" title={info?.files.map((f) => `${f.file} (${f.format ?? '?'}, ${f.trajectories})`).join('\n')}>
+            {info?.demo ? 'demo run' : info?.files.map((f) => f.file.split(/[\\/]/).pop()).join(', ')}
+          </span>
         </h1>
         <span className="muted small">
           {info ? `${info.trajectories} trajectories · model ${info.profile.name}${info.loading ? ' · loading…' : ''}` : 'loading…'}
