@@ -5,9 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { checkPaths } from '../../server/pipeline.ts';
 import type { ImageInfo, TrajectoryDetail, TrajectoryList } from '../../server/http/api.ts';
-import { launchChromium, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
+import { launchChromium, SCREENSHOT_DIR, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
 
-const SHOTS = path.resolve('docs/screenshots');
+const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
 let browser: Browser;
 let page: Page;

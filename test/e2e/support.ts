@@ -65,3 +65,10 @@ export async function waitForLoaded(url: string): Promise<void> {
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+/**
+ * Where screenshots go: test-results/screenshots (ignored by git) on every run, so a test run
+ * never edits tracked files; docs/screenshots when ROLLSCOPE_UPDATE_SCREENSHOTS=1 refreshes the
+ * README's pictures.
+ */
+export const SCREENSHOT_DIR = path.resolve(process.env.ROLLSCOPE_UPDATE_SCREENSHOTS === '1' ? 'docs/screenshots' : 'test-results/screenshots');
