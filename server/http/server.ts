@@ -1,7 +1,7 @@
 // The HTTP server behind the app: node:http, JSON API validated with the zod schemas of api.ts,
-// the built app from dist/app, and image previews resized with sharp. Loopback by default;
-// requests naming another Host are refused (DNS rebinding: a page on evil.example resolving to
-// 127.0.0.1 must not read local rollouts). Nothing remote is ever fetched.
+// the built app from dist/app, and image previews resized with sharp. Loopback by default; every
+// request first passes the gate (gate.ts: Host, Origin, token, state-changing requests) and the
+// app's files are opened confined to the app folder. Nothing remote is ever fetched.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,7 +13,8 @@ import { ZodError } from 'zod';
 import { DiffQuery, DiffResult, ImageInfo, ListQuery, PreviewQuery, RunInfo, StreamQuery, TokenStream, TrajectoryDetail, TrajectoryList } from './api.ts';
 import type { RunStore } from './store.ts';
 import { imageInfos, NotFound, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
-import { imageBytes, MAX_INPUT_PIXELS } from '../images/resolve.ts';
+import { imageBytes, ImageUnavailable, MAX_INPUT_PIXELS } from '../images/resolve.ts';
+import { checkRequest, NotServed, openAppFile, servedHosts } from './gate.ts';
 
 export interface ServeOptions {
   store: RunStore;
@@ -24,10 +25,14 @@ export interface ServeOptions {
   appDir: string;
   /** Try the next ports when `port` is taken (the default port), instead of failing. */
   fallbackPort?: boolean;
+  /** Required on every request when set (serve sets one when bound beyond loopback; gate.ts). */
+  token?: string;
 }
 
 export interface RunningServer {
   url: string;
+  /** `url` with `?token=…` when the server has a token: the address to open (and to print). */
+  openUrl: string;
   port: number;
   close(): Promise<void>;
 }
@@ -98,11 +103,9 @@ function query<S extends z.ZodType>(schema: S, url: URL): z.output<S> {
 const previewCache = new Map<string, Buffer>();
 const PREVIEW_CACHE_ENTRIES = 128;
 
+/** Host headers served for a bind address (gate.ts `servedHosts`, without the bound address). */
 export function allowedHosts(host: string, port: number): Set<string> {
-  const hosts = new Set([`127.0.0.1:${port}`, `localhost:${port}`, `[::1]:${port}`]);
-  const bare = host.includes(':') && !host.startsWith('[') ? `[${host}]` : host;
-  hosts.add(`${bare}:${port}`.toLowerCase());
-  return hosts;
+  return servedHosts(host, port);
 }
 
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
@@ -164,26 +167,30 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
       res.end('The app is not built: run `npm run build` in the rollscope folder, then reload.\n');
       return;
     }
-    let rel = decodeURIComponent(url.pathname);
-    if (rel === '/' || rel === '') rel = '/index.html';
-    const file = path.resolve(appDir, '.' + rel);
-    // Only files inside the built app, never anything else on disk.
-    if (!file.startsWith(appDir + path.sep) || !fs.existsSync(file) || !fs.statSync(file).isFile()) throw new HttpError(404, `not found: ${url.pathname}`);
+    // Only files inside the built app, never anything else on disk (gate.ts openAppFile).
+    const { fd, file } = openAppFile(appDir, url.pathname);
     const type = MIME[path.extname(file)] ?? 'application/octet-stream';
-    const immutable = rel.startsWith('/assets/');
+    const immutable = url.pathname.startsWith('/assets/');
     res.writeHead(200, { 'Content-Type': type, 'Cache-Control': immutable ? 'public, max-age=31536000, immutable' : 'no-cache', ...SECURITY_HEADERS });
-    fs.createReadStream(file).pipe(res);
+    fs.createReadStream(file, { fd }).pipe(res);
   }
 
   const server = http.createServer((req, res) => {
-    const host = (req.headers.host ?? '').toLowerCase();
-    if (!hosts.has(host)) return sendError(res, 421, `host "${host}" is not served here; use http://127.0.0.1:${port}/`);
+    const verdict = checkRequest(req, { hosts, token: opts.token, cookieName: `rollscope-token-${port}` });
+    if (verdict.kind === 'refuse') return sendError(res, verdict.status, verdict.message);
+    if (verdict.kind === 'login') {
+      res.writeHead(302, { Location: verdict.location, 'Set-Cookie': verdict.cookie, 'Cache-Control': 'no-store', ...SECURITY_HEADERS });
+      res.end();
+      return;
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 405, 'only GET');
-    const url = new URL(req.url ?? '/', `http://${host}`);
+    const { url } = verdict;
     const work = url.pathname.startsWith('/api/') || url.pathname === '/api' ? handleApi(url, res) : (async () => serveStatic(url, res))();
     work.catch((e: unknown) => {
       if (e instanceof HttpError) return sendError(res, e.status, e.message);
       if (e instanceof URIError) return sendError(res, 400, `malformed URL: ${url.pathname}`);
+      if (e instanceof NotServed) return sendError(res, 404, e.message);
+      if (e instanceof ImageUnavailable) return sendError(res, 404, e.message);
       if (e instanceof NotFound) return sendError(res, 404, e.message);
       if (e instanceof ZodError) return sendError(res, 400, e.message);
       sendError(res, 500, (e as Error).message);
@@ -210,10 +217,12 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     if ((e as NodeJS.ErrnoException).code !== 'EADDRINUSE' || !opts.fallbackPort) throw e;
     port = await listen(0);
   }
-  hosts = allowedHosts(opts.host, port);
+  hosts = servedHosts(opts.host, port, (server.address() as AddressInfo).address);
   const shownHost = opts.host === '0.0.0.0' || opts.host === '::' ? '127.0.0.1' : opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  const url = `http://${shownHost}:${port}/`;
   return {
-    url: `http://${shownHost}:${port}/`,
+    url,
+    openUrl: opts.token ? `${url}?token=${opts.token}` : url,
     port,
     close: () =>
       new Promise<void>((resolve) => {

@@ -154,7 +154,7 @@ export interface StoreOptions extends RunOptions {
 /** Loads `paths` in the background and keeps watching them for appended records. */
 export function openRunStore(paths: readonly string[], opts: StoreOptions = {}): RunStore {
   const roots = opts.roots ?? defaultRoots(paths);
-  const runOpts: RunOptions = { model: opts.model, format: opts.format, processor: opts.processor, roots };
+  const runOpts: RunOptions = { model: opts.model, format: opts.format, processor: opts.processor, roots, allowRemoteImages: opts.allowRemoteImages };
   const entries = new Map<string, Entry>();
   const order: string[] = [];
   const files = new Map<string, FileState>();

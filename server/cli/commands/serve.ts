@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { parse, positiveInt, processorOptions, UsageError, type Command } from '../command.ts';
 import { openRunStore } from '../../http/store.ts';
 import { startServer } from '../../http/server.ts';
+import { needsToken, newToken } from '../../http/gate.ts';
 
 const DEFAULT_PORT = 4874;
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -35,19 +36,25 @@ export const command: Command = {
   name: 'serve',
   summary: 'open the browser inspector on trajectories (or the embedded demo run)',
   usage: `rollscope serve [PATH...] [--model M] [--port N] [--host H] [--no-open] [--min-pixels N] [--max-pixels N]
+                [--allow-remote-images]
 
 Starts the inspector on http://127.0.0.1:${DEFAULT_PORT}/ (the next free port when that one is
 taken) and opens it in a browser. Without PATH it serves the embedded demo run. A folder PATH
 loads every trajectory file in it and picks up records appended while it runs.
 
   --port N         port to listen on (0 = any free port)
-  --host H         address to bind (default 127.0.0.1; the inspector has no authentication:
-                   bind another address only on a network you trust)
+  --host H         address to bind (default 127.0.0.1). Any other address than 127.0.0.1,
+                   localhost or ::1 gets a random token, printed in the URL at start (as Jupyter
+                   does): open that URL once (the token becomes a cookie), or send
+                   Authorization: Bearer TOKEN. Anyone with the token can read these rollouts.
   --no-open        do not open a browser
   --model M        qwen2-vl, qwen2.5-vl, qwen3-vl, a model name, or a local model folder
   --format F       override format detection
   --min-pixels N   image processor min_pixels for this run
-  --max-pixels N   image processor max_pixels for this run`,
+  --max-pixels N   image processor max_pixels for this run
+  --allow-remote-images
+                   fetch http(s) images the records name (off: they are marked unavailable). Only
+                   public addresses, 10 s, 64 MiB, image/* only, redirects re-checked (docs/security.md)`,
   async run(argv) {
     const { values, positionals } = parse(argv, {
       model: { type: 'string' },
@@ -57,6 +64,7 @@ loads every trajectory file in it and picks up records appended while it runs.
       'no-open': { type: 'boolean', default: false },
       'min-pixels': { type: 'string' },
       'max-pixels': { type: 'string' },
+      'allow-remote-images': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     });
     const portArg = values.port === undefined ? DEFAULT_PORT : values.port === '0' ? 0 : positiveInt('port', values.port)!;
@@ -69,14 +77,16 @@ loads every trajectory file in it and picks up records appended while it runs.
     const demo = positionals.length === 0;
     const paths = demo ? [await writeDemo()] : positionals;
     for (const p of paths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
-    const store = openRunStore(paths, { model: values.model, format: values.format, processor: processorOptions(values), demo });
-    const server = await startServer({ store, port: portArg, host: values.host ?? '127.0.0.1', appDir, fallbackPort: values.port === undefined });
-    process.stdout.write(`rollscope serving ${demo ? 'the demo run' : paths.join(', ')} at ${server.url}\n`);
+    const store = openRunStore(paths, { model: values.model, format: values.format, processor: processorOptions(values), demo, allowRemoteImages: values['allow-remote-images'] === true });
     const host = values.host ?? '127.0.0.1';
-    if (!['127.0.0.1', 'localhost', '::1'].includes(host)) {
-      process.stderr.write(`rollscope: listening on ${host}: anyone who can reach this address can read these rollouts (there is no authentication)\n`);
+    // Beyond the loopback names other users (or machines) can connect: a token, as Jupyter does.
+    const token = needsToken(host) ? newToken() : undefined;
+    const server = await startServer({ store, port: portArg, host, appDir, fallbackPort: values.port === undefined, token });
+    process.stdout.write(`rollscope serving ${demo ? 'the demo run' : paths.join(', ')} at ${server.openUrl}\n`);
+    if (token) {
+      process.stderr.write(`rollscope: listening on ${host}: every request needs the token in the URL above (then a cookie) or Authorization: Bearer ${token}\n`);
     }
-    if (!values['no-open']) openBrowser(server.url);
+    if (!values['no-open']) openBrowser(server.openUrl);
     await new Promise<void>((resolve) => {
       const stop = () => {
         void server.close().then(resolve);
