@@ -223,3 +223,141 @@ export const DiffResult = z.object({
 export type DiffResult = z.infer<typeof DiffResult>;
 
 export const PreviewQuery = z.object({ w: z.coerce.number().int().min(16).max(2048).default(512) });
+
+// ---------------------------------------------------------------------------------------------
+// Export from the browser (server/http/routes-export.ts): POST a selection, poll the job, download.
+
+/** The overview's filter as the list query states it (sort order and paging do not change what is exported). */
+export const ListFilter = ListQuery.pick({ kind: true, cause: true, severity: true, status: true, q: true });
+export type ListFilter = z.infer<typeof ListFilter>;
+
+export const ExportSelection = z.discriminatedUnion('kind', [
+  /** Every trajectory the filter shows. */
+  z.object({ kind: z.literal('filter'), filter: ListFilter.strict() }).strict(),
+  /** Trajectories picked one by one (the overview's checkboxes), by their ids in the list. */
+  z.object({ kind: z.literal('ids'), ids: z.array(z.string().min(1).max(2000)).min(1).max(100_000) }).strict(),
+]);
+export type ExportSelection = z.infer<typeof ExportSelection>;
+
+export const ExportRequest = z
+  .object({
+    format: z.enum(['jsonl', 'parquet']),
+    includeWarnings: z.boolean().default(false),
+    selection: ExportSelection,
+  })
+  .strict();
+export type ExportRequest = z.infer<typeof ExportRequest>;
+export type ExportRequestInput = z.input<typeof ExportRequest>;
+
+export const EXPORT_FILE_ROLES = ['batch', 'manifest', 'rejects'] as const;
+export const ExportFileRole = z.enum(EXPORT_FILE_ROLES);
+export type ExportFileRole = z.infer<typeof ExportFileRole>;
+
+export const ExportJob = z.object({
+  id: z.string(),
+  state: z.enum(['running', 'done', 'failed', 'cancelled']),
+  format: z.enum(['jsonl', 'parquet']),
+  includeWarnings: z.boolean(),
+  /** The selection in words, as the manifest records it. */
+  selection: z.string(),
+  /** Trajectories selected when the export started. */
+  selected: z.number().int(),
+  progress: z.object({
+    /** Trajectories re-checked so far in the files that hold the selection, and how many those files hold. */
+    scanned: z.number().int(),
+    toScan: z.number().int(),
+    /** Selected trajectories handled so far: read = exported + rejected. */
+    read: z.number().int(),
+    exported: z.number().int(),
+    rejected: z.number().int(),
+    bytesWritten: z.number().int(),
+  }),
+  /** The manifest's counts, once the batch is written. */
+  counts: z
+    .object({
+      read: z.number().int(),
+      exported: z.number().int(),
+      rejected: z.number().int(),
+      byReason: z.record(z.string(), z.number().int()),
+    })
+    .nullable(),
+  /** The batch, its manifest and its rejects, once written (download links). */
+  files: z.array(z.object({ role: ExportFileRole, name: z.string(), bytes: z.number().int(), url: z.string() })),
+  error: z.string().nullable(),
+  startedAt: z.string(),
+  finishedAt: z.string().nullable(),
+});
+export type ExportJob = z.infer<typeof ExportJob>;
+
+/** `POST /api/exports/JOB/cancel` takes an empty object. */
+export const ExportCancel = z.object({}).strict();
+
+// ---------------------------------------------------------------------------------------------
+// Playground (server/http/routes-ask.ts): render a pasted conversation, diff it against a stream.
+
+/** Longest conversation text accepted (room for a few inline data: URL images). */
+export const MAX_PLAYGROUND_CHARS = 24 * 1024 * 1024;
+
+export const PlaygroundRequest = z
+  .object({
+    /** An OpenAI-style conversation `{"messages": [...], "tools"?: [...]}` as JSON text (parsed as Python's json.loads would). */
+    conversation: z.string().min(1).max(MAX_PLAYGROUND_CHARS),
+    addGenerationPrompt: z.boolean().default(true),
+    /** Render with this trajectory's profile and diff the result against one of its streams. */
+    target: z
+      .object({
+        id: z.string().min(1).max(2000),
+        stream: StreamName,
+        turn: z.number().int().min(-1).default(-1),
+        /** The stream may go on past the rendered ids (a prompt against prompt ⧺ generation) without that being a difference. */
+        prefix: z.boolean().default(true),
+      })
+      .strict()
+      .nullish(),
+  })
+  .strict();
+export type PlaygroundRequest = z.infer<typeof PlaygroundRequest>;
+export type PlaygroundRequestInput = z.input<typeof PlaygroundRequest>;
+
+export const PlaygroundImage = z.object({
+  /** Where the image is in the conversation, e.g. `messages[0].content[1]`. */
+  field: z.string(),
+  /** `width/height` or `data: URL`. */
+  source: z.string(),
+  width: z.number().int(),
+  height: z.number().int(),
+  resizedWidth: z.number().int(),
+  resizedHeight: z.number().int(),
+  gridThw: GridThw,
+  padCount: z.number().int(),
+});
+export type PlaygroundImage = z.infer<typeof PlaygroundImage>;
+
+export const PlaygroundResult = z.object({
+  /** The model profile the conversation was rendered with. */
+  profile: z.string(),
+  text: z.string(),
+  /** The text tokenized: one `<|image_pad|>` per image, as the template writes it. */
+  tokenIds: z.array(z.number().int()),
+  /** What the model sees: each image's pad expanded to its count. */
+  ids: z.array(z.number().int()),
+  ...Pieces.shape,
+  /** Image spans in `ids`. */
+  vision: z.array(VisionSpanInfo),
+  images: z.array(PlaygroundImage),
+  notes: z.array(z.string()),
+  /** The rendered ids (a) against the target stream (b), when a target was given. */
+  diff: DiffResult.nullable(),
+});
+export type PlaygroundResult = z.infer<typeof PlaygroundResult>;
+
+/** A trajectory's first-turn conversation as playground text, images given by their size. */
+export const PlaygroundPrefill = z.object({
+  id: z.string(),
+  turn: z.number().int(),
+  conversation: z.string(),
+  addGenerationPrompt: z.boolean(),
+  /** The stream the rendered prompt should begin: the turn's prompt ⧺ generation. */
+  target: z.object({ stream: StreamName, turn: z.number().int() }),
+});
+export type PlaygroundPrefill = z.infer<typeof PlaygroundPrefill>;

@@ -15,6 +15,8 @@ import type { RunStore } from './store.ts';
 import { imageInfos, NotFound, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
 import { imageBytes, ImageUnavailable, MAX_INPUT_PIXELS } from '../images/resolve.ts';
 import { checkRequest, NotServed, openAppFile, servedHosts } from './gate.ts';
+import { exportRoutes } from './routes-export.ts';
+import { askRoutes } from './routes-ask.ts';
 
 export interface ServeOptions {
   store: RunStore;
@@ -113,6 +115,14 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   let port = opts.port;
   let hosts = new Set<string>();
   const appDir = path.resolve(opts.appDir);
+  // Route modules (export jobs, playground) answer their paths first, POSTs included.
+  const tools = { sendJson, sendError, headers: SECURITY_HEADERS };
+  const routes = [exportRoutes(store, tools), askRoutes(store, tools)];
+  async function routeApi(req: http.IncomingMessage, url: URL, res: http.ServerResponse): Promise<void> {
+    for (const r of routes) if (await r.handle(req, res, url)) return;
+    if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, `no ${req.method} route ${url.pathname}`);
+    return handleApi(url, res);
+  }
 
   async function handleApi(url: URL, res: http.ServerResponse): Promise<void> {
     const parts = url.pathname.split('/').filter(Boolean).map((p) => decodeURIComponent(p));
@@ -183,9 +193,10 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
       res.end();
       return;
     }
-    if (req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 405, 'only GET');
     const { url } = verdict;
-    const work = url.pathname.startsWith('/api/') || url.pathname === '/api' ? handleApi(url, res) : (async () => serveStatic(url, res))();
+    const api = url.pathname.startsWith('/api/') || url.pathname === '/api';
+    if (!api && req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 405, 'only GET (state-changing requests go to the API)');
+    const work = api ? routeApi(req, url, res) : (async () => serveStatic(url, res))();
     work.catch((e: unknown) => {
       if (e instanceof HttpError) return sendError(res, e.status, e.message);
       if (e instanceof URIError) return sendError(res, 400, `malformed URL: ${url.pathname}`);
@@ -227,6 +238,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     close: () =>
       new Promise<void>((resolve) => {
         store.close();
+        for (const r of routes) r.close();
         server.closeAllConnections();
         server.close(() => resolve());
       }),

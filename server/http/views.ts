@@ -60,7 +60,8 @@ export async function trajectoryDetail(summary: TrajectorySummary, c: CheckedTra
   };
 }
 
-function pieces(profile: ModelProfile, ids: readonly number[]): Pieces {
+/** Visible pieces of the distinct ids, and which are special (for token chips). */
+export function pieces(profile: ModelProfile, ids: readonly number[]): Pieces {
   const tok = profile.tokenizer;
   const out: Record<string, string> = {};
   const specialIds: number[] = [];
@@ -213,6 +214,15 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
     labelB = 'stored sample';
   } else throw new NotFound(`no diff of ${q.a} against ${q.b}; use canonical/rerender, canonical/sample or prompt/prompt`);
 
+  return idsDiff(profile, a, b, { a: labelA, b: labelB }, prefixOnly);
+}
+
+/**
+ * Two id streams aligned token by token, the first divergence classified (classify.ts) and the
+ * rest diffed after it (diff.ts). Shared by the trajectory diffs and the playground. With
+ * `prefixOnly`, b may run on past a (the next observation) without that being a difference.
+ */
+export function idsDiff(profile: ModelProfile, a: number[], b: number[], labels: { a: string; b: string }, prefixOnly = false): DiffResult {
   const d = firstDivergence(profile, a, b, { prefixOnly });
   let hunks: Hunk[] = [];
   if (d) {
@@ -237,8 +247,8 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
     visiblePiece(tok.decodeSync(ids.slice(e, e + CONTEXT_TOKENS))),
   ];
   return {
-    a: { label: labelA, ids: a, ...pieces(profile, a) },
-    b: { label: labelB, ids: b, ...pieces(profile, b) },
+    a: { label: labels.a, ids: a, ...pieces(profile, a) },
+    b: { label: labels.b, ids: b, ...pieces(profile, b) },
     rowsA,
     rowsB,
     hunks: hunks.map((h, i) => ({ row: starts[i]!, ...h })),

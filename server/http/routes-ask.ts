@@ -1,0 +1,166 @@
+// The playground's routes: render a pasted conversation with the run's model profile (the same
+// `renderConversation` as `rollscope render`, server/analysis/ask.ts) and diff the ids against one
+// of a trajectory's streams (the same `idsDiff` as the trajectory diffs).
+//
+//   POST /api/playground/render        PlaygroundRequest → PlaygroundResult
+//   GET  /api/playground/conversation?id=ID   → PlaygroundPrefill (the first turn's messages)
+//
+// A pasted conversation is someone else's text: its images are sized from `width`/`height` or
+// `data:` URLs only (`dataUrlSizer`); the server never reads a local file or fetches a URL for it.
+import type http from 'node:http';
+import { MAX_PLAYGROUND_CHARS, PlaygroundPrefill, PlaygroundRequest, PlaygroundResult, type VisionSpanInfo } from './api.ts';
+import type { RunStore } from './store.ts';
+import { answer, readJsonBody, RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
+import { availableStreams, idsDiff, pieces } from './views.ts';
+import { AskInputError, dataUrlSizer, parseConversation, renderConversation, type RenderResult } from '../analysis/ask.ts';
+import { findVisionSpans } from '../analysis/vision-spans.ts';
+import { streamTokens, type CheckedTrajectory } from '../pipeline.ts';
+import { profileFor, type ModelProfile } from '../profiles/profile.ts';
+import type { Message, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
+
+/** JSON text of the conversation plus the request's other fields (JSON escapes can double a string). */
+const MAX_BODY_BYTES = 2 * MAX_PLAYGROUND_CHARS + 64 * 1024;
+/** `data:` URLs longer than this are left out of a prefilled conversation (the image's size stands in for it). */
+const MAX_PREFILL_DATA_URL = 256;
+
+/** The processor bounds a trajectory's record states (as analysisContext reads them), else the run's. */
+function processorFor(traj: Trajectory | undefined, run: ProcessorSettings | undefined): ProcessorSettings | undefined {
+  const record = traj?.processor ?? traj?.turns.find((t) => t.processor)?.processor;
+  if (!record) return run;
+  return { minPixels: record.minPixels ?? run?.minPixels, maxPixels: record.maxPixels ?? run?.maxPixels };
+}
+
+function visionSpansOf(profile: ModelProfile, ids: readonly number[], rendered: RenderResult): VisionSpanInfo[] {
+  let image = 0;
+  return findVisionSpans(ids, profile.special).map((s) => {
+    const i = s.kind === 'image' ? image++ : -1;
+    const img = rendered.images[i];
+    return { image: i, kind: s.kind, start: s.start, padStart: s.padStart, padLength: s.padLength, end: s.end, expectedPads: img?.pad_count ?? null, gridThw: img?.image_grid_thw ?? null };
+  });
+}
+
+async function targetOf(store: RunStore, id: string): Promise<CheckedTrajectory> {
+  const summary = store.summary(id);
+  if (!summary) throw new RequestError(404, `no trajectory with id "${id}"`);
+  const checked = await store.get(id);
+  if (!checked) throw new RequestError(404, `trajectory "${id}" is no longer in ${summary.source.file}`);
+  return checked;
+}
+
+export async function renderForPlayground(store: RunStore, request: PlaygroundRequest): Promise<PlaygroundResult> {
+  const runOpts = store.options();
+  const target = request.target ? await targetOf(store, request.target.id) : undefined;
+  // The trajectory's own profile when diffing against it (its model may not be the run's default).
+  const profile = target?.profile ?? profileFor(runOpts.model, undefined);
+  let rendered: RenderResult;
+  try {
+    const conversation = parseConversation(request.conversation, 'conversation');
+    rendered = await renderConversation(profile, conversation, {
+      addGenerationPrompt: request.addGenerationPrompt,
+      processor: processorFor(target?.trajectory, runOpts.processor),
+      sizeImage: dataUrlSizer,
+    });
+  } catch (e) {
+    if (e instanceof AskInputError) throw new RequestError(400, e.message);
+    throw e;
+  }
+  const ids = rendered.token_ids_expanded;
+  let diff: PlaygroundResult['diff'] = null;
+  if (target && request.target) {
+    const { stream, turn, prefix } = request.target;
+    const other = streamTokens(target, stream, turn);
+    if (!other) throw new RequestError(404, `trajectory "${request.target.id}" has no ${stream} stream${stream === 'prompt' ? ` for turn ${turn}` : ''}`);
+    const label = availableStreams(target).find((s) => s.name === stream && (stream !== 'prompt' || s.turn === turn))?.label ?? stream;
+    diff = idsDiff(profile, ids, other, { a: 'rendered here', b: label }, prefix);
+  }
+  return {
+    profile: profile.name,
+    text: rendered.text,
+    tokenIds: rendered.token_ids,
+    ids,
+    ...pieces(profile, ids),
+    vision: visionSpansOf(profile, ids, rendered),
+    images: rendered.images.map((img) => ({
+      field: img.field,
+      source: img.source,
+      width: img.width,
+      height: img.height,
+      resizedWidth: img.resized_width,
+      resizedHeight: img.resized_height,
+      gridThw: img.image_grid_thw,
+      padCount: img.pad_count,
+    })),
+    notes: rendered.notes,
+    diff,
+  };
+}
+
+const isImagePart = (part: Record<string, unknown>) => part.type === 'image' || 'image' in part || 'image_url' in part;
+
+/**
+ * The first turn's conversation as playground text. Each image part gets the image's size
+ * (`width`/`height`, which the renderer reads instead of the bytes), and long `data:` URLs are
+ * left out, so the text stays small and rendering it reads nothing. Images are paired with the
+ * image parts in order (both follow the order of appearance in the stream).
+ */
+export function prefillFor(id: string, c: CheckedTrajectory): PlaygroundPrefill | undefined {
+  const turn = c.trajectory.turns[0];
+  if (!turn?.messages || turn.messages.length === 0) return undefined;
+  const messages = structuredClone(turn.messages) as Message[];
+  let k = 0;
+  for (const message of messages) {
+    if (!Array.isArray(message.content)) continue;
+    for (const part of message.content) {
+      if (!isImagePart(part)) continue;
+      const img = c.trajectory.images[k++];
+      if (img?.width && img.height) {
+        part.width = img.width;
+        part.height = img.height;
+      }
+      for (const key of ['image', 'image_url', 'url'] as const) {
+        const v = part[key];
+        const url = typeof v === 'string' ? v : v && typeof v === 'object' && 'url' in v && typeof v.url === 'string' ? v.url : undefined;
+        if (url?.startsWith('data:') && url.length > MAX_PREFILL_DATA_URL) {
+          const elided = `data: URL of ${url.length} characters, left out (the size above stands in for it)`;
+          part[key] = typeof v === 'string' ? elided : { ...(v as object), url: elided };
+        }
+      }
+    }
+  }
+  const doc = turn.tools && turn.tools.length > 0 ? { messages, tools: turn.tools } : { messages };
+  return {
+    id,
+    turn: 0,
+    conversation: JSON.stringify(doc, null, 2),
+    addGenerationPrompt: true,
+    target: turn.promptIds ? { stream: 'prompt', turn: 0 } : { stream: 'canonical', turn: -1 },
+  };
+}
+
+export function askRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
+  return {
+    async handle(req: http.IncomingMessage, res: http.ServerResponse, url: URL): Promise<boolean> {
+      if (url.pathname === '/api/playground/render') {
+        await answer(res, tools, async () => {
+          if (req.method !== 'POST') throw new RequestError(405, 'POST a PlaygroundRequest to /api/playground/render');
+          const request = await readJsonBody(req, PlaygroundRequest, MAX_BODY_BYTES);
+          tools.sendJson(res, PlaygroundResult, await renderForPlayground(store, request));
+        });
+        return true;
+      }
+      if (url.pathname === '/api/playground/conversation') {
+        await answer(res, tools, async () => {
+          if (req.method !== 'GET' && req.method !== 'HEAD') throw new RequestError(405, 'only GET');
+          const id = url.searchParams.get('id');
+          if (!id) throw new RequestError(400, 'bad query: id: required');
+          const prefill = prefillFor(id, await targetOf(store, id));
+          if (!prefill) throw new RequestError(404, `trajectory "${id}" has no messages for its first turn`);
+          tools.sendJson(res, PlaygroundPrefill, prefill);
+        });
+        return true;
+      }
+      return false;
+    },
+    close() {},
+  };
+}
