@@ -6,6 +6,9 @@ import type { ListQueryInput, SortKey, TrajectorySummary } from '../../server/ht
 import { useRoute } from '../stores/route.ts';
 import { useRun } from '../stores/run.ts';
 import { causeLabel, kindLabel } from './labels.ts';
+import { useSelection } from '../stores/selection.ts';
+import { useExport } from '../stores/export.ts';
+import { ExportDialog } from './ExportDialog.tsx';
 
 const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
   { key: 'findings', label: 'health' },
@@ -56,12 +59,13 @@ export function FindingChips({ s }: { s: TrajectorySummary }) {
 interface RowContext {
   cursor: number;
   open(id: string): void;
+  picked: ReadonlySet<string>;
 }
 
 // Stable component types (defined once), so scrolling and re-renders do not remount rows.
 const TABLE_COMPONENTS: TableComponents<TrajectorySummary, RowContext> = {
   TableRow: ({ item, context, ...rest }) => (
-    <tr {...rest} data-id={item.id} className={`trow health-row-${item.health}${rest['data-index'] === context.cursor ? ' cursor' : ''}`} onClick={() => context.open(item.id)} />
+    <tr {...rest} data-id={item.id} className={`trow health-row-${item.health}${rest['data-index'] === context.cursor ? ' cursor' : ''}${context.picked.has(item.id) ? ' picked' : ''}`} onClick={() => context.open(item.id)} />
   ),
 };
 
@@ -71,6 +75,12 @@ export function Overview() {
   const go = useRoute((r) => r.go);
   const { info, items, total, loadList, error } = useRun();
   const query = useMemo(() => queryFromParams(params), [params]);
+  const picked = useSelection((s) => s.ids);
+  const { toggle: togglePicked, setMany: setPicked, clear: clearPicked } = useSelection();
+  const exportOpen = useExport((s) => s.open);
+  const showExport = useExport((s) => s.show);
+  const allShownPicked = items.length > 0 && items.every((s) => picked.has(s.id));
+  const someShownPicked = !allShownPicked && items.some((s) => picked.has(s.id));
   // Reload when the run grows (files still loading or being written), once the run is known.
   const trajectoriesLoaded = info?.trajectories;
 
@@ -92,7 +102,7 @@ export function Overview() {
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       const rows = itemsRef.current;
-      if (e.target instanceof HTMLInputElement || e.metaKey || e.ctrlKey || e.altKey || rows.length === 0) return;
+      if (e.target instanceof HTMLInputElement || e.metaKey || e.ctrlKey || e.altKey || rows.length === 0 || useExport.getState().open) return;
       const move = (to: number) => {
         const c = Math.max(0, Math.min(rows.length - 1, to));
         cursorRef.current = c;
@@ -103,6 +113,7 @@ export function Overview() {
       if (e.key === 'j') move(at + 1);
       else if (e.key === 'k') move(at - 1);
       else if (e.key === 'Enter' && rows[at]) openRef.current(rows[at].id);
+      else if (e.key === 'x' && rows[at]) useSelection.getState().toggle(rows[at].id);
     };
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
@@ -121,6 +132,10 @@ export function Overview() {
         <span className="muted small">
           {info ? `${info.trajectories} trajectories · model ${info.profile.name}${info.loading ? ' · loading…' : ''}` : 'loading…'}
         </span>
+        <span className="spacer" />
+        <a className="toplink" href="#/playground">
+          Playground
+        </a>
       </header>
       {error && <div className="banner error">{error}</div>}
       {info && (
@@ -169,8 +184,22 @@ export function Overview() {
             clear filters
           </button>
         )}
-        <span className="muted small keys">j/k move · Enter opens</span>
+        {picked.size > 0 && (
+          <span className="small" data-testid="picked-count">
+            {picked.size.toLocaleString()} selected
+            <button className="link" onClick={clearPicked}>
+              clear
+            </button>
+          </span>
+        )}
+        <button className="export-button" data-testid="open-export" onClick={showExport} disabled={!info}>
+          Export…
+        </button>
+        <span className="muted small keys">j/k move · x select · Enter opens</span>
       </div>
+      {exportOpen && (
+        <ExportDialog filter={{ kind: query.kind, cause: query.cause, status: query.status, q: query.q }} shown={total} />
+      )}
       {info && info.errors.length > 0 && (
         <details className="banner warning">
           <summary>{info.errors.length} records could not be read</summary>
@@ -190,6 +219,19 @@ export function Overview() {
         data={items}
         fixedHeaderContent={() => (
           <tr>
+            <th className="pick">
+              <input
+                type="checkbox"
+                aria-label="select all shown"
+                title="select all shown"
+                data-testid="select-all"
+                checked={allShownPicked}
+                ref={(el) => {
+                  if (el) el.indeterminate = someShownPicked;
+                }}
+                onChange={() => setPicked(items.map((s) => s.id), !allShownPicked)}
+              />
+            </th>
             {COLUMNS.map((c) => (
               <th key={c.key} className={c.numeric ? 'num' : ''} onClick={() => sortBy(c.key)} aria-sort={query.sort === c.key ? (query.order === 'asc' ? 'ascending' : 'descending') : 'none'}>
                 {c.label}
@@ -201,6 +243,9 @@ export function Overview() {
         )}
         itemContent={(_, s) => (
           <>
+            <td className="pick" onClick={(e) => e.stopPropagation()}>
+              <input type="checkbox" aria-label={`select ${s.id}`} checked={picked.has(s.id)} onChange={() => togglePicked(s.id)} />
+            </td>
             <td>
               <HealthDot health={s.health} />
             </td>
@@ -220,7 +265,7 @@ export function Overview() {
             </td>
           </>
         )}
-        context={{ cursor, open }}
+        context={{ cursor, open, picked }}
         components={TABLE_COMPONENTS}
       />
     </div>

@@ -1,0 +1,208 @@
+// Export from the overview: the current filter or the ticked trajectories become a training batch
+// (the same export as `rollscope export`), with a progress bar while the server re-checks them,
+// then the batch downloads and its manifest and rejects are offered beside it.
+import { useEffect, useState } from 'react';
+import type { ExportJob, ListFilter } from '../../server/http/api.ts';
+import { useExport } from '../stores/export.ts';
+import { useSelection } from '../stores/selection.ts';
+import { causeLabel, kindLabel } from './labels.ts';
+import './Export.css';
+
+type Scope = 'filter' | 'selection';
+type Format = 'jsonl' | 'parquet';
+
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}
+
+/** The filter in words, as the overview shows it. */
+function filterWords(f: ListFilter): string {
+  const parts = [
+    f.status ? (f.status === 'ok' ? 'clean' : f.status === 'error' ? 'with errors' : f.status === 'warning' ? 'warnings only' : `status ${f.status}`) : '',
+    f.kind ? kindLabel(f.kind) : '',
+    f.cause ? causeLabel(f.cause) : '',
+    f.q ? `matching “${f.q}”` : '',
+  ].filter(Boolean);
+  return parts.length > 0 ? parts.join(' · ') : 'no filter: the whole run';
+}
+
+const REASON_WORDS: Record<string, string> = {
+  unfixable_finding: 'an error re-alignment cannot repair',
+  warning: 'warnings (not included)',
+  no_generated_ids: 'no generated ids',
+  no_prompt: 'prompt unknown',
+  observation_unknown: 'observation unknown',
+  incomplete_logprobs: 'incomplete logprobs',
+  grid_unknown: 'image grid unknown',
+  video_unsupported: 'video',
+  position_ids: 'position ids',
+  image_unavailable: 'image unavailable',
+  recheck_failed: 'failed the re-check',
+  unreadable: 'unreadable',
+};
+
+function Progress({ job }: { job: ExportJob }) {
+  const p = job.progress;
+  // Re-checking the files is the long part; the selected ones finish as they come by.
+  const fraction = p.toScan > 0 ? Math.min(1, p.scanned / p.toScan) : 0;
+  return (
+    <div className="export-progress" data-testid="export-progress">
+      <div className="bar" role="progressbar" aria-valuemin={0} aria-valuemax={p.toScan} aria-valuenow={p.scanned}>
+        <div className="fill" style={{ width: `${(fraction * 100).toFixed(1)}%` }} />
+      </div>
+      <div className="small">
+        re-checked {p.scanned.toLocaleString()} of {p.toScan.toLocaleString()} trajectories · {p.read.toLocaleString()} of {job.selected.toLocaleString()} selected done ·{' '}
+        <span className="ok-text">{p.exported.toLocaleString()} exported</span> · <span className="rej-text">{p.rejected.toLocaleString()} rejected</span> · {formatBytes(p.bytesWritten)} written
+      </div>
+    </div>
+  );
+}
+
+function Done({ job }: { job: ExportJob }) {
+  const c = job.counts!;
+  const reasons = Object.entries(c.byReason).filter(([, n]) => n > 0);
+  return (
+    <div className="export-done" data-testid="export-done">
+      <div className="export-counts" data-testid="export-counts">
+        <b>{c.read.toLocaleString()}</b> read = <b className="ok-text">{c.exported.toLocaleString()}</b> exported + <b className="rej-text">{c.rejected.toLocaleString()}</b> rejected
+      </div>
+      {reasons.length > 0 && (
+        <ul className="reasons small">
+          {reasons.map(([r, n]) => (
+            <li key={r}>
+              {n} × {REASON_WORDS[r] ?? r.replace(/_/g, ' ')}
+            </li>
+          ))}
+        </ul>
+      )}
+      <table className="downloads">
+        <tbody>
+          {job.files.map((f) => (
+            <tr key={f.role} className={f.role === 'batch' ? 'batch' : ''}>
+              <td className="role">{f.role}</td>
+              <td>
+                <a className="download" href={f.url} download={f.name} data-testid={`download-${f.role}`}>
+                  ⬇ {f.name}
+                </a>
+              </td>
+              <td className="num muted">{formatBytes(f.bytes)}</td>
+              <td className="what muted small">{f.role === 'batch' ? 'download started' : f.role === 'manifest' ? 'inputs, hashes, counts, settings' : 'each trajectory not exported, with why'}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+}
+
+export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: number }) {
+  const { job, error, hide, start, cancel, reset } = useExport();
+  const selected = useSelection((s) => s.ids);
+  const [scope, setScope] = useState<Scope>(selected.size > 0 ? 'selection' : 'filter');
+  const [format, setFormat] = useState<Format>('jsonl');
+  const [includeWarnings, setIncludeWarnings] = useState(false);
+  const running = job?.state === 'running';
+
+  useEffect(() => {
+    const onKey = (e: KeyboardEvent) => {
+      if (e.key === 'Escape') hide();
+    };
+    window.addEventListener('keydown', onKey);
+    return () => window.removeEventListener('keydown', onKey);
+  }, [hide]);
+
+  const count = scope === 'filter' ? shown : selected.size;
+  const go = () =>
+    void start({
+      format,
+      includeWarnings,
+      selection: scope === 'filter' ? { kind: 'filter', filter } : { kind: 'ids', ids: [...selected] },
+    });
+
+  return (
+    <div className="modal-backdrop" onClick={hide}>
+      <div className="modal export-dialog" role="dialog" aria-label="Export a training batch" data-testid="export-dialog" onClick={(e) => e.stopPropagation()}>
+        <header>
+          <h2>Export a training batch</h2>
+          <button className="close" onClick={hide} aria-label="close">
+            ×
+          </button>
+        </header>
+        {!job && (
+          <>
+            <fieldset>
+              <legend>What</legend>
+              <label className="choice">
+                <input type="radio" name="scope" checked={scope === 'filter'} onChange={() => setScope('filter')} />
+                <span>
+                  <b>The current filter</b> — {shown.toLocaleString()} trajector{shown === 1 ? 'y' : 'ies'} <span className="muted">({filterWords(filter)})</span>
+                </span>
+              </label>
+              <label className={`choice${selected.size === 0 ? ' disabled' : ''}`}>
+                <input type="radio" name="scope" checked={scope === 'selection'} disabled={selected.size === 0} onChange={() => setScope('selection')} />
+                <span>
+                  <b>The selected trajectories</b> — {selected.size.toLocaleString()} ticked{selected.size === 0 ? ' (tick rows in the list to pick some)' : ''}
+                </span>
+              </label>
+            </fieldset>
+            <fieldset>
+              <legend>Format</legend>
+              <span className="seg" role="group" aria-label="format">
+                <button className={format === 'jsonl' ? 'active' : ''} onClick={() => setFormat('jsonl')}>
+                  JSONL
+                </button>
+                <button className={format === 'parquet' ? 'active' : ''} onClick={() => setFormat('parquet')}>
+                  Parquet
+                </button>
+              </span>
+              <label className="check">
+                <input type="checkbox" checked={includeWarnings} onChange={(e) => setIncludeWarnings(e.target.checked)} /> include trajectories whose only findings are warnings
+              </label>
+            </fieldset>
+            <p className="muted small explain">
+              Each trajectory is re-aligned the canonical way and checked again; only rows with no error left are written. Every other trajectory goes to the rejects file with its
+              findings, so read = exported + rejected. The files are written to a temporary folder on the server, never beside your data.
+            </p>
+            <div className="actions">
+              <button onClick={hide}>Close</button>
+              <button className="primary" data-testid="export-start" disabled={count === 0} onClick={go}>
+                Export {count.toLocaleString()} trajector{count === 1 ? 'y' : 'ies'} as {format === 'jsonl' ? 'JSONL' : 'Parquet'}
+              </button>
+            </div>
+          </>
+        )}
+        {job && (
+          <div className="export-job">
+            <div className="small muted">
+              {job.format === 'jsonl' ? 'JSONL' : 'Parquet'} · {job.selected.toLocaleString()} trajector{job.selected === 1 ? 'y' : 'ies'} ({job.selection})
+              {job.includeWarnings ? ' · warnings included' : ''}
+            </div>
+            {running && <Progress job={job} />}
+            {job.state === 'done' && <Done job={job} />}
+            {(job.state === 'failed' || job.state === 'cancelled') && (
+              <div className={`banner ${job.state === 'failed' ? 'error' : 'warning'}`}>
+                {job.state === 'failed' ? 'The export failed: ' : 'Cancelled: '}
+                {job.error}
+              </div>
+            )}
+            <div className="actions">
+              {running ? (
+                <button onClick={() => void cancel()}>Cancel export</button>
+              ) : (
+                <>
+                  <button onClick={reset}>New export</button>
+                  <button className="primary" onClick={hide}>
+                    Close
+                  </button>
+                </>
+              )}
+            </div>
+          </div>
+        )}
+        {error && <div className="banner error">{error}</div>}
+      </div>
+    </div>
+  );
+}

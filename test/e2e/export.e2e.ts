@@ -1,0 +1,117 @@
+// Export from the browser, end to end: filter the overview, export, and read what the browser
+// downloaded (the batch and its manifest) against what the overview showed.
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser, Download, Page } from 'playwright-core';
+import { Manifest } from '../../server/export/manifest.ts';
+import { readParquetRows } from '../../server/export/parquet.ts';
+import type { TrajectoryList } from '../../server/http/api.ts';
+import { launchChromium, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
+
+const SHOTS = path.resolve('docs/screenshots');
+let server: ServerProcess;
+let browser: Browser;
+let page: Page;
+let runDir: string;
+
+beforeAll(async () => {
+  runDir = (await writeRun()).dir;
+  server = await startServe([runDir]);
+  await waitForLoaded(server.url);
+  browser = await launchChromium();
+  page = await browser.newPage({ viewport: { width: 1440, height: 900 }, acceptDownloads: true });
+  page.on('pageerror', (e) => {
+    throw e;
+  });
+  fs.mkdirSync(SHOTS, { recursive: true });
+});
+
+afterAll(async () => {
+  await browser?.close();
+  await server?.stop();
+});
+
+async function downloaded(d: Download): Promise<Buffer> {
+  const file = await d.path();
+  return fs.readFileSync(file);
+}
+
+/** The number the overview says it shows ("12 shown"). */
+async function shownCount(): Promise<number> {
+  const text = (await page.locator('.filters').textContent()) ?? '';
+  const m = /([\d,]+) shown/.exec(text);
+  expect(m, text).not.toBeNull();
+  return Number(m![1]!.replace(/,/g, ''));
+}
+
+describe('export from the browser', () => {
+  it('the clean trajectories: the batch downloads and its manifest counts match the filter', async () => {
+    const inputsBefore = fs.readdirSync(runDir, { recursive: true }).sort();
+    await page.goto(server.url);
+    await page.waitForSelector('tr.trow');
+    await page.click('button.count.health-ok');
+    await expect.poll(() => page.url()).toContain('status=ok');
+    const clean = (await (await fetch(`${server.url}api/trajectories?status=ok`)).json()) as TrajectoryList;
+    expect(clean.total).toBeGreaterThan(0);
+    await expect.poll(shownCount).toBe(clean.total);
+    const shown = await shownCount();
+
+    await page.click('[data-testid=open-export]');
+    const dialog = page.locator('[data-testid=export-dialog]');
+    await dialog.waitFor();
+    expect(await dialog.textContent()).toContain(`${shown} trajector`);
+    const batchDownload = page.waitForEvent('download');
+    await page.click('[data-testid=export-start]');
+    const batch = await batchDownload;
+    await page.locator('[data-testid=export-done]').waitFor();
+    expect(batch.suggestedFilename()).toMatch(/^rollscope-[\d-]+\.jsonl$/);
+    await page.screenshot({ path: path.join(SHOTS, 'export.png') });
+
+    const manifestDownload = page.waitForEvent('download');
+    await page.click('[data-testid=download-manifest]');
+    const manifest = Manifest.parse(JSON.parse((await downloaded(await manifestDownload)).toString('utf8')));
+    expect(manifest.counts.read).toBe(shown);
+    expect(manifest.counts.exported + manifest.counts.rejected).toBe(shown);
+    expect(manifest.settings.selection).toBe('filter status="ok"');
+    const rows = (await downloaded(batch)).toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id: string });
+    expect(rows.length).toBe(manifest.counts.exported);
+    expect(manifest.output.file).toBe(batch.suggestedFilename());
+    // Every row is one of the trajectories the filter showed.
+    const ids = new Set(clean.items.map((s) => s.id));
+    for (const r of rows) expect(ids.has(r.id), r.id).toBe(true);
+    // What the dialog says is what the manifest says.
+    expect((await page.locator('[data-testid=export-counts]').textContent())?.replace(/\s+/g, ' ')).toBe(
+      `${manifest.counts.read} read = ${manifest.counts.exported} exported + ${manifest.counts.rejected} rejected`,
+    );
+    // Nothing was written beside the inputs.
+    expect(fs.readdirSync(runDir, { recursive: true }).sort()).toEqual(inputsBefore);
+    await page.click('.modal button.primary:has-text("Close")');
+  });
+
+  it('ticked rows export as a selection, to Parquet', async () => {
+    await page.goto(`${server.url}#/?sort=id&order=asc`);
+    await page.waitForSelector('tr.trow');
+    const boxes = page.locator('tr.trow td.pick input');
+    await boxes.nth(0).check();
+    await boxes.nth(2).check();
+    const picked = [await page.locator('tr.trow').nth(0).getAttribute('data-id'), await page.locator('tr.trow').nth(2).getAttribute('data-id')];
+    expect(await page.locator('[data-testid=picked-count]').textContent()).toContain('2 selected');
+    // Ticking does not open the trajectory.
+    expect(page.url()).not.toContain('#/t/');
+    await page.click('[data-testid=open-export]');
+    await page.click('.export-dialog button:has-text("Parquet")');
+    const download = page.waitForEvent('download');
+    await page.click('[data-testid=export-start]');
+    const batch = await download;
+    expect(batch.suggestedFilename()).toMatch(/\.parquet$/);
+    await page.locator('[data-testid=export-done]').waitFor();
+    const rows = await readParquetRows(await downloaded(batch));
+    const counts = (await page.locator('[data-testid=export-counts]').textContent())?.replace(/\s+/g, ' ') ?? '';
+    const m = /(\d+) read = (\d+) exported \+ (\d+) rejected/.exec(counts);
+    expect(m, counts).not.toBeNull();
+    expect(Number(m![1])).toBe(2);
+    expect(rows.length).toBe(Number(m![2]));
+    for (const r of rows) expect(picked).toContain(r.id);
+  });
+});
