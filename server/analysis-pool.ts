@@ -1,54 +1,174 @@
-// Spreads analyzeTrajectory over worker threads so `check` and `export` use every core while
-// the main thread reads and imports records. Results come back in input order with a bounded
-// number in flight, so memory stays bounded however large the run.
+// Spreads the analysis over worker threads so `check` and `export` use every core. Streamed
+// files reach the workers as raw lines (they parse, validate and analyze them, so this thread
+// only reads and hands out results); whole-loaded files as trajectories. Results come back in
+// input order with a bounded number in flight (pipeline.ts), so memory stays bounded however
+// large the run.
 import { Worker } from 'node:worker_threads';
-import type { Trajectory } from './model/trajectory.ts';
-import { loadProfile } from './profiles/profile.ts';
-import type { CheckedTrajectory, RunOptions } from './pipeline.ts';
+import type { FormatName, Trajectory } from './model/trajectory.ts';
+import { loadProfile, type ModelProfile } from './profiles/profile.ts';
+import type { RecordLine } from './import/records.ts';
+import type { ChunkOutcome, CheckedTrajectory, RunEvent, RunOptions } from './pipeline.ts';
 
-type Reply = { seq: number; ok: true; result: Omit<CheckedTrajectory, 'profile'> & { profileName: string } } | { seq: number; ok: false; message: string };
+/** A checked trajectory as it crosses threads: the profile by name (tokenizers are not transferable). */
+export type WireChecked = Omit<CheckedTrajectory, 'profile'> & { profileName: string };
+export type WireEvent = { type: 'trajectory'; checked: WireChecked } | Exclude<RunEvent, { type: 'trajectory' }>;
+
+export type Job =
+  | { kind: 'trajectory'; seq: number; trajectory: Trajectory; opts: RunOptions; roots: string[] }
+  | { kind: 'lines'; seq: number; file: string; format: FormatName; lines: RecordLine[]; opts: RunOptions; roots: string[] };
+
+export type Reply =
+  | { seq: number; ok: true; kind: 'trajectory'; result: WireChecked }
+  | { seq: number; ok: true; kind: 'lines'; events: WireEvent[]; imported: number }
+  | { seq: number; ok: false; message: string };
+
+export function toWire(c: CheckedTrajectory): WireChecked {
+  const { profile, ...rest } = c;
+  return { ...rest, profileName: profile.name };
+}
+
+const lazyProfiles = new Map<string, ModelProfile>();
+
+/**
+ * The profile a worker used, opened here only when something reads more than its name: a
+ * `check --json` never needs this thread's own copy of the tokenizer (a second of start-up).
+ */
+function lazyProfile(name: string): ModelProfile {
+  let p = lazyProfiles.get(name);
+  if (!p) {
+    let loaded: ModelProfile | undefined;
+    const real = () => (loaded ??= loadProfile(name));
+    p = new Proxy({} as ModelProfile, {
+      get: (_t, key) => (key === 'name' ? name : Reflect.get(real(), key)),
+      has: (_t, key) => Reflect.has(real(), key),
+      ownKeys: () => Reflect.ownKeys(real()),
+      getOwnPropertyDescriptor: (_t, key) => {
+        const d = Reflect.getOwnPropertyDescriptor(real(), key);
+        return d && { ...d, configurable: true };
+      },
+    });
+    lazyProfiles.set(name, p);
+  }
+  return p;
+}
+
+function fromWire(w: WireChecked): CheckedTrajectory {
+  const { profileName, ...rest } = w;
+  return { ...rest, profile: lazyProfile(profileName) };
+}
+
+/** Arrays this long or longer that hold only numbers cross threads as transferred Float64Arrays. */
+const PACK_MIN_LENGTH = 64;
+
+/**
+ * Structured cloning copies a number[] element by element, and the token streams, logprobs and
+ * masks of a checked trajectory are most of its bytes: as Float64Arrays (exact for every double,
+ * NaN and -0 included) they move without a copy and turn back into arrays in one tight loop.
+ * Returns a new tree; `value` itself is not touched (it may share arrays with caches).
+ */
+export function packForWire(value: unknown, transfer: ArrayBuffer[]): unknown {
+  if (Array.isArray(value)) {
+    if (value.length >= PACK_MIN_LENGTH && value.every((x) => typeof x === 'number')) {
+      const f = Float64Array.from(value as number[]);
+      transfer.push(f.buffer as ArrayBuffer);
+      return f;
+    }
+    return value.map((x) => packForWire(x, transfer));
+  }
+  if (typeof value === 'object' && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const k of Object.keys(value)) out[k] = packForWire((value as Record<string, unknown>)[k], transfer);
+    return out;
+  }
+  return value;
+}
+
+/** The inverse of packForWire, in place on the freshly received tree. */
+export function unpackFromWire(value: unknown): unknown {
+  if (value instanceof Float64Array) {
+    const out = new Array<number>(value.length);
+    for (let i = 0; i < value.length; i++) out[i] = value[i]!;
+    return out;
+  }
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) value[i] = unpackFromWire(value[i]);
+    return value;
+  }
+  if (typeof value === 'object' && value !== null) {
+    const o = value as Record<string, unknown>;
+    for (const k of Object.keys(o)) o[k] = unpackFromWire(o[k]);
+  }
+  return value;
+}
+
+interface Waiting {
+  resolve: (r: Extract<Reply, { ok: true }>) => void;
+  reject: (e: Error) => void;
+}
+
+interface Slot {
+  worker: Worker;
+  waiting: Map<number, Waiting>;
+  dead?: Error;
+}
 
 export class AnalysisPool {
-  private readonly workers: Worker[];
-  private readonly waiting = new Map<number, { resolve: (c: CheckedTrajectory) => void; reject: (e: Error) => void }>();
+  private readonly slots: Slot[];
   private seq = 0;
-  private next = 0;
 
   constructor(size: number) {
     const boot = new URL('../bin/worker-boot.js', import.meta.url);
     const module = new URL('./analysis-worker.ts', import.meta.url).href;
-    this.workers = Array.from({ length: size }, () => {
-      const w = new Worker(boot, { workerData: { module } });
-      w.on('message', (m: Reply) => this.settle(m));
-      w.on('error', (e) => {
-        for (const p of this.waiting.values()) p.reject(e);
-        this.waiting.clear();
-      });
-      return w;
+    this.slots = Array.from({ length: size }, () => {
+      const slot: Slot = { worker: new Worker(boot, { workerData: { module } }), waiting: new Map() };
+      slot.worker.on('message', (m: Reply) => this.settle(slot, m));
+      // A worker that dies takes its jobs with it; later jobs go to the others.
+      const fail = (e: Error) => {
+        slot.dead ??= e;
+        for (const p of slot.waiting.values()) p.reject(e);
+        slot.waiting.clear();
+      };
+      slot.worker.on('error', fail);
+      slot.worker.on('exit', (code) => fail(new Error(`analysis worker exited (code ${code})`)));
+      return slot;
     });
   }
 
-  private settle(m: Reply): void {
-    const p = this.waiting.get(m.seq);
+  private settle(slot: Slot, m: Reply): void {
+    const p = slot.waiting.get(m.seq);
     if (!p) return;
-    this.waiting.delete(m.seq);
+    slot.waiting.delete(m.seq);
     if (!m.ok) p.reject(new Error(m.message));
-    else {
-      const { profileName, ...rest } = m.result;
-      p.resolve({ ...rest, profile: loadProfile(profileName) });
-    }
+    else p.resolve(unpackFromWire(m) as Extract<Reply, { ok: true }>);
   }
 
-  analyze(trajectory: Trajectory, opts: RunOptions, roots: readonly string[]): Promise<CheckedTrajectory> {
-    const seq = this.seq++;
-    const worker = this.workers[this.next++ % this.workers.length]!;
+  /** The live worker with the fewest jobs (batches cost more than single trajectories). */
+  private send(job: Job): Promise<Extract<Reply, { ok: true }>> {
+    let best: Slot | undefined;
+    for (const s of this.slots) if (!s.dead && (!best || s.waiting.size < best.waiting.size)) best = s;
+    if (!best) return Promise.reject(this.slots[0]?.dead ?? new Error('no analysis worker'));
+    const slot = best;
     return new Promise((resolve, reject) => {
-      this.waiting.set(seq, { resolve, reject });
-      worker.postMessage({ seq, trajectory, opts, roots: [...roots] });
+      slot.waiting.set(job.seq, { resolve, reject });
+      const transfer: ArrayBuffer[] = [];
+      slot.worker.postMessage(packForWire(job, transfer), transfer);
     });
+  }
+
+  async analyze(trajectory: Trajectory, opts: RunOptions, roots: readonly string[]): Promise<CheckedTrajectory> {
+    const r = await this.send({ kind: 'trajectory', seq: this.seq++, trajectory, opts, roots: [...roots] });
+    if (r.kind !== 'trajectory') throw new Error('analysis worker answered a trajectory with a batch');
+    return fromWire(r.result);
+  }
+
+  /** Import and analyze raw lines of a record-local file on a worker (pipeline.importAndAnalyze there). */
+  async importAndAnalyze(chunk: { file: string; format: FormatName; lines: RecordLine[] }, opts: RunOptions, roots: readonly string[]): Promise<ChunkOutcome> {
+    const r = await this.send({ kind: 'lines', seq: this.seq++, file: chunk.file, format: chunk.format, lines: chunk.lines, opts, roots: [...roots] });
+    if (r.kind !== 'lines') throw new Error('analysis worker answered a batch with a trajectory');
+    return { events: r.events.map((e): RunEvent => (e.type === 'trajectory' ? { type: 'trajectory', checked: fromWire(e.checked) } : e)), imported: r.imported };
   }
 
   async close(): Promise<void> {
-    await Promise.all(this.workers.map((w) => w.terminate()));
+    await Promise.all(this.slots.map((s) => s.worker.terminate()));
   }
 }

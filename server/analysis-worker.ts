@@ -1,19 +1,44 @@
-// Worker-thread side of the analysis pool: receives trajectories, runs the same
-// analyzeTrajectory the main thread would, and sends back everything but the profile object
-// (tokenizers are not transferable; the main thread re-opens the profile by name from its cache).
+// Worker-thread side of the analysis pool: runs the same code the main thread would
+// (pipeline.analyzeTrajectory, pipeline.importAndAnalyze) and sends back everything but the
+// profile object (tokenizers are not transferable; the main thread re-opens it by name).
 import { parentPort } from 'node:worker_threads';
 import { z } from 'zod';
-import { Trajectory } from './model/trajectory.ts';
-import { analyzeTrajectory, type RunOptions } from './pipeline.ts';
+import { FormatName, type Trajectory } from './model/trajectory.ts';
+import { analyzeTrajectory, importAndAnalyze, type RunOptions } from './pipeline.ts';
+import { packForWire, toWire, unpackFromWire, type Reply, type WireEvent } from './analysis-pool.ts';
 
-const Job = z.object({ seq: z.number(), trajectory: Trajectory, opts: z.custom<RunOptions>(), roots: z.array(z.string()) });
+const RecordLine = z.object({
+  line: z.number().int(),
+  offset: z.number().int(),
+  length: z.number().int(),
+  text: z.string(),
+  problem: z.enum(['too_long', 'unterminated', 'invalid_utf8', 'unreadable']).optional(),
+  field: z.string().optional(),
+  badByte: z.number().int().optional(),
+  reason: z.string().optional(),
+});
+const Common = { seq: z.number().int(), opts: z.custom<RunOptions>((v) => typeof v === 'object' && v !== null), roots: z.array(z.string()) };
+const Job = z.discriminatedUnion('kind', [
+  // The main thread validated the trajectory with the Trajectory schema when it loaded it (loadFile);
+  // validating its token arrays again here would cost more than analyzing them.
+  z.object({ kind: z.literal('trajectory'), trajectory: z.custom<Trajectory>((v) => typeof v === 'object' && v !== null && 'turns' in v), ...Common }),
+  z.object({ kind: z.literal('lines'), file: z.string(), format: FormatName, lines: z.array(RecordLine), ...Common }),
+]);
 
 parentPort!.on('message', async (raw: unknown) => {
-  const job = Job.parse(raw);
+  const job = Job.parse(unpackFromWire(raw));
+  let reply: Reply;
   try {
-    const { profile, ...rest } = await analyzeTrajectory(job.trajectory, job.opts, job.roots);
-    parentPort!.postMessage({ seq: job.seq, ok: true, result: { ...rest, profileName: profile.name } });
+    if (job.kind === 'trajectory') {
+      reply = { seq: job.seq, ok: true, kind: 'trajectory', result: toWire(await analyzeTrajectory(job.trajectory, job.opts, job.roots)) };
+    } else {
+      const { events, imported } = await importAndAnalyze(job, job.opts, job.roots);
+      const wire = events.map((e): WireEvent => (e.type === 'trajectory' ? { type: 'trajectory', checked: toWire(e.checked) } : e));
+      reply = { seq: job.seq, ok: true, kind: 'lines', events: wire, imported };
+    }
   } catch (e) {
-    parentPort!.postMessage({ seq: job.seq, ok: false, message: (e as Error).message });
+    reply = { seq: job.seq, ok: false, message: (e as Error).message };
   }
+  const transfer: ArrayBuffer[] = [];
+  parentPort!.postMessage(packForWire(reply, transfer), transfer);
 });

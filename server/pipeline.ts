@@ -3,12 +3,14 @@
 // run the checks and the canonical re-alignment.
 import path from 'node:path';
 import type { Finding } from './model/finding.ts';
-import type { ProcessorSettings, ReadError, Trajectory } from './model/trajectory.ts';
+import type { FormatName, ProcessorSettings, ReadError, Trajectory } from './model/trajectory.ts';
 import { profileFor, type ModelProfile } from './profiles/profile.ts';
 import { analysisContext } from './analysis/context.ts';
 import { checkTrajectory } from './analysis/checks.ts';
 import type { Alignment } from './analysis/realign.ts';
-import { expandPaths, loadFile } from './import/index.ts';
+import { expandPaths } from './import/index.ts';
+import { importLines, readFileChunks } from './import/stream.ts';
+import type { RecordLine } from './import/records.ts';
 import { resolveImages } from './images/resolve.ts';
 import { AnalysisPool } from './analysis-pool.ts';
 
@@ -46,39 +48,104 @@ export function defaultRoots(paths: readonly string[]): string[] {
   return paths.map((p) => path.resolve(p)).map((p) => (/\.[a-z0-9]+$/i.test(p) ? path.dirname(p) : p));
 }
 
-export type RunEvent = { type: 'trajectory'; checked: CheckedTrajectory } | { type: 'error'; error: ReadError } | { type: 'file'; file: string; format?: string; count: number };
+export type RunEvent =
+  | { type: 'trajectory'; checked: CheckedTrajectory }
+  | { type: 'error'; error: ReadError }
+  /** A file is done (after its errors and trajectories): its format and how many trajectories it held. */
+  | { type: 'file'; file: string; format?: string; count: number };
+
+/** Settles to the events of one piece of work, in order; `imported` counts the trajectories it read. */
+export interface ChunkOutcome {
+  events: RunEvent[];
+  imported: number;
+}
+
+/** Import and analyze one batch of raw lines on this thread (what a pool worker does with it). */
+export async function importAndAnalyze(chunk: { file: string; format: FormatName; lines: RecordLine[] }, opts: RunOptions, roots: readonly string[]): Promise<ChunkOutcome> {
+  const { trajectories, errors } = importLines(chunk.file, chunk.format, chunk.lines);
+  const events: RunEvent[] = errors.map((error) => ({ type: 'error', error }));
+  for (const traj of trajectories) events.push(await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots)));
+  // In file order (stable: a record's errors keep their order), so events never depend on where batches split.
+  const lineOf = (e: RunEvent) => (e.type === 'error' ? e.error.line : e.type === 'trajectory' ? e.checked.trajectory.source.line : 0);
+  events.sort((a, b) => lineOf(a) - lineOf(b));
+  return { events, imported: trajectories.length };
+}
+
+async function analyzeOrError(traj: Trajectory, result: Promise<CheckedTrajectory>): Promise<RunEvent> {
+  try {
+    return { type: 'trajectory', checked: await result };
+  } catch (e) {
+    return { type: 'error', error: cannotAnalyze(traj, e) };
+  }
+}
+
+export function cannotAnalyze(traj: Pick<Trajectory, 'id' | 'source'>, e: unknown): ReadError {
+  return { file: traj.source.file, line: traj.source.line, message: `cannot analyze trajectory ${traj.id}: ${(e as Error).message}` };
+}
 
 /**
- * Load and check every trajectory under `paths`, file by file, in input order. With workers the
- * analysis runs on other threads while this one imports; at most `window` results are pending.
+ * Load and check every trajectory under `paths`, file by file, in input order. Files a
+ * record-local importer reads are streamed in batches of lines (import/stream.ts): with workers,
+ * parsing, validation and analysis all run on the worker threads, and this thread only reads
+ * lines and hands out the results; memory stays bounded by the records in flight, however large
+ * the run. Other files are loaded whole, then analyzed trajectory by trajectory.
  */
 export async function* checkPaths(paths: readonly string[], opts: RunOptions): AsyncGenerator<RunEvent> {
   const roots = opts.roots ?? defaultRoots(paths);
   const { files, errors } = expandPaths(paths);
   for (const error of errors) yield { type: 'error', error };
-  const pool = opts.workers && opts.workers > 0 ? new AnalysisPool(opts.workers) : undefined;
-  const window = pool ? 16 * (opts.workers ?? 1) : 1;
-  const pending: { traj: Trajectory; result: Promise<CheckedTrajectory> }[] = [];
-  const settle = async (p: { traj: Trajectory; result: Promise<CheckedTrajectory> }): Promise<RunEvent> => {
-    try {
-      return { type: 'trajectory', checked: await p.result };
-    } catch (e) {
-      return { type: 'error', error: { file: p.traj.source.file, line: p.traj.source.line, message: `cannot analyze trajectory ${p.traj.id}: ${(e as Error).message}` } };
+  const workers = opts.workers && opts.workers > 0 ? opts.workers : 0;
+  const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
+  // Records in flight: enough that a worker never waits for an older batch on another worker
+  // to be handed out (results leave in input order), few enough to bound memory (~64 per worker).
+  const window = pool ? 64 * workers : 1;
+  type Pending = { kind: 'work'; outcome: Promise<ChunkOutcome>; records: number } | { kind: 'file'; file: string; format?: string };
+  const pending: Pending[] = [];
+  let inFlight = 0;
+  let count = 0;
+  async function* settleOldest(): AsyncGenerator<RunEvent> {
+    const p = pending.shift()!;
+    if (p.kind === 'file') {
+      yield { type: 'file', file: p.file, format: p.format, count };
+      count = 0;
+      return;
     }
+    inFlight -= p.records;
+    const { events, imported } = await p.outcome;
+    count += imported;
+    yield* events;
+  }
+  const submit = (outcome: Promise<ChunkOutcome>, records: number) => {
+    outcome.catch(() => undefined); // settled in order; avoid an unhandled rejection meanwhile
+    pending.push({ kind: 'work', outcome, records });
+    inFlight += records;
   };
   try {
     for (const file of files) {
-      const loaded = await loadFile(file, { format: opts.format });
-      for (const error of loaded.errors) yield { type: 'error', error };
-      yield { type: 'file', file, format: loaded.format, count: loaded.trajectories.length };
-      for (const traj of loaded.trajectories) {
-        const result = pool ? pool.analyze(traj, opts, roots) : analyzeTrajectory(traj, opts, roots);
-        result.catch(() => undefined); // settled in order below; avoid an unhandled rejection meanwhile
-        pending.push({ traj, result });
-        if (pending.length >= window) yield await settle(pending.shift()!);
+      let format: string | undefined;
+      for await (const chunk of readFileChunks(file, { format: opts.format, batchLines: 8 })) {
+        if (chunk.kind === 'loaded') {
+          const { loaded } = chunk;
+          format = loaded.format;
+          submit(Promise.resolve({ events: loaded.errors.map((error): RunEvent => ({ type: 'error', error })), imported: 0 }), 0);
+          for (const traj of loaded.trajectories) {
+            const result = pool ? pool.analyze(traj, opts, roots) : analyzeTrajectory(traj, opts, roots);
+            submit(analyzeOrError(traj, result).then((ev) => ({ events: [ev], imported: 1 })), 1);
+            while (inFlight >= window) yield* settleOldest();
+          }
+        } else {
+          format = chunk.format;
+          const where = { file: chunk.file, line: chunk.lines[0]?.line ?? 0 };
+          const outcome = (pool ? pool.importAndAnalyze(chunk, opts, roots) : importAndAnalyze(chunk, opts, roots)).catch(
+            (e: unknown): ChunkOutcome => ({ events: [{ type: 'error', error: { ...where, message: `cannot analyze the ${chunk.lines.length} record(s) from line ${where.line}: ${(e as Error).message}` } }], imported: 0 }),
+          );
+          submit(outcome, chunk.lines.length);
+        }
+        while (inFlight >= window) yield* settleOldest();
       }
+      pending.push({ kind: 'file', file, format });
     }
-    while (pending.length > 0) yield await settle(pending.shift()!);
+    while (pending.length > 0) yield* settleOldest();
   } finally {
     await pool?.close();
   }

@@ -67,9 +67,13 @@ export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): stri
 }
 
 export async function runCheck(paths: string[], opts: RunOptions & { json: boolean }, out: NodeJS.WritableStream): Promise<number> {
+  // `trajectories` stays empty: each entry is written as it comes (memory bounded on any run size),
+  // into the same bytes JSON.stringify(report) would give.
   const report: CheckReport = { version: 1, trajectories: [], errors: [], summary: newSummary() };
   let fatal = false;
   const errors: ReadError[] = [];
+  let written = 0;
+  if (opts.json) out.write('{"version":1,"trajectories":[');
   for await (const ev of checkPaths(paths, opts)) {
     if (ev.type === 'error') {
       errors.push(ev.error);
@@ -80,7 +84,7 @@ export async function runCheck(paths: string[], opts: RunOptions & { json: boole
     const c = ev.checked;
     const t = c.trajectory;
     addToSummary(report.summary, c.findings, hasTokens(t));
-    report.trajectories.push({
+    const entry: CheckReport['trajectories'][number] = {
       id: t.id,
       source: { file: t.source.file, line: t.source.line },
       format: t.source.format,
@@ -88,12 +92,13 @@ export async function runCheck(paths: string[], opts: RunOptions & { json: boole
       profile: c.profile.name,
       findings: c.findings.map(publicFinding),
       limitations: t.limitations,
-    });
-    if (!opts.json) printTrajectory(c, out);
+    };
+    if (opts.json) out.write(`${written++ > 0 ? ',' : ''}${JSON.stringify(entry)}`);
+    else printTrajectory(c, out);
   }
   report.errors = errors.map(({ file, line, field, message }) => ({ file, line, ...(field ? { field } : {}), message }));
   report.summary.unreadableRecords = errors.filter((e) => e.line > 0).length;
-  if (opts.json) out.write(JSON.stringify(report) + '\n');
+  if (opts.json) out.write(`],"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}}\n`);
   else printSummary(report, out);
   if (fatal) return 2;
   return report.summary.withErrors > 0 || report.summary.unreadableRecords > 0 ? 1 : 0;

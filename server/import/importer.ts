@@ -24,6 +24,16 @@ export interface Importer {
   fileNamePattern?: RegExp;
   /** Structural test on one parsed record: true, or why it does not match. */
   sniff(record: unknown): true | string;
+  /**
+   * Each record becomes trajectories on its own (no grouping, no file-wide id allocation), so a
+   * large file can be imported in batches, on any thread, without holding it (import/stream.ts).
+   */
+  recordLocal?: boolean;
+  /**
+   * importRecords returns trajectories already parsed with the Trajectory schema (bounded), so a
+   * loader need not validate them a second time (zod over every token id is most of the import).
+   */
+  validates?: boolean;
   /** Turn the records of one file into trajectories. Grouping formats (vLLM logs) look across records. */
   importRecords(records: readonly RawRecord[], ctx: FileContext): ImportResult;
   /** Binary formats read the bytes themselves (Parquet readers are asynchronous). */

@@ -11,6 +11,7 @@ export const nativeImporter: Importer = {
   container: 'jsonl',
   fileNamePattern: /\.rollscope\.jsonl$/,
   recordLocal: true,
+  validates: true,
   sniff(record) {
     if (!isObject(record)) return 'not a JSON object';
     if (!Array.isArray(record.turns)) return 'no "turns" array';

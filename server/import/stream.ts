@@ -1,0 +1,137 @@
+// Reading a run without holding it: JSON-lines files whose importer reads each record on its own
+// (`Importer.recordLocal`) come out as batches of raw lines, which any thread can import with
+// `importLines`, so `check` and `export` keep memory bounded by the batches in flight and can
+// parse and validate on worker threads. Every other file (grouping formats such as vLLM call
+// logs, whole-file JSON, binary dumps, files whose format is still unknown) is loaded whole by
+// `loadFile`, exactly as before.
+import fs from 'node:fs';
+import path from 'node:path';
+import { Trajectory, type FormatName, type ReadError } from '../model/trajectory.ts';
+import type { Importer } from './importer.ts';
+import { IMPORTERS, importerFor, importIsolated, loadFile, type LoadedFile, type LoadOptions } from './index.ts';
+import { isReadError, parseJson, parseRecordLine, readLimits, readLines, safeParseBounded, zodErrors, type RawRecord, type ReadLimits, type RecordLine } from './records.ts';
+
+export type FileChunk =
+  /** Raw lines of a record-local JSONL file, in order; import them with `importLines`. */
+  | { kind: 'lines'; file: string; format: FormatName; lines: RecordLine[] }
+  /** The whole file, loaded by `loadFile`. */
+  | { kind: 'loaded'; loaded: LoadedFile };
+
+export interface ChunkOptions extends LoadOptions {
+  /** A batch closes at this many lines... */
+  batchLines?: number;
+  /** ...or once it holds this many bytes of text. */
+  batchBytes?: number;
+}
+
+/**
+ * The importer a file would be read with, decided the way `loadFile` decides (`--format`, then
+ * the file name, then the structure of the first records), but only when the file can be
+ * streamed: a record-local JSONL importer and a first line that is a complete JSON object (so
+ * `loadFile` would read it line by line too). Undefined: load the file whole.
+ */
+async function streamingImporter(file: string, opts: LoadOptions, limits: ReadLimits): Promise<Importer | undefined> {
+  if (opts.format) {
+    const imp = importerFor(opts.format);
+    return imp?.recordLocal && imp.container === 'jsonl' && !imp.importBytes ? ((await firstLineIsRecord(file, limits)) ? imp : undefined) : undefined;
+  }
+  const name = path.basename(file).replace(/\.gz$/i, '');
+  if (/\.(bin|msgpack|mpk|parquet)$/i.test(name)) return undefined;
+  const byName = IMPORTERS.find((i) => i.fileNamePattern?.test(name));
+  if (byName) return byName.recordLocal && byName.container === 'jsonl' && !byName.importBytes && (await firstLineIsRecord(file, limits)) ? byName : undefined;
+  // By structure, on the same sample `loadFile` looks at (the first three readable records); the
+  // first importer that accepts a record wins there, so it must win here for the plan to hold.
+  const sample: RawRecord[] = [];
+  let first = true;
+  for await (const l of readLines(file, { limits })) {
+    if (first && !isObjectLine(l, limits)) return undefined;
+    first = false;
+    const r = parseRecordLine(file, l, limits);
+    if (!isReadError(r)) sample.push(r);
+    if (sample.length === 3) break;
+  }
+  for (const imp of IMPORTERS) {
+    if (imp.container === 'binary') continue;
+    if (sample.some((r) => imp.sniff(r.value) === true)) return imp.recordLocal && imp.container === 'jsonl' && !imp.importBytes ? imp : undefined;
+  }
+  return undefined;
+}
+
+function isObjectLine(l: RecordLine, limits: ReadLimits): boolean {
+  if (l.problem || !l.text.trimStart().startsWith('{')) return false;
+  try {
+    parseJson(l.text, limits);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function firstLineIsRecord(file: string, limits: ReadLimits): Promise<boolean> {
+  for await (const l of readLines(file, { limits })) return isObjectLine(l, limits);
+  return false;
+}
+
+/**
+ * A file as a sequence of chunks: batches of raw lines when it can be streamed, else one
+ * `loaded` chunk. Never throws on bad input: unreadable files become a `loaded` chunk with the
+ * error `loadFile` reports.
+ */
+export async function* readFileChunks(file: string, opts: ChunkOptions = {}): AsyncGenerator<FileChunk> {
+  const limits = readLimits({ ...opts.limits, ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}) });
+  let importer: Importer | undefined;
+  try {
+    importer = fs.statSync(file).isFile() ? await streamingImporter(file, opts, limits) : undefined;
+  } catch {
+    importer = undefined;
+  }
+  if (!importer) {
+    yield { kind: 'loaded', loaded: await loadFile(file, opts) };
+    return;
+  }
+  const batchLines = opts.batchLines ?? 16;
+  const batchBytes = opts.batchBytes ?? 2 * 1024 * 1024;
+  let lines: RecordLine[] = [];
+  let bytes = 0;
+  for await (const l of readLines(file, { limits })) {
+    lines.push(l);
+    bytes += l.text.length;
+    if (lines.length >= batchLines || bytes >= batchBytes) {
+      yield { kind: 'lines', file, format: importer.format, lines };
+      lines = [];
+      bytes = 0;
+    }
+  }
+  if (lines.length > 0) yield { kind: 'lines', file, format: importer.format, lines };
+}
+
+/**
+ * Import lines of a record-local format: what `loadFile` does per record (parse with the read
+ * limits, import, validate into the internal model), with the same errors; a record the importer
+ * throws on costs that record only.
+ */
+export function importLines(file: string, format: FormatName, lines: readonly RecordLine[], limits: Partial<ReadLimits> = {}): { trajectories: Trajectory[]; errors: ReadError[] } {
+  const importer = importerFor(format);
+  if (!importer?.recordLocal) throw new Error(`importLines: the ${format} importer does not read records one by one`);
+  const lim = readLimits(limits);
+  const records: RawRecord[] = [];
+  const errors: ReadError[] = [];
+  for (const l of lines) {
+    const r = parseRecordLine(file, l, lim);
+    if (isReadError(r)) errors.push(r);
+    else records.push(r);
+  }
+  const result = importIsolated(importer, records, file);
+  const trajectories: Trajectory[] = [];
+  for (const t of result.trajectories) {
+    if (importer.validates) {
+      trajectories.push(t as Trajectory);
+      continue;
+    }
+    const parsed = safeParseBounded(Trajectory, t);
+    if (parsed.success) trajectories.push(parsed.data);
+    else result.errors.push(...zodErrors(file, t.source?.line ?? 0, parsed.error));
+  }
+  // The order loadFile reports them in: read errors, then the importer's, then validation.
+  return { trajectories, errors: [...errors, ...result.errors] };
+}
