@@ -4,6 +4,7 @@ import { useRoute } from './stores/route.ts';
 import { useRun } from './stores/run.ts';
 import { Overview } from './components/Overview.tsx';
 import { TrajectoryPage } from './components/TrajectoryPage.tsx';
+import { PlaygroundPage } from './components/PlaygroundPage.tsx';
 import { installKeyboard } from './keyboard.ts';
 import './styles.css';
 
@@ -22,7 +23,7 @@ function App() {
     const t = setInterval(() => void loadInfo(), 1000);
     return () => clearInterval(t);
   }, [loading, loadInfo]);
-  return page === 'trajectory' ? <TrajectoryPage /> : <Overview />;
+  return page === 'trajectory' ? <TrajectoryPage /> : page === 'playground' ? <PlaygroundPage /> : <Overview />;
 }
 
 createRoot(document.getElementById('root')!).render(

@@ -39,38 +39,12 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
   const b = params.b ?? fallback?.b ?? 'rerender';
   const turn = params.dturn !== undefined ? Number(params.dturn) : a === 'prompt' ? (fallback?.turn ?? 1) : 0;
   const d = diffs[diffKey(a, b, turn)];
-  const ref = useRef<VirtuosoHandle>(null);
   const token = params.token !== undefined ? Number(params.token) : -1;
   const side = params.side === 'a' ? 'a' : 'b';
 
   useEffect(() => {
     void loadDiff(a, b, turn);
   }, [a, b, turn, loadDiff]);
-
-  const selectedRow = useMemo(() => {
-    if (!d || token < 0) return -1;
-    const rows = side === 'a' ? d.rowsA : d.rowsB;
-    return rows.indexOf(token);
-  }, [d, token, side]);
-
-  useEffect(() => {
-    if (selectedRow >= 0) ref.current?.scrollToIndex({ index: selectedRow, align: 'center' });
-  }, [selectedRow]);
-  // Opened without a token: show the rows around the first divergence (still marked, not selected).
-  const initialRow = d?.divergence && token < 0 ? Math.max(0, d.divergence.row - 6) : 0;
-
-  const jump = () => {
-    if (!d?.divergence) return;
-    const dv = d.divergence;
-    // Land on the first token that differs: the extra one on b, else the missing one on a.
-    const bRow = d.rowsB[dv.row]!;
-    if (bRow >= 0) setParams({ token: bRow, side: 'b' }, true);
-    else setParams({ token: d.rowsA[dv.row]!, side: 'a' }, true);
-    ref.current?.scrollToIndex({ index: dv.row, align: 'center' });
-  };
-
-  const aEndRow = useMemo(() => (d ? d.rowsA.lastIndexOf(d.a.ids.length - 1) : -1), [d]);
-  const hunkRows = useMemo(() => new Set(d?.hunks.map((h) => h.row) ?? []), [d]);
 
   return (
     <div className="diff">
@@ -92,15 +66,57 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
             ))}
           </select>
         </label>
-        {d && (
-          <span className="muted small">
-            {d.a.ids.length.toLocaleString()} vs {d.b.ids.length.toLocaleString()} tokens · {d.hunks.length} differing region{d.hunks.length === 1 ? '' : 's'}
-            {d.prefixOnly ? ' · b may run on past a (the next observation)' : ''}
-          </span>
-        )}
+        {d && <DiffSummary d={d} />}
       </div>
       {!d && <p className="muted">loading…</p>}
-      {d && d.divergence && (
+      {d && <DiffBody d={d} token={token} side={side} onSelect={(t, sd) => setParams({ token: t, side: sd }, true)} />}
+    </div>
+  );
+}
+
+export function DiffSummary({ d }: { d: DiffResult }) {
+  return (
+    <span className="muted small">
+      {d.a.ids.length.toLocaleString()} vs {d.b.ids.length.toLocaleString()} tokens · {d.hunks.length} differing region{d.hunks.length === 1 ? '' : 's'}
+      {d.prefixOnly ? ' · b may run on past a (the next observation)' : ''}
+    </span>
+  );
+}
+
+/**
+ * The divergence headline and the aligned rows of one diff (also the playground's). `token` on
+ * `side` is the selected token; `onSelect` is called to select one (the jump button).
+ */
+export function DiffBody({ d, token, side, onSelect }: { d: DiffResult; token: number; side: 'a' | 'b'; onSelect(token: number, side: 'a' | 'b'): void }) {
+  const ref = useRef<VirtuosoHandle>(null);
+  const selectedRow = useMemo(() => {
+    if (token < 0) return -1;
+    const rows = side === 'a' ? d.rowsA : d.rowsB;
+    return rows.indexOf(token);
+  }, [d, token, side]);
+
+  useEffect(() => {
+    if (selectedRow >= 0) ref.current?.scrollToIndex({ index: selectedRow, align: 'center' });
+  }, [selectedRow]);
+  // Opened without a token: show the rows around the first divergence (still marked, not selected).
+  const initialRow = d.divergence && token < 0 ? Math.max(0, d.divergence.row - 6) : 0;
+
+  const jump = () => {
+    if (!d.divergence) return;
+    const dv = d.divergence;
+    // Land on the first token that differs: the extra one on b, else the missing one on a.
+    const bRow = d.rowsB[dv.row]!;
+    if (bRow >= 0) onSelect(bRow, 'b');
+    else onSelect(d.rowsA[dv.row]!, 'a');
+    ref.current?.scrollToIndex({ index: dv.row, align: 'center' });
+  };
+
+  const aEndRow = useMemo(() => d.rowsA.lastIndexOf(d.a.ids.length - 1), [d]);
+  const hunkRows = useMemo(() => new Set(d.hunks.map((h) => h.row)), [d]);
+
+  return (
+    <>
+      {d.divergence && (
         <div className="divergence" data-testid="divergence">
           <div className="div-head">
             <span className="div-title">First divergence: {causeLabel(d.divergence.cause)}</span>
@@ -116,44 +132,40 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
           <Context label={d.b.label} parts={d.divergence.textB} />
         </div>
       )}
-      {d && !d.divergence && <div className="banner ok">These streams agree token for token{d.prefixOnly ? ' (b extends a)' : ''}.</div>}
-      {d && (
-        <>
-          <div className="diffhead">
-            <span className="ix">#</span>
-            <span className="dside">{d.a.label}</span>
-            <span className="dside">{d.b.label}</span>
-            <span className="ix">#</span>
-            <span />
-          </div>
-          <Virtuoso
-            ref={ref}
-            className="rows diffrows"
-            totalCount={d.rowsA.length}
-            initialTopMostItemIndex={initialRow}
-            increaseViewportBy={400}
-            itemContent={(r) => {
-              const ai = d.rowsA[r]!;
-              const bi = d.rowsB[r]!;
-              const st = rowState(d, r, aEndRow);
-              const first = d.divergence?.row === r;
-              return (
-                <div className={`drow ${st}${r === selectedRow ? ' selected' : ''}${first ? ' first' : ''}${hunkRows.has(r) ? ' hunkstart' : ''}`} data-row={r} data-a={ai} data-b={bi}>
-                  <span className="ix">{ai >= 0 ? ai : ''}</span>
-                  <span className={`dside${ai >= 0 && isSpecial(d.a, ai) ? ' special' : ''}`} title={ai >= 0 ? `id ${d.a.ids[ai]}` : 'nothing on this side'}>
-                    {ai >= 0 ? pieceAt(d.a, ai) : st === 'ins' ? '—' : ''}
-                  </span>
-                  <span className={`dside${bi >= 0 && isSpecial(d.b, bi) ? ' special' : ''}`} title={bi >= 0 ? `id ${d.b.ids[bi]}` : 'nothing on this side'}>
-                    {bi >= 0 ? pieceAt(d.b, bi) : st === 'del' ? '—' : ''}
-                  </span>
-                  <span className="ix">{bi >= 0 ? bi : ''}</span>
-                  {first && <span className="firstflag">◀ first divergence</span>}
-                </div>
-              );
-            }}
-          />
-        </>
-      )}
-    </div>
+      {!d.divergence && <div className="banner ok">These streams agree token for token{d.prefixOnly ? ' (b extends a)' : ''}.</div>}
+      <div className="diffhead">
+        <span className="ix">#</span>
+        <span className="dside">{d.a.label}</span>
+        <span className="dside">{d.b.label}</span>
+        <span className="ix">#</span>
+        <span />
+      </div>
+      <Virtuoso
+        ref={ref}
+        className="rows diffrows"
+        totalCount={d.rowsA.length}
+        initialTopMostItemIndex={initialRow}
+        increaseViewportBy={400}
+        itemContent={(r) => {
+          const ai = d.rowsA[r]!;
+          const bi = d.rowsB[r]!;
+          const st = rowState(d, r, aEndRow);
+          const first = d.divergence?.row === r;
+          return (
+            <div className={`drow ${st}${r === selectedRow ? ' selected' : ''}${first ? ' first' : ''}${hunkRows.has(r) ? ' hunkstart' : ''}`} data-row={r} data-a={ai} data-b={bi}>
+              <span className="ix">{ai >= 0 ? ai : ''}</span>
+              <span className={`dside${ai >= 0 && isSpecial(d.a, ai) ? ' special' : ''}`} title={ai >= 0 ? `id ${d.a.ids[ai]}` : 'nothing on this side'}>
+                {ai >= 0 ? pieceAt(d.a, ai) : st === 'ins' ? '—' : ''}
+              </span>
+              <span className={`dside${bi >= 0 && isSpecial(d.b, bi) ? ' special' : ''}`} title={bi >= 0 ? `id ${d.b.ids[bi]}` : 'nothing on this side'}>
+                {bi >= 0 ? pieceAt(d.b, bi) : st === 'del' ? '—' : ''}
+              </span>
+              <span className="ix">{bi >= 0 ? bi : ''}</span>
+              {first && <span className="firstflag">◀ first divergence</span>}
+            </div>
+          );
+        }}
+      />
+    </>
   );
 }

@@ -53,7 +53,7 @@ function Progress({ job }: { job: ExportJob }) {
         <div className="fill" style={{ width: `${(fraction * 100).toFixed(1)}%` }} />
       </div>
       <div className="small">
-        re-checked {p.scanned.toLocaleString()} of {p.toScan.toLocaleString()} trajectories · {p.read.toLocaleString()} of {job.selected.toLocaleString()} selected done ·{' '}
+        {p.scanned === 0 ? 'starting the analysis · ' : ''}re-checked {p.scanned.toLocaleString()} of {p.toScan.toLocaleString()} trajectories · {p.read.toLocaleString()} of {job.selected.toLocaleString()} selected done ·{' '}
         <span className="ok-text">{p.exported.toLocaleString()} exported</span> · <span className="rej-text">{p.rejected.toLocaleString()} rejected</span> · {formatBytes(p.bytesWritten)} written
       </div>
     </div>
@@ -69,7 +69,7 @@ function Done({ job }: { job: ExportJob }) {
         <b>{c.read.toLocaleString()}</b> read = <b className="ok-text">{c.exported.toLocaleString()}</b> exported + <b className="rej-text">{c.rejected.toLocaleString()}</b> rejected
       </div>
       {reasons.length > 0 && (
-        <ul className="reasons small">
+        <ul className="reasons small" title="a rejected trajectory may have several reasons">
           {reasons.map(([r, n]) => (
             <li key={r}>
               {n} × {REASON_WORDS[r] ?? r.replace(/_/g, ' ')}
@@ -132,8 +132,8 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
         </header>
         {!job && (
           <>
-            <fieldset>
-              <legend>What</legend>
+            <div className="field" role="radiogroup" aria-label="what to export">
+              <div className="legend">What</div>
               <label className="choice">
                 <input type="radio" name="scope" checked={scope === 'filter'} onChange={() => setScope('filter')} />
                 <span>
@@ -146,9 +146,9 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
                   <b>The selected trajectories</b> — {selected.size.toLocaleString()} ticked{selected.size === 0 ? ' (tick rows in the list to pick some)' : ''}
                 </span>
               </label>
-            </fieldset>
-            <fieldset>
-              <legend>Format</legend>
+            </div>
+            <div className="field">
+              <div className="legend">Format</div>
               <span className="seg" role="group" aria-label="format">
                 <button className={format === 'jsonl' ? 'active' : ''} onClick={() => setFormat('jsonl')}>
                   JSONL
@@ -160,7 +160,7 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
               <label className="check">
                 <input type="checkbox" checked={includeWarnings} onChange={(e) => setIncludeWarnings(e.target.checked)} /> include trajectories whose only findings are warnings
               </label>
-            </fieldset>
+            </div>
             <p className="muted small explain">
               Each trajectory is re-aligned the canonical way and checked again; only rows with no error left are written. Every other trajectory goes to the rejects file with its
               findings, so read = exported + rejected. The files are written to a temporary folder on the server, never beside your data.
@@ -176,7 +176,8 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
         {job && (
           <div className="export-job">
             <div className="small muted">
-              {job.format === 'jsonl' ? 'JSONL' : 'Parquet'} · {job.selected.toLocaleString()} trajector{job.selected === 1 ? 'y' : 'ies'} ({job.selection})
+              {job.format === 'jsonl' ? 'JSONL' : 'Parquet'} · {job.selected.toLocaleString()} trajector{job.selected === 1 ? 'y' : 'ies'}{' '}
+              {job.scope === 'filter' ? `(${job.selection})` : 'ticked in the list'}
               {job.includeWarnings ? ' · warnings included' : ''}
             </div>
             {running && <Progress job={job} />}

@@ -39,7 +39,7 @@ export type Row =
   | { kind: 'padrow'; span: number; start: number; end: number }
   | { kind: 'cut'; span: number };
 
-export function buildRows(s: TokenStream, expanded: Record<number, boolean>, cellsWide: (span: VisionSpanInfo) => number): Row[] {
+export function buildRows(s: Pick<TokenStream, 'ids' | 'pieces' | 'turns' | 'vision'>, expanded: Record<number, boolean>, cellsWide: (span: VisionSpanInfo) => number): Row[] {
   const rows: Row[] = [];
   const marks = new Map<number, TurnMark[]>();
   for (const m of s.turns) marks.set(m.index, [...(marks.get(m.index) ?? []), m]);

@@ -13,6 +13,7 @@ import { DiffView } from './DiffView.tsx';
 import { FindingsPanel } from './FindingsPanel.tsx';
 import { findingParams } from '../keyboard.ts';
 import { ImagePanel } from './ImagePanel.tsx';
+import { Playground } from './Playground.tsx';
 import { causeLabel, kindLabel } from './labels.ts';
 
 export function TrajectoryPage() {
@@ -35,7 +36,7 @@ export function TrajectoryPage() {
     if (!runQuery) void loadList(queryFromParams({}));
   }, [runQuery, loadList]);
 
-  const view = params.view === 'diff' ? 'diff' : 'stream';
+  const view = params.view === 'diff' ? 'diff' : params.view === 'playground' ? 'playground' : 'stream';
   const findings = detail?.findings ?? [];
 
   const neighbours = useMemo(() => {
@@ -90,14 +91,21 @@ export function TrajectoryPage() {
             <button className={view === 'diff' ? 'active' : ''} onClick={() => setParams({ view: 'diff' })} disabled={!detail || detail.diffs.length === 0}>
               Diff{detail?.diffs.some((d) => d.diverges) ? ' ●' : ''}
             </button>
+            <button className={view === 'playground' ? 'active' : ''} onClick={() => setParams({ view: 'playground' })} title="render a conversation and compare it with this trajectory">
+              Playground
+            </button>
           </nav>
           {detail && view === 'stream' && <TokenStreamView detail={detail} params={params} />}
           {detail && view === 'diff' && <DiffView detail={detail} params={params as Params} />}
+          {detail && view === 'playground' && <Playground trajectoryId={id} detail={detail} split />}
         </main>
-        <aside className="side">
-          {detail && <FindingsPanel findings={findings} active={params.finding === undefined ? -1 : Number(params.finding)} onOpen={openFinding} limitations={detail.limitations} notes={detail.notes} />}
-          {detail && <ImagePanel detail={detail} findings={findings} />}
-        </aside>
+        {/* The playground takes the full width: its conversation beside its rendering. */}
+        {view !== 'playground' && (
+          <aside className="side">
+            {detail && <FindingsPanel findings={findings} active={params.finding === undefined ? -1 : Number(params.finding)} onOpen={openFinding} limitations={detail.limitations} notes={detail.notes} />}
+            {detail && <ImagePanel detail={detail} findings={findings} />}
+          </aside>
+        )}
       </div>
     </div>
   );

@@ -6,7 +6,7 @@ import { create } from 'zustand';
 export type Params = Record<string, string>;
 
 export interface Route {
-  page: 'overview' | 'trajectory';
+  page: 'overview' | 'trajectory' | 'playground';
   id: string | null;
   params: Params;
 }
@@ -18,6 +18,7 @@ export function parseHash(hash: string): Route {
   for (const [k, v] of new URLSearchParams(queryPart ?? '')) params[k] = v;
   const m = /^\/t\/(.+)$/.exec(pathPart);
   if (m) return { page: 'trajectory', id: decodeURIComponent(m[1]!), params };
+  if (pathPart === '/playground') return { page: 'playground', id: null, params };
   return { page: 'overview', id: null, params };
 }
 
@@ -25,7 +26,7 @@ export function formatHash(route: Route): string {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(route.params)) if (v !== '' && v !== undefined) q.set(k, v);
   const qs = q.toString();
-  const base = route.page === 'trajectory' && route.id !== null ? `#/t/${encodeURIComponent(route.id)}` : '#/';
+  const base = route.page === 'trajectory' && route.id !== null ? `#/t/${encodeURIComponent(route.id)}` : route.page === 'playground' ? '#/playground' : '#/';
   return qs ? `${base}?${qs}` : base;
 }
 

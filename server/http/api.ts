@@ -258,6 +258,8 @@ export const ExportJob = z.object({
   state: z.enum(['running', 'done', 'failed', 'cancelled']),
   format: z.enum(['jsonl', 'parquet']),
   includeWarnings: z.boolean(),
+  /** Whether a filter or ticked trajectories were exported. */
+  scope: z.enum(['filter', 'ids']),
   /** The selection in words, as the manifest records it. */
   selection: z.string(),
   /** Trajectories selected when the export started. */

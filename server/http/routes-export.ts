@@ -138,6 +138,7 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
         state: 'running',
         format: request.format,
         includeWarnings: request.includeWarnings,
+        scope: sel.kind,
         selection,
         selected: selected.length,
         progress: { scanned: 0, toScan, read: 0, exported: 0, rejected: 0, bytesWritten: 0 },

@@ -1,0 +1,239 @@
+// The playground: paste an OpenAI-style conversation, render it with the run's model profile
+// (the server's `renderConversation`, as `rollscope render`), see the text, the tokens with each
+// image's pads expanded, the ids, and where they part from one of a trajectory's streams.
+import { useEffect, useMemo, useState } from 'react';
+import { Virtuoso } from 'react-virtuoso';
+import type { PlaygroundResult, TrajectoryDetail } from '../../server/http/api.ts';
+import type { StreamName } from '../../server/model/finding.ts';
+import { usePlayground } from '../stores/playground.ts';
+import { buildRows, isSpecial, pieceAt } from './TokenStreamView.tsx';
+import { DiffBody, DiffSummary } from './DiffView.tsx';
+import { causeLabel } from './labels.ts';
+import './Playground.css';
+
+type Tab = 'tokens' | 'text' | 'ids' | 'diff';
+
+const PLACEHOLDER = `{"messages": [
+  {"role": "user", "content": [
+    {"type": "image", "width": 640, "height": 480},
+    {"type": "text", "text": "What is in the picture?"}
+  ]}
+], "tools": []}`;
+
+/** Token chips of the rendered ids: rows break after newlines; each image's pad run is one chip. */
+function TokenChips({ r, flagged }: { r: PlaygroundResult; flagged: number }) {
+  const rows = useMemo(() => buildRows({ ids: r.ids, pieces: r.pieces, turns: [], vision: r.vision }, {}, () => 1), [r]);
+  const [selected, setSelected] = useState(-1);
+  return (
+    <div className="pg-tokens">
+      <div className="small pg-selected" data-testid="pg-selected-token">
+        {selected >= 0 ? (
+          <>
+            token #{selected} · id {r.ids[selected]} · “{pieceAt(r, selected)}”
+          </>
+        ) : (
+          <span className="muted">click a token for its index and id</span>
+        )}
+      </div>
+      <Virtuoso
+        className="rows"
+        data={rows}
+        increaseViewportBy={400}
+        itemContent={(_, row) => {
+          if (row.kind === 'tokens') {
+            const out = [];
+            for (let i = row.start; i < row.end; i++) {
+              out.push(
+                <span
+                  key={i}
+                  data-i={i}
+                  className={`tok${isSpecial(r, i) ? ' special' : ''}${i === flagged ? ' flagged' : ''}${i === selected ? ' selected' : ''}`}
+                  title={`#${i} · id ${r.ids[i]}${i === flagged ? '\n⚠ first divergence' : ''}`}
+                  onClick={() => setSelected(i)}
+                >
+                  {pieceAt(r, i) || '∅'}
+                </span>,
+              );
+            }
+            return <div className="row">{out}</div>;
+          }
+          if (row.kind === 'pads') {
+            const v = r.vision[row.span]!;
+            const img = r.images[v.image];
+            return (
+              <div className="row">
+                <span className={`padchip${flagged >= v.padStart && flagged < v.padStart + v.padLength ? ' bad' : ''}`} data-span={v.image} title={`tokens #${v.padStart}–#${v.padStart + v.padLength - 1}`}>
+                  <b>image {v.image}</b> · {v.padLength} pads
+                  {v.gridThw ? ` · grid [${v.gridThw.join(', ')}]` : ''}
+                  {img ? ` · ${img.width}×${img.height} → ${img.resizedWidth}×${img.resizedHeight} (${img.source})` : ''}
+                </span>
+              </div>
+            );
+          }
+          return <div />;
+        }}
+      />
+    </div>
+  );
+}
+
+function Verdict({ r }: { r: PlaygroundResult }) {
+  const d = r.diff;
+  if (!d) return null;
+  if (!d.divergence) {
+    return (
+      <span className="verdict ok" data-testid="pg-verdict">
+        ✓ identical to {d.b.label}
+        {d.prefixOnly && d.b.ids.length > d.a.ids.length ? ` (its first ${d.a.ids.length.toLocaleString()} tokens)` : ''}
+      </span>
+    );
+  }
+  return (
+    <span className="verdict bad" data-testid="pg-verdict">
+      ✗ differs from {d.b.label} at token {d.divergence.aIndex}
+      {d.divergence.cause !== 'other' ? `: ${causeLabel(d.divergence.cause)}` : ''}
+    </span>
+  );
+}
+
+export function Playground({ trajectoryId, detail, split = false }: { trajectoryId: string | null; detail: TrajectoryDetail | null; split?: boolean }) {
+  const pg = usePlayground();
+  const { text, result, error, busy, target, prefix, addGenerationPrompt, prefillNote, resultFor } = pg;
+  const [tab, setTab] = useState<Tab>('tokens');
+  const [diffToken, setDiffToken] = useState<{ token: number; side: 'a' | 'b' }>({ token: -1, side: 'b' });
+  const prefill = pg.prefill;
+
+  useEffect(() => {
+    if (trajectoryId) void prefill(trajectoryId);
+  }, [trajectoryId, prefill]);
+
+  // Show the diff when there is one to show, the tokens otherwise.
+  useEffect(() => {
+    setTab((t) => (result?.diff ? (t === 'tokens' || t === 'diff' ? 'diff' : t) : t === 'diff' ? 'tokens' : t));
+    setDiffToken({ token: -1, side: 'b' });
+  }, [result]);
+
+  const render = () => void pg.render(trajectoryId);
+  const streams = detail?.streams ?? [];
+  const targetKey = target ? `${target.stream}:${target.turn}` : '';
+  const diff = result?.diff && resultFor === trajectoryId ? result.diff : null;
+  const pads = result ? result.vision.reduce((n, v) => n + v.padLength, 0) : 0;
+
+  return (
+    <div className={`playground${split ? ' split' : ''}`} data-testid="playground">
+      <section className="pg-input">
+        <div className="pg-head">
+          <b>Conversation</b>
+          <span className="muted small">
+            OpenAI-style JSON <code>{'{"messages": [...], "tools"?: [...]}'}</code>; images as <code>{'{"width", "height"}'}</code> or <code>data:</code> URLs
+          </span>
+        </div>
+        <textarea
+          className="pg-text"
+          aria-label="conversation"
+          spellCheck={false}
+          value={text}
+          placeholder={PLACEHOLDER}
+          onChange={(e) => pg.setText(e.target.value)}
+          onKeyDown={(e) => {
+            if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) {
+              e.preventDefault();
+              render();
+            }
+          }}
+        />
+        <div className="pg-controls">
+          <label className="check">
+            <input type="checkbox" checked={addGenerationPrompt} onChange={(e) => pg.set({ addGenerationPrompt: e.target.checked })} /> add generation prompt
+          </label>
+          <label>
+            compare with{' '}
+            <select
+              aria-label="compare with"
+              value={targetKey}
+              disabled={!detail}
+              onChange={(e) => {
+                const [stream, turn] = e.target.value.split(':');
+                pg.set({ target: stream ? { stream: stream as StreamName, turn: Number(turn) } : null });
+              }}
+            >
+              <option value="">{detail ? 'nothing' : 'open a trajectory to compare'}</option>
+              {streams.map((s) => (
+                <option key={`${s.name}:${s.turn}`} value={`${s.name}:${s.turn}`}>
+                  {s.label} ({s.length.toLocaleString()})
+                </option>
+              ))}
+            </select>
+          </label>
+          {target && detail && (
+            <label className="check" title="the stream may go on past the rendered tokens (a prompt against prompt ⧺ generation) without that counting as a difference">
+              <input type="checkbox" checked={prefix} onChange={(e) => pg.set({ prefix: e.target.checked })} /> as a prefix
+            </label>
+          )}
+          <span className="spacer" />
+          {trajectoryId && (
+            <button className="link small" onClick={() => void prefill(trajectoryId, true)} title="replace the text with this trajectory's first-turn messages">
+              reset to the first turn
+            </button>
+          )}
+          <button className="primary" data-testid="pg-render" disabled={busy || text.trim() === ''} onClick={render} title="Ctrl+Enter">
+            {busy ? 'Rendering…' : 'Render'}
+          </button>
+        </div>
+        {prefillNote && !text && <div className="muted small pg-note">{prefillNote}; paste a conversation to render it.</div>}
+      </section>
+      <section className="pg-output">
+        {error && (
+          <div className="banner error pg-error" data-testid="pg-error">
+            {error}
+          </div>
+        )}
+        {result && (
+          <>
+            <div className="pg-summary" data-testid="pg-summary">
+              <span>
+                <b data-testid="pg-token-count">{result.ids.length.toLocaleString()}</b> tokens
+                {result.images.length > 0
+                  ? ` with ${result.images.length} image${result.images.length === 1 ? '' : 's'} expanded (${pads.toLocaleString()} pads; ${result.tokenIds.length.toLocaleString()} as tokenized)`
+                  : ''}{' '}
+                · {result.profile}
+              </span>
+              <Verdict r={{ ...result, diff }} />
+            </div>
+            {result.notes.map((n) => (
+              <div key={n} className="muted small pg-note">
+                {n}
+              </div>
+            ))}
+            <nav className="tabs">
+              {(['tokens', 'text', 'ids', 'diff'] as const).map((t) => (
+                <button key={t} className={tab === t ? 'active' : ''} disabled={t === 'diff' && !diff} onClick={() => setTab(t)}>
+                  {t === 'tokens' ? 'Tokens' : t === 'text' ? 'Text' : t === 'ids' ? 'Ids' : `Diff${diff?.divergence ? ' ●' : ''}`}
+                </button>
+              ))}
+            </nav>
+            {tab === 'tokens' && <TokenChips r={result} flagged={diff?.divergence?.aIndex ?? -1} />}
+            {tab === 'text' && <pre className="pg-rendered">{result.text}</pre>}
+            {tab === 'ids' && (
+              <div className="pg-ids">
+                <label className="small muted">what the model sees: {result.ids.length.toLocaleString()} ids, image pads expanded</label>
+                <textarea readOnly data-testid="pg-ids" value={result.ids.join(' ')} />
+                <label className="small muted">as tokenized: {result.tokenIds.length.toLocaleString()} ids, one &lt;|image_pad|&gt; per image</label>
+                <textarea readOnly value={result.tokenIds.join(' ')} />
+              </div>
+            )}
+            {tab === 'diff' && diff && (
+              <div className="diff">
+                <div className="toolbar">
+                  <DiffSummary d={diff} />
+                </div>
+                <DiffBody d={diff} token={diffToken.token} side={diffToken.side} onSelect={(token, side) => setDiffToken({ token, side })} />
+              </div>
+            )}
+          </>
+        )}
+        {!result && !error && <p className="muted pg-empty">{busy ? 'Rendering…' : 'Render a conversation to see its text, tokens and ids here.'}</p>}
+      </section>
+    </div>
+  );
+}

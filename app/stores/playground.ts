@@ -1,0 +1,81 @@
+// The playground: the conversation being edited, what to compare it with, and the server's
+// answer (rendered text, ids, pieces, and the diff against a trajectory's stream). Kept across
+// tab switches; a conversation prefilled from one trajectory is replaced by the next one's until
+// the user edits it.
+import { create } from 'zustand';
+import type { PlaygroundResult } from '../../server/http/api.ts';
+import type { StreamName } from '../../server/model/finding.ts';
+import { api, ApiFailure } from '../api.ts';
+
+export interface CompareTarget {
+  stream: StreamName;
+  turn: number;
+}
+
+interface PlaygroundState {
+  text: string;
+  addGenerationPrompt: boolean;
+  /** The stream of the trajectory to diff against (null: no diff). */
+  target: CompareTarget | null;
+  /** The stream may run on past the rendered ids (a prompt against prompt ⧺ generation). */
+  prefix: boolean;
+  /** Trajectory whose first turn filled `text`, while the user has not edited it. */
+  prefilledFrom: string | null;
+  /** Why the text could not be prefilled (the trajectory has no messages). */
+  prefillNote: string | null;
+  result: PlaygroundResult | null;
+  /** The trajectory `result` was diffed against. */
+  resultFor: string | null;
+  error: string | null;
+  busy: boolean;
+  setText(text: string): void;
+  set(changes: Partial<Pick<PlaygroundState, 'addGenerationPrompt' | 'target' | 'prefix'>>): void;
+  /** Fill the text with trajectory `id`'s first-turn messages unless the user has written their own; renders them. */
+  prefill(id: string, force?: boolean): Promise<void>;
+  render(id: string | null): Promise<void>;
+}
+
+let inflight: AbortController | null = null;
+
+export const usePlayground = create<PlaygroundState>((set, get) => ({
+  text: '',
+  addGenerationPrompt: true,
+  target: null,
+  prefix: true,
+  prefilledFrom: null,
+  prefillNote: null,
+  result: null,
+  resultFor: null,
+  error: null,
+  busy: false,
+  setText: (text) => set({ text, prefilledFrom: null }),
+  set: (changes) => set(changes),
+  async prefill(id, force = false) {
+    const { text, prefilledFrom } = get();
+    const own = text.trim() !== '' && prefilledFrom === null;
+    if (!force && (own || prefilledFrom === id)) return;
+    try {
+      const p = await api.playgroundPrefill(id);
+      set({ text: p.conversation, addGenerationPrompt: p.addGenerationPrompt, target: p.target, prefix: true, prefilledFrom: id, prefillNote: null, result: null, error: null });
+      await get().render(id);
+    } catch (e) {
+      if (!(e instanceof ApiFailure) || e.status !== 404) return set({ error: (e as Error).message });
+      // No messages to start from: leave the user's text alone, drop another trajectory's.
+      set({ prefillNote: e.message, ...(prefilledFrom !== null ? { text: '', prefilledFrom: null, result: null } : {}) });
+    }
+  },
+  async render(id) {
+    inflight?.abort();
+    const ctrl = new AbortController();
+    inflight = ctrl;
+    const { text, addGenerationPrompt, target, prefix } = get();
+    set({ busy: true, error: null });
+    try {
+      const result = await api.renderConversation({ conversation: text, addGenerationPrompt, target: id && target ? { id, ...target, prefix } : null }, ctrl.signal);
+      set({ result, resultFor: id && target ? id : null, busy: false });
+    } catch (e) {
+      if ((e as Error).name === 'AbortError') return;
+      set({ error: (e as Error).message, busy: false, result: null });
+    }
+  },
+}));
