@@ -150,6 +150,31 @@ describe('export from the browser', () => {
     expect(form.status).toBe(415);
   });
 
+  it('writes under the system temp dir in a hidden folder: a run served from a folder that holds it never reads the export back', async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-http-export-tmp-'));
+    await writeFixtureRun(dir);
+    const served = await serve(dir);
+    const savedTmp = process.env.TMPDIR;
+    // os.tmpdir() reads TMPDIR: make the temp dir a folder inside the served one.
+    process.env.TMPDIR = path.join(dir, 'tmp');
+    fs.mkdirSync(process.env.TMPDIR);
+    try {
+      const before = served.store.info().trajectories;
+      const job = await finished(served, await startExport(served, { format: 'jsonl', selection: { kind: 'filter', filter: {} } }));
+      expect(job.state, job.error ?? '').toBe('done');
+      const exportDirs = fs.readdirSync(process.env.TMPDIR);
+      expect(exportDirs).toHaveLength(1);
+      expect(exportDirs[0]).toMatch(/^\.rollscope-export-/);
+      expect(fs.readdirSync(path.join(process.env.TMPDIR, exportDirs[0]!)).sort()).toEqual(job.files.map((f) => f.name).sort());
+      await served.store.refresh();
+      expect(served.store.info().trajectories).toBe(before);
+    } finally {
+      if (savedTmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = savedTmp;
+      await served.server.close();
+    }
+  });
+
   it('one export at a time; cancelling stops it, leaves no files, and the next one runs', async () => {
     // A run large enough that the export is still running when the cancel arrives.
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-http-export-big-'));

@@ -125,7 +125,9 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
     const toScan = allSummaries(store).filter((s) => inFiles.has(path.resolve(s.source.file))).length;
 
     evictOld();
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-export-'));
+    // Hidden (a leading dot), so a run served from a folder that holds the temp dir (serving /tmp)
+    // never reads its own exports back as input: expandPaths skips dot-folders.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), '.rollscope-export-'));
     trackDir(dir);
     const started = new Date();
     const out = path.join(dir, `rollscope-${stamp(started)}.${request.format}`);
