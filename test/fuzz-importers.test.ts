@@ -1,21 +1,37 @@
 // Property-based fuzzing of the importers (issue 7): random and mutated records thrown into a
 // file among valid ones. For every case: loading never throws; every hostile line ends as an
-// error naming that line or as a valid trajectory from that line; the valid records of the same
-// file load exactly as they do alone; no error points at a valid line; no message is a stack trace.
+// error naming that line or as a valid trajectory from that line; no error points at a valid
+// line; no message is a stack trace; and the valid records are unaffected:
+// - a trajectory made only of valid lines is one the valid lines make on their own (same lines,
+//   same content; ids compared without line numbers and ` #2` suffixes, which a hostile record
+//   with the same id or an extra line legitimately shifts);
+// - every trajectory the valid lines make on their own is still there, unless a hostile record
+//   joined its group (grouping formats, vLLM and Agent Lightning, combine records: a mutated call
+//   that still carries the conversation's id, or still extends its prefix, belongs to it);
+// - no valid line is lost: each is in some trajectory.
+// For per-record formats the last two mean: each valid line loads exactly as alone.
 //
 // One line per importer in TARGETS adds it to the fuzzing: a format name, the file name it is
-// read under, and valid records of that format (each one trajectory on its own line).
+// read under, and valid records of that format (each line one record). The binary prime-rl
+// format is fuzzed by mutating the bytes of its fixtures (BINARY_TARGETS): no crash, and every
+// micro-batch before the first damaged byte loads as before.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import fc from 'fast-check';
+import { encode } from '@msgpack/msgpack';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFile } from '../server/import/index.ts';
+import { parseJson } from '../server/import/records.ts';
+import { msgpackValueEnd } from '../server/import/prime-rl.ts';
+import { exportRun } from '../server/export/run.ts';
 import type { FormatName, Trajectory } from '../server/model/trajectory.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
 
 interface FuzzTarget {
+  /** Shown in the test name and the printed figures (a format may be fuzzed on several layouts). */
+  label: string;
   format: FormatName;
   fileName: string;
   validRecords(): Promise<unknown[]>;
@@ -23,9 +39,32 @@ interface FuzzTarget {
 
 const profile = loadProfile('qwen2.5-vl');
 const asRecord = (t: Trajectory): unknown => JSON.parse(JSON.stringify(t));
+const FIXTURES = path.join(path.dirname(new URL(import.meta.url).pathname), 'fixtures');
+
+/** The records of a committed fixture: each JSONL line, or each item of a whole-file JSON list. */
+function fixtureRecords(rel: string): unknown[] {
+  const text = fs.readFileSync(path.join(FIXTURES, rel), 'utf8');
+  if (rel.endsWith('.json')) {
+    const doc = parseJson(text);
+    return Array.isArray(doc) ? doc : [doc];
+  }
+  return text
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => parseJson(l));
+}
+
+/** Rows `rollscope export` writes for the slime fixture (the rows it accepts; inline image bytes). */
+async function exportedRows(): Promise<unknown[]> {
+  const out = path.join(dir, 'export-source', 'batch.jsonl');
+  fs.mkdirSync(path.dirname(out), { recursive: true });
+  await exportRun([path.join(FIXTURES, 'slime', 'samples.jsonl')], { out, workers: 0, force: true });
+  return fixtureRecords(path.relative(FIXTURES, out));
+}
 
 const TARGETS: FuzzTarget[] = [
   {
+    label: 'native',
     format: 'native',
     fileName: 'fuzz.rollscope.jsonl',
     validRecords: async () => [
@@ -34,6 +73,18 @@ const TARGETS: FuzzTarget[] = [
       asRecord(await buildTrajectory(profile, { ...geometryScript('fuzz-one-turn'), turns: [{ answer: 'AC = 5.' }] }, 'canonical')),
     ],
   },
+  { label: 'vllm (calls grouped by id)', format: 'vllm', fileName: 'fuzz-vllm-by-id.jsonl', validRecords: async () => fixtureRecords('vllm/chat-by-id.jsonl') },
+  { label: 'vllm (calls chained by prefix)', format: 'vllm', fileName: 'fuzz-vllm-chained.jsonl', validRecords: async () => fixtureRecords('vllm/chat-chained.jsonl') },
+  { label: 'vllm (token-in/token-out)', format: 'vllm', fileName: 'fuzz-vllm-tito.jsonl', validRecords: async () => fixtureRecords('vllm/tito.jsonl') },
+  { label: 'vllm (completions)', format: 'vllm', fileName: 'fuzz-vllm-completions.jsonl', validRecords: async () => [...fixtureRecords('vllm/completions.jsonl'), ...fixtureRecords('vllm/token-ids-as-strings.jsonl')] },
+  { label: 'slime', format: 'slime', fileName: 'fuzz-slime.jsonl', validRecords: async () => fixtureRecords('slime/samples.jsonl') },
+  { label: 'verl', format: 'verl', fileName: 'fuzz-verl.jsonl', validRecords: async () => fixtureRecords('verl/agent_loop.jsonl') },
+  { label: 'verl-dump', format: 'verl-dump', fileName: 'fuzz-verl-dump.jsonl', validRecords: async () => fixtureRecords('verl/rollout_data/12.jsonl') },
+  { label: 'areal', format: 'areal', fileName: 'fuzz-areal.jsonl', validRecords: async () => fixtureRecords('areal/trajectories.json') },
+  { label: 'areal-dump', format: 'areal-dump', fileName: 'fuzz-areal-dump.jsonl', validRecords: async () => [...fixtureRecords('areal/rollout/4/17.jsonl'), ...fixtureRecords('areal/rollout/3/18.jsonl')] },
+  { label: 'agent-lightning (triplets grouped by rollout)', format: 'agent-lightning', fileName: 'fuzz-agl-triplets.jsonl', validRecords: async () => fixtureRecords('agent-lightning/triplets-v02.jsonl') },
+  { label: 'agent-lightning (rollouts)', format: 'agent-lightning', fileName: 'fuzz-agl-rollouts.jsonl', validRecords: async () => fixtureRecords('agent-lightning/completed-rollouts.jsonl') },
+  { label: 'export rows', format: 'export', fileName: 'fuzz-export.jsonl', validRecords: exportedRows },
 ];
 
 const RUNS_PER_TARGET = Number(process.env.ROLLSCOPE_FUZZ_RUNS ?? 250);
@@ -65,6 +116,12 @@ function pathsOf(value: unknown): (string | number)[][] {
   walk(value, []);
   return out;
 }
+
+/**
+ * A place in a line or file, as a fraction in [0, 1) spread evenly: fc.double is uniform over
+ * the doubles, so nearly all of its values are tiny and "a place in the line" would be byte 0.
+ */
+const anyPosition = fc.noBias(fc.integer({ min: 0, max: 1_000_000 })).map((x) => x / 1_000_001);
 
 const oddNumber = fc.constantFrom(NaN, Infinity, -Infinity, -1, 1.5, -0, 2 ** 53, 1e308, 151_643, 10_000_000, 0.1);
 const replacement = fc.oneof(fc.jsonValue({ maxDepth: 3 }), oddNumber, fc.constantFrom(null, '', '151643', [], {}, true));
@@ -133,16 +190,16 @@ function hostileLineRaw(valid: readonly unknown[]): fc.Arbitrary<Hostile> {
   return fc.oneof(
     fc.jsonValue({ maxDepth: 4 }).map((v) => ({ how: 'random JSON', bytes: Buffer.from(JSON.stringify(v) ?? 'null') })),
     fc.tuple(base, fc.array(mutation, { minLength: 1, maxLength: 4 })).map(([r, ms]) => ({ how: `mutated ${ms.map((m) => m.kind).join('+')}`, bytes: Buffer.from(pythonJson(mutate(r, ms))) })),
-    fc.tuple(base, fc.double({ min: 0.01, max: 0.99, noNaN: true })).map(([r, at]) => {
+    fc.tuple(base, anyPosition.map((x) => 0.01 + 0.98 * x)).map(([r, at]) => {
       const t = textOf(r);
       return { how: 'truncated', bytes: Buffer.from(t.slice(0, Math.floor(t.length * at))) };
     }),
-    fc.tuple(base, fc.double({ min: 0, max: 1, noNaN: true }), fc.uint8Array({ minLength: 1, maxLength: 8 })).map(([r, at, junk]) => {
+    fc.tuple(base, anyPosition, fc.uint8Array({ minLength: 1, maxLength: 8 })).map(([r, at, junk]) => {
       const t = Buffer.from(textOf(r));
       const p = Math.floor(t.length * at);
       return { how: 'bytes inserted', bytes: noNewline(Buffer.concat([t.subarray(0, p), Buffer.from(junk), t.subarray(p)])) };
     }),
-    fc.tuple(base, fc.double({ min: 0, max: 1, noNaN: true }), fc.constantFrom('NaN', '-Infinity', '[', '{', '}', ']', ',', '"', '\\', ':', 'null', '1e999', '\u00ff')).map(([r, at, token]) => {
+    fc.tuple(base, anyPosition, fc.constantFrom('NaN', '-Infinity', '[', '{', '}', ']', ',', '"', '\\', ':', 'null', '1e999', '\u00ff')).map(([r, at, token]) => {
       const t = textOf(r);
       const p = Math.floor(t.length * at);
       return { how: `token ${JSON.stringify(token)} inserted`, bytes: Buffer.from(t.slice(0, p) + token + t.slice(p)) };
@@ -157,22 +214,43 @@ function hostileLineRaw(valid: readonly unknown[]): fc.Arbitrary<Hostile> {
 
 // ---- the property --------------------------------------------------------------------------
 
-const comparable = (t: Trajectory) => ({ ...t, source: { ...t.source, file: '', line: 0 } });
+/** Lines a trajectory was read from (grouping formats name every call). */
+const linesOf = (t: Trajectory): number[] => [...new Set([t.source.line, ...(t.source.lines ?? [])])].sort((a, b) => a - b);
+/**
+ * Ids without the line numbers some importers build them from, without ` #2` de-duplication
+ * suffixes, and without Agent Lightning's ` (chain 1 of 2)` (a hostile record with the rollout's
+ * id adds a chain to it).
+ */
+const idShape = (id: string) =>
+  id
+    .replace(/ \(chain \d+ of \d+\)/, '')
+    .replace(/ ?#\d+$/, '')
+    .replace(/\d+/g, 'N');
 
-describe.each(TARGETS)('fuzzing the $format importer', (target) => {
+/** A trajectory as comparable across files: lines as positions among the valid records, id by shape. */
+function comparable(t: Trajectory, validIndexOf: (line: number) => number | undefined): unknown {
+  const at = (line: number) => validIndexOf(line) ?? -line;
+  return { ...t, id: idShape(t.id), source: { ...t.source, file: '', line: at(t.source.line), ...(t.source.lines ? { lines: t.source.lines.map(at) } : {}) } };
+}
+
+describe.each(TARGETS)('fuzzing the $label importer', (target) => {
   it('random and mutated records: no crash, an error or a trajectory per record, valid records unaffected', async () => {
     const valid = await target.validRecords();
+    expect(valid.length).toBeGreaterThan(0);
     const validText = valid.map((r) => pythonJson(r));
     // What the valid records load as on their own.
     const alone = path.join(dir, `alone-${target.fileName}`);
     fs.writeFileSync(alone, validText.join('\n') + '\n');
     const baseline = await loadFile(alone, { format: target.format });
     expect(baseline.errors).toEqual([]);
-    expect(baseline.trajectories).toHaveLength(valid.length);
+    expect(baseline.trajectories.length).toBeGreaterThan(0);
+    const baselineComparable = baseline.trajectories.map((t) => ({ lines: linesOf(t).map((l) => l - 1), value: comparable(t, (l) => l - 1) }));
+    // Every valid record yields or joins a trajectory.
+    expect(new Set(baselineComparable.flatMap((b) => b.lines)).size).toBe(valid.length);
 
     let cases = 0;
     let hostileRecords = 0;
-    const outcomes = { error: 0, trajectory: 0, blank: 0 };
+    const outcomes = { error: 0, trajectory: 0, blank: 0, joinedValid: 0, regrouped: 0 };
     const file = path.join(dir, target.fileName);
     await fc.assert(
       fc.asyncProperty(fc.array(fc.tuple(hostileLine(valid), fc.nat()), { minLength: 1, maxLength: 4 }), fc.boolean(), async (hostile, endWithNewline) => {
@@ -186,21 +264,49 @@ describe.each(TARGETS)('fuzzing the $format importer', (target) => {
         const loaded = await loadFile(file, { format: target.format });
 
         const lineOf = (i: number) => i + 1;
+        const validIndexOf = (line: number) => lines[line - 1]?.valid;
+        const context = () => `next to ${lines.filter((x) => x.how).map((x) => x.how).join(', ')}`;
         const validLines = new Set(lines.flatMap((l, i) => (l.valid !== undefined ? [lineOf(i)] : [])));
         for (const e of loaded.errors) {
           expect(e.file).toBe(file);
           expect(e.message.length).toBeGreaterThan(0);
           expect(e.message).not.toMatch(/\n\s+at .+:\d+:\d+/); // never a stack trace
-          expect(validLines.has(e.line), `error on valid line ${e.line}: ${e.message}`).toBe(false);
+          expect(validLines.has(e.line), `error on valid line ${e.line}: ${e.message} (${context()})`).toBe(false);
         }
+
+        // Valid records unaffected (see the header). Valid records are linked when a trajectory
+        // holds both, alone or mixed; a link group that holds a record a hostile one joined may be
+        // regrouped (a duplicated call can take another's place in a chain, and that one a third's).
+        // Every other group must load exactly as alone.
+        const parent = valid.map((_, i) => i);
+        const find = (i: number): number => (parent[i] === i ? i : (parent[i] = find(parent[i]!)));
+        const link = (xs: readonly number[]) => xs.forEach((x) => (parent[find(x)] = find(xs[0]!)));
+        const validIndices = (t: Trajectory) => linesOf(t).flatMap((l) => (validLines.has(l) ? [validIndexOf(l)!] : []));
+        for (const b of baselineComparable) link(b.lines);
+        for (const t of loaded.trajectories) link(validIndices(t));
+        const joined = loaded.trajectories.filter((t) => linesOf(t).some((l) => !validLines.has(l))).flatMap(validIndices);
+        const tainted = new Set(joined.map(find));
+        const untainted = (xs: readonly number[]) => xs.every((x) => !tainted.has(find(x)));
+        outcomes.joinedValid += new Set(joined).size;
+        outcomes.regrouped += valid.filter((_, i) => tainted.has(find(i))).length;
+        const validOnly = loaded.trajectories.filter((t) => linesOf(t).every((l) => validLines.has(l)));
+        const mixedComparable = validOnly.map((t) => comparable(t, validIndexOf));
+        validOnly.forEach((t, k) => {
+          if (!untainted(validIndices(t))) return;
+          expect(baselineComparable.map((b) => b.value), `a trajectory of valid records only that they do not make alone (${context()})`).toContainEqual(mixedComparable[k]);
+        });
+        for (const b of baselineComparable) {
+          if (!untainted(b.lines)) continue;
+          expect(mixedComparable, `valid records ${b.lines.join(',')} (${context()})`).toContainEqual(b.value);
+        }
+        const covered = new Set(loaded.trajectories.flatMap((t) => linesOf(t)));
+        for (const l of validLines) expect(covered.has(l), `valid line ${l} lost (${context()})`).toBe(true);
+
         lines.forEach((l, i) => {
+          if (l.valid !== undefined) return;
           const line = lineOf(i);
-          const from = loaded.trajectories.filter((t) => t.source.line === line || t.source.lines?.includes(line));
-          if (l.valid !== undefined) {
-            expect(from.map(comparable), `valid line ${line} (next to ${lines.filter((x) => x.how).map((x) => x.how).join(', ')})`).toEqual([comparable(baseline.trajectories[l.valid]!)]);
-            return;
-          }
           hostileRecords++;
+          const from = loaded.trajectories.filter((t) => linesOf(t).includes(line));
           const errors = loaded.errors.filter((e) => e.line === line);
           if (l.bytes.toString('latin1').trim() === '') outcomes.blank++;
           else if (errors.length > 0) outcomes.error++;
@@ -212,7 +318,161 @@ describe.each(TARGETS)('fuzzing the $format importer', (target) => {
       }),
       { numRuns: RUNS_PER_TARGET },
     );
-    console.log(`[fuzz] ${target.format}: ${cases} cases, ${hostileRecords} hostile records (${outcomes.error} errors, ${outcomes.trajectory} still valid trajectories, ${outcomes.blank} blank)`);
+    console.log(
+      `[fuzz] ${target.label}: ${cases} cases, ${hostileRecords} hostile records (${outcomes.error} errors, ${outcomes.trajectory} still valid trajectories, ${outcomes.blank} blank); valid records: ${outcomes.joinedValid} joined by a hostile one, ${outcomes.regrouped} in a group one joined`,
+    );
+    expect(cases).toBeGreaterThanOrEqual(RUNS_PER_TARGET);
+  });
+});
+
+// ---- binary: prime-rl ----------------------------------------------------------------------
+
+/** The committed prime-rl fixtures: list[MicroBatch] with mm_kwargs, with mm_refs, and list[TrainingSample]. */
+const BINARY_TARGETS = ['prime-rl/rollouts/step_0/rank_0.bin', 'prime-rl/mm-refs/rollouts/step_0/rank_0.bin', 'prime-rl/training-samples/rank_0.bin'];
+
+/** Where each element of the top-level msgpack list ends. */
+function elementEnds(bytes: Uint8Array): number[] {
+  const t = bytes[0]!;
+  const count = t >= 0x90 && t <= 0x9f ? t & 0x0f : (bytes[1]! << 8) | bytes[2]!;
+  let pos = t >= 0x90 && t <= 0x9f ? 1 : 3;
+  const ends: number[] = [];
+  for (let i = 0; i < count; i++) ends.push((pos = msgpackValueEnd(bytes, pos)));
+  return ends;
+}
+
+type ByteMutation = { how: string; apply(b: Buffer): { bytes: Buffer; from: number } };
+
+const byteMutation: fc.Arbitrary<ByteMutation> = fc.oneof(
+  fc.tuple(anyPosition, fc.integer({ min: 0, max: 255 })).map(([at, v]) => ({
+    how: `byte set to ${v}`,
+    apply: (b: Buffer) => {
+      const p = Math.min(b.length - 1, Math.floor(at * b.length));
+      const out = Buffer.from(b);
+      out[p] = v;
+      return { bytes: out, from: p };
+    },
+  })),
+  fc.tuple(anyPosition, fc.integer({ min: 0, max: 7 })).map(([at, bit]) => ({
+    how: `bit ${bit} flipped`,
+    apply: (b: Buffer) => {
+      const p = Math.min(b.length - 1, Math.floor(at * b.length));
+      const out = Buffer.from(b);
+      out[p] = out[p]! ^ (1 << bit);
+      return { bytes: out, from: p };
+    },
+  })),
+  anyPosition.map((at) => ({
+    how: 'cut short',
+    apply: (b: Buffer) => {
+      const p = Math.floor(at * b.length);
+      return { bytes: b.subarray(0, p), from: p };
+    },
+  })),
+  fc.tuple(anyPosition, fc.uint8Array({ minLength: 1, maxLength: 16 })).map(([at, junk]) => ({
+    how: `${junk.length} bytes inserted`,
+    apply: (b: Buffer) => {
+      const p = Math.floor(at * b.length);
+      return { bytes: Buffer.concat([b.subarray(0, p), Buffer.from(junk), b.subarray(p)]), from: p };
+    },
+  })),
+  fc.tuple(anyPosition, fc.integer({ min: 1, max: 64 })).map(([at, n]) => ({
+    how: `${n} bytes deleted`,
+    apply: (b: Buffer) => {
+      const p = Math.floor(at * b.length);
+      return { bytes: Buffer.concat([b.subarray(0, p), b.subarray(p + n)]), from: p };
+    },
+  })),
+  // A header that claims far more than the file holds (a count or length field of 2^32 - 1).
+  anyPosition.map((at) => ({
+    how: 'array32 header with 2^32-1 entries',
+    apply: (b: Buffer) => {
+      const p = Math.floor(at * b.length);
+      return { bytes: Buffer.concat([b.subarray(0, p), Buffer.from([0xdd, 0xff, 0xff, 0xff, 0xff]), b.subarray(p + 1)]), from: p };
+    },
+  })),
+);
+
+/** Whole files that are not a batch at all: random bytes, other msgpack values. */
+const foreignFile: fc.Arbitrary<{ how: string; bytes: Buffer }> = fc.oneof(
+  fc.uint8Array({ minLength: 0, maxLength: 256 }).map((b) => ({ how: 'random bytes', bytes: Buffer.from(b) })),
+  fc.jsonValue({ maxDepth: 4 }).map((v) => ({ how: 'msgpack of random JSON', bytes: Buffer.from(encode(v)) })),
+);
+
+describe.each(BINARY_TARGETS)('fuzzing the prime-rl importer on mutated bytes of %s', (rel) => {
+  it('no crash, clear errors, and every micro-batch before the first damaged byte loads as before', async () => {
+    // The fixture's elements three times over: more micro-batches for damage to land between.
+    const fixture = fs.readFileSync(path.join(FIXTURES, rel));
+    const fixtureEnds = elementEnds(fixture);
+    const bodyStart = fixture[0]! >= 0x90 && fixture[0]! <= 0x9f ? 1 : 3;
+    const count = fixtureEnds.length * 3;
+    const header = count < 16 ? Buffer.from([0x90 | count]) : Buffer.from([0xdc, count >> 8, count & 0xff]);
+    const body = fixture.subarray(bodyStart, fixtureEnds.at(-1));
+    const original = Buffer.concat([header, body, body, body]);
+    // The file name identifies the format (rank_<r>.bin); one folder per fixture keeps them apart.
+    const folder = path.join(dir, 'prime-rl', rel.replace(/[/.]/g, '_'), 'rollouts', 'step_0');
+    fs.mkdirSync(folder, { recursive: true });
+    const file = path.join(folder, 'rank_0.bin');
+    fs.writeFileSync(file, original);
+    const baseline = await loadFile(file);
+    expect(baseline.format).toBe('prime-rl');
+    expect(baseline.errors).toEqual([]);
+    const ends = elementEnds(original);
+    // Trajectories read from the first k elements: line ordinals count samples, so a file cut after element k-1 says.
+    const before: number[] = [0];
+    for (let k = 1; k <= ends.length; k++) {
+      fs.writeFileSync(file, original.subarray(0, ends[k - 1]));
+      before.push((await loadFile(file)).trajectories.length);
+    }
+    expect(before.at(-1)).toBe(baseline.trajectories.length);
+
+    let cases = 0;
+    const outcomes = { clean: 0, partial: 0, nothing: 0, keptBeforeDamage: 0 };
+    const check = (loaded: Awaited<ReturnType<typeof loadFile>>) => {
+      for (const e of loaded.errors) {
+        expect(e.message.length).toBeGreaterThan(0);
+        expect(e.message).not.toMatch(/\n\s+at .+:\d+:\d+/);
+        expect(e.file).toBe(file);
+      }
+    };
+    await fc.assert(
+      fc.asyncProperty(fc.array(byteMutation, { minLength: 1, maxLength: 3 }), async (mutations) => {
+        cases++;
+        let bytes: Buffer = Buffer.from(original);
+        let from = bytes.length;
+        for (const m of mutations) {
+          const r = m.apply(bytes);
+          bytes = r.bytes;
+          from = Math.min(from, r.from);
+        }
+        fs.writeFileSync(file, bytes);
+        const loaded = await loadFile(file);
+        check(loaded);
+        // Elements that end before the first changed byte are untouched: their samples load as before.
+        const intact = ends.filter((e) => e <= from).length;
+        const keep = before[intact]!;
+        expect(loaded.trajectories.length, `${mutations.map((m) => m.how).join(', ')} from byte ${from}`).toBeGreaterThanOrEqual(keep);
+        expect(loaded.trajectories.slice(0, keep)).toEqual(baseline.trajectories.slice(0, keep));
+        outcomes.keptBeforeDamage += keep;
+        if (loaded.errors.length === 0) outcomes.clean++;
+        else if (loaded.trajectories.length > 0) outcomes.partial++;
+        else outcomes.nothing++;
+      }),
+      { numRuns: RUNS_PER_TARGET },
+    );
+    let foreign = 0;
+    await fc.assert(
+      fc.asyncProperty(foreignFile, async ({ bytes }) => {
+        foreign++;
+        fs.writeFileSync(file, bytes);
+        const loaded = await loadFile(file);
+        check(loaded);
+        if (loaded.trajectories.length === 0) expect(loaded.errors.length).toBeGreaterThan(0);
+      }),
+      { numRuns: Math.ceil(RUNS_PER_TARGET / 2) },
+    );
+    console.log(
+      `[fuzz] prime-rl ${rel}: ${cases} mutated files (${outcomes.clean} still clean, ${outcomes.partial} partly read with errors, ${outcomes.nothing} nothing read), ${outcomes.keptBeforeDamage} samples before the damage kept; ${foreign} foreign files`,
+    );
     expect(cases).toBeGreaterThanOrEqual(RUNS_PER_TARGET);
   });
 });

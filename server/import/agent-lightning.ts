@@ -66,6 +66,8 @@ interface AglCall {
   /** Image URLs of the call's prompt, history included (Agent Lightning's `image_urls`). */
   imageUrls?: string[];
   reward?: number;
+  /** `final_reward` of the rollout object the call was read from (it outranks a reward found by rollout id). */
+  rolloutReward?: number;
   model?: string;
   /** From a `model_request` event: deduplicated by prompt as the triplet endpoint does. */
   event: boolean;
@@ -84,6 +86,8 @@ interface Where {
   /** Field path of the item inside its record ('' at the top). */
   within: string;
   rollout?: string;
+  /** `final_reward` of the enclosing rollout object. */
+  rolloutReward?: number;
 }
 
 const join = (...parts: string[]) => parts.filter(Boolean).join('.');
@@ -175,7 +179,8 @@ function readTriplet(value: unknown, at: Where, out: Collected): void {
       ...(finishReason ? { finishReason } : {}),
     },
     ...(imageUrls && imageUrls.length > 0 ? { imageUrls } : {}),
-    ...(typeof t.reward === 'number' ? { reward: t.reward } : {}),
+    ...(typeof t.reward === 'number' && finiteReward(t.reward, join(at.within, 'reward'), at, out) !== undefined ? { reward: t.reward } : {}),
+    ...(at.rolloutReward !== undefined ? { rolloutReward: at.rolloutReward } : {}),
     ...(model ? { model } : {}),
     event: false,
   });
@@ -193,6 +198,7 @@ function readTrimmed(value: Record<string, unknown>, at: Where, event: boolean, 
   out.calls.push({
     line: at.line,
     ...(at.rollout !== undefined ? { rollout: at.rollout } : {}),
+    ...(at.rolloutReward !== undefined ? { rolloutReward: at.rolloutReward } : {}),
     turn: {
       ...(d.prompt_token_ids.length > 0 ? { promptIds: d.prompt_token_ids } : {}),
       generatedIds: d.response_token_ids,
@@ -225,16 +231,30 @@ function readEvent(value: Record<string, unknown>, at: Where, out: Collected): v
     return;
   }
   if (typeof value.event_type === 'string' && REWARD_EVENTS.has(value.event_type)) {
-    const reward = typeof data.value === 'number' ? data.value : typeof data.reward === 'number' ? data.reward : undefined;
+    const key = typeof data.value === 'number' ? 'value' : typeof data.reward === 'number' ? 'reward' : undefined;
+    const reward = key ? finiteReward(data[key] as number, join(at.within, 'data', key), at, out) : undefined;
     if (reward !== undefined) out.finalRewards.set(rollout ?? '', reward);
   }
   // Other event types are opaque pass-through (agentlightning/schemas.py `Event`).
 }
 
+/**
+ * A rollout-wide reward applies to every trajectory of the rollout: a NaN or infinite one (found
+ * by fuzzing) would make all of them fail validation, including the valid records that share the
+ * rollout id. It is reported on its own line instead and not applied.
+ */
+function finiteReward(value: number, field: string, at: Where, out: Collected): number | undefined {
+  if (Number.isFinite(value)) return value;
+  out.errors.push({ file: at.file, line: at.line, field, message: `${field}: ${value} is not a reward; not applied` });
+  return undefined;
+}
+
 function readRollout(value: Record<string, unknown>, at: Where, out: Collected): void {
   const id = typeof value.rollout_id === 'string' || typeof value.rollout_id === 'number' ? String(value.rollout_id) : (at.rollout ?? `line ${at.line}${at.within ? ` ${at.within}` : ''}`);
-  const here: Where = { ...at, rollout: id };
-  if (typeof value.final_reward === 'number') out.finalRewards.set(id, value.final_reward);
+  const finalReward = typeof value.final_reward === 'number' ? finiteReward(value.final_reward, join(at.within, 'final_reward'), at, out) : undefined;
+  // Found by fuzzing: keyed by rollout id only, another record reusing the id replaced this rollout's reward; its own calls now carry it.
+  const here: Where = { ...at, rollout: id, ...(finalReward !== undefined ? { rolloutReward: finalReward } : {}) };
+  if (finalReward !== undefined) out.finalRewards.set(id, finalReward);
   if (Array.isArray(value.triplets) && value.triplets.length > 0) {
     value.triplets.forEach((t, i) => readTriplet(t, { ...here, within: join(at.within, 'triplets', String(i)) }, out));
     return;
@@ -242,12 +262,21 @@ function readRollout(value: Record<string, unknown>, at: Where, out: Collected):
   // No triplets (a rollout that produced none, or a dump without them): fall back to its events.
   const field = Array.isArray(value.triplet_events) && value.triplet_events.length > 0 ? 'triplet_events' : 'events';
   const events = value[field];
-  if (!Array.isArray(events)) return;
+  // Found by fuzzing: a rollout with nothing to read vanished without a word; say so (issue 7: an error or a trajectory per record).
+  if (!Array.isArray(events) || events.length === 0) {
+    out.errors.push({ file: at.file, line: at.line, ...(at.within ? { field: at.within } : {}), message: `rollout ${id} holds no triplets and no events: nothing to inspect` });
+    return;
+  }
   events.forEach((e, i) => readItem(e, { ...here, within: join(at.within, field, String(i)) }, out));
 }
 
 function readItem(value: unknown, at: Where, out: Collected): void {
   if (Array.isArray(value)) {
+    // Found by fuzzing: an empty list loaded nothing and said nothing.
+    if (value.length === 0) {
+      out.errors.push({ file: at.file, line: at.line, ...(at.within ? { field: at.within } : {}), message: `${at.within || 'record'}: an empty list (no triplet, event or rollout)` });
+      return;
+    }
     // A JSON line holding a list: one rollout's triplets or events.
     const rollout = at.rollout ?? `line ${at.line}`;
     value.forEach((v, i) => readItem(v, { ...at, rollout, within: join(at.within, String(i)) }, out));
@@ -297,7 +326,7 @@ function assemble(file: string, members: readonly AglCall[], breaks: readonly nu
   const turns = members.map((c) => c.turn);
   const lines = [...new Set(members.map((c) => c.line))];
   const tripletReward = [...members].reverse().find((c) => c.reward !== undefined)?.reward;
-  const reward = finalReward ?? tripletReward;
+  const reward = members.find((c) => c.rolloutReward !== undefined)?.rolloutReward ?? finalReward ?? tripletReward;
   const model = members.find((c) => c.model)?.model;
   const limitations: string[] = [];
   if (!turns.some((t) => t.messages)) limitations.push('token ids only (no messages): the conversation cannot be re-rendered to compare against');

@@ -591,6 +591,11 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
     // Cut short inside the first element: the element loop below reports where.
   }
 
+  // Found by fuzzing: an empty list read as nothing, without a word.
+  if (list.count === 0) {
+    fileError('the batch is an empty list: no micro-batches or samples');
+    return out;
+  }
   let pos = list.body;
   let line = 1;
   // Files are homogeneous: the kind of the previous element names the fields of one that breaks early.
