@@ -114,8 +114,9 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
     } else {
       const unknown = sel.ids.filter((id) => !store.summary(id));
       if (unknown.length > 0) throw new RequestError(400, `no trajectory with id ${unknown.slice(0, 5).map((id) => JSON.stringify(id)).join(', ')}${unknown.length > 5 ? ` (and ${unknown.length - 5} more)` : ''}`);
-      selected = [...new Set(sel.ids)].map((id) => store.summary(id)!);
-      selection = describeIds(sel.ids);
+      const ids = [...new Set(sel.ids)];
+      selected = ids.map((id) => store.summary(id)!);
+      selection = describeIds(ids);
     }
     if (selected.length === 0) throw new RequestError(400, 'nothing to export: the selection is empty');
 
