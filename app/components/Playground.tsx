@@ -166,7 +166,7 @@ export function Playground({ trajectoryId, detail, split = false }: { trajectory
             </select>
           </label>
           {target && detail && (
-            <label className="check" title="the stream may go on past the rendered tokens (a prompt against prompt ⧺ generation) without that counting as a difference">
+            <label className="check" title="the stream may go on past the rendered tokens (a prompt against prompt + generation) without that counting as a difference">
               <input type="checkbox" checked={prefix} onChange={(e) => pg.set({ prefix: e.target.checked })} /> as a prefix
             </label>
           )}

@@ -26,7 +26,7 @@ export function availableStreams(c: CheckedTrajectory): StreamInfo[] {
   if (c.alignment.tokens.length > 0) out.push({ name: 'canonical', turn: -1, length: c.alignment.tokens.length, label: 'canonical (re-aligned)' });
   if (c.trajectory.sample) out.push({ name: 'sample', turn: -1, length: c.trajectory.sample.tokens.length, label: 'stored training sample' });
   c.trajectory.turns.forEach((t, k) => {
-    if (t.promptIds) out.push({ name: 'prompt', turn: k, length: t.promptIds.length + (t.generatedIds?.length ?? 0), label: `turn ${k} prompt ⧺ generation` });
+    if (t.promptIds) out.push({ name: 'prompt', turn: k, length: t.promptIds.length + (t.generatedIds?.length ?? 0), label: `turn ${k} prompt + generation` });
   });
   if (c.rerender) out.push({ name: 'rerender', turn: -1, length: c.rerender.length, label: 're-rendered conversation' });
   return out;
@@ -38,7 +38,7 @@ export async function availableDiffs(c: CheckedTrajectory): Promise<TrajectoryDe
   const broken = new Set(c.findings.filter((f) => f.kind === 'prefix_break').map((f) => f.turn));
   for (let k = 1; k < c.trajectory.turns.length; k++) {
     if (!c.trajectory.turns[k - 1]!.promptIds || !c.trajectory.turns[k]!.promptIds) continue;
-    out.push({ a: 'prompt', b: 'prompt', turn: k, label: `turn ${k - 1} prompt ⧺ generation vs turn ${k} prompt`, diverges: broken.has(k) });
+    out.push({ a: 'prompt', b: 'prompt', turn: k, label: `turn ${k - 1} prompt + generation vs turn ${k} prompt`, diverges: broken.has(k) });
   }
   if (c.rerender) out.push({ a: 'canonical', b: 'rerender', turn: 0, label: 'canonical vs re-rendered', diverges: c.findings.some((f) => f.kind === 'rerender_mismatch') });
   if (c.trajectory.sample) out.push({ a: 'canonical', b: 'sample', turn: 0, label: 'canonical vs stored sample', diverges: c.findings.some((f) => f.kind === 'sample_mismatch') });
@@ -194,7 +194,7 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
     // What turn k+1's prompt must start with (the same expectation as checkPrefixes).
     a = [...cur.promptIds, ...gen, ...boundaryIds(gen, closeIds, profile.special.eos)];
     b = next.promptIds;
-    labelA = `turn ${q.turn - 1} prompt ⧺ generation ⧺ boundary`;
+    labelA = `turn ${q.turn - 1} prompt + generation + boundary`;
     labelB = `turn ${q.turn} prompt`;
     prefixOnly = true;
   } else if (q.a === 'canonical' && q.b === 'rerender') {

@@ -7,9 +7,9 @@ import type { Browser, Download, Page } from 'playwright-core';
 import { Manifest } from '../../server/export/manifest.ts';
 import { readParquetRows } from '../../server/export/parquet.ts';
 import type { TrajectoryList } from '../../server/http/api.ts';
-import { launchChromium, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
+import { launchChromium, SCREENSHOT_DIR, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
 
-const SHOTS = path.resolve('docs/screenshots');
+const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
 let browser: Browser;
 let page: Page;

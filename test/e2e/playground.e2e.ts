@@ -8,9 +8,9 @@ import type { Browser, Page } from 'playwright-core';
 import type { PlaygroundPrefill, TokenStream, TrajectoryDetail, TrajectoryList } from '../../server/http/api.ts';
 import { loadProfile } from '../../server/profiles/profile.ts';
 import { visiblePiece } from '../../server/profiles/tokenizer.ts';
-import { launchChromium, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
+import { launchChromium, SCREENSHOT_DIR, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
 
-const SHOTS = path.resolve('docs/screenshots');
+const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
 let browser: Browser;
 let page: Page;
