@@ -67,7 +67,7 @@ describe('playground', () => {
     await page.goto(`${server.url}#/t/${encodeURIComponent(id)}?view=playground`);
     await page.locator('[data-testid=pg-verdict]').waitFor();
     expect(await tokenCount()).toBe(promptLength);
-    expect(await page.locator('[data-testid=pg-verdict]').textContent()).toContain('✓ identical to turn 0 prompt ⧺ generation');
+    expect(await page.locator('[data-testid=pg-verdict]').textContent()).toContain('✓ identical to turn 0 prompt + generation');
 
     // Paste an edited conversation: one more sentence at the end of the last user message.
     const prefill = await api<PlaygroundPrefill>(`/api/playground/conversation?id=${encodeURIComponent(id)}`);
@@ -89,7 +89,7 @@ describe('playground', () => {
 
     // The new text sits before the user turn's closing `<|im_end|>\n<|im_start|>assistant\n` (5 tokens).
     const divergesAt = promptLength - 5;
-    await expect.poll(() => page.locator('[data-testid=pg-verdict]').textContent()).toContain(`differs from turn 0 prompt ⧺ generation at token ${divergesAt}`);
+    await expect.poll(() => page.locator('[data-testid=pg-verdict]').textContent()).toContain(`differs from turn 0 prompt + generation at token ${divergesAt}`);
     await page.locator('[data-testid=divergence]').waitFor();
     expect(await page.locator('.div-where').textContent()).toContain(`at token ${divergesAt} of rendered here`);
     await page.click('[data-testid=first-divergence]');
