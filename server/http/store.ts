@@ -6,7 +6,9 @@ import path from 'node:path';
 import type { Finding } from '../model/finding.ts';
 import type { ReadError, Trajectory } from '../model/trajectory.ts';
 import { analyzeTrajectory, defaultRoots, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
-import { expandPaths, loadFile } from '../import/index.ts';
+import { expandPaths, importerFor, loadFile } from '../import/index.ts';
+import { readLines, type RecordLine } from '../import/records.ts';
+import { importLines } from '../import/stream.ts';
 import { profileFor } from '../profiles/profile.ts';
 import type { FindingCounts, ListQuery, RunInfo, TrajectoryList, TrajectorySummary } from './api.ts';
 
@@ -167,6 +169,9 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   let version = 0;
   let lastList: { key: string; matches: TrajectorySummary[] } | undefined;
   const profile = profileFor(opts.model, undefined);
+  const reloader = new Reloader(opts.format);
+  /** One analysis per trajectory at a time, however many requests ask for it. */
+  const pending = new Map<string, Promise<CheckedTrajectory | undefined>>();
 
   const display = (file: string) => {
     const rel = path.relative(process.cwd(), file);
@@ -308,19 +313,124 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       if (!entry) return undefined;
       const hit = cache.get(id);
       if (hit) return hit;
-      const { file, line } = entry.summary.source;
-      const loaded = await loadFile(file, { format: opts.format });
-      const traj = loaded.trajectories.find((t) => t.source.line === line && t.id === entry.originalId) ?? loaded.trajectories.find((t) => t.id === entry.originalId);
-      if (!traj) return undefined;
-      const checked = await analyzeTrajectory(traj, runOpts, roots);
-      cache.set(id, checked);
-      return checked;
+      let p = pending.get(id);
+      if (!p) {
+        p = (async () => {
+          const { file, line } = entry.summary.source;
+          const found = await reloader.trajectoriesAt(file, files.get(file)?.format ?? null, line);
+          const traj = found.find((t) => t.source.line === line && t.id === entry.originalId) ?? found.find((t) => t.id === entry.originalId);
+          if (!traj) return undefined;
+          const checked = await analyzeTrajectory(traj, runOpts, roots);
+          cache.set(id, checked);
+          return checked;
+        })().finally(() => pending.delete(id));
+        pending.set(id, p);
+      }
+      return p;
     },
     close() {
       closed = true;
       if (timer) clearInterval(timer);
     },
   };
+}
+
+/** Where each complete line of a file starts, by 1-based line number; `end` is where the scan stopped. */
+interface LineIndex {
+  offsets: Map<number, { offset: number; length: number }>;
+  end: number;
+  nextLine: number;
+}
+
+/**
+ * Re-reading one trajectory under load (issue 7, found by bench/serve-load.ts): re-loading the
+ * whole file for every trajectory not in the cache made 50 clients run 50 whole-file loads at
+ * once (3 GB RSS and 30 s timeouts on a 28 MB run). Now a file of a record-local format gets a
+ * line index on the first re-load (one streamed pass, no parsing) and each re-load reads and
+ * imports one line; other formats (grouping, whole-file, binary) still load the file, at most
+ * `WHOLE_RELOADS` at a time, one load shared by everyone asking for the same file.
+ */
+const WHOLE_RELOADS = 2;
+
+class Reloader {
+  private readonly indexes = new Map<string, LineIndex>();
+  private readonly indexing = new Map<string, Promise<LineIndex>>();
+  private readonly loading = new Map<string, Promise<Trajectory[]>>();
+  private running = 0;
+  private readonly waiting: (() => void)[] = [];
+
+  constructor(private readonly format: string | undefined) {}
+
+  /** The trajectories read from `line` (and, for formats that group, the rest of the file). */
+  async trajectoriesAt(file: string, format: string | null, line: number): Promise<Trajectory[]> {
+    const importer = importerFor(format ?? '');
+    if (importer?.recordLocal && importer.container === 'jsonl') {
+      const record = await this.lineAt(file, line);
+      if (record) return importLines(file, importer.format, [record]).trajectories;
+    }
+    return this.whole(file);
+  }
+
+  private async lineAt(file: string, line: number): Promise<RecordLine | undefined> {
+    let index = this.indexes.get(file);
+    if (!index || line >= index.nextLine) index = await this.extend(file);
+    const at = index.offsets.get(line);
+    if (!at) return undefined;
+    for await (const l of readLines(file, { start: at.offset, end: at.offset + at.length + 1, firstLine: line })) return l;
+    return undefined;
+  }
+
+  /** Index the lines not indexed yet (a growing file is scanned from where the last scan stopped). */
+  private extend(file: string): Promise<LineIndex> {
+    let p = this.indexing.get(file);
+    if (!p) {
+      p = (async () => {
+        let index = this.indexes.get(file) ?? { offsets: new Map(), end: 0, nextLine: 1 };
+        // A file that shrank was rewritten, not appended to: its old offsets mean nothing.
+        if (fs.statSync(file).size < index.end) index = { offsets: new Map(), end: 0, nextLine: 1 };
+        for await (const l of readLines(file, { start: index.end, firstLine: index.nextLine })) {
+          if (l.problem === 'unterminated') break; // still being written
+          index.offsets.set(l.line, { offset: l.offset, length: l.length });
+          index.end = l.offset + l.length + 1;
+          index.nextLine = l.line + 1;
+        }
+        this.indexes.set(file, index);
+        return index;
+      })().finally(() => this.indexing.delete(file));
+      this.indexing.set(file, p);
+    }
+    return p;
+  }
+
+  private whole(file: string): Promise<Trajectory[]> {
+    let p = this.loading.get(file);
+    if (!p) {
+      p = (async () => {
+        await this.slot();
+        try {
+          return (await loadFile(file, { format: this.format })).trajectories;
+        } finally {
+          this.release();
+        }
+      })().finally(() => this.loading.delete(file));
+      this.loading.set(file, p);
+    }
+    return p;
+  }
+
+  private async slot(): Promise<void> {
+    if (this.running < WHOLE_RELOADS) {
+      this.running++;
+      return;
+    }
+    await new Promise<void>((resolve) => this.waiting.push(resolve));
+  }
+
+  private release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.running--;
+  }
 }
 
 function readLastByte(file: string): string {
