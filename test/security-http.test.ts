@@ -212,6 +212,17 @@ describe('where it listens', () => {
     }
   }, 60_000);
 
+  it('--require-token asks for a token on 127.0.0.1 too (a shared machine: every local user reaches loopback)', async () => {
+    const s = await startCli([runDir, '--require-token']);
+    try {
+      expect(s.printed).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${s.port}/\\?token=[0-9a-f]{48}$`));
+      expect((await raw(s.port, { target: '/api/run' })).status).toBe(401);
+      expect((await raw(s.port, { target: '/api/run', headers: { Authorization: `Bearer ${s.token!}` } })).status).toBe(200);
+    } finally {
+      await s.stop();
+    }
+  }, 60_000);
+
   it('only the loopback names go without a token; the served Host names include the bind name and the bound address', () => {
     expect(['127.0.0.1', 'localhost', '::1', 'LOCALHOST'].map(needsToken)).toEqual([false, false, false, false]);
     expect(['127.0.0.2', '0.0.0.0', '::', '10.1.2.3', 'gpu-box.lan'].map(needsToken)).toEqual([true, true, true, true, true]);

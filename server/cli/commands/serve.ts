@@ -36,7 +36,7 @@ export const command: Command = {
   name: 'serve',
   summary: 'open the browser inspector on trajectories (or the embedded demo run)',
   usage: `rollscope serve [PATH...] [--model M] [--port N] [--host H] [--no-open] [--min-pixels N] [--max-pixels N]
-                [--allow-remote-images]
+                [--allow-remote-images] [--require-token]
 
 Starts the inspector on http://127.0.0.1:${DEFAULT_PORT}/ (the next free port when that one is
 taken) and opens it in a browser. Without PATH it serves the embedded demo run. A folder PATH
@@ -47,6 +47,8 @@ loads every trajectory file in it and picks up records appended while it runs.
                    localhost or ::1 gets a random token, printed in the URL at start (as Jupyter
                    does): open that URL once (the token becomes a cookie), or send
                    Authorization: Bearer TOKEN. Anyone with the token can read these rollouts.
+  --require-token  a token on 127.0.0.1 too: on a shared machine every local user can connect
+                   to a loopback port
   --no-open        do not open a browser
   --model M        qwen2-vl, qwen2.5-vl, qwen3-vl, a model name, or a local model folder
   --format F       override format detection
@@ -65,6 +67,7 @@ loads every trajectory file in it and picks up records appended while it runs.
       'min-pixels': { type: 'string' },
       'max-pixels': { type: 'string' },
       'allow-remote-images': { type: 'boolean', default: false },
+      'require-token': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     });
     const portArg = values.port === undefined ? DEFAULT_PORT : values.port === '0' ? 0 : positiveInt('port', values.port)!;
@@ -80,7 +83,7 @@ loads every trajectory file in it and picks up records appended while it runs.
     const store = openRunStore(paths, { model: values.model, format: values.format, processor: processorOptions(values), demo, allowRemoteImages: values['allow-remote-images'] === true });
     const host = values.host ?? '127.0.0.1';
     // Beyond the loopback names other users (or machines) can connect: a token, as Jupyter does.
-    const token = needsToken(host) ? newToken() : undefined;
+    const token = needsToken(host) || values['require-token'] ? newToken() : undefined;
     const server = await startServer({ store, port: portArg, host, appDir, fallbackPort: values.port === undefined, token });
     process.stdout.write(`rollscope serving ${demo ? 'the demo run' : paths.join(', ')} at ${server.openUrl}\n`);
     if (token) {
