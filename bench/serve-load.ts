@@ -108,6 +108,12 @@ function rssOf(pid: number): { rss: number; hwm: number } | undefined {
   }
 }
 
+/** The server's last words, without V8's native stack frames. */
+function whyExited(stderr: string): string {
+  if (/heap out of memory|Allocation failed/i.test(stderr)) return 'the server ran out of memory (V8 heap limit)';
+  return stderr.split('\n').filter((l) => !/^\s*\d+: 0x/.test(l)).join('\n').slice(-500);
+}
+
 function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -177,14 +183,14 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
   try {
     // Until the run is indexed and checked (the load is on a served run, not on its loading).
     for (;;) {
-      if (exited) return { ...result, outcome: capped ? 'rss-cap' : 'exited', message: capped ? `RSS passed ${opts.rssCapMB} MB while loading` : stderr().slice(-500) };
+      if (exited) return Object.assign(result, { outcome: capped ? 'rss-cap' : 'exited', message: capped ? `RSS passed ${opts.rssCapMB} MB while loading` : whyExited(stderr()) });
       const a = await get(uiAgent, port, '/api/run').catch(() => undefined);
       if (a?.status === 200) {
         const head = RunHead.parse(JSON.parse(a.body.toString()));
         result.trajectories = head.trajectories;
         if (!head.loading) break;
       }
-      if ((performance.now() - t0) / 1000 > opts.readySeconds) return { ...result, outcome: 'not-ready', message: `still loading after ${opts.readySeconds} s (${result.trajectories} trajectories read)` };
+      if ((performance.now() - t0) / 1000 > opts.readySeconds) return Object.assign(result, { outcome: 'not-ready' as const, message: `still loading after ${opts.readySeconds} s (${result.trajectories} trajectories read)` });
       await new Promise((r) => setTimeout(r, 250));
     }
     result.indexSeconds = (performance.now() - t0) / 1000;
@@ -279,7 +285,7 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
     };
     result.rssFirstQuarterMB = maxIn(loadStart, loadStart + quarter);
     result.rssLastQuarterMB = maxIn(loadEnd - quarter, loadEnd);
-    if (exited) return { ...result, outcome: capped ? 'rss-cap' : 'exited', message: capped ? `RSS passed ${opts.rssCapMB} MB under load` : stderr().slice(-500) };
+    if (exited) return Object.assign(result, { outcome: capped ? 'rss-cap' : 'exited', message: capped ? `RSS passed ${opts.rssCapMB} MB under load` : whyExited(stderr()) });
     return result;
   } finally {
     clearInterval(sampler);

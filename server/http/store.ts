@@ -4,11 +4,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Finding } from '../model/finding.ts';
-import type { ReadError, Trajectory } from '../model/trajectory.ts';
+import type { FormatName, ReadError, Trajectory } from '../model/trajectory.ts';
 import { analyzeTrajectory, defaultRoots, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
 import { expandPaths, importerFor, loadFile } from '../import/index.ts';
 import { readLines, type RecordLine } from '../import/records.ts';
-import { importLines } from '../import/stream.ts';
+import { importLines, readFileChunks } from '../import/stream.ts';
+import type { LoadedFile } from '../import/index.ts';
 import { profileFor } from '../profiles/profile.ts';
 import type { FindingCounts, ListQuery, RunInfo, TrajectoryList, TrajectorySummary } from './api.ts';
 
@@ -42,7 +43,12 @@ interface FileState {
   seen: Set<string>;
   errors: ReadError[];
   count: number;
+  /** A record-local JSONL file read as a stream (never held whole): where the next read starts. */
+  streamed?: { end: number; nextLine: number; format: FormatName };
 }
+
+/** Appended lines are imported in batches of this many. */
+const APPENDED_BATCH_LINES = 16;
 
 /** Least-recently-used cache of full analyses. */
 class Lru<V> {
@@ -189,7 +195,55 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     files.set(file, state);
     if (state.size === size) return;
     state.size = size;
-    const loaded = await loadFile(file, { format: opts.format });
+    // Found by bench/serve-load.ts: loading a 1 GB run whole ran the server out of memory before
+    // the first request. A file whose format reads records one by one is streamed instead
+    // (import/stream.ts, as `check` and `export` read it): only summaries stay in memory.
+    if (state.streamed && size < state.streamed.end) state.streamed = { ...state.streamed, end: 0, nextLine: 1 }; // rewritten: read again, seen records skipped
+    if (state.streamed) {
+      let batch: RecordLine[] = [];
+      for await (const l of readLines(file, { start: state.streamed.end, firstLine: state.streamed.nextLine })) {
+        batch.push(l);
+        if (batch.length >= APPENDED_BATCH_LINES) {
+          await importStreamed(file, state, batch);
+          batch = [];
+        }
+      }
+      await importStreamed(file, state, batch);
+    } else {
+      for await (const chunk of readFileChunks(file, { format: opts.format })) {
+        if (chunk.kind === 'loaded') {
+          await takeLoaded(file, size, state, chunk.loaded);
+          continue;
+        }
+        if (!state.streamed) {
+          state.streamed = { end: 0, nextLine: 1, format: chunk.format };
+          state.format = chunk.format;
+          state.errors = [];
+        }
+        await importStreamed(file, state, chunk.lines);
+      }
+    }
+    state.count = [...entries.values()].filter((e) => e.summary.source.file === file).length;
+  }
+
+  /** Import complete lines of a streamed file; a partial last line waits for the rest of it. */
+  async function importStreamed(file: string, state: FileState, lines: readonly RecordLine[]): Promise<void> {
+    const complete = lines.filter((l) => l.problem !== 'unterminated');
+    const last = complete.at(-1);
+    if (!last || !state.streamed) return;
+    const { trajectories, errors } = importLines(file, state.streamed.format, complete);
+    state.errors.push(...errors);
+    reloader.note(file, complete);
+    state.streamed = { ...state.streamed, end: last.offset + last.length + 1, nextLine: last.line + 1 };
+    for (const traj of trajectories) {
+      const key = `${traj.source.line}\u0000${traj.id}`;
+      if (state.seen.has(key)) continue;
+      state.seen.add(key);
+      await addTrajectory(traj);
+    }
+  }
+
+  async function takeLoaded(file: string, size: number, state: FileState, loaded: LoadedFile): Promise<void> {
     state.format = loaded.format ?? null;
     // A file still being written ends in a partial line: its parse error is not an error yet.
     const text = size > 0 ? readLastByte(file) : '\n';
@@ -202,7 +256,6 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       state.seen.add(key);
       await addTrajectory(traj);
     }
-    state.count = [...entries.values()].filter((e) => e.summary.source.file === file).length;
   }
 
   async function addTrajectory(traj: Trajectory): Promise<void> {
@@ -360,6 +413,17 @@ class Reloader {
   private readonly waiting: (() => void)[] = [];
 
   constructor(private readonly format: string | undefined) {}
+
+  /** Lines the first read streamed past: their offsets, so no re-load has to scan for them. */
+  note(file: string, lines: readonly RecordLine[]): void {
+    const index = this.indexes.get(file) ?? { offsets: new Map(), end: 0, nextLine: 1 };
+    for (const l of lines) {
+      index.offsets.set(l.line, { offset: l.offset, length: l.length });
+      index.end = l.offset + l.length + 1;
+      index.nextLine = l.line + 1;
+    }
+    this.indexes.set(file, index);
+  }
 
   /** The trajectories read from `line` (and, for formats that group, the rest of the file). */
   async trajectoriesAt(file: string, format: string | null, line: number): Promise<Trajectory[]> {
