@@ -68,16 +68,27 @@ const PACK_MIN_LENGTH = 64;
  */
 export function packForWire(value: unknown, transfer: ArrayBuffer[]): unknown {
   if (Array.isArray(value)) {
-    if (value.length >= PACK_MIN_LENGTH && value.every((x) => typeof x === 'number')) {
-      const f = Float64Array.from(value as number[]);
-      transfer.push(f.buffer as ArrayBuffer);
-      return f;
+    const n = value.length;
+    if (n >= PACK_MIN_LENGTH && typeof value[0] === 'number') {
+      const f = new Float64Array(n);
+      let i = 0;
+      for (; i < n; i++) {
+        const x: unknown = value[i];
+        if (typeof x !== 'number') break;
+        f[i] = x;
+      }
+      if (i === n) {
+        transfer.push(f.buffer as ArrayBuffer);
+        return f;
+      }
     }
-    return value.map((x) => packForWire(x, transfer));
+    const out = new Array<unknown>(n);
+    for (let i = 0; i < n; i++) out[i] = packForWire(value[i], transfer);
+    return out;
   }
   if (typeof value === 'object' && value !== null) {
     const out: Record<string, unknown> = {};
-    for (const k of Object.keys(value)) out[k] = packForWire((value as Record<string, unknown>)[k], transfer);
+    for (const k in value) out[k] = packForWire((value as Record<string, unknown>)[k], transfer);
     return out;
   }
   return value;
@@ -91,12 +102,18 @@ export function unpackFromWire(value: unknown): unknown {
     return out;
   }
   if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) value[i] = unpackFromWire(value[i]);
+    for (let i = 0; i < value.length; i++) {
+      const v: unknown = value[i];
+      if (typeof v === 'object' && v !== null) value[i] = unpackFromWire(v);
+    }
     return value;
   }
   if (typeof value === 'object' && value !== null) {
     const o = value as Record<string, unknown>;
-    for (const k of Object.keys(o)) o[k] = unpackFromWire(o[k]);
+    for (const k in o) {
+      const v = o[k];
+      if (typeof v === 'object' && v !== null) o[k] = unpackFromWire(v);
+    }
   }
   return value;
 }

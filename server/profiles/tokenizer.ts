@@ -24,6 +24,12 @@ function byteLevelAlphabet(): Map<string, number> {
 }
 const CHAR_TO_BYTE = byteLevelAlphabet();
 
+/**
+ * Most text the segment cache holds before it starts over (~16 MB of strings plus their ids):
+ * what GRPO groups and turns share is re-cached at once, and memory stays flat on any run size.
+ */
+const SEGMENT_CACHE_CHARS = 8 * 1024 * 1024;
+
 export interface TokenizerJson {
   added_tokens?: { id: number; content: string; special?: boolean; lstrip?: boolean; rstrip?: boolean; single_word?: boolean; normalized?: boolean }[];
   decoder?: { type?: string } | null;
@@ -42,6 +48,8 @@ export class TokenizerHandle {
   /** Splits text at added tokens, as the tokenizer's added vocabulary does before normalising; undefined when unsafe. */
   private readonly addedSplitter: RegExp | undefined;
   private readonly segmentCache = new Map<string, number[]>();
+  /** Characters held by segmentCache: bounded by size, not count (answers are long and rarely repeat). */
+  private segmentCacheChars = 0;
 
   private constructor(json: string, parsed: TokenizerJson) {
     this.sha256 = createHash('sha256').update(json).digest('hex');
@@ -96,8 +104,13 @@ export class TokenizerHandle {
     const missing = [...new Set(parts.filter((p, i) => i % 2 === 0 && p !== '' && !this.segmentCache.has(p)))];
     if (missing.length > 0) {
       const ids = await this.encodeBatch(missing);
-      if (this.segmentCache.size + missing.length > 200_000) this.segmentCache.clear();
+      const adding = missing.reduce((n, m) => n + m.length, 0);
+      if (this.segmentCache.size + missing.length > 200_000 || this.segmentCacheChars + adding > SEGMENT_CACHE_CHARS) {
+        this.segmentCache.clear();
+        this.segmentCacheChars = 0;
+      }
       missing.forEach((m, i) => this.segmentCache.set(m, ids[i]!));
+      this.segmentCacheChars += adding;
     }
     const out: number[] = [];
     parts.forEach((p, i) => {
