@@ -54,6 +54,14 @@ export type RunEvent =
   /** A file is done (after its errors and trajectories): its format and how many trajectories it held. */
   | { type: 'file'; file: string; format?: string; count: number };
 
+/**
+ * Streamed files go in batches of up to BATCH_LINES records or BATCH_BYTES of text. Within a
+ * batch the read errors come first, as `loadFile` reports them, so a file that fits one batch
+ * gives exactly the events it gave when files were loaded whole.
+ */
+const BATCH_LINES = 64;
+const BATCH_BYTES = 1024 * 1024;
+
 /** Settles to the events of one piece of work, in order; `imported` counts the trajectories it read. */
 export interface ChunkOutcome {
   events: RunEvent[];
@@ -65,9 +73,6 @@ export async function importAndAnalyze(chunk: { file: string; format: FormatName
   const { trajectories, errors } = importLines(chunk.file, chunk.format, chunk.lines);
   const events: RunEvent[] = errors.map((error) => ({ type: 'error', error }));
   for (const traj of trajectories) events.push(await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots)));
-  // In file order (stable: a record's errors keep their order), so events never depend on where batches split.
-  const lineOf = (e: RunEvent) => (e.type === 'error' ? e.error.line : e.type === 'trajectory' ? e.checked.trajectory.source.line : 0);
-  events.sort((a, b) => lineOf(a) - lineOf(b));
   return { events, imported: trajectories.length };
 }
 
@@ -96,14 +101,18 @@ export async function* checkPaths(paths: readonly string[], opts: RunOptions): A
   for (const error of errors) yield { type: 'error', error };
   const workers = opts.workers && opts.workers > 0 ? opts.workers : 0;
   const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
-  // Records in flight: enough that a worker never waits for an older batch on another worker
-  // to be handed out (results leave in input order), few enough to bound memory (~64 per worker).
-  // On this thread alone, two batches: one is parsed and analyzed while the other waits for the
+  // Work in flight: enough that a worker never waits for an older batch on another worker to be
+  // handed out (results leave in input order), little enough to bound memory. Streamed batches
+  // hold at most BATCH_BYTES of text each; whole-loaded files go one trajectory at a time. On
+  // this thread alone, two batches: one is parsed and analyzed while the other waits for the
   // tokenizer (it encodes on libuv's thread pool, so another core can do that part).
-  const window = pool ? 64 * workers : 16;
-  type Pending = { kind: 'work'; outcome: Promise<ChunkOutcome>; records: number } | { kind: 'file'; file: string; format?: string };
+  const maxBatches = pool ? 4 * workers : 2;
+  const maxTrajectories = pool ? 16 * workers : 1;
+  type Pending = { kind: 'work'; outcome: Promise<ChunkOutcome>; batch: boolean } | { kind: 'file'; file: string; format?: string };
   const pending: Pending[] = [];
-  let inFlight = 0;
+  let batches = 0;
+  let single = 0;
+  const full = () => batches >= maxBatches || single >= maxTrajectories;
   let count = 0;
   async function* settleOldest(): AsyncGenerator<RunEvent> {
     const p = pending.shift()!;
@@ -112,28 +121,30 @@ export async function* checkPaths(paths: readonly string[], opts: RunOptions): A
       count = 0;
       return;
     }
-    inFlight -= p.records;
+    if (p.batch) batches--;
+    else single--;
     const { events, imported } = await p.outcome;
     count += imported;
     yield* events;
   }
-  const submit = (outcome: Promise<ChunkOutcome>, records: number) => {
+  const submit = (outcome: Promise<ChunkOutcome>, batch: boolean) => {
     outcome.catch(() => undefined); // settled in order; avoid an unhandled rejection meanwhile
-    pending.push({ kind: 'work', outcome, records });
-    inFlight += records;
+    pending.push({ kind: 'work', outcome, batch });
+    if (batch) batches++;
+    else single++;
   };
   try {
     for (const file of files) {
       let format: string | undefined;
-      for await (const chunk of readFileChunks(file, { format: opts.format, batchLines: 8 })) {
+      for await (const chunk of readFileChunks(file, { format: opts.format, batchLines: BATCH_LINES, batchBytes: BATCH_BYTES })) {
         if (chunk.kind === 'loaded') {
           const { loaded } = chunk;
           format = loaded.format;
-          submit(Promise.resolve({ events: loaded.errors.map((error): RunEvent => ({ type: 'error', error })), imported: 0 }), 0);
+          submit(Promise.resolve({ events: loaded.errors.map((error): RunEvent => ({ type: 'error', error })), imported: 0 }), true);
           for (const traj of loaded.trajectories) {
             const result = pool ? pool.analyze(traj, opts, roots) : analyzeTrajectory(traj, opts, roots);
-            submit(analyzeOrError(traj, result).then((ev) => ({ events: [ev], imported: 1 })), 1);
-            while (inFlight >= window) yield* settleOldest();
+            submit(analyzeOrError(traj, result).then((ev) => ({ events: [ev], imported: 1 })), false);
+            while (full()) yield* settleOldest();
           }
         } else {
           format = chunk.format;
@@ -141,9 +152,9 @@ export async function* checkPaths(paths: readonly string[], opts: RunOptions): A
           const outcome = (pool ? pool.importAndAnalyze(chunk, opts, roots) : importAndAnalyze(chunk, opts, roots)).catch(
             (e: unknown): ChunkOutcome => ({ events: [{ type: 'error', error: { ...where, message: `cannot analyze the ${chunk.lines.length} record(s) from line ${where.line}: ${(e as Error).message}` } }], imported: 0 }),
           );
-          submit(outcome, chunk.lines.length);
+          submit(outcome, true);
         }
-        while (inFlight >= window) yield* settleOldest();
+        while (full()) yield* settleOldest();
       }
       pending.push({ kind: 'file', file, format });
     }
