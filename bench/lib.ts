@@ -88,6 +88,45 @@ export function printFigure(f: Figure, out: NodeJS.WritableStream = process.stdo
   for (const n of f.notes) out.write(`   note: ${n}\n`);
 }
 
+/** The figures as Markdown (bench/README.md keeps the latest between its figures markers). */
+export function figuresMarkdown(doc: { machine: Machine; seconds: number; figures: Figure[] }): string {
+  const m = doc.machine;
+  const cell = (x: Measure) => (x.value === null ? `not measured${x.note ? ` (${x.note})` : ''}` : `${fmt({ ...x, name: '' }).replace(/^: /, '')}`);
+  const esc = (t: string) => t.replace(/\|/g, '\\|');
+  const out: string[] = [
+    `Measured ${m.date.slice(0, 10)} on ${m.nproc} cores (${m.cpu}), ${m.ramGB} GB RAM, node ${m.node}, ${m.platform}; ` +
+      `1-minute load average ${m.loadAverage.start} at the start and ${m.loadAverage.end ?? '?'} at the end (other work shared the machine); ${Math.round(doc.seconds / 60)} min in all. ` +
+      'Raw figures: [results.json](results.json).',
+    '',
+  ];
+  for (const f of doc.figures) {
+    out.push(`### ${f.title}${f.status === 'measured' ? '' : ` (${f.status})`}`, '');
+    const data = Object.entries(f.data).map(([k, v]) => `${k} ${typeof v === 'number' ? round(v, 2) : String(v)}`);
+    if (data.length) out.push(`Data: ${data.join(', ')}.`, '');
+    out.push('| | measured |', '|---|---|');
+    for (const x of f.results) out.push(`| ${esc(x.name)} | ${esc(cell(x))} |`);
+    for (const x of f.references) out.push(`| reference: ${esc(x.name)} | ${esc(cell(x))} |`);
+    out.push('');
+    for (const t of f.targets) out.push(`- ${t.met === null ? '·' : t.met ? '**met**' : '**missed**'}: ${t.wanted} — ${t.measured}.`);
+    for (const n of f.notes) out.push(`- ${n}`);
+    out.push('');
+  }
+  return out.join('\n');
+}
+
+export const FIGURES_START = '<!-- figures:start (written by npm run bench) -->';
+export const FIGURES_END = '<!-- figures:end -->';
+
+/** Replace the figures section of bench/README.md (between the markers) with `markdown`. */
+export function writeReadmeFigures(markdown: string): void {
+  const file = path.join(REPO, 'bench', 'README.md');
+  const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
+  const a = text.indexOf(FIGURES_START);
+  const b = text.indexOf(FIGURES_END);
+  if (a < 0 || b < a) throw new Error(`${file}: no figures markers`);
+  fs.writeFileSync(file, `${text.slice(0, a + FIGURES_START.length)}\n${markdown}\n${text.slice(b)}`);
+}
+
 export interface ProcessRun {
   wallSeconds: number;
   userSeconds: number;

@@ -1,13 +1,13 @@
-// `npm run bench [-- --quick] [-- --only check,memory] [-- --keep] [-- --json FILE]`: every figure,
+// `npm run bench [-- --quick] [-- --only check,memory] [-- --keep] [-- --json FILE] [-- --readme]`: every figure,
 // each against its reference measured on the same data in the same run, printed as text, then
-// all of them as one JSON document (also written to FILE, and to bench/results.json after a
-// full run). `--quick` runs small sizes so CI can check the scripts work; it asserts no times.
+// all of them as one JSON document (also written to FILE; a full run also writes
+// bench/results.json and the figures section of bench/README.md). `--quick` runs small sizes so CI can check the scripts work; it asserts no times.
 // Generated runs live under $TMPDIR/rollscope-bench (ROLLSCOPE_BENCH_DIR) and are deleted at
 // the end unless --keep.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { benchArgs, benchDir, Figure, machine, printFigure, removeBenchRuns, REPO, round } from './lib.ts';
+import { benchArgs, benchDir, Figure, figuresMarkdown, machine, printFigure, removeBenchRuns, REPO, round, writeReadmeFigures } from './lib.ts';
 import { loadFigure } from './load.ts';
 import { checkFigure } from './check.ts';
 import { exportFigure } from './export.ts';
@@ -25,6 +25,12 @@ const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
 };
 
 const args = benchArgs();
+if (process.argv.includes('--readme')) {
+  // Rewrite the README's figures from the last full run, without measuring anything.
+  const doc = JSON.parse(fs.readFileSync(path.join(REPO, 'bench', 'results.json'), 'utf8')) as Parameters<typeof figuresMarkdown>[0];
+  writeReadmeFigures(figuresMarkdown({ ...doc, figures: doc.figures.map((f) => Figure.parse(f)) }));
+  process.exit(0);
+}
 const names = args.only ?? Object.keys(FIGURES);
 const unknown = names.filter((n) => !(n in FIGURES));
 if (unknown.length > 0) {
@@ -60,5 +66,8 @@ const doc = { machine: m, quick: args.quick, seconds: round((performance.now() -
 const json = JSON.stringify(doc, null, 2);
 process.stdout.write(`\n${json}\n`);
 if (args.json) fs.writeFileSync(args.json, `${json}\n`);
-if (!args.quick && !args.only && !failed) fs.writeFileSync(path.join(REPO, 'bench', 'results.json'), `${json}\n`);
+if (!args.quick && !args.only && !failed) {
+  fs.writeFileSync(path.join(REPO, 'bench', 'results.json'), `${json}\n`);
+  writeReadmeFigures(figuresMarkdown(doc));
+}
 process.exitCode = failed ? 1 : 0;

@@ -53,8 +53,12 @@ function lazyProfile(name: string): ModelProfile {
 }
 
 function fromWire(w: WireChecked): CheckedTrajectory {
-  const { profileName, ...rest } = w;
-  return { ...rest, profile: lazyProfile(profileName) };
+  // In place, not by spreading: a spread would read (and so materialize) every lazy stream.
+  const c = w as Partial<WireChecked> & Partial<CheckedTrajectory>;
+  const name = w.profileName;
+  delete c.profileName;
+  c.profile = lazyProfile(name);
+  return c as CheckedTrajectory;
 }
 
 /** Arrays this long or longer that hold only numbers cross threads as transferred Float64Arrays. */
@@ -94,13 +98,20 @@ export function packForWire(value: unknown, transfer: ArrayBuffer[]): unknown {
   return value;
 }
 
-/** The inverse of packForWire, in place on the freshly received tree. */
+function toNumbers(f: Float64Array): number[] {
+  const out = new Array<number>(f.length);
+  for (let i = 0; i < f.length; i++) out[i] = f[i]!;
+  return out;
+}
+
+/**
+ * The inverse of packForWire, in place on the freshly received tree. A packed array that is an
+ * object's property turns back into a number[] only when first read (then stays one): a consumer
+ * that reports findings never pays for the token streams it does not look at, here or in the
+ * garbage collector. Reads, writes, spreads, JSON and zod all see plain arrays.
+ */
 export function unpackFromWire(value: unknown): unknown {
-  if (value instanceof Float64Array) {
-    const out = new Array<number>(value.length);
-    for (let i = 0; i < value.length; i++) out[i] = value[i]!;
-    return out;
-  }
+  if (value instanceof Float64Array) return toNumbers(value);
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       const v: unknown = value[i];
@@ -112,7 +123,19 @@ export function unpackFromWire(value: unknown): unknown {
     const o = value as Record<string, unknown>;
     for (const k in o) {
       const v = o[k];
-      if (typeof v === 'object' && v !== null) o[k] = unpackFromWire(v);
+      if (v instanceof Float64Array) {
+        const settle = (x: unknown) => Object.defineProperty(o, k, { value: x, writable: true, enumerable: true, configurable: true });
+        Object.defineProperty(o, k, {
+          get: () => {
+            const arr = toNumbers(v);
+            settle(arr);
+            return arr;
+          },
+          set: settle,
+          enumerable: true,
+          configurable: true,
+        });
+      } else if (typeof v === 'object' && v !== null) unpackFromWire(v);
     }
   }
   return value;

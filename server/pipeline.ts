@@ -106,7 +106,7 @@ export async function* checkPaths(paths: readonly string[], opts: RunOptions): A
   // hold at most BATCH_BYTES of text each; whole-loaded files go one trajectory at a time. On
   // this thread alone, two batches: one is parsed and analyzed while the other waits for the
   // tokenizer (it encodes on libuv's thread pool, so another core can do that part).
-  const maxBatches = pool ? 4 * workers : 2;
+  const maxBatches = pool ? 3 * workers : 2;
   const maxTrajectories = pool ? 16 * workers : 1;
   type Pending = { kind: 'work'; outcome: Promise<ChunkOutcome>; batch: boolean } | { kind: 'file'; file: string; format?: string };
   const pending: Pending[] = [];
