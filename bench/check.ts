@@ -145,6 +145,7 @@ export async function checkFigure(quick: boolean): Promise<Figure> {
     { name: '1 core (taskset -c 0, --workers 0)', workers: 0, pin: 1 },
     { name: '2 cores (--workers 2)', workers: 2, pin: undefined },
     { name: '2 cores, main thread only (--workers 0)', workers: 0, pin: undefined },
+    { name: '2 cores, one worker (--workers 1)', workers: 1, pin: undefined },
   ];
   const expect = (r: CheckRun, want: { trajectories: number; faulty: number }) => {
     const s = r.report.summary;
@@ -219,12 +220,12 @@ export async function checkFigure(quick: boolean): Promise<Figure> {
     results,
     references,
     targets: [
-      { name: '2 cores vs 1', wanted: 'check on 2 cores runs at least 1.6× its 1-core speed', measured: `${round(speedup, 2)}×`, met: speedup >= 1.6 },
+      { name: '2 cores vs 1', wanted: 'check on 2 cores runs at least 1.6× its 1-core speed', measured: `${round(speedup, 2)}×`, met: quick ? null : speedup >= 1.6 },
       {
         name: 'vs re-tokenizing from scratch',
         wanted: 'at least 2× faster than re-tokenizing every trajectory from scratch',
         measured: `${round(vsEncode2, 2)}× the 2-way raw encode on 2 cores; ${round(vsEncode1, 2)}× the 1-thread raw encode on 1 core`,
-        met: vsEncode2 >= 2,
+        met: quick ? null : vsEncode2 >= 2,
       },
     ],
     notes: [
