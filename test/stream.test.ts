@@ -111,3 +111,29 @@ describe('checkPaths across batches', () => {
     expect(await summarize(2)).toEqual(serial);
   });
 });
+
+describe('the tokenizer segment cache under a small bound', () => {
+  it('stays exact when it starts over while other encodes on the same handle are waiting', async () => {
+    const tok = loadProfile('qwen2.5-vl').tokenizer;
+    const limit = tok.segmentCacheLimit;
+    tok.segmentCacheLimit = 400; // starts over every few texts
+    try {
+      let seed = 7;
+      const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+      const words = ['the', ' angle', ' is', ' 35', '°', '\n', ' x', '²', ' area', ' tool', ' call', ' zoom', ' 3.14', ' answer'];
+      const special = ['<|im_start|>', '<|im_end|>', '<|vision_start|><|image_pad|><|vision_end|>', '<tool_call>', '</tool_call>'];
+      const texts = Array.from({ length: 60 }, () =>
+        Array.from({ length: 6 }, () => `${special[Math.floor(rand() * special.length)]}${Array.from({ length: 1 + Math.floor(rand() * 30) }, () => words[Math.floor(rand() * words.length)]).join('')}`).join(''),
+      );
+      // A few shared segments (a system prompt, a group's question) among distinct ones, all at once.
+      const shared = '<|im_start|>system\nYou are a geometry tutor.<|im_end|>\n<|im_start|>user\nFind x.<|im_end|>\n';
+      const inputs = texts.map((t, i) => (i % 3 === 0 ? shared + t : t));
+      await tok.encode(shared); // cached: the calls below find these segments, then the cache starts over under them
+      const cached = await Promise.all(inputs.map((t) => tok.encode(t)));
+      const direct = await Promise.all(inputs.map((t) => tok.encodeDirect(t)));
+      expect(cached).toEqual(direct);
+    } finally {
+      tok.segmentCacheLimit = limit;
+    }
+  });
+});

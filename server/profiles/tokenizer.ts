@@ -50,6 +50,8 @@ export class TokenizerHandle {
   private readonly segmentCache = new Map<string, number[]>();
   /** Characters held by segmentCache: bounded by size, not count (answers are long and rarely repeat). */
   private segmentCacheChars = 0;
+  /** Characters the segment cache may hold before it starts over. */
+  segmentCacheLimit = SEGMENT_CACHE_CHARS;
 
   private constructor(json: string, parsed: TokenizerJson) {
     this.sha256 = createHash('sha256').update(json).digest('hex');
@@ -101,22 +103,36 @@ export class TokenizerHandle {
   async encode(text: string): Promise<number[]> {
     if (!this.addedSplitter) return this.encodeDirect(text);
     const parts = text.split(this.addedSplitter);
-    const missing = [...new Set(parts.filter((p, i) => i % 2 === 0 && p !== '' && !this.segmentCache.has(p)))];
+    // The segments this call uses are held here: the cache may start over while it awaits the
+    // tokenizer (another encode on this handle filled it), and that must not lose them.
+    const known = new Map<string, number[]>();
+    const wanted = new Set<string>();
+    for (let i = 0; i < parts.length; i += 2) {
+      const p = parts[i]!;
+      if (p === '' || known.has(p)) continue;
+      const hit = this.segmentCache.get(p);
+      if (hit) known.set(p, hit);
+      else wanted.add(p);
+    }
+    const missing = [...wanted];
     if (missing.length > 0) {
       const ids = await this.encodeBatch(missing);
       const adding = missing.reduce((n, m) => n + m.length, 0);
-      if (this.segmentCache.size + missing.length > 200_000 || this.segmentCacheChars + adding > SEGMENT_CACHE_CHARS) {
+      if (this.segmentCache.size + missing.length > 200_000 || this.segmentCacheChars + adding > this.segmentCacheLimit) {
         this.segmentCache.clear();
         this.segmentCacheChars = 0;
       }
-      missing.forEach((m, i) => this.segmentCache.set(m, ids[i]!));
+      missing.forEach((m, i) => {
+        known.set(m, ids[i]!);
+        this.segmentCache.set(m, ids[i]!);
+      });
       this.segmentCacheChars += adding;
     }
     const out: number[] = [];
     parts.forEach((p, i) => {
       if (p === '') return;
       if (i % 2 === 1) out.push(this.addedIds.get(p)!);
-      else for (const id of this.segmentCache.get(p)!) out.push(id);
+      else for (const id of known.get(p)!) out.push(id);
     });
     return out;
   }
