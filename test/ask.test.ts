@@ -39,6 +39,7 @@ import {
 import { ImageTokensOutput } from '../server/cli/commands/image-tokens.ts';
 import { loadProfile, type BuiltinProfileName, type ModelProfile } from '../server/profiles/profile.ts';
 import { parsePythonJson } from '../server/profiles/template.ts';
+import { mulberry32 } from '../server/util/random.ts';
 
 const require = createRequire(import.meta.url);
 const REPO = fileURLToPath(new URL('..', import.meta.url));
@@ -663,19 +664,8 @@ for cfg in req["configs"]:
 print(json.dumps(out))
 `;
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe.skipIf(!hasPython)('imageTokensFor matches the Python smart_resize on a sweep', () => {
-  const rnd = mulberry32(8);
+  const rnd = mulberry32(8).next;
   const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
   const sizes: [number, number][] = [[640, 480], [1920, 1080], [700, 70], [28, 28], [2000, 12], [1, 200], [1, 201], [14, 1400], [16, 2048]];
   for (let i = 0; i < 1200; i++) {

@@ -13,6 +13,7 @@ import {
   type ImageTokens,
   type VisionConfig,
 } from '../server/analysis/image-math.ts';
+import { mulberry32 } from '../server/util/random.ts';
 
 const QWEN25: VisionConfig = { patchSize: 14, mergeSize: 2, temporalPatchSize: 2, minPixels: 3136, maxPixels: 12845056 };
 const QWEN25_1280: VisionConfig = { ...QWEN25, maxPixels: 1280 * 28 * 28 };
@@ -73,18 +74,6 @@ for cfg in req["configs"]:
     out["resize"].append(res)
 print(json.dumps(out))
 `;
-
-// Deterministic PRNG so the sweep is reproducible.
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 describe('roundHalfEven', () => {
   it('matches Python round() on halves and non-halves', () => {
@@ -224,7 +213,7 @@ describe('smartResize: variants and errors', () => {
 });
 
 describe.skipIf(!hasPython)('smartResize vs a Python port (seeded sweep)', () => {
-  const rnd = mulberry32(20240607);
+  const rnd = mulberry32(20240607).next;
   const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
   const sizes: [number, number][] = [];
   for (let i = 0; i < 2000; i++) {

@@ -9,6 +9,7 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ChatTemplate, PyFloat, TemplateError, parsePythonJson, type ChatTemplateInput } from '../server/profiles/template.ts';
+import { mulberry32 } from '../server/util/random.ts';
 
 const TEMPLATE_FILES = ['qwen2-vl.jinja', 'qwen2.5-vl.jinja', 'qwen3-vl.jinja'] as const;
 const templateSource = (file: string): string =>
@@ -357,14 +358,7 @@ cases.push(
 
 // Float and int printing over many values from a fixed-seed generator.
 function* randomNumbers(seed: number): Generator<string> {
-  let s = seed >>> 0;
-  const next = (): number => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return (t ^ (t >>> 14)) >>> 0;
-  };
+  const next = mulberry32(seed).nextUint32;
   const view = new DataView(new ArrayBuffer(8));
   for (;;) {
     view.setUint32(0, next());

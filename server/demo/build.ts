@@ -12,6 +12,7 @@ import { Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { renderTokens, observationSuffixText, tokenizeExpanded, boundaryIds, turnCloseIds } from '../analysis/render.ts';
 import { imageTokens } from '../analysis/image-math.ts';
+import { mulberry32 } from '../util/random.ts';
 
 export interface ScriptTurn {
   /** The model's answer text (tokenized with the real tokenizer). */
@@ -101,13 +102,9 @@ async function encodeWithSplit(profile: ModelProfile, text: string, split: { wor
  * an uncertain one (mulberry32; JS numbers are rounded so the JSON stays short and stable).
  */
 function logprobSampler(seed: number): () => number {
-  let a = seed >>> 0;
+  const random = mulberry32(seed);
   return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    const u = ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    const u = random.next();
     return -Math.round((0.0002 + 3.5 * u ** 6) * 10000) / 10000;
   };
 }
