@@ -126,20 +126,7 @@ def image_size(part, base_dir):
                 return header_size(f.read())
     raise ValueError("image without source")
 
-def smart_resize(h, w, factor, min_pixels, max_pixels):
-    if max(h, w) / min(h, w) > 200:
-        raise ValueError("aspect ratio")
-    h_bar = round(h / factor) * factor
-    w_bar = round(w / factor) * factor
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((h * w) / max_pixels)
-        h_bar = max(factor, math.floor(h / beta / factor) * factor)
-        w_bar = max(factor, math.floor(w / beta / factor) * factor)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (h * w))
-        h_bar = math.ceil(h * beta / factor) * factor
-        w_bar = math.ceil(w * beta / factor) * factor
-    return h_bar, w_bar
+from smart_resize import smart_resize
 
 def run(case):
     doc = json.loads(case["doc"])
@@ -621,25 +608,9 @@ describe('tokenize and decode match the Hugging Face tokenizer', () => {
 
 const PY_IMAGE_TOKENS = String.raw`
 import json, math, sys
+sys.path.insert(0, sys.argv[1])
 
-def resize(h, w, factor, min_pixels, max_pixels, variant):
-    if max(h, w) / min(h, w) > 200:
-        raise ValueError("aspect ratio")
-    h_bar = round(h / factor) * factor
-    w_bar = round(w / factor) * factor
-    if variant == "qwen-vl-utils":
-        h_bar, w_bar = max(factor, h_bar), max(factor, w_bar)
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((h * w) / max_pixels)
-        h_bar = math.floor(h / beta / factor) * factor
-        w_bar = math.floor(w / beta / factor) * factor
-        if variant == "transformers":
-            h_bar, w_bar = max(factor, h_bar), max(factor, w_bar)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (h * w))
-        h_bar = math.ceil(h * beta / factor) * factor
-        w_bar = math.ceil(w * beta / factor) * factor
-    return h_bar, w_bar
+from smart_resize import smart_resize as resize
 
 def tokens(w, h, cfg, variant):
     rh, rw = resize(h, w, cfg["patch"] * cfg["merge"], cfg["min"], cfg["max"], variant)
@@ -687,7 +658,7 @@ describe.skipIf(!hasPython)('imageTokensFor matches the Python smart_resize on a
   type Py = { resized_width: number; resized_height: number; image_grid_thw: number[]; pad_count: number } | { error: string };
   let py: { transformers: Py; 'qwen-vl-utils': Py }[][] = [];
   beforeAll(() => {
-    const run = spawnSync('python3', ['-c', PY_IMAGE_TOKENS], { input: JSON.stringify({ sizes, configs }), encoding: 'utf8', maxBuffer: 64 << 20 });
+    const run = spawnSync('python3', ['-c', PY_IMAGE_TOKENS, SUPPORT], { input: JSON.stringify({ sizes, configs }), encoding: 'utf8', maxBuffer: 64 << 20 });
     if (run.status !== 0) throw new Error(run.stderr);
     py = JSON.parse(run.stdout) as typeof py;
   });

@@ -2,6 +2,7 @@
 // with a literal Python port of both smart_resize variants (run by python3, pure stdlib) over a
 // seeded random sweep — Python's own round()/float ops are the reference, not our TS.
 import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
   cellToPad,
@@ -22,44 +23,16 @@ const QWEN3: VisionConfig = { patchSize: 16, mergeSize: 2, temporalPatchSize: 2,
 const hasPython = spawnSync('python3', ['--version']).status === 0;
 
 function runPython(src: string, input: unknown): unknown {
-  const r = spawnSync('python3', ['-c', src], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 64 << 20 });
+  const r = spawnSync('python3', ['-c', src, fileURLToPath(new URL('./support', import.meta.url))], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 64 << 20 });
   if (r.status !== 0) throw new Error(`python3 failed: ${r.stderr}`);
   return JSON.parse(r.stdout);
 }
 
 // Straight from the formats.md §1.3 pseudocode; Python's round() is half-to-even.
 const PY_SMART_RESIZE = String.raw`
-import sys, json, math
-
-def smart_resize_a(h, w, factor, min_pixels, max_pixels):
-    if max(h, w) / min(h, w) > 200:
-        raise ValueError("absolute aspect ratio must be smaller than 200")
-    h_bar = round(h / factor) * factor
-    w_bar = round(w / factor) * factor
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((h * w) / max_pixels)
-        h_bar = max(factor, math.floor(h / beta / factor) * factor)
-        w_bar = max(factor, math.floor(w / beta / factor) * factor)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (h * w))
-        h_bar = math.ceil(h * beta / factor) * factor
-        w_bar = math.ceil(w * beta / factor) * factor
-    return h_bar, w_bar
-
-def smart_resize_b(h, w, factor, min_pixels, max_pixels):
-    if max(h, w) / min(h, w) > 200:
-        raise ValueError("absolute aspect ratio must be smaller than 200")
-    h_bar = max(factor, round(h / factor) * factor)
-    w_bar = max(factor, round(w / factor) * factor)
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((h * w) / max_pixels)
-        h_bar = math.floor(h / beta / factor) * factor
-        w_bar = math.floor(w / beta / factor) * factor
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (h * w))
-        h_bar = math.ceil(h * beta / factor) * factor
-        w_bar = math.ceil(w * beta / factor) * factor
-    return h_bar, w_bar
+import sys, json
+sys.path.insert(0, sys.argv[1])
+from smart_resize import smart_resize_a, smart_resize_b
 
 req = json.load(sys.stdin)
 out = {"resize": [], "round": [round(x) for x in req["round"]]}
