@@ -101,12 +101,17 @@ export async function browserFigure(quick: boolean): Promise<Figure> {
       data: { tokens, images: shape.imagesPerTrajectory, turns: shape.turns, 'record MB': round(run.bytes / 1e6, 1), chromium: CHROMIUM },
       results: [
         { name: 'navigation to first token chips', value: firstChip, unit: 'ms' },
-        { name: 'longest main-thread task while scrolling end to end', value: longest, unit: 'ms', note: `${tasks.length} task(s) over 50 ms in ${scroll.steps} frames, ${round(scroll.ms / 1000, 1)} s${scroll.reachedEnd ? '' : '; did not reach the end'}` },
+        {
+          name: 'longest long task (over 50 ms; 0 = none) while scrolling end to end',
+          value: longest,
+          unit: 'ms',
+          note: `${tasks.length} long task(s) in ${scroll.steps} frames, ${round(scroll.ms / 1000, 1)} s${scroll.reachedEnd ? '' : '; did not reach the end'}`,
+        },
       ],
       references: [],
       targets: [
         { name: 'first chips', wanted: 'the 128k-token trajectory shows its first chips within 1 s', measured: `${round(firstChip)} ms`, met: quick ? null : firstChip < 1000 },
-        { name: 'smooth scroll', wanted: 'no main-thread task while scrolling lasts more than 50 ms', measured: `${round(longest)} ms longest`, met: quick ? null : longest <= 50 && scroll.reachedEnd },
+        { name: 'smooth scroll', wanted: 'no main-thread task while scrolling lasts more than 50 ms', measured: tasks.length === 0 ? 'no task over 50 ms' : `${round(longest)} ms longest`, met: quick ? null : longest <= 50 && scroll.reachedEnd },
       ],
       notes: ['Headless chromium (--disable-gpu) on this machine; the figures include the server answering the stream request.'],
     };
