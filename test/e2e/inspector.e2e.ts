@@ -161,7 +161,7 @@ describe('keyboard', () => {
 });
 
 describe('serve without PATH', () => {
-  it.skipIf(!fs.existsSync('server/demo/write.ts'))('serves the embedded demo run', async () => {
+  it('serves the embedded demo run', async () => {
     const demo = await startServe([]);
     try {
       await waitForLoaded(demo.url);
