@@ -10,8 +10,7 @@
 import { z } from 'zod';
 import type { TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
-import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { importEachRecord, isObject } from './importer.ts';
 import { idAllocator, smallValues } from './turns-from-mask.ts';
 
 export const AREAL_DUMP_LIMITATION =
@@ -82,18 +81,10 @@ export const arealDumpImporter: Importer = {
     return true;
   },
   importRecords(records, { file }): ImportResult {
-    const out: ImportResult = { trajectories: [], errors: [] };
     const allocate = idAllocator();
-    for (const r of records) {
-      const parsed = ArealDumpRecord.safeParse(r.value);
-      if (!parsed.success) {
-        out.errors.push(...zodErrors(file, r.line, parsed.error));
-        continue;
-      }
-      const d = parsed.data;
+    return importEachRecord(records, file, ArealDumpRecord, (d, r) => {
       const base = `task-${String(d.task_id)}/${d.sample_idx ?? `line-${r.line}`}`;
-      out.trajectories.push(arealDumpTrajectory(d, { file, line: r.line, id: allocate(base) }));
-    }
-    return out;
+      return arealDumpTrajectory(d, { file, line: r.line, id: allocate(base) });
+    });
   },
 };

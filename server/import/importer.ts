@@ -2,7 +2,8 @@
 // src/import/*): records in, trajectories of the one internal model out, and a ReadError for
 // every record that could not be used.
 import type { FormatName, ReadError, TrajectoryInput } from '../model/trajectory.ts';
-import type { RawRecord } from './records.ts';
+import type { ZodType } from 'zod';
+import { validateRecord, type RawRecord } from './records.ts';
 
 export interface FileContext {
   /** The file as the user named it (shown in errors and sources). */
@@ -42,4 +43,28 @@ export interface Importer {
 
 export function isObject(x: unknown): x is Record<string, unknown> {
   return typeof x === 'object' && x !== null && !Array.isArray(x);
+}
+
+/**
+ * The loop per-record importers share: validate each record against the format's schema with the
+ * bounded parser (a hostile list cannot turn zod into a crash), build its trajectories, or report
+ * the record as errors naming file, line and field. The rest of the file always loads.
+ */
+export function importEachRecord<T>(
+  records: readonly RawRecord[],
+  file: string,
+  schema: ZodType<T>,
+  build: (data: T, record: RawRecord) => TrajectoryInput | TrajectoryInput[],
+): ImportResult {
+  const out: ImportResult = { trajectories: [], errors: [] };
+  for (const r of records) {
+    const parsed = validateRecord(schema, r.value, file, r.line);
+    if ('errors' in parsed) {
+      out.errors.push(...parsed.errors);
+      continue;
+    }
+    const built = build(parsed.data, r);
+    out.trajectories.push(...(Array.isArray(built) ? built : [built]));
+  }
+  return out;
 }

@@ -9,8 +9,7 @@
 import { z } from 'zod';
 import type { TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
-import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { importEachRecord, isObject } from './importer.ts';
 import { fileStem, idAllocator, smallValues } from './turns-from-mask.ts';
 
 export const VERL_DUMP_LIMITATION =
@@ -54,19 +53,11 @@ export const verlDumpImporter: Importer = {
     return true;
   },
   importRecords(records, { file }): ImportResult {
-    const out: ImportResult = { trajectories: [], errors: [] };
     const allocate = idAllocator();
     const stem = fileStem(file);
-    for (const r of records) {
-      const parsed = VerlDumpRecord.safeParse(r.value);
-      if (!parsed.success) {
-        out.errors.push(...zodErrors(file, r.line, parsed.error));
-        continue;
-      }
-      const d = parsed.data;
+    return importEachRecord(records, file, VerlDumpRecord, (d, r) => {
       const base = d.request_id ?? (d.step !== undefined && d.step !== null ? `step-${d.step}:${r.line}` : `${stem}:${r.line}`);
-      out.trajectories.push(verlDumpTrajectory(d, { file, line: r.line, id: allocate(base) }));
-    }
-    return out;
+      return verlDumpTrajectory(d, { file, line: r.line, id: allocate(base) });
+    });
   },
 };

@@ -13,8 +13,7 @@
 import { z } from 'zod';
 import { Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
-import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { importEachRecord, isObject } from './importer.ts';
 import { ImageEntry, LogprobValues, MaskValues, ProcessorOutputs, fileStem, gridsOf, idAllocator, imageRefOf, smallValues, statedModel, turnsFromMask } from './turns-from-mask.ts';
 
 export const VerlAgentLoopOutput = z
@@ -86,19 +85,11 @@ export const verlImporter: Importer = {
     return true;
   },
   importRecords(records, { file }): ImportResult {
-    const out: ImportResult = { trajectories: [], errors: [] };
     const allocate = idAllocator();
     const stem = fileStem(file);
-    for (const r of records) {
-      const parsed = VerlAgentLoopOutput.safeParse(r.value);
-      if (!parsed.success) {
-        out.errors.push(...zodErrors(file, r.line, parsed.error));
-        continue;
-      }
-      const o = parsed.data;
+    return importEachRecord(records, file, VerlAgentLoopOutput, (o, r) => {
       const requestId = o.request_id ?? (typeof o.extra_fields?.request_id === 'string' ? o.extra_fields.request_id : undefined);
-      out.trajectories.push(verlTrajectory(o, { file, line: r.line, id: allocate(requestId ?? `${stem}:${r.line}`) }));
-    }
-    return out;
+      return verlTrajectory(o, { file, line: r.line, id: allocate(requestId ?? `${stem}:${r.line}`) });
+    });
   },
 };
