@@ -7,7 +7,7 @@ import type { Browser, Download, Page } from 'playwright-core';
 import { Manifest } from '../../server/export/manifest.ts';
 import { readParquetRows } from '../../server/export/parquet.ts';
 import type { TrajectoryList } from '../../server/http/api.ts';
-import { launchChromium, SCREENSHOT_DIR, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
+import { SCREENSHOT_DIR, type ServerProcess, openInspector, type InspectorSession } from './support.ts';
 
 const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
@@ -15,21 +15,14 @@ let browser: Browser;
 let page: Page;
 let runDir: string;
 
+let session: InspectorSession;
 beforeAll(async () => {
-  runDir = (await writeRun()).dir;
-  server = await startServe([runDir]);
-  await waitForLoaded(server.url);
-  browser = await launchChromium();
-  page = await browser.newPage({ viewport: { width: 1440, height: 900 }, acceptDownloads: true });
-  page.on('pageerror', (e) => {
-    throw e;
-  });
-  fs.mkdirSync(SHOTS, { recursive: true });
+  session = await openInspector({ acceptDownloads: true });
+  ({ server, browser, page, runDir } = session);
 });
 
 afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
+  await session?.close();
 });
 
 async function downloaded(d: Download): Promise<Buffer> {

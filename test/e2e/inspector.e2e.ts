@@ -5,11 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { checkPaths } from '../../server/pipeline.ts';
 import type { ImageInfo, TrajectoryDetail, TrajectoryList } from '../../server/http/api.ts';
-import { launchChromium, SCREENSHOT_DIR, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
+import { SCREENSHOT_DIR, startServe, waitForLoaded, type ServerProcess, openInspector, type InspectorSession } from './support.ts';
 
 const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
-let browser: Browser;
 let page: Page;
 let runDir: string;
 
@@ -19,21 +18,14 @@ async function api<T>(p: string): Promise<T> {
   return (await res.json()) as T;
 }
 
+let session: InspectorSession;
 beforeAll(async () => {
-  runDir = (await writeRun()).dir;
-  server = await startServe([runDir]);
-  await waitForLoaded(server.url);
-  browser = await launchChromium();
-  page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-  page.on('pageerror', (e) => {
-    throw e;
-  });
-  fs.mkdirSync(SHOTS, { recursive: true });
+  session = await openInspector();
+  ({ server, page, runDir } = session);
 });
 
 afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
+  await session?.close();
 });
 
 describe('run overview', () => {

@@ -8,7 +8,7 @@ import type { Browser, Page } from 'playwright-core';
 import type { PlaygroundPrefill, TokenStream, TrajectoryDetail, TrajectoryList } from '../../server/http/api.ts';
 import { loadProfile } from '../../server/profiles/profile.ts';
 import { visiblePiece } from '../../server/profiles/tokenizer.ts';
-import { launchChromium, SCREENSHOT_DIR, startServe, waitForLoaded, writeRun, type ServerProcess } from './support.ts';
+import { SCREENSHOT_DIR, type ServerProcess, openInspector, type InspectorSession } from './support.ts';
 
 const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
@@ -21,21 +21,14 @@ async function api<T>(p: string): Promise<T> {
   return (await res.json()) as T;
 }
 
+let session: InspectorSession;
 beforeAll(async () => {
-  const { dir } = await writeRun();
-  server = await startServe([dir]);
-  await waitForLoaded(server.url);
-  browser = await launchChromium();
-  page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-  page.on('pageerror', (e) => {
-    throw e;
-  });
-  fs.mkdirSync(SHOTS, { recursive: true });
+  session = await openInspector();
+  ({ server, browser, page } = session);
 });
 
 afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
+  await session?.close();
 });
 
 interface Message {

@@ -4,7 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
 import { writeFixtureRun } from './fixture.ts';
 
 export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
@@ -72,3 +72,38 @@ export async function waitForLoaded(url: string): Promise<void> {
  * README's pictures.
  */
 export const SCREENSHOT_DIR = path.resolve(process.env.ROLLSCOPE_UPDATE_SCREENSHOTS === '1' ? 'docs/screenshots' : 'test-results/screenshots');
+
+export interface InspectorSession {
+  runDir: string;
+  server: ServerProcess;
+  browser: Browser;
+  page: Page;
+  close(): Promise<void>;
+}
+
+/**
+ * The setup every browser test shares: the demo run written to a temp folder, the real `serve` on
+ * it, chromium with one 1440×900 page that fails the test on any page error, and the screenshot
+ * folder ready.
+ */
+export async function openInspector(opts: { acceptDownloads?: boolean } = {}): Promise<InspectorSession> {
+  const runDir = (await writeRun()).dir;
+  const server = await startServe([runDir]);
+  await waitForLoaded(server.url);
+  const browser = await launchChromium();
+  const page = await browser.newPage({ viewport: { width: 1440, height: 900 }, acceptDownloads: opts.acceptDownloads ?? false });
+  page.on('pageerror', (e) => {
+    throw e;
+  });
+  fs.mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  return {
+    runDir,
+    server,
+    browser,
+    page,
+    async close() {
+      await browser.close();
+      await server.stop();
+    },
+  };
+}
