@@ -10,16 +10,12 @@ import { loadProfile } from '../server/profiles/profile.ts';
 import type { Trajectory } from '../server/model/trajectory.ts';
 import { turnsFromMask } from '../server/import/turns-from-mask.ts';
 import { FIXTURES, MODEL, SAMPLE_NAMES, WRAPPER_SAMPLES, plantedFindings, type Fault } from './fixtures/generate-trainers.ts';
+import { jsonlRecords } from './support/jsonl.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const DIR = path.join(FIXTURES, 'slime');
 const rel = (f: string) => path.relative(process.cwd(), f);
-const records = (file: string) =>
-  fs
-    .readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
+const records = jsonlRecords;
 
 async function analyze(t: Trajectory) {
   return analyzeTrajectory(t, { workers: 0 }, [DIR]);

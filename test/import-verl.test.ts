@@ -9,16 +9,12 @@ import { Trajectory } from '../server/model/trajectory.ts';
 import { VERL_DUMP_LIMITATION } from '../server/import/verl-dump.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
 import { FIXTURES, MODEL, SAMPLE_NAMES, VERL_MAX_PIXELS, plantedFindings, type Fault } from './fixtures/generate-trainers.ts';
+import { jsonlRecords } from './support/jsonl.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const DIR = path.join(FIXTURES, 'verl');
 const rel = (f: string) => path.relative(process.cwd(), f);
-const records = (file: string) =>
-  fs
-    .readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as Record<string, unknown>);
+const records = jsonlRecords;
 const analyze = (t: Trajectory) => analyzeTrajectory(t, { workers: 0 }, [DIR]);
 
 describe('verl agent-loop output', () => {

@@ -9,7 +9,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import zlib from 'node:zlib';
+import { bombPng } from './support/hostile-files.ts';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Trajectory, type ImageRef } from '../server/model/trajectory.ts';
@@ -47,34 +47,6 @@ function trajectoryWith(urls: string[]): Trajectory {
 async function resolveOne(url: string, extra: { allowRemoteImages?: boolean; remote?: Partial<RemoteImageLimits> } = {}): Promise<ImageRef> {
   const t = await resolveImages(trajectoryWith([url]), { baseDir: root, roots: [root], ...extra });
   return t.images[0]!;
-}
-
-/** A PNG that claims width × height but holds a few bytes: signature, IHDR (valid CRC), a tiny IDAT, IEND. */
-function bombPng(width: number, height: number): Buffer {
-  const chunk = (type: string, data: Buffer) => {
-    const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
-    const out = Buffer.alloc(12 + data.length);
-    out.writeUInt32BE(data.length, 0);
-    body.copy(out, 4);
-    out.writeUInt32BE(crc32(body), 8 + data.length);
-    return out;
-  };
-  const ihdr = Buffer.alloc(13);
-  ihdr.writeUInt32BE(width, 0);
-  ihdr.writeUInt32BE(height, 4);
-  ihdr[8] = 8; // bit depth
-  ihdr[9] = 2; // truecolour RGB; compression, filter, interlace 0
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk('IHDR', ihdr), chunk('IDAT', zlib.deflateSync(Buffer.alloc(64))), chunk('IEND', Buffer.alloc(0))]);
-}
-
-/** CRC-32 as PNG defines it (ISO 3309, polynomial 0xEDB88320). */
-function crc32(bytes: Buffer): number {
-  let c = 0xffffffff;
-  for (const b of bytes) {
-    c ^= b;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-  }
-  return (c ^ 0xffffffff) >>> 0;
 }
 
 describe('local image paths stay inside the roots', () => {
