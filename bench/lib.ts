@@ -13,7 +13,12 @@ export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 export const ROLLSCOPE = path.join(REPO, 'bin', 'rollscope.js');
 
 /** One measured quantity. */
-export const Measure = z.object({ name: z.string(), value: z.number().nullable(), unit: z.string(), note: z.string().optional() });
+export const Measure = z.object({
+  name: z.string(),
+  value: z.number().nullable(),
+  unit: z.string(),
+  note: z.string().optional(),
+});
 export type Measure = z.infer<typeof Measure>;
 
 export const Target = z.object({
@@ -84,14 +89,18 @@ export function printFigure(f: Figure, out: NodeJS.WritableStream = process.stdo
   if (data) out.write(`   data: ${data}\n`);
   for (const m of f.results) out.write(`   ${fmt(m)}\n`);
   for (const m of f.references) out.write(`   reference · ${fmt(m)}\n`);
-  for (const t of f.targets) out.write(`   target ${t.met === null ? '·' : t.met ? '✓' : '✗'} ${t.name}: ${t.wanted} — measured ${t.measured}\n`);
+  for (const t of f.targets)
+    out.write(
+      `   target ${t.met === null ? '·' : t.met ? '✓' : '✗'} ${t.name}: ${t.wanted} — measured ${t.measured}\n`,
+    );
   for (const n of f.notes) out.write(`   note: ${n}\n`);
 }
 
 /** The figures as Markdown (bench/README.md keeps the latest between its figures markers). */
 export function figuresMarkdown(doc: { machine: Machine; seconds: number; figures: Figure[] }): string {
   const m = doc.machine;
-  const cell = (x: Measure) => (x.value === null ? `not measured${x.note ? ` (${x.note})` : ''}` : `${fmt({ ...x, name: '' }).replace(/^: /, '')}`);
+  const cell = (x: Measure) =>
+    x.value === null ? `not measured${x.note ? ` (${x.note})` : ''}` : `${fmt({ ...x, name: '' }).replace(/^: /, '')}`;
   const esc = (t: string) => t.replace(/\|/g, '\\|');
   const out: string[] = [
     `Measured ${m.date.slice(0, 10)} on ${m.nproc} cores (${m.cpu}), ${m.ramGB} GB RAM, node ${m.node}, ${m.platform}; ` +
@@ -107,7 +116,8 @@ export function figuresMarkdown(doc: { machine: Machine; seconds: number; figure
     for (const x of f.results) out.push(`| ${esc(x.name)} | ${esc(cell(x))} |`);
     for (const x of f.references) out.push(`| reference: ${esc(x.name)} | ${esc(cell(x))} |`);
     out.push('');
-    for (const t of f.targets) out.push(`- ${t.met === null ? '·' : t.met ? '**met**' : '**missed**'}: ${t.wanted} — ${t.measured}.`);
+    for (const t of f.targets)
+      out.push(`- ${t.met === null ? '·' : t.met ? '**met**' : '**missed**'}: ${t.wanted} — ${t.measured}.`);
     for (const n of f.notes) out.push(`- ${n}`);
     out.push('');
   }
@@ -145,14 +155,23 @@ const TIME = '/usr/bin/time';
  * (`/usr/bin/time`) the kernel's rusage gives all three; without it, VmHWM is polled from /proc.
  * `pin` restricts the process to the first N cores (taskset), to measure "on 1 core".
  */
-export async function measureProcess(cmd: string, args: string[], opts: { pin?: number; env?: NodeJS.ProcessEnv; stdoutFile?: string } = {}): Promise<ProcessRun> {
+export async function measureProcess(
+  cmd: string,
+  args: string[],
+  opts: { pin?: number; env?: NodeJS.ProcessEnv; stdoutFile?: string } = {},
+): Promise<ProcessRun> {
   const useTime = fs.existsSync(TIME);
   let argv = [cmd, ...args];
-  if (opts.pin !== undefined) argv = ['taskset', '-c', Array.from({ length: opts.pin }, (_, i) => i).join(','), ...argv];
+  if (opts.pin !== undefined)
+    argv = ['taskset', '-c', Array.from({ length: opts.pin }, (_, i) => i).join(','), ...argv];
   const marker = '__rollscope_bench_time__';
   if (useTime) argv = [TIME, '-f', `${marker} %e %U %S %M`, ...argv];
   const t0 = performance.now();
-  const child = spawn(argv[0]!, argv.slice(1), { cwd: REPO, env: { ...process.env, ...opts.env }, stdio: ['ignore', opts.stdoutFile ? fs.openSync(opts.stdoutFile, 'w') : 'pipe', 'pipe'] });
+  const child = spawn(argv[0]!, argv.slice(1), {
+    cwd: REPO,
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', opts.stdoutFile ? fs.openSync(opts.stdoutFile, 'w') : 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (d: Buffer) => {
@@ -180,9 +199,25 @@ export async function measureProcess(cmd: string, args: string[], opts: { pin?: 
       .filter((l) => !l.startsWith(marker) && !l.startsWith('Command exited with non-zero status'))
       .join('\n');
     const [, e, u, s, m] = (line ?? '').split(' ').map(Number);
-    return { wallSeconds: e ?? wall, userSeconds: u ?? NaN, systemSeconds: s ?? NaN, peakRssMB: (m ?? NaN) / 1024, code, stdout, stderr };
+    return {
+      wallSeconds: e ?? wall,
+      userSeconds: u ?? NaN,
+      systemSeconds: s ?? NaN,
+      peakRssMB: (m ?? NaN) / 1024,
+      code,
+      stdout,
+      stderr,
+    };
   }
-  return { wallSeconds: wall, userSeconds: NaN, systemSeconds: NaN, peakRssMB: polledHwmKB / 1024, code, stdout, stderr };
+  return {
+    wallSeconds: wall,
+    userSeconds: NaN,
+    systemSeconds: NaN,
+    peakRssMB: polledHwmKB / 1024,
+    code,
+    stdout,
+    stderr,
+  };
 }
 
 /** Best (shortest) of `n` runs: other work on the machine only ever makes a run slower. */
@@ -239,7 +274,8 @@ export function benchRun(size: SizeName, extra: Partial<GenerateOptions> = {}): 
       const dir = path.join(benchDir(), size);
       const out = path.join(dir, `run-${size}.rollscope.jsonl`);
       const sidecar = `${out}.bench.json`;
-      if (fs.existsSync(sidecar) && fs.existsSync(out)) return { ...(JSON.parse(fs.readFileSync(sidecar, 'utf8')) as GeneratedRun), size };
+      if (fs.existsSync(sidecar) && fs.existsSync(out))
+        return { ...(JSON.parse(fs.readFileSync(sidecar, 'utf8')) as GeneratedRun), size };
       process.stderr.write(`generating the ${size} run in ${dir}...\n`);
       const run = await generateRun({ out, ...SIZES[size], ...extra }, progressPrinter());
       if (process.stderr.isTTY) process.stderr.write('\n');
@@ -263,7 +299,12 @@ export function freeBytes(dir: string): number {
 }
 
 /** `--quick`, `--size NAME`, `--keep` and the like, shared by every script. */
-export function benchArgs(argv: string[] = process.argv.slice(2)): { quick: boolean; keep: boolean; only?: string[]; json?: string } {
+export function benchArgs(argv: string[] = process.argv.slice(2)): {
+  quick: boolean;
+  keep: boolean;
+  only?: string[];
+  json?: string;
+} {
   const quick = argv.includes('--quick');
   const keep = argv.includes('--keep');
   const onlyAt = argv.indexOf('--only');

@@ -20,7 +20,10 @@ const WHOLE_LOAD_MAX_BYTES = 400e6;
 async function floorParse(file: string): Promise<{ lines: number; failed: number }> {
   let lines = 0;
   let failed = 0;
-  const rl = readline.createInterface({ input: fs.createReadStream(file, { highWaterMark: 1 << 20 }), crlfDelay: Infinity });
+  const rl = readline.createInterface({
+    input: fs.createReadStream(file, { highWaterMark: 1 << 20 }),
+    crlfDelay: Infinity,
+  });
   for await (const line of rl) {
     if (line === '') continue;
     lines++;
@@ -90,23 +93,45 @@ export async function loadFigure(quick: boolean): Promise<Figure> {
   let streamed = { trajectories: 0, errors: 0 };
   const streamS = await timeBest(reps, async () => (streamed = await streamedImport(file)));
   let whole: number | undefined;
-  const wholeS = run.bytes <= WHOLE_LOAD_MAX_BYTES ? await timeBest(reps, async () => (whole = (await loadFile(file)).trajectories.length)) : undefined;
+  const wholeS =
+    run.bytes <= WHOLE_LOAD_MAX_BYTES
+      ? await timeBest(reps, async () => (whole = (await loadFile(file)).trajectories.length))
+      : undefined;
   const duckCount = await duckdb(file, (f) => `SELECT count(*) FROM read_json_auto(${f}, format='newline_delimited')`);
-  const duckTokens = await duckdb(file, (f) => `SELECT sum(len(sample.tokens)) FROM read_json_auto(${f}, format='newline_delimited')`);
+  const duckTokens = await duckdb(
+    file,
+    (f) => `SELECT sum(len(sample.tokens)) FROM read_json_auto(${f}, format='newline_delimited')`,
+  );
 
   if (streamed.trajectories !== n || indexed !== n || floor.lines !== n) {
-    throw new Error(`load figure: counts disagree (generated ${n}, streamed ${streamed.trajectories}, indexed ${indexed}, floor ${floor.lines})`);
+    throw new Error(
+      `load figure: counts disagree (generated ${n}, streamed ${streamed.trajectories}, indexed ${indexed}, floor ${floor.lines})`,
+    );
   }
   const ratio = floorS / streamS;
   return {
     figure: 'load',
     title: 'load/index: opening a run',
     status: 'measured',
-    data: { file: `${run.size} run`, MB: round(mb), trajectories: n, 'lines JSON.parse refuses (bare NaN)': floor.failed },
+    data: {
+      file: `${run.size} run`,
+      MB: round(mb),
+      trajectories: n,
+      'lines JSON.parse refuses (bare NaN)': floor.failed,
+    },
     results: [
       ...rate('streamed import (read, parse with limits, import, validate; what check/export run)', streamS),
       ...rate('line index (byte offsets of every record, no parse)', indexS),
-      ...(wholeS !== undefined ? rate('loadFile (whole file in memory)', wholeS) : [{ name: 'loadFile (whole file in memory)', value: null, unit: 'MB/s', note: `not run above ${WHOLE_LOAD_MAX_BYTES / 1e6} MB` }]),
+      ...(wholeS !== undefined
+        ? rate('loadFile (whole file in memory)', wholeS)
+        : [
+            {
+              name: 'loadFile (whole file in memory)',
+              value: null,
+              unit: 'MB/s',
+              note: `not run above ${WHOLE_LOAD_MAX_BYTES / 1e6} MB`,
+            },
+          ]),
     ],
     references: [
       ...rate('floor: read lines + JSON.parse, same process', floorS),

@@ -4,12 +4,25 @@
 // `node bin/tsx.js bench/memory.ts [--quick] [--keep]`
 import fs from 'node:fs';
 import path from 'node:path';
-import { benchDir, benchRun, freeBytes, isMain, measureProcess, round, ROLLSCOPE, runStandalone, type BenchRun, type Figure, type Measure } from './lib.ts';
+import {
+  benchDir,
+  benchRun,
+  freeBytes,
+  isMain,
+  measureProcess,
+  round,
+  ROLLSCOPE,
+  runStandalone,
+  type BenchRun,
+  type Figure,
+  type Measure,
+} from './lib.ts';
 
 async function peakOfCheck(run: BenchRun): Promise<{ rss: number; seconds: number; trajectories: number }> {
   const out = path.join(path.dirname(run.file), 'memory-check.json');
   const r = await measureProcess(process.execPath, [ROLLSCOPE, 'check', run.file, '--json'], { stdoutFile: out });
-  if (r.code !== 0 && r.code !== 1) throw new Error(`rollscope check exited with ${r.code}: ${r.stderr.slice(0, 2000)}`);
+  if (r.code !== 0 && r.code !== 1)
+    throw new Error(`rollscope check exited with ${r.code}: ${r.stderr.slice(0, 2000)}`);
   const size = fs.statSync(out).size;
   // The report's tail holds the summary; only that is read back.
   const fd = fs.openSync(out, 'r');
@@ -19,7 +32,8 @@ async function peakOfCheck(run: BenchRun): Promise<{ rss: number; seconds: numbe
   fs.rmSync(out, { force: true });
   const m = /"summary":\{"trajectories":(\d+)/.exec(tail.toString('utf8'));
   const trajectories = m ? Number(m[1]) : -1;
-  if (trajectories !== run.trajectories) throw new Error(`check reported ${trajectories} trajectories of ${run.trajectories}`);
+  if (trajectories !== run.trajectories)
+    throw new Error(`check reported ${trajectories} trajectories of ${run.trajectories}`);
   return { rss: r.peakRssMB, seconds: r.wallSeconds, trajectories };
 }
 
@@ -34,7 +48,9 @@ export async function memoryFigure(quick: boolean): Promise<Figure> {
       title: 'memory: peak RSS of check as the run grows',
       status: 'not-measured',
       data: {},
-      results: [{ name: 'check peak RSS', value: null, unit: 'MB', note: `less than ${needed / 1e9} GB free in ${benchDir()}` }],
+      results: [
+        { name: 'check peak RSS', value: null, unit: 'MB', note: `less than ${needed / 1e9} GB free in ${benchDir()}` },
+      ],
       references: [],
       targets: [],
       notes: [],
@@ -46,8 +62,18 @@ export async function memoryFigure(quick: boolean): Promise<Figure> {
   const b = await peakOfCheck(large);
   const ratio = b.rss / a.rss;
   const results: Measure[] = [
-    { name: `check peak RSS, ${round(small.bytes / 1e6)} MB run (${small.trajectories} trajectories)`, value: a.rss, unit: 'MB', note: `${round(a.seconds)} s` },
-    { name: `check peak RSS, ${round(large.bytes / 1e6)} MB run (${large.trajectories} trajectories)`, value: b.rss, unit: 'MB', note: `${round(b.seconds)} s, ${round(large.trajectories / b.seconds)} trajectories/s` },
+    {
+      name: `check peak RSS, ${round(small.bytes / 1e6)} MB run (${small.trajectories} trajectories)`,
+      value: a.rss,
+      unit: 'MB',
+      note: `${round(a.seconds)} s`,
+    },
+    {
+      name: `check peak RSS, ${round(large.bytes / 1e6)} MB run (${large.trajectories} trajectories)`,
+      value: b.rss,
+      unit: 'MB',
+      note: `${round(b.seconds)} s, ${round(large.trajectories / b.seconds)} trajectories/s`,
+    },
   ];
   return {
     figure: 'memory',

@@ -7,7 +7,18 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { benchArgs, benchDir, Figure, figuresMarkdown, machine, printFigure, removeBenchRuns, REPO, round, writeReadmeFigures } from './lib.ts';
+import {
+  benchArgs,
+  benchDir,
+  Figure,
+  figuresMarkdown,
+  machine,
+  printFigure,
+  removeBenchRuns,
+  REPO,
+  round,
+  writeReadmeFigures,
+} from './lib.ts';
 import { loadFigure } from './load.ts';
 import { checkFigure } from './check.ts';
 import { exportFigure } from './export.ts';
@@ -27,7 +38,9 @@ const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
 const args = benchArgs();
 if (process.argv.includes('--readme')) {
   // Rewrite the README's figures from the last full run, without measuring anything.
-  const doc = JSON.parse(fs.readFileSync(path.join(REPO, 'bench', 'results.json'), 'utf8')) as Parameters<typeof figuresMarkdown>[0];
+  const doc = JSON.parse(fs.readFileSync(path.join(REPO, 'bench', 'results.json'), 'utf8')) as Parameters<
+    typeof figuresMarkdown
+  >[0];
   writeReadmeFigures(figuresMarkdown({ ...doc, figures: doc.figures.map((f) => Figure.parse(f)) }));
   process.exit(0);
 }

@@ -30,7 +30,15 @@ const DetailHead = z.object({
 });
 
 const SORTS = ['findings', 'id', 'tokens', 'turns', 'reward', 'file'] as const;
-const FILTERS = ['status=error', 'status=ok', 'kind=prefix_break', 'severity=warning', 'kind=invalid_value', 'q=step1', 'q=151657'];
+const FILTERS = [
+  'status=error',
+  'status=ok',
+  'kind=prefix_break',
+  'severity=warning',
+  'kind=invalid_value',
+  'q=step1',
+  'q=151657',
+];
 const REQUEST_TIMEOUT_MS = 30_000;
 
 export interface ServeLoadOptions {
@@ -86,12 +94,24 @@ interface Answer {
 function get(agent: http.Agent, port: number, target: string): Promise<Answer> {
   const t0 = performance.now();
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: target, agent, headers: { 'Accept-Encoding': 'identity' }, timeout: REQUEST_TIMEOUT_MS }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (d: Buffer) => chunks.push(d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), ms: performance.now() - t0 }));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: target,
+        agent,
+        headers: { 'Accept-Encoding': 'identity' },
+        timeout: REQUEST_TIMEOUT_MS,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (d: Buffer) => chunks.push(d));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks), ms: performance.now() - t0 }),
+        );
+        res.on('error', reject);
+      },
+    );
     req.on('timeout', () => req.destroy(new Error(`no answer in ${REQUEST_TIMEOUT_MS / 1000} s`)));
     req.on('error', reject);
     req.end();
@@ -111,7 +131,11 @@ function rssOf(pid: number): { rss: number; hwm: number } | undefined {
 /** The server's last words, without V8's native stack frames. */
 function whyExited(stderr: string): string {
   if (/heap out of memory|Allocation failed/i.test(stderr)) return 'the server ran out of memory (V8 heap limit)';
-  return stderr.split('\n').filter((l) => !/^\s*\d+: 0x/.test(l)).join('\n').slice(-500);
+  return stderr
+    .split('\n')
+    .filter((l) => !/^\s*\d+: 0x/.test(l))
+    .join('\n')
+    .slice(-500);
 }
 
 function percentile(sorted: readonly number[], p: number): number {
@@ -124,7 +148,10 @@ const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length
 // ---- the load ------------------------------------------------------------------------------
 
 async function startServe(file: string): Promise<{ child: ChildProcess; port: number; stderr: () => string }> {
-  const child = spawn(process.execPath, [ROLLSCOPE, 'serve', '--no-open', '--port', '0', file], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [ROLLSCOPE, 'serve', '--no-open', '--port', '0', file], {
+    cwd: REPO,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
@@ -183,18 +210,28 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
   try {
     // Until the run is indexed and checked (the load is on a served run, not on its loading).
     for (;;) {
-      if (exited) return Object.assign(result, { outcome: capped ? 'rss-cap' : 'exited', message: capped ? `RSS passed ${opts.rssCapMB} MB while loading` : whyExited(stderr()) });
+      if (exited)
+        return Object.assign(result, {
+          outcome: capped ? 'rss-cap' : 'exited',
+          message: capped ? `RSS passed ${opts.rssCapMB} MB while loading` : whyExited(stderr()),
+        });
       const a = await get(uiAgent, port, '/api/run').catch(() => undefined);
       if (a?.status === 200) {
         const head = RunHead.parse(JSON.parse(a.body.toString()));
         result.trajectories = head.trajectories;
         if (!head.loading) break;
       }
-      if ((performance.now() - t0) / 1000 > opts.readySeconds) return Object.assign(result, { outcome: 'not-ready' as const, message: `still loading after ${opts.readySeconds} s (${result.trajectories} trajectories read)` });
+      if ((performance.now() - t0) / 1000 > opts.readySeconds)
+        return Object.assign(result, {
+          outcome: 'not-ready' as const,
+          message: `still loading after ${opts.readySeconds} s (${result.trajectories} trajectories read)`,
+        });
       await new Promise((r) => setTimeout(r, 250));
     }
     result.indexSeconds = (performance.now() - t0) / 1000;
-    const all = ListHead.parse(JSON.parse((await get(uiAgent, port, '/api/trajectories?sort=id&order=asc&limit=100000')).body.toString())).items;
+    const all = ListHead.parse(
+      JSON.parse((await get(uiAgent, port, '/api/trajectories?sort=id&order=asc&limit=100000')).body.toString()),
+    ).items;
     if (all.length === 0) throw new Error('the served run has no trajectories');
     const index = await get(uiAgent, port, '/');
     const script = /src="(\/assets\/[^"]+\.js)"/.exec(index.body.toString())?.[1] ?? '/';
@@ -207,7 +244,10 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
       if (a instanceof Error || a.status !== 200) {
         result.failures++;
         routeFailures.set(route, (routeFailures.get(route) ?? 0) + 1);
-        if (result.failureSamples.length < 10) result.failureSamples.push(`${route}: ${a instanceof Error ? a.message : `${a.status} ${a.body.toString().slice(0, 200)}`}`);
+        if (result.failureSamples.length < 10)
+          result.failureSamples.push(
+            `${route}: ${a instanceof Error ? a.message : `${a.status} ${a.body.toString().slice(0, 200)}`}`,
+          );
         return undefined;
       }
       latencies.push(a.ms);
@@ -216,7 +256,8 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
       list.push(a.ms);
       return a;
     };
-    const ask = async (route: string, target: string) => record(route, await get(agent, port, target).catch((e: Error) => e));
+    const ask = async (route: string, target: string) =>
+      record(route, await get(agent, port, target).catch((e: Error) => e));
     const enc = encodeURIComponent;
 
     /** One step of a client: what a person does in the app, drawn at random. */
@@ -224,7 +265,10 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
       const r = Math.random();
       if (r < 0.3) {
         const offset = Math.floor(Math.random() * Math.max(1, all.length - 100));
-        await ask('list page', `/api/trajectories?sort=${pick(SORTS)}&order=${pick(['asc', 'desc'])}&offset=${offset}&limit=100`);
+        await ask(
+          'list page',
+          `/api/trajectories?sort=${pick(SORTS)}&order=${pick(['asc', 'desc'])}&offset=${offset}&limit=100`,
+        );
       } else if (r < 0.4) {
         await ask('list filtered', `/api/trajectories?${pick(FILTERS)}&limit=500`);
       } else if (r < 0.5) {
@@ -241,9 +285,11 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
         const s = detail.streams[0];
         if (s) await ask('stream', `/api/trajectories/${enc(t.id)}/stream?name=${enc(s.name)}&turn=${s.turn}`);
         const diff = detail.diffs[0];
-        if (diff) await ask('diff', `/api/trajectories/${enc(t.id)}/diff?a=${enc(diff.a)}&b=${enc(diff.b)}&turn=${diff.turn}`);
+        if (diff)
+          await ask('diff', `/api/trajectories/${enc(t.id)}/diff?a=${enc(diff.a)}&b=${enc(diff.b)}&turn=${diff.turn}`);
         const k = detail.images.findIndex((i) => i.hasPreview);
-        if (k >= 0) await ask('image preview', `/api/trajectories/${enc(t.id)}/images/${k}/preview?w=${pick([160, 320, 640])}`);
+        if (k >= 0)
+          await ask('image preview', `/api/trajectories/${enc(t.id)}/images/${k}/preview?w=${pick([160, 320, 640])}`);
       }
     };
 
@@ -257,7 +303,10 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
     const ui = (async () => {
       while (performance.now() < deadline && !exited) {
         result.uiDuring.asked++;
-        const [page, run] = await Promise.all([get(uiAgent, port, '/').catch(() => undefined), get(uiAgent, port, '/api/run').catch(() => undefined)]);
+        const [page, run] = await Promise.all([
+          get(uiAgent, port, '/').catch(() => undefined),
+          get(uiAgent, port, '/api/run').catch(() => undefined),
+        ]);
         if (page?.status === 200 && run?.status === 200) result.uiDuring.answered++;
         await new Promise((r) => setTimeout(r, 1000));
       }
@@ -265,7 +314,10 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
     await Promise.all([...clients, ui]);
     const loadEnd = performance.now();
     result.rssAtEndMB = rssOf(pid)?.rss ?? NaN;
-    const [page, run] = await Promise.all([get(uiAgent, port, '/').catch(() => undefined), get(uiAgent, port, '/api/run').catch(() => undefined)]);
+    const [page, run] = await Promise.all([
+      get(uiAgent, port, '/').catch(() => undefined),
+      get(uiAgent, port, '/api/run').catch(() => undefined),
+    ]);
     result.uiAfter = page?.status === 200 && run?.status === 200;
 
     const sorted = latencies.sort((a, b) => a - b);
@@ -275,7 +327,12 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
     result.requestsPerSecond = result.requests / ((loadEnd - loadStart) / 1000);
     for (const [route, ms] of routes) {
       ms.sort((a, b) => a - b);
-      result.byRoute[route] = { requests: ms.length + (routeFailures.get(route) ?? 0), failures: routeFailures.get(route) ?? 0, p50: percentile(ms, 50), p99: percentile(ms, 99) };
+      result.byRoute[route] = {
+        requests: ms.length + (routeFailures.get(route) ?? 0),
+        failures: routeFailures.get(route) ?? 0,
+        p50: percentile(ms, 50),
+        p99: percentile(ms, 99),
+      };
     }
     for (const [route, n] of routeFailures) result.byRoute[route] ??= { requests: n, failures: n, p50: NaN, p99: NaN };
     const quarter = (loadEnd - loadStart) / 4;
@@ -285,7 +342,11 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
     };
     result.rssFirstQuarterMB = maxIn(loadStart, loadStart + quarter);
     result.rssLastQuarterMB = maxIn(loadEnd - quarter, loadEnd);
-    if (exited) return Object.assign(result, { outcome: capped ? 'rss-cap' : 'exited', message: capped ? `RSS passed ${opts.rssCapMB} MB under load` : whyExited(stderr()) });
+    if (exited)
+      return Object.assign(result, {
+        outcome: capped ? 'rss-cap' : 'exited',
+        message: capped ? `RSS passed ${opts.rssCapMB} MB under load` : whyExited(stderr()),
+      });
     return result;
   } finally {
     clearInterval(sampler);
@@ -305,13 +366,20 @@ export const QUICK = { trajectories: 400, distinct: 32, clients: 50, seconds: 10
 export const FULL = { targetBytes: 1e9, clients: 50, seconds: 60 } as const;
 
 /** The run to serve: generated once per size into the bench folder and reused. */
-export async function loadRun(quick: boolean, dir = path.join(benchDir(), quick ? 'serve-load-quick' : 'serve-load-1GB')): Promise<{ file: string; bytes: number; trajectories: number }> {
+export async function loadRun(
+  quick: boolean,
+  dir = path.join(benchDir(), quick ? 'serve-load-quick' : 'serve-load-1GB'),
+): Promise<{ file: string; bytes: number; trajectories: number }> {
   const file = path.join(dir, 'run.rollscope.jsonl');
   const sidecar = `${file}.bench.json`;
-  if (fs.existsSync(sidecar) && fs.existsSync(file)) return JSON.parse(fs.readFileSync(sidecar, 'utf8')) as { file: string; bytes: number; trajectories: number };
+  if (fs.existsSync(sidecar) && fs.existsSync(file))
+    return JSON.parse(fs.readFileSync(sidecar, 'utf8')) as { file: string; bytes: number; trajectories: number };
   process.stderr.write(`generating the ${quick ? 'quick' : '~1 GB'} run in ${dir}...\n`);
   const run = await generateRun(
-    { out: file, ...(quick ? { trajectories: QUICK.trajectories, distinct: QUICK.distinct } : { targetBytes: FULL.targetBytes }) },
+    {
+      out: file,
+      ...(quick ? { trajectories: QUICK.trajectories, distinct: QUICK.distinct } : { targetBytes: FULL.targetBytes }),
+    },
     (w) => process.stderr.write(`\r  ${w.trajectories} trajectories, ${Math.round(w.bytes / 1e6)} MB`),
   );
   process.stderr.write('\n');
@@ -319,14 +387,33 @@ export async function loadRun(quick: boolean, dir = path.join(benchDir(), quick 
   return run;
 }
 
-export function serveLoadFigure(run: { bytes: number; trajectories: number }, o: ServeLoadOptions, r: ServeLoadResult): Figure {
-  const ms = (name: string, value: number, note?: string) => ({ name, value: Number.isFinite(value) ? round(value) : null, unit: 'ms', ...(note ? { note } : {}) });
-  const mb = (name: string, value: number) => ({ name, value: Number.isFinite(value) ? round(value) : null, unit: 'MB' });
+export function serveLoadFigure(
+  run: { bytes: number; trajectories: number },
+  o: ServeLoadOptions,
+  r: ServeLoadResult,
+): Figure {
+  const ms = (name: string, value: number, note?: string) => ({
+    name,
+    value: Number.isFinite(value) ? round(value) : null,
+    unit: 'ms',
+    ...(note ? { note } : {}),
+  });
+  const mb = (name: string, value: number) => ({
+    name,
+    value: Number.isFinite(value) ? round(value) : null,
+    unit: 'MB',
+  });
   return {
     figure: 'serve-load',
     title: `serve under load: ${o.clients} clients for ${o.seconds} s on loopback`,
     status: r.outcome === 'done' ? 'measured' : 'partly-measured',
-    data: { MB: round(run.bytes / 1e6), trajectories: run.trajectories, clients: o.clients, seconds: o.seconds, 'index seconds': round(r.indexSeconds) },
+    data: {
+      MB: round(run.bytes / 1e6),
+      trajectories: run.trajectories,
+      clients: o.clients,
+      seconds: o.seconds,
+      'index seconds': round(r.indexSeconds),
+    },
     results: [
       { name: 'requests', value: r.requests, unit: '' },
       { name: 'failed requests', value: r.failures, unit: '' },
@@ -334,25 +421,41 @@ export function serveLoadFigure(run: { bytes: number; trajectories: number }, o:
       ms('latency p50', r.p50Ms),
       ms('latency p99', r.p99Ms),
       ms('latency max', r.maxMs),
-      ...Object.entries(r.byRoute).map(([route, f]) => ms(`  ${route} p99`, f.p99, `${f.requests} requests, ${f.failures} failed, p50 ${round(f.p50)} ms`)),
+      ...Object.entries(r.byRoute).map(([route, f]) =>
+        ms(`  ${route} p99`, f.p99, `${f.requests} requests, ${f.failures} failed, p50 ${round(f.p50)} ms`),
+      ),
       mb('server RSS when the load starts', r.rssAtStartMB),
       mb('server peak RSS (from its start, loading included)', r.peakRssMB),
       mb('server RSS at the end of the load', r.rssAtEndMB),
       mb('server RSS, highest in the first quarter of the load', r.rssFirstQuarterMB),
       mb('server RSS, highest in the last quarter of the load', r.rssLastQuarterMB),
-      { name: 'UI (GET / and /api/run) answered during the load', value: r.uiDuring.answered, unit: `of ${r.uiDuring.asked}` },
+      {
+        name: 'UI (GET / and /api/run) answered during the load',
+        value: r.uiDuring.answered,
+        unit: `of ${r.uiDuring.asked}`,
+      },
       { name: 'UI answered after the load', value: r.uiAfter ? 1 : 0, unit: '(1 = yes)' },
     ],
     references: [],
     targets: [
-      { name: 'no failed request', wanted: 'no failed request under load', measured: `${r.failures} of ${r.requests}`, met: r.outcome === 'done' ? r.failures === 0 : false },
+      {
+        name: 'no failed request',
+        wanted: 'no failed request under load',
+        measured: `${r.failures} of ${r.requests}`,
+        met: r.outcome === 'done' ? r.failures === 0 : false,
+      },
       {
         name: 'bounded memory',
         wanted: 'memory does not grow unboundedly under load',
         measured: `RSS ${round(r.rssFirstQuarterMB)} MB (first quarter) → ${round(r.rssLastQuarterMB)} MB (last quarter), peak ${round(r.peakRssMB)} MB`,
         met: r.outcome === 'done' ? r.rssLastQuarterMB <= r.rssFirstQuarterMB * 1.5 + 64 : false,
       },
-      { name: 'UI answers', wanted: 'the server still answers the UI during and after the load', measured: `${r.uiDuring.answered}/${r.uiDuring.asked} during, ${r.uiAfter ? 'yes' : 'no'} after`, met: r.uiDuring.answered === r.uiDuring.asked && r.uiAfter },
+      {
+        name: 'UI answers',
+        wanted: 'the server still answers the UI during and after the load',
+        measured: `${r.uiDuring.answered}/${r.uiDuring.asked} during, ${r.uiAfter ? 'yes' : 'no'} after`,
+        met: r.uiDuring.answered === r.uiDuring.asked && r.uiAfter,
+      },
     ],
     notes: [...(r.message ? [`${r.outcome}: ${r.message}`] : []), ...r.failureSamples.map((f) => `failure: ${f}`)],
   };

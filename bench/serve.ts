@@ -9,7 +9,18 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { benchRun, isMain, REPO, round, ROLLSCOPE, runStandalone, type BenchRun, type Figure, type Measure, type SizeName } from './lib.ts';
+import {
+  benchRun,
+  isMain,
+  REPO,
+  round,
+  ROLLSCOPE,
+  runStandalone,
+  type BenchRun,
+  type Figure,
+  type Measure,
+  type SizeName,
+} from './lib.ts';
 
 const RunInfoHead = z.object({ trajectories: z.number(), loading: z.boolean() });
 const ListHead = z.object({ total: z.number(), items: z.array(z.unknown()) });
@@ -35,7 +46,10 @@ function rssOf(pid: number): { rss: number; hwm: number } | undefined {
 
 async function measureServe(run: BenchRun, capMB: number, limitSeconds: number): Promise<ServeResult> {
   const t0 = performance.now();
-  const child = spawn(process.execPath, [ROLLSCOPE, 'serve', '--no-open', '--port', '0', run.file], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [ROLLSCOPE, 'serve', '--no-open', '--port', '0', run.file], {
+    cwd: REPO,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
@@ -61,8 +75,10 @@ async function measureServe(run: BenchRun, capMB: number, limitSeconds: number):
     for (;;) {
       const r = sample();
       if (exited) return { outcome: 'exited', peakRssMB: peak, message: err.slice(0, 500) || out.slice(0, 500) };
-      if (r && r.rss > capMB) return { outcome: 'rss-cap', peakRssMB: peak, message: `RSS passed ${capMB} MB after ${round(elapsed())} s` };
-      if (elapsed() > limitSeconds) return { outcome: 'time-limit', peakRssMB: peak, message: `not ready after ${limitSeconds} s` };
+      if (r && r.rss > capMB)
+        return { outcome: 'rss-cap', peakRssMB: peak, message: `RSS passed ${capMB} MB after ${round(elapsed())} s` };
+      if (elapsed() > limitSeconds)
+        return { outcome: 'time-limit', peakRssMB: peak, message: `not ready after ${limitSeconds} s` };
       url ??= /(http:\/\/127\.0\.0\.1:\d+\/)/.exec(out)?.[1];
       if (url) {
         try {
@@ -112,12 +128,26 @@ export async function serveFigure(quick: boolean): Promise<Figure> {
     if (r.outcome === 'ready') {
       if (r.listed !== run.trajectories) throw new Error(`serve listed ${r.listed} of ${run.trajectories}`);
       results.push(
-        { name: `serve ${label}: until indexed and checked`, value: r.indexSeconds!, unit: 's', note: `${round(run.trajectories / r.indexSeconds!)} trajectories/s` },
-        { name: `serve ${label}: overview (GET /api/run + first 500 rows) after that`, value: r.overviewSeconds!, unit: 's' },
+        {
+          name: `serve ${label}: until indexed and checked`,
+          value: r.indexSeconds!,
+          unit: 's',
+          note: `${round(run.trajectories / r.indexSeconds!)} trajectories/s`,
+        },
+        {
+          name: `serve ${label}: overview (GET /api/run + first 500 rows) after that`,
+          value: r.overviewSeconds!,
+          unit: 's',
+        },
         { name: `serve ${label}: peak RSS`, value: r.peakRssMB, unit: 'MB' },
       );
     } else {
-      results.push({ name: `serve ${label}`, value: null, unit: 's', note: `${r.outcome}: ${r.message ?? ''}; peak RSS seen ${round(r.peakRssMB)} MB` });
+      results.push({
+        name: `serve ${label}`,
+        value: null,
+        unit: 's',
+        note: `${r.outcome}: ${r.message ?? ''}; peak RSS seen ${round(r.peakRssMB)} MB`,
+      });
       notes.push(`On the ${label} the server did not finish: ${r.outcome} (${r.message ?? ''}).`);
     }
     if (size === 'large' || quick) large = r;
@@ -140,7 +170,10 @@ export async function serveFigure(quick: boolean): Promise<Figure> {
       {
         name: 'overview',
         wanted: 'the overview appears in under 3 s after the index is built',
-        measured: large?.overviewSeconds !== undefined ? `${round(large.overviewSeconds, 2)} s (API)` : `not reached (${large?.outcome ?? 'not run'})`,
+        measured:
+          large?.overviewSeconds !== undefined
+            ? `${round(large.overviewSeconds, 2)} s (API)`
+            : `not reached (${large?.outcome ?? 'not run'})`,
         met: met(large?.overviewSeconds !== undefined ? large.overviewSeconds < 3 : undefined),
       },
     ],

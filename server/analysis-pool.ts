@@ -15,7 +15,15 @@ export type WireEvent = { type: 'trajectory'; checked: WireChecked } | Exclude<R
 
 export type Job =
   | { kind: 'trajectory'; seq: number; trajectory: Trajectory; opts: RunOptions; roots: string[] }
-  | { kind: 'lines'; seq: number; file: string; format: FormatName; lines: RecordLine[]; opts: RunOptions; roots: string[] };
+  | {
+      kind: 'lines';
+      seq: number;
+      file: string;
+      format: FormatName;
+      lines: RecordLine[];
+      opts: RunOptions;
+      roots: string[];
+    };
 
 export type Reply =
   | { seq: number; ok: true; kind: 'trajectory'; result: WireChecked }
@@ -124,7 +132,8 @@ export function unpackFromWire(value: unknown): unknown {
     for (const k in o) {
       const v = o[k];
       if (v instanceof Float64Array) {
-        const settle = (x: unknown) => Object.defineProperty(o, k, { value: x, writable: true, enumerable: true, configurable: true });
+        const settle = (x: unknown) =>
+          Object.defineProperty(o, k, { value: x, writable: true, enumerable: true, configurable: true });
         Object.defineProperty(o, k, {
           get: () => {
             const arr = toNumbers(v);
@@ -202,10 +211,27 @@ export class AnalysisPool {
   }
 
   /** Import and analyze raw lines of a record-local file on a worker (pipeline.importAndAnalyze there). */
-  async importAndAnalyze(chunk: { file: string; format: FormatName; lines: RecordLine[] }, opts: RunOptions, roots: readonly string[]): Promise<ChunkOutcome> {
-    const r = await this.send({ kind: 'lines', seq: this.seq++, file: chunk.file, format: chunk.format, lines: chunk.lines, opts, roots: [...roots] });
+  async importAndAnalyze(
+    chunk: { file: string; format: FormatName; lines: RecordLine[] },
+    opts: RunOptions,
+    roots: readonly string[],
+  ): Promise<ChunkOutcome> {
+    const r = await this.send({
+      kind: 'lines',
+      seq: this.seq++,
+      file: chunk.file,
+      format: chunk.format,
+      lines: chunk.lines,
+      opts,
+      roots: [...roots],
+    });
     if (r.kind !== 'lines') throw new Error('analysis worker answered a batch with a trajectory');
-    return { events: r.events.map((e): RunEvent => (e.type === 'trajectory' ? { type: 'trajectory', checked: fromWire(e.checked) } : e)), imported: r.imported };
+    return {
+      events: r.events.map(
+        (e): RunEvent => (e.type === 'trajectory' ? { type: 'trajectory', checked: fromWire(e.checked) } : e),
+      ),
+      imported: r.imported,
+    };
   }
 
   async close(): Promise<void> {

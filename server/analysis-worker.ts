@@ -17,11 +17,19 @@ const RecordLine = z.object({
   badByte: z.number().int().optional(),
   reason: z.string().optional(),
 });
-const Common = { seq: z.number().int(), opts: z.custom<RunOptions>((v) => typeof v === 'object' && v !== null), roots: z.array(z.string()) };
+const Common = {
+  seq: z.number().int(),
+  opts: z.custom<RunOptions>((v) => typeof v === 'object' && v !== null),
+  roots: z.array(z.string()),
+};
 const Job = z.discriminatedUnion('kind', [
   // The main thread validated the trajectory with the Trajectory schema when it loaded it (loadFile);
   // validating its token arrays again here would cost more than analyzing them.
-  z.object({ kind: z.literal('trajectory'), trajectory: z.custom<Trajectory>((v) => typeof v === 'object' && v !== null && 'turns' in v), ...Common }),
+  z.object({
+    kind: z.literal('trajectory'),
+    trajectory: z.custom<Trajectory>((v) => typeof v === 'object' && v !== null && 'turns' in v),
+    ...Common,
+  }),
   z.object({ kind: z.literal('lines'), file: z.string(), format: FormatName, lines: z.array(RecordLine), ...Common }),
 ]);
 
@@ -30,10 +38,17 @@ parentPort!.on('message', async (raw: unknown) => {
   let reply: Reply;
   try {
     if (job.kind === 'trajectory') {
-      reply = { seq: job.seq, ok: true, kind: 'trajectory', result: toWire(await analyzeTrajectory(job.trajectory, job.opts, job.roots)) };
+      reply = {
+        seq: job.seq,
+        ok: true,
+        kind: 'trajectory',
+        result: toWire(await analyzeTrajectory(job.trajectory, job.opts, job.roots)),
+      };
     } else {
       const { events, imported } = await importAndAnalyze(job, job.opts, job.roots);
-      const wire = events.map((e): WireEvent => (e.type === 'trajectory' ? { type: 'trajectory', checked: toWire(e.checked) } : e));
+      const wire = events.map(
+        (e): WireEvent => (e.type === 'trajectory' ? { type: 'trajectory', checked: toWire(e.checked) } : e),
+      );
       reply = { seq: job.seq, ok: true, kind: 'lines', events: wire, imported };
     }
   } catch (e) {

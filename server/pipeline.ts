@@ -35,7 +35,11 @@ export interface CheckedTrajectory {
   rerender?: number[];
 }
 
-export async function analyzeTrajectory(traj: Trajectory, opts: RunOptions, roots: readonly string[]): Promise<CheckedTrajectory> {
+export async function analyzeTrajectory(
+  traj: Trajectory,
+  opts: RunOptions,
+  roots: readonly string[],
+): Promise<CheckedTrajectory> {
   const baseDir = path.dirname(path.resolve(traj.source.file));
   const resolved = await resolveImages(traj, { baseDir, roots, allowRemoteImages: opts.allowRemoteImages === true });
   const profile = profileFor(opts.model, resolved.model);
@@ -69,7 +73,11 @@ export interface ChunkOutcome {
 }
 
 /** Import and analyze one batch of raw lines on this thread (what a pool worker does with it). */
-export async function importAndAnalyze(chunk: { file: string; format: FormatName; lines: RecordLine[] }, opts: RunOptions, roots: readonly string[]): Promise<ChunkOutcome> {
+export async function importAndAnalyze(
+  chunk: { file: string; format: FormatName; lines: RecordLine[] },
+  opts: RunOptions,
+  roots: readonly string[],
+): Promise<ChunkOutcome> {
   const { trajectories, errors } = importLines(chunk.file, chunk.format, chunk.lines);
   const events: RunEvent[] = errors.map((error) => ({ type: 'error', error }));
   for (const traj of trajectories) events.push(await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots)));
@@ -85,7 +93,11 @@ async function analyzeOrError(traj: Trajectory, result: Promise<CheckedTrajector
 }
 
 export function cannotAnalyze(traj: Pick<Trajectory, 'id' | 'source'>, e: unknown): ReadError {
-  return { file: traj.source.file, line: traj.source.line, message: `cannot analyze trajectory ${traj.id}: ${(e as Error).message}` };
+  return {
+    file: traj.source.file,
+    line: traj.source.line,
+    message: `cannot analyze trajectory ${traj.id}: ${(e as Error).message}`,
+  };
 }
 
 /**
@@ -108,7 +120,9 @@ export async function* checkPaths(paths: readonly string[], opts: RunOptions): A
   // tokenizer (it encodes on libuv's thread pool, so another core can do that part).
   const maxBatches = pool ? 3 * workers : 2;
   const maxTrajectories = pool ? 16 * workers : 1;
-  type Pending = { kind: 'work'; outcome: Promise<ChunkOutcome>; batch: boolean } | { kind: 'file'; file: string; format?: string };
+  type Pending =
+    | { kind: 'work'; outcome: Promise<ChunkOutcome>; batch: boolean }
+    | { kind: 'file'; file: string; format?: string };
   const pending: Pending[] = [];
   let batches = 0;
   let single = 0;
@@ -136,21 +150,47 @@ export async function* checkPaths(paths: readonly string[], opts: RunOptions): A
   try {
     for (const file of files) {
       let format: string | undefined;
-      for await (const chunk of readFileChunks(file, { format: opts.format, batchLines: BATCH_LINES, batchBytes: BATCH_BYTES })) {
+      for await (const chunk of readFileChunks(file, {
+        format: opts.format,
+        batchLines: BATCH_LINES,
+        batchBytes: BATCH_BYTES,
+      })) {
         if (chunk.kind === 'loaded') {
           const { loaded } = chunk;
           format = loaded.format;
-          submit(Promise.resolve({ events: loaded.errors.map((error): RunEvent => ({ type: 'error', error })), imported: 0 }), true);
+          submit(
+            Promise.resolve({
+              events: loaded.errors.map((error): RunEvent => ({ type: 'error', error })),
+              imported: 0,
+            }),
+            true,
+          );
           for (const traj of loaded.trajectories) {
             const result = pool ? pool.analyze(traj, opts, roots) : analyzeTrajectory(traj, opts, roots);
-            submit(analyzeOrError(traj, result).then((ev) => ({ events: [ev], imported: 1 })), false);
+            submit(
+              analyzeOrError(traj, result).then((ev) => ({ events: [ev], imported: 1 })),
+              false,
+            );
             while (full()) yield* settleOldest();
           }
         } else {
           format = chunk.format;
           const where = { file: chunk.file, line: chunk.lines[0]?.line ?? 0 };
-          const outcome = (pool ? pool.importAndAnalyze(chunk, opts, roots) : importAndAnalyze(chunk, opts, roots)).catch(
-            (e: unknown): ChunkOutcome => ({ events: [{ type: 'error', error: { ...where, message: `cannot analyze the ${chunk.lines.length} record(s) from line ${where.line}: ${(e as Error).message}` } }], imported: 0 }),
+          const outcome = (
+            pool ? pool.importAndAnalyze(chunk, opts, roots) : importAndAnalyze(chunk, opts, roots)
+          ).catch(
+            (e: unknown): ChunkOutcome => ({
+              events: [
+                {
+                  type: 'error',
+                  error: {
+                    ...where,
+                    message: `cannot analyze the ${chunk.lines.length} record(s) from line ${where.line}: ${(e as Error).message}`,
+                  },
+                },
+              ],
+              imported: 0,
+            }),
           );
           submit(outcome, true);
         }

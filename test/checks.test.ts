@@ -41,7 +41,13 @@ describe('vime #331: the legacy re-render duplicates <|im_end|>', () => {
 
     const r = await check(legacy);
     const prefix = r.findings.find((f) => f.kind === 'prefix_break');
-    expect(prefix).toMatchObject({ cause: 'duplicated_eos', severity: 'error', turn: 1, index: eosAt, stream: 'prompt' });
+    expect(prefix).toMatchObject({
+      cause: 'duplicated_eos',
+      severity: 'error',
+      turn: 1,
+      index: eosAt,
+      stream: 'prompt',
+    });
     const rerender = r.findings.find((f) => f.kind === 'rerender_mismatch');
     expect(rerender).toMatchObject({ cause: 'duplicated_eos', severity: 'error', index: eosAt });
 
@@ -78,9 +84,16 @@ describe('length-truncated turn', () => {
     const at = t0.promptIds!.length + t0.generatedIds!.length;
     const p1 = t.turns[1]!.promptIds!;
     expect(p1.slice(at, at + 2)).toEqual([EOS, NL]);
-    const broken = Trajectory.parse({ ...t, turns: [t0, { ...t.turns[1]!, promptIds: [...p1.slice(0, at), ...p1.slice(at + 2)] }] });
+    const broken = Trajectory.parse({
+      ...t,
+      turns: [t0, { ...t.turns[1]!, promptIds: [...p1.slice(0, at), ...p1.slice(at + 2)] }],
+    });
     const r = await check(broken);
-    expect(r.findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'missing_eos', index: at, turn: 1 });
+    expect(r.findings.find((f) => f.kind === 'prefix_break')).toMatchObject({
+      cause: 'missing_eos',
+      index: at,
+      turn: 1,
+    });
   });
 });
 
@@ -115,7 +128,10 @@ describe('prefix_break causes', () => {
       turns: [{ ...t0, generatedIds: nonCanonical, generatedLogprobs: nonCanonical.map(() => -0.1) }, t.turns[1]],
     });
     const r = await check(broken);
-    expect(r.findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'retokenized', index: t0.promptIds!.length + i });
+    expect(r.findings.find((f) => f.kind === 'prefix_break')).toMatchObject({
+      cause: 'retokenized',
+      index: t0.promptIds!.length + i,
+    });
   });
   it('image_tokens_changed: the next prompt expanded the image with other max_pixels', async () => {
     const { r } = await brokenAt((p) => {
@@ -125,7 +141,14 @@ describe('prefix_break causes', () => {
     expect(r.findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'image_tokens_changed' });
   });
   it('template_changed: whitespace stripped from the history', async () => {
-    const t = await buildTrajectory(profile, { ...geometryScript('ws'), turns: [{ answer: 'Answer:  3\n\n', observation: [{ role: 'user', content: 'sure?' }] }, { answer: 'yes' }] }, 'canonical');
+    const t = await buildTrajectory(
+      profile,
+      {
+        ...geometryScript('ws'),
+        turns: [{ answer: 'Answer:  3\n\n', observation: [{ role: 'user', content: 'sure?' }] }, { answer: 'yes' }],
+      },
+      'canonical',
+    );
     const t0 = t.turns[0]!;
     const stripped = await profile.tokenizer.encode('Answer: 3');
     const p1 = t.turns[1]!.promptIds!;
@@ -142,18 +165,26 @@ describe('image and field checks', () => {
     const t = await buildTrajectory(profile, geometryScript('pads'), 'canonical');
     const wrong = Trajectory.parse({ ...t, images: [{ width: 1920, height: 1080 }] });
     const r = await check(wrong);
-    expect(r.findings.find((f) => f.kind === 'placeholder_count')).toMatchObject({ expected: 2691, actual: 391, severity: 'error' });
+    expect(r.findings.find((f) => f.kind === 'placeholder_count')).toMatchObject({
+      expected: 2691,
+      actual: 391,
+      severity: 'error',
+    });
 
     const p0 = t.turns[0]!.promptIds!;
     const cut = p0.slice(0, p0.indexOf(PAD) + 100);
     const truncated = Trajectory.parse({ ...t, turns: [{ ...t.turns[0]!, promptIds: cut, generatedIds: [] }] });
     const r2 = await check(truncated);
-    expect(r2.findings.find((f) => f.kind === 'image_truncated')).toMatchObject({ expected: 391, actual: 100, image: 0 });
+    expect(r2.findings.find((f) => f.kind === 'image_truncated')).toMatchObject({
+      expected: 391,
+      actual: 100,
+      image: 0,
+    });
   });
 
   it('image_count when images are listed but the tokens hold more vision spans', async () => {
     const t = await buildTrajectory(profile, geometryScript('count'), 'canonical');
-    const r = await check(Trajectory.parse({ ...t, images: [] , sample: undefined, turns: t.turns, meta: {} }));
+    const r = await check(Trajectory.parse({ ...t, images: [], sample: undefined, turns: t.turns, meta: {} }));
     expect(r.findings.some((f) => f.kind === 'image_count')).toBe(false); // no images listed: nothing to compare
     const two = Trajectory.parse({ ...t, images: [t.images[0], { width: 100, height: 100 }] });
     expect((await check(two)).findings.find((f) => f.kind === 'image_count')).toMatchObject({ expected: 2, actual: 1 });
@@ -175,11 +206,18 @@ describe('image and field checks', () => {
     expect((await check(Trajectory.parse({ ...t, sample: good }))).findings).toEqual([]);
 
     const short = await check(Trajectory.parse({ ...t, sample: { ...good, logprobs: good.logprobs.slice(1) } }));
-    expect(short.findings.find((f) => f.kind === 'length_mismatch')).toMatchObject({ expected: resp, actual: resp - 1 });
+    expect(short.findings.find((f) => f.kind === 'length_mismatch')).toMatchObject({
+      expected: resp,
+      actual: resp - 1,
+    });
 
     const shifted = [0, ...good.lossMask.slice(0, -1)];
     const m = await check(Trajectory.parse({ ...t, sample: { ...good, lossMask: shifted } }));
-    expect(m.findings.find((f) => f.kind === 'mask_mismatch')).toMatchObject({ index: promptLen, expected: 1, actual: 0 });
+    expect(m.findings.find((f) => f.kind === 'mask_mismatch')).toMatchObject({
+      index: promptLen,
+      expected: 1,
+      actual: 0,
+    });
 
     const nan = good.logprobs.slice();
     nan[3] = NaN;
@@ -191,12 +229,25 @@ describe('image and field checks', () => {
     const b = await check(Trajectory.parse({ ...t, sample: { ...good, tokens: bigId } }));
     expect(b.findings.find((f) => f.kind === 'invalid_value')).toMatchObject({ index: 5, actual: 999_999 });
 
-    const range = await check(Trajectory.parse({ ...t, sample: { ...good, placeholderRanges: [{ offset: good.placeholderRanges[0]!.offset + 1, length: 391 }] } }));
+    const range = await check(
+      Trajectory.parse({
+        ...t,
+        sample: { ...good, placeholderRanges: [{ offset: good.placeholderRanges[0]!.offset + 1, length: 391 }] },
+      }),
+    );
     expect(range.findings.find((f) => f.kind === 'placeholder_range')).toBeDefined();
 
     const eosIdx = alignment.turns[0]!.generated[1];
     const dup = [...good.tokens.slice(0, eosIdx), EOS, ...good.tokens.slice(eosIdx)];
-    const s = await check(Trajectory.parse({ ...t, sample: { ...good, tokens: dup, responseLength: resp + 1, lossMask: undefined, logprobs: undefined } }));
-    expect(s.findings.find((f) => f.kind === 'sample_mismatch')).toMatchObject({ cause: 'duplicated_eos', index: eosIdx });
+    const s = await check(
+      Trajectory.parse({
+        ...t,
+        sample: { ...good, tokens: dup, responseLength: resp + 1, lossMask: undefined, logprobs: undefined },
+      }),
+    );
+    expect(s.findings.find((f) => f.kind === 'sample_mismatch')).toMatchObject({
+      cause: 'duplicated_eos',
+      index: eosIdx,
+    });
   });
 });

@@ -56,7 +56,9 @@ describe('rollscope demo run', () => {
   it('writes a native JSONL, a vLLM call log and the PNG diagrams they refer to by relative path; everything reads back', () => {
     expect(readErrors).toEqual([]);
     expect(written.files.slice(0, 2)).toEqual([path.join(dirA, DEMO_FILE), path.join(dirA, DEMO_VLLM_FILE)]);
-    expect(written.files.slice(2).every((f) => f.startsWith(path.join(dirA, 'images')) && f.endsWith('.png'))).toBe(true);
+    expect(written.files.slice(2).every((f) => f.startsWith(path.join(dirA, 'images')) && f.endsWith('.png'))).toBe(
+      true,
+    );
     expect(written.trajectories).toBe(checked.size);
     expect(checked.size).toBeGreaterThanOrEqual(12);
     expect(checked.size).toBeLessThanOrEqual(20);
@@ -71,7 +73,9 @@ describe('rollscope demo run', () => {
         expect(img.unavailable).toBeUndefined();
       }
     }
-    const sizes = new Set([...checked.values()].flatMap((c) => c.trajectory.images.map((i) => `${i.width}x${i.height}`)));
+    const sizes = new Set(
+      [...checked.values()].flatMap((c) => c.trajectory.images.map((i) => `${i.width}x${i.height}`)),
+    );
     expect(sizes).toContain('448x336');
     expect(sizes).toContain('640x480');
     expect([...sizes].some((s) => Number(s.split('x')[1]) > 2 * Number(s.split('x')[0]))).toBe(true); // a tall diagram
@@ -94,9 +98,21 @@ describe('rollscope demo run', () => {
       const first = errors(c)[0];
       expect(first, id).toMatchObject({ kind: p.kind, ...(p.cause ? { cause: p.cause } : {}) });
       // Every error in the trajectory is the same failure seen from another stream, never a second, unrelated one.
-      if (p.cause) expect(errors(c).every((f) => f.cause === p.cause), id).toBe(true);
-      else expect(errors(c).every((f) => f.kind === p.kind), id).toBe(true);
-      if (p.prefixBreak) expect(c.findings.find((f) => f.kind === 'prefix_break'), id).toMatchObject({ cause: p.cause, turn: 1, severity: 'error' });
+      if (p.cause)
+        expect(
+          errors(c).every((f) => f.cause === p.cause),
+          id,
+        ).toBe(true);
+      else
+        expect(
+          errors(c).every((f) => f.kind === p.kind),
+          id,
+        ).toBe(true);
+      if (p.prefixBreak)
+        expect(
+          c.findings.find((f) => f.kind === 'prefix_break'),
+          id,
+        ).toMatchObject({ cause: p.cause, turn: 1, severity: 'error' });
     }
   });
 
@@ -128,7 +144,9 @@ describe('rollscope demo run', () => {
     const all = [...checked.values()];
     const profiles = new Set(all.map((c) => c.profile.family));
     expect(profiles).toEqual(new Set(['qwen2.5-vl', 'qwen3-vl']));
-    expect(all.filter((c) => c.profile.family === 'qwen3-vl' && c.findings.length === 0).length).toBeGreaterThanOrEqual(2);
+    expect(all.filter((c) => c.profile.family === 'qwen3-vl' && c.findings.length === 0).length).toBeGreaterThanOrEqual(
+      2,
+    );
     for (const c of all) {
       expect(c.trajectory.model, c.trajectory.id).toMatch(/^Qwen\//);
       expect(typeof c.trajectory.reward).toBe('number');
@@ -141,7 +159,8 @@ describe('rollscope demo run', () => {
     expect(all.some((c) => c.trajectory.reward === 0) && all.some((c) => c.trajectory.reward === 1)).toBe(true);
 
     const groups = new Map<string, CheckedTrajectory[]>();
-    for (const c of all) if (c.trajectory.group) groups.set(c.trajectory.group, [...(groups.get(c.trajectory.group) ?? []), c]);
+    for (const c of all)
+      if (c.trajectory.group) groups.set(c.trajectory.group, [...(groups.get(c.trajectory.group) ?? []), c]);
     expect(groups.size).toBeGreaterThanOrEqual(2);
     for (const [g, members] of groups) {
       expect(members.length, g).toBeGreaterThanOrEqual(3);
@@ -159,12 +178,16 @@ describe('rollscope demo run', () => {
   it('is byte-identical across runs and independent of the folder it is written to', () => {
     const rel = (root: string, files: string[]) => files.map((f) => path.relative(root, f)).sort();
     const list = (root: string): string[] =>
-      fs.readdirSync(root, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name));
+      fs
+        .readdirSync(root, { recursive: true, withFileTypes: true })
+        .filter((e) => e.isFile())
+        .map((e) => path.join(e.parentPath, e.name));
     const b = path.join(dirB, 'nested', 'run');
     const filesA = rel(dirA, list(dirA));
     expect(filesA).toEqual(rel(dirA, written.files));
     expect(rel(b, list(b))).toEqual(filesA);
-    for (const f of filesA) expect(fs.readFileSync(path.join(b, f)).equals(fs.readFileSync(path.join(dirA, f))), f).toBe(true);
+    for (const f of filesA)
+      expect(fs.readFileSync(path.join(b, f)).equals(fs.readFileSync(path.join(dirA, f))), f).toBe(true);
   });
 
   it('`rollscope demo` refuses a non-empty folder without --force, and writes with it', async () => {

@@ -26,12 +26,16 @@ describe('diffTokens (Myers)', () => {
   });
   it('hunks always rebuild b from a, and the edit count is minimal on small alphabets', () => {
     fc.assert(
-      fc.property(fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 40 }), fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 40 }), (a, b) => {
-        const hunks = diffTokens(a, b);
-        expect(apply(a, b, hunks)).toEqual(b);
-        const edits = hunks.reduce((n, h) => n + (h.aEnd - h.aStart) + (h.bEnd - h.bStart), 0);
-        expect(edits).toBe(a.length + b.length - 2 * lcsLength(a, b));
-      }),
+      fc.property(
+        fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 40 }),
+        fc.array(fc.integer({ min: 0, max: 4 }), { maxLength: 40 }),
+        (a, b) => {
+          const hunks = diffTokens(a, b);
+          expect(apply(a, b, hunks)).toEqual(b);
+          const edits = hunks.reduce((n, h) => n + (h.aEnd - h.aStart) + (h.bEnd - h.bStart), 0);
+          expect(edits).toBe(a.length + b.length - 2 * lcsLength(a, b));
+        },
+      ),
       { numRuns: 300 },
     );
   });
@@ -44,6 +48,7 @@ describe('diffTokens (Myers)', () => {
 function lcsLength(a: number[], b: number[]): number {
   const dp = Array.from({ length: a.length + 1 }, () => new Array<number>(b.length + 1).fill(0));
   for (let i = 1; i <= a.length; i++)
-    for (let j = 1; j <= b.length; j++) dp[i]![j] = a[i - 1] === b[j - 1] ? dp[i - 1]![j - 1]! + 1 : Math.max(dp[i - 1]![j]!, dp[i]![j - 1]!);
+    for (let j = 1; j <= b.length; j++)
+      dp[i]![j] = a[i - 1] === b[j - 1] ? dp[i - 1]![j - 1]! + 1 : Math.max(dp[i - 1]![j]!, dp[i]![j - 1]!);
   return dp[a.length]![b.length]!;
 }

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { checkPaths, analyzeTrajectory, type CheckedTrajectory } from '../server/pipeline.ts';
 import { loadFile } from '../server/import/index.ts';
-import { Trajectory } from '../server/model/trajectory.ts';
+import type { Trajectory } from '../server/model/trajectory.ts';
 import { ExportRow } from '../server/export/row.ts';
 import { readParquetRows } from '../server/export/parquet.ts';
 import { readManifest, RejectEntry, type Manifest } from '../server/export/manifest.ts';
@@ -66,11 +66,13 @@ function readJsonl(file: string): unknown[] {
 }
 
 const rowsOf = (file: string) => readJsonl(file).map((r) => ExportRow.parse(r));
-const keyOf = (source: { file: string; line: number }, id: string) => `${path.resolve(source.file)}\u0000${source.line}\u0000${id}`;
+const keyOf = (source: { file: string; line: number }, id: string) =>
+  `${path.resolve(source.file)}\u0000${source.line}\u0000${id}`;
 
 async function checkedById(paths: string[]): Promise<Map<string, CheckedTrajectory>> {
   const out = new Map<string, CheckedTrajectory>();
-  for await (const ev of checkPaths(paths, { workers: 0 })) if (ev.type === 'trajectory') out.set(keyOf(ev.checked.trajectory.source, ev.checked.trajectory.id), ev.checked);
+  for await (const ev of checkPaths(paths, { workers: 0 }))
+    if (ev.type === 'trajectory') out.set(keyOf(ev.checked.trajectory.source, ev.checked.trajectory.id), ev.checked);
   return out;
 }
 
@@ -93,11 +95,14 @@ function verifyRows(rows: ExportRow[], checked: Map<string, CheckedTrajectory>, 
     expect(row.tokens.slice(p).filter((_, i) => row.loss_mask[i] === 1)).toEqual(generated);
     if (row.rollout_log_probs) {
       expect(row.rollout_log_probs).toHaveLength(row.response_length);
-      expect(row.rollout_log_probs.filter((_, i) => row.loss_mask[i] === 1)).toEqual(c!.trajectory.turns.flatMap((t) => t.generatedLogprobs ?? []));
+      expect(row.rollout_log_probs.filter((_, i) => row.loss_mask[i] === 1)).toEqual(
+        c!.trajectory.turns.flatMap((t) => t.generatedLogprobs ?? []),
+      );
       expect(row.rollout_log_probs.filter((_, i) => row.loss_mask[i] === 0).every((x) => x === 0)).toBe(true);
     }
     expect(row.tokens.findIndex((x, i) => x === EOS && row.tokens[i - 1] === EOS)).toBe(-1);
-    for (const img of row.images) if (img.bytes !== null) expect(sha(Buffer.from(img.bytes, 'base64'))).toBe(img.sha256);
+    for (const img of row.images)
+      if (img.bytes !== null) expect(sha(Buffer.from(img.bytes, 'base64'))).toBe(img.sha256);
 
     const runs = padRunsByHand(row.tokens);
     expect(row.placeholder_ranges).toEqual(runs);
@@ -122,7 +127,8 @@ function imageBytesOf(row: ExportRow, i: number, batchDir: string): Buffer {
   return img.bytes !== null ? Buffer.from(img.bytes, 'base64') : fs.readFileSync(path.join(batchDir, img.path!));
 }
 
-const exportTo = (name: string, extra: Partial<ExportOptions> = {}) => exportRun([input], { out: path.join(dir, name), workers: 0, ...extra });
+const exportTo = (name: string, extra: Partial<ExportOptions> = {}) =>
+  exportRun([input], { out: path.join(dir, name), workers: 0, ...extra });
 
 // --- the built run --------------------------------------------------------------------------------
 
@@ -168,7 +174,19 @@ beforeAll(async () => {
     id: 'worked',
     turns: [
       {
-        promptIds: [IM_START, WORKED_IDS.user, NL, VS, ...new Array<number>(6).fill(PAD), VE, EOS, NL, IM_START, WORKED_IDS.assistant, NL],
+        promptIds: [
+          IM_START,
+          WORKED_IDS.user,
+          NL,
+          VS,
+          ...new Array<number>(6).fill(PAD),
+          VE,
+          EOS,
+          NL,
+          IM_START,
+          WORKED_IDS.assistant,
+          NL,
+        ],
         generatedIds: [WORKED_IDS.hi, EOS],
         generatedLogprobs: [-0.5, -0.25],
         finishReason: 'stop',
@@ -226,24 +244,38 @@ describe('export of built trajectories', () => {
       ['grid_unknown', 1],
       ['unreadable', 1],
     ]);
-    expect(m.counts.byFindingKind).toMatchObject({ placeholder_count: 1, invalid_value: 1, rerender_mismatch: 2, prefix_break: 0 });
+    expect(m.counts.byFindingKind).toMatchObject({
+      placeholder_count: 1,
+      invalid_value: 1,
+      rerender_mismatch: 2,
+      prefix_break: 0,
+    });
     expect(m.counts.repairedByFindingKind).toMatchObject({ prefix_break: 1, rerender_mismatch: 1 });
 
     const wrong = rejects[1]!;
     expect(wrong.reasons).toEqual(['unfixable_finding', 'warning', 'grid_unknown']);
     // 1920×1080 on Qwen2.5-VL defaults: 2691 pads (formats.md §1.5); the stream holds 640×480's 391.
-    expect(wrong.findings).toContainEqual(expect.objectContaining({ kind: 'placeholder_count', expected: 2691, actual: 391 }));
+    expect(wrong.findings).toContainEqual(
+      expect.objectContaining({ kind: 'placeholder_count', expected: 2691, actual: 391 }),
+    );
     expect(rejects[2]!.findings).toContainEqual(expect.objectContaining({ kind: 'invalid_value', actual: 0.5 }));
     expect(rejects[3]!.reasons).toEqual(['warning']);
     expect(rejects[0]).toMatchObject({ source: { line: 9 }, reasons: ['unreadable'] });
 
-    expect(m.inputs).toEqual([{ file: input, format: 'native', bytes: fs.statSync(input).size, sha256: fileSha(input), trajectories: 9 }]);
+    expect(m.inputs).toEqual([
+      { file: input, format: 'native', bytes: fs.statSync(input).size, sha256: fileSha(input), trajectories: 9 },
+    ]);
     expect(m.output.sha256).toBe(fileSha(path.join(dir, 'batch.jsonl')));
     expect(m.profiles).toEqual([
       { name: 'qwen2.5-vl', family: 'qwen2.5-vl', hashes: qwen25.hashes, trajectories: 8 },
       { name: 'qwen3-vl', family: 'qwen3-vl', hashes: qwen3.hashes, trajectories: 1 },
     ]);
-    expect(m.settings).toMatchObject({ format: 'jsonl', images: 'embed', position_ids: 'qwen', include_warnings: false });
+    expect(m.settings).toMatchObject({
+      format: 'jsonl',
+      images: 'embed',
+      position_ids: 'qwen',
+      include_warnings: false,
+    });
   });
 
   it('rows are the canonical re-alignment: tokens, masks, logprobs, placeholder ranges, token types', () => {
@@ -269,7 +301,14 @@ describe('export of built trajectories', () => {
     expect(byId.get('text-only')!.images).toEqual([]);
     const img = byId.get('clean')!.images[0]!;
     expect(Buffer.from(img.bytes!, 'base64').equals(fs.readFileSync(path.join(dir, 'diagram.png')))).toBe(true);
-    expect(img).toMatchObject({ sha256: fileSha(path.join(dir, 'diagram.png')), width: 640, height: 480, min_pixels: 3136, max_pixels: 12845056, path: null });
+    expect(img).toMatchObject({
+      sha256: fileSha(path.join(dir, 'diagram.png')),
+      width: 640,
+      height: 480,
+      min_pixels: 3136,
+      max_pixels: 12845056,
+      path: null,
+    });
   });
 
   it('position_ids follow the worked example of formats.md §2.5, and verl layout adds the text row', async () => {
@@ -313,7 +352,9 @@ describe('export of built trajectories', () => {
     const con = await db.connect();
     try {
       const types = Object.fromEntries(
-        (await con.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet('${r.out}')`)).getRowObjectsJson().map((o) => [String(o.column_name), String(o.column_type)]),
+        (await con.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet('${r.out}')`))
+          .getRowObjectsJson()
+          .map((o) => [String(o.column_name), String(o.column_type)]),
       );
       expect(types).toMatchObject({
         tokens: 'INTEGER[]',
@@ -326,14 +367,28 @@ describe('export of built trajectories', () => {
         reward: 'DOUBLE',
         id: 'VARCHAR',
       });
-      expect(types.images).toMatch(/^STRUCT\(sha256 VARCHAR, width INTEGER, height INTEGER, min_pixels INTEGER, max_pixels INTEGER, bytes BLOB, path VARCHAR\)\[\]$/);
+      expect(types.images).toMatch(
+        /^STRUCT\(sha256 VARCHAR, width INTEGER, height INTEGER, min_pixels INTEGER, max_pixels INTEGER, bytes BLOB, path VARCHAR\)\[\]$/,
+      );
       const jsSum = jsonl.rows.reduce((s, row) => s + row.tokens.reduce((a, b) => a + BigInt(b), 0n), 0n);
-      const fromParquet = (await con.runAndReadAll(`SELECT sum(list_sum(tokens))::BIGINT AS s, count(*) AS n FROM read_parquet('${r.out}')`)).getRowObjectsJson()[0]!;
+      const fromParquet = (
+        await con.runAndReadAll(
+          `SELECT sum(list_sum(tokens))::BIGINT AS s, count(*) AS n FROM read_parquet('${r.out}')`,
+        )
+      ).getRowObjectsJson()[0]!;
       expect(String(fromParquet.s)).toBe(String(jsSum));
       expect(String(fromParquet.n)).toBe(String(jsonl.rows.length));
-      const fromJsonl = (await con.runAndReadAll(`SELECT sum(list_sum(tokens))::BIGINT AS s FROM read_json_auto('${path.join(dir, 'batch.jsonl')}')`)).getRowObjectsJson()[0]!;
+      const fromJsonl = (
+        await con.runAndReadAll(
+          `SELECT sum(list_sum(tokens))::BIGINT AS s FROM read_json_auto('${path.join(dir, 'batch.jsonl')}')`,
+        )
+      ).getRowObjectsJson()[0]!;
       expect(String(fromJsonl.s)).toBe(String(jsSum));
-      const lens = (await con.runAndReadAll(`SELECT count(*) AS bad FROM read_parquet('${r.out}') WHERE len(loss_mask) <> response_length OR len(rollout_log_probs) <> response_length OR len(mm_token_type_ids) <> len(tokens)`)).getRowObjectsJson()[0]!;
+      const lens = (
+        await con.runAndReadAll(
+          `SELECT count(*) AS bad FROM read_parquet('${r.out}') WHERE len(loss_mask) <> response_length OR len(rollout_log_probs) <> response_length OR len(mm_token_type_ids) <> len(tokens)`,
+        )
+      ).getRowObjectsJson()[0]!;
       expect(String(lens.bad)).toBe('0');
     } finally {
       con.closeSync();
@@ -352,7 +407,9 @@ describe('export of built trajectories', () => {
         expect(c.findings, `${name} ${t.id}`).toEqual([]);
         expect(c.alignment.tokens).toEqual(jsonl.rows[i]!.tokens);
         expect(c.profile.family).toBe(t.id === 'qwen3' ? 'qwen3-vl' : 'qwen2.5-vl');
-        expect(c.trajectory.images.every((img) => img.unavailable === undefined && img.sizeFrom === 'bytes')).toBe(true);
+        expect(c.trajectory.images.every((img) => img.unavailable === undefined && img.sizeFrom === 'bytes')).toBe(
+          true,
+        );
       }
     }
   });
@@ -403,9 +460,15 @@ describe('export of built trajectories', () => {
       expect(await exportCommand.run([input, '--out', out, '--workers', '0'])).toBe(2);
       expect(stderr.mock.calls.map((c) => String(c[0])).join('')).toContain('--force');
       await expect(exportCommand.run([input])).rejects.toBeInstanceOf(UsageError);
-      await expect(exportCommand.run([input, '--out', path.join(dir, 'x.jsonl'), '--images', 'inline'])).rejects.toBeInstanceOf(UsageError);
-      await expect(exportCommand.run([input, '--out', path.join(dir, 'x.jsonl'), '--format', 'parquet'])).rejects.toBeInstanceOf(UsageError);
-      await expect(exportCommand.run([path.join(dir, 'missing.jsonl'), '--out', path.join(dir, 'x.jsonl')])).rejects.toBeInstanceOf(UsageError);
+      await expect(
+        exportCommand.run([input, '--out', path.join(dir, 'x.jsonl'), '--images', 'inline']),
+      ).rejects.toBeInstanceOf(UsageError);
+      await expect(
+        exportCommand.run([input, '--out', path.join(dir, 'x.jsonl'), '--format', 'parquet']),
+      ).rejects.toBeInstanceOf(UsageError);
+      await expect(
+        exportCommand.run([path.join(dir, 'missing.jsonl'), '--out', path.join(dir, 'x.jsonl')]),
+      ).rejects.toBeInstanceOf(UsageError);
       expect(await exportCommand.run([input, '--out', out, '--force', '--workers', '0'])).toBe(0);
     } finally {
       stderr.mockRestore();
@@ -418,7 +481,8 @@ describe('export of built trajectories', () => {
   it('a batch written into the folder it came from is not read back as input by a --force rerun', async () => {
     const self = path.join(dir, 'self');
     fs.mkdirSync(self);
-    for (const f of ['run.rollscope.jsonl', 'diagram.png', 'big.png', 'tiny.png']) fs.copyFileSync(path.join(dir, f), path.join(self, f));
+    for (const f of ['run.rollscope.jsonl', 'diagram.png', 'big.png', 'tiny.png'])
+      fs.copyFileSync(path.join(dir, f), path.join(self, f));
     const first = await exportRun([self], { out: path.join(self, 'b.jsonl'), workers: 0 });
     const again = await exportRun([self], { out: path.join(self, 'b.jsonl'), workers: 0, force: true });
     expect(again.manifest.counts).toEqual(first.manifest.counts);
@@ -445,7 +509,9 @@ describe('export of the demo run and the importer fixtures', () => {
     fs.mkdirSync(outDir);
     for (const out of ['demo.jsonl', 'demo.parquet']) {
       const r = await exportRun([demoDir], { out: path.join(outDir, out), workers: 0 });
-      const rows = out.endsWith('.parquet') ? (await readParquetRows(fs.readFileSync(r.out))).map((x) => ExportRow.parse(x)) : rowsOf(r.out);
+      const rows = out.endsWith('.parquet')
+        ? (await readParquetRows(fs.readFileSync(r.out))).map((x) => ExportRow.parse(x))
+        : rowsOf(r.out);
       verifyRows(
         rows.map((x) => ({ ...x, rollout_log_probs: null })), // float32 in Parquet: logprobs compared in the JSONL pass
         checked,
@@ -455,13 +521,16 @@ describe('export of the demo run and the importer fixtures', () => {
       expect(m.counts.read).toBe(checked.size);
       expect(m.counts.read).toBe(m.counts.exported + m.counts.rejected);
       const exported = new Set(rows.map((x) => x.id));
-      for (const [id, description] of Object.entries(DEMO_DESCRIPTION)) if (description === 'clean') expect(exported.has(id), id).toBe(true);
+      for (const [id, description] of Object.entries(DEMO_DESCRIPTION))
+        if (description === 'clean') expect(exported.has(id), id).toBe(true);
       for (const tag of ['pads-max-pixels', 'image-truncated', 'image-dropped', 'nan-logprob']) {
-        for (const id of Object.keys(DEMO_DESCRIPTION).filter((x) => x.includes(tag))) expect(exported.has(id), id).toBe(false);
+        for (const id of Object.keys(DEMO_DESCRIPTION).filter((x) => x.includes(tag)))
+          expect(exported.has(id), id).toBe(false);
       }
       const loaded = await loadFile(r.out);
       expect(loaded.format).toBe('export');
-      for (const t of loaded.trajectories) expect((await analyzeTrajectory(t, {}, [outDir])).findings, t.id).toEqual([]);
+      for (const t of loaded.trajectories)
+        expect((await analyzeTrajectory(t, {}, [outDir])).findings, t.id).toEqual([]);
     }
   });
 
@@ -476,7 +545,9 @@ describe('export of the demo run and the importer fixtures', () => {
       expect(m.inputs.reduce((n, i) => n + i.trajectories, 0)).toBe(checked.size);
       const rejects = readJsonl(r.rejectsFile).map((x) => RejectEntry.parse(x));
       expect(rejects).toHaveLength(m.counts.rejected);
-      const rows = out.endsWith('.parquet') ? (await readParquetRows(fs.readFileSync(r.out))).map((x) => ExportRow.parse(x)) : rowsOf(r.out);
+      const rows = out.endsWith('.parquet')
+        ? (await readParquetRows(fs.readFileSync(r.out))).map((x) => ExportRow.parse(x))
+        : rowsOf(r.out);
       expect(rows).toHaveLength(m.counts.exported);
       verifyRows(out.endsWith('.parquet') ? rows.map((x) => ({ ...x, rollout_log_probs: null })) : rows, checked);
       const loaded = await loadFile(r.out);
@@ -503,12 +574,21 @@ describe('an export killed midway', () => {
   const TEMP = (name: string) => new RegExp(`^\\.${name.replace('.', '\\.')}\\.\\d+\\.[0-9a-f]{8}\\.tmp$`);
 
   /** Start `rollscope export`, wait until its temporary batch holds rows, send `signal`, wait for the end. */
-  async function interrupt(name: string, signal: NodeJS.Signals): Promise<{ code: number | null; signal: NodeJS.Signals | null; tempSeen: string }> {
+  async function interrupt(
+    name: string,
+    signal: NodeJS.Signals,
+  ): Promise<{ code: number | null; signal: NodeJS.Signals | null; tempSeen: string }> {
     const outDir = fs.mkdtempSync(path.join(dir, 'kill-'));
-    const child = spawn(process.execPath, ['bin/rollscope.js', 'export', big, '--out', path.join(outDir, name), '--workers', '0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(
+      process.execPath,
+      ['bin/rollscope.js', 'export', big, '--out', path.join(outDir, name), '--workers', '0'],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.on('exit', (code, sig) => resolve({ code, signal: sig })));
+    const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+      child.on('exit', (code, sig) => resolve({ code, signal: sig })),
+    );
     let tempSeen = '';
     for (;;) {
       const temp = fs.readdirSync(outDir).find((f) => TEMP(name).test(f));

@@ -70,20 +70,87 @@ const TARGETS: FuzzTarget[] = [
     validRecords: async () => [
       asRecord(await buildTrajectory(profile, geometryScript('fuzz-canonical'), 'canonical')),
       asRecord(await buildTrajectory(profile, geometryScript('fuzz-legacy'), 'legacy')),
-      asRecord(await buildTrajectory(profile, { ...geometryScript('fuzz-one-turn'), turns: [{ answer: 'AC = 5.' }] }, 'canonical')),
+      asRecord(
+        await buildTrajectory(
+          profile,
+          { ...geometryScript('fuzz-one-turn'), turns: [{ answer: 'AC = 5.' }] },
+          'canonical',
+        ),
+      ),
     ],
   },
-  { label: 'vllm (calls grouped by id)', format: 'vllm', fileName: 'fuzz-vllm-by-id.jsonl', validRecords: async () => fixtureRecords('vllm/chat-by-id.jsonl') },
-  { label: 'vllm (calls chained by prefix)', format: 'vllm', fileName: 'fuzz-vllm-chained.jsonl', validRecords: async () => fixtureRecords('vllm/chat-chained.jsonl') },
-  { label: 'vllm (token-in/token-out)', format: 'vllm', fileName: 'fuzz-vllm-tito.jsonl', validRecords: async () => fixtureRecords('vllm/tito.jsonl') },
-  { label: 'vllm (completions)', format: 'vllm', fileName: 'fuzz-vllm-completions.jsonl', validRecords: async () => [...fixtureRecords('vllm/completions.jsonl'), ...fixtureRecords('vllm/token-ids-as-strings.jsonl')] },
-  { label: 'slime', format: 'slime', fileName: 'fuzz-slime.jsonl', validRecords: async () => fixtureRecords('slime/samples.jsonl') },
-  { label: 'verl', format: 'verl', fileName: 'fuzz-verl.jsonl', validRecords: async () => fixtureRecords('verl/agent_loop.jsonl') },
-  { label: 'verl-dump', format: 'verl-dump', fileName: 'fuzz-verl-dump.jsonl', validRecords: async () => fixtureRecords('verl/rollout_data/12.jsonl') },
-  { label: 'areal', format: 'areal', fileName: 'fuzz-areal.jsonl', validRecords: async () => fixtureRecords('areal/trajectories.json') },
-  { label: 'areal-dump', format: 'areal-dump', fileName: 'fuzz-areal-dump.jsonl', validRecords: async () => [...fixtureRecords('areal/rollout/4/17.jsonl'), ...fixtureRecords('areal/rollout/3/18.jsonl')] },
-  { label: 'agent-lightning (triplets grouped by rollout)', format: 'agent-lightning', fileName: 'fuzz-agl-triplets.jsonl', validRecords: async () => fixtureRecords('agent-lightning/triplets-v02.jsonl') },
-  { label: 'agent-lightning (rollouts)', format: 'agent-lightning', fileName: 'fuzz-agl-rollouts.jsonl', validRecords: async () => fixtureRecords('agent-lightning/completed-rollouts.jsonl') },
+  {
+    label: 'vllm (calls grouped by id)',
+    format: 'vllm',
+    fileName: 'fuzz-vllm-by-id.jsonl',
+    validRecords: async () => fixtureRecords('vllm/chat-by-id.jsonl'),
+  },
+  {
+    label: 'vllm (calls chained by prefix)',
+    format: 'vllm',
+    fileName: 'fuzz-vllm-chained.jsonl',
+    validRecords: async () => fixtureRecords('vllm/chat-chained.jsonl'),
+  },
+  {
+    label: 'vllm (token-in/token-out)',
+    format: 'vllm',
+    fileName: 'fuzz-vllm-tito.jsonl',
+    validRecords: async () => fixtureRecords('vllm/tito.jsonl'),
+  },
+  {
+    label: 'vllm (completions)',
+    format: 'vllm',
+    fileName: 'fuzz-vllm-completions.jsonl',
+    validRecords: async () => [
+      ...fixtureRecords('vllm/completions.jsonl'),
+      ...fixtureRecords('vllm/token-ids-as-strings.jsonl'),
+    ],
+  },
+  {
+    label: 'slime',
+    format: 'slime',
+    fileName: 'fuzz-slime.jsonl',
+    validRecords: async () => fixtureRecords('slime/samples.jsonl'),
+  },
+  {
+    label: 'verl',
+    format: 'verl',
+    fileName: 'fuzz-verl.jsonl',
+    validRecords: async () => fixtureRecords('verl/agent_loop.jsonl'),
+  },
+  {
+    label: 'verl-dump',
+    format: 'verl-dump',
+    fileName: 'fuzz-verl-dump.jsonl',
+    validRecords: async () => fixtureRecords('verl/rollout_data/12.jsonl'),
+  },
+  {
+    label: 'areal',
+    format: 'areal',
+    fileName: 'fuzz-areal.jsonl',
+    validRecords: async () => fixtureRecords('areal/trajectories.json'),
+  },
+  {
+    label: 'areal-dump',
+    format: 'areal-dump',
+    fileName: 'fuzz-areal-dump.jsonl',
+    validRecords: async () => [
+      ...fixtureRecords('areal/rollout/4/17.jsonl'),
+      ...fixtureRecords('areal/rollout/3/18.jsonl'),
+    ],
+  },
+  {
+    label: 'agent-lightning (triplets grouped by rollout)',
+    format: 'agent-lightning',
+    fileName: 'fuzz-agl-triplets.jsonl',
+    validRecords: async () => fixtureRecords('agent-lightning/triplets-v02.jsonl'),
+  },
+  {
+    label: 'agent-lightning (rollouts)',
+    format: 'agent-lightning',
+    fileName: 'fuzz-agl-rollouts.jsonl',
+    validRecords: async () => fixtureRecords('agent-lightning/completed-rollouts.jsonl'),
+  },
   { label: 'export rows', format: 'export', fileName: 'fuzz-export.jsonl', validRecords: exportedRows },
 ];
 
@@ -99,7 +166,9 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 /** JSON text that may hold bare NaN/Infinity, as Python's json.dumps writes them. */
 function pythonJson(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) => (typeof v === 'number' && !Number.isFinite(v) ? `__nonfinite_${String(v)}__` : v)).replace(/"__nonfinite_(NaN|Infinity|-Infinity)__"/g, '$1');
+  return JSON.stringify(value, (_k, v: unknown) =>
+    typeof v === 'number' && !Number.isFinite(v) ? `__nonfinite_${String(v)}__` : v,
+  ).replace(/"__nonfinite_(NaN|Infinity|-Infinity)__"/g, '$1');
 }
 
 /** Every path into a record (arrays sampled at both ends), for mutations to aim at. */
@@ -124,7 +193,11 @@ function pathsOf(value: unknown): (string | number)[][] {
 const anyPosition = fc.noBias(fc.integer({ min: 0, max: 1_000_000 })).map((x) => x / 1_000_001);
 
 const oddNumber = fc.constantFrom(NaN, Infinity, -Infinity, -1, 1.5, -0, 2 ** 53, 1e308, 151_643, 10_000_000, 0.1);
-const replacement = fc.oneof(fc.jsonValue({ maxDepth: 3 }), oddNumber, fc.constantFrom(null, '', '151643', [], {}, true));
+const replacement = fc.oneof(
+  fc.jsonValue({ maxDepth: 3 }),
+  oddNumber,
+  fc.constantFrom(null, '', '151643', [], {}, true),
+);
 
 type Mutation = { kind: 'delete' | 'replace' | 'wrap' | 'truncate' | 'duplicate'; pick: number; with: unknown };
 const mutation: fc.Arbitrary<Mutation> = fc.record({
@@ -177,7 +250,10 @@ type Hostile = { how: string; bytes: Buffer };
 /** Counterexamples print as what was done and the start of the line, not as megabytes of byte values. */
 function described(h: Hostile): Hostile {
   const head = h.bytes.subarray(0, 160).toString('utf8');
-  return Object.assign(h, { [fc.toStringMethod]: () => `${h.how} (${h.bytes.length} bytes): ${JSON.stringify(head)}${h.bytes.length > 160 ? '…' : ''}` });
+  return Object.assign(h, {
+    [fc.toStringMethod]: () =>
+      `${h.how} (${h.bytes.length} bytes): ${JSON.stringify(head)}${h.bytes.length > 160 ? '…' : ''}`,
+  });
 }
 
 function hostileLine(valid: readonly unknown[]): fc.Arbitrary<Hostile> {
@@ -189,25 +265,55 @@ function hostileLineRaw(valid: readonly unknown[]): fc.Arbitrary<Hostile> {
   const textOf = (r: unknown) => pythonJson(r);
   return fc.oneof(
     fc.jsonValue({ maxDepth: 4 }).map((v) => ({ how: 'random JSON', bytes: Buffer.from(JSON.stringify(v) ?? 'null') })),
-    fc.tuple(base, fc.array(mutation, { minLength: 1, maxLength: 4 })).map(([r, ms]) => ({ how: `mutated ${ms.map((m) => m.kind).join('+')}`, bytes: Buffer.from(pythonJson(mutate(r, ms))) })),
-    fc.tuple(base, anyPosition.map((x) => 0.01 + 0.98 * x)).map(([r, at]) => {
-      const t = textOf(r);
-      return { how: 'truncated', bytes: Buffer.from(t.slice(0, Math.floor(t.length * at))) };
-    }),
+    fc
+      .tuple(base, fc.array(mutation, { minLength: 1, maxLength: 4 }))
+      .map(([r, ms]) => ({
+        how: `mutated ${ms.map((m) => m.kind).join('+')}`,
+        bytes: Buffer.from(pythonJson(mutate(r, ms))),
+      })),
+    fc
+      .tuple(
+        base,
+        anyPosition.map((x) => 0.01 + 0.98 * x),
+      )
+      .map(([r, at]) => {
+        const t = textOf(r);
+        return { how: 'truncated', bytes: Buffer.from(t.slice(0, Math.floor(t.length * at))) };
+      }),
     fc.tuple(base, anyPosition, fc.uint8Array({ minLength: 1, maxLength: 8 })).map(([r, at, junk]) => {
       const t = Buffer.from(textOf(r));
       const p = Math.floor(t.length * at);
-      return { how: 'bytes inserted', bytes: noNewline(Buffer.concat([t.subarray(0, p), Buffer.from(junk), t.subarray(p)])) };
+      return {
+        how: 'bytes inserted',
+        bytes: noNewline(Buffer.concat([t.subarray(0, p), Buffer.from(junk), t.subarray(p)])),
+      };
     }),
-    fc.tuple(base, anyPosition, fc.constantFrom('NaN', '-Infinity', '[', '{', '}', ']', ',', '"', '\\', ':', 'null', '1e999', '\u00ff')).map(([r, at, token]) => {
-      const t = textOf(r);
-      const p = Math.floor(t.length * at);
-      return { how: `token ${JSON.stringify(token)} inserted`, bytes: Buffer.from(t.slice(0, p) + token + t.slice(p)) };
-    }),
-    fc.tuple(base, fc.integer({ min: 1, max: 3000 })).map(([r, depth]) => ({ how: `wrapped ${depth} deep`, bytes: Buffer.from('['.repeat(depth) + textOf(r) + ']'.repeat(depth)) })),
+    fc
+      .tuple(
+        base,
+        anyPosition,
+        fc.constantFrom('NaN', '-Infinity', '[', '{', '}', ']', ',', '"', '\\', ':', 'null', '1e999', '\u00ff'),
+      )
+      .map(([r, at, token]) => {
+        const t = textOf(r);
+        const p = Math.floor(t.length * at);
+        return {
+          how: `token ${JSON.stringify(token)} inserted`,
+          bytes: Buffer.from(t.slice(0, p) + token + t.slice(p)),
+        };
+      }),
+    fc
+      .tuple(base, fc.integer({ min: 1, max: 3000 }))
+      .map(([r, depth]) => ({
+        how: `wrapped ${depth} deep`,
+        bytes: Buffer.from('['.repeat(depth) + textOf(r) + ']'.repeat(depth)),
+      })),
     fc.tuple(base, fc.integer({ min: 200, max: 100_000 })).map(([r, depth]) => {
       const t = textOf(r);
-      return { how: `meta nested ${depth} deep`, bytes: Buffer.from(`${t.slice(0, -1)}, "meta": {"x": ${'['.repeat(depth)}${']'.repeat(depth)}}}`) };
+      return {
+        how: `meta nested ${depth} deep`,
+        bytes: Buffer.from(`${t.slice(0, -1)}, "meta": {"x": ${'['.repeat(depth)}${']'.repeat(depth)}}}`),
+      };
     }),
   );
 }
@@ -215,7 +321,8 @@ function hostileLineRaw(valid: readonly unknown[]): fc.Arbitrary<Hostile> {
 // ---- the property --------------------------------------------------------------------------
 
 /** Lines a trajectory was read from (grouping formats name every call). */
-const linesOf = (t: Trajectory): number[] => [...new Set([t.source.line, ...(t.source.lines ?? [])])].sort((a, b) => a - b);
+const linesOf = (t: Trajectory): number[] =>
+  [...new Set([t.source.line, ...(t.source.lines ?? [])])].sort((a, b) => a - b);
 /**
  * Ids without the line numbers some importers build them from, without ` #2` de-duplication
  * suffixes, and without Agent Lightning's ` (chain 1 of 2)` (a hostile record with the rollout's
@@ -230,7 +337,16 @@ const idShape = (id: string) =>
 /** A trajectory as comparable across files: lines as positions among the valid records, id by shape. */
 function comparable(t: Trajectory, validIndexOf: (line: number) => number | undefined): unknown {
   const at = (line: number) => validIndexOf(line) ?? -line;
-  return { ...t, id: idShape(t.id), source: { ...t.source, file: '', line: at(t.source.line), ...(t.source.lines ? { lines: t.source.lines.map(at) } : {}) } };
+  return {
+    ...t,
+    id: idShape(t.id),
+    source: {
+      ...t.source,
+      file: '',
+      line: at(t.source.line),
+      ...(t.source.lines ? { lines: t.source.lines.map(at) } : {}),
+    },
+  };
 }
 
 describe.each(TARGETS)('fuzzing the $label importer', (target) => {
@@ -244,7 +360,10 @@ describe.each(TARGETS)('fuzzing the $label importer', (target) => {
     const baseline = await loadFile(alone, { format: target.format });
     expect(baseline.errors).toEqual([]);
     expect(baseline.trajectories.length).toBeGreaterThan(0);
-    const baselineComparable = baseline.trajectories.map((t) => ({ lines: linesOf(t).map((l) => l - 1), value: comparable(t, (l) => l - 1) }));
+    const baselineComparable = baseline.trajectories.map((t) => ({
+      lines: linesOf(t).map((l) => l - 1),
+      value: comparable(t, (l) => l - 1),
+    }));
     // Every valid record yields or joins a trajectory.
     expect(new Set(baselineComparable.flatMap((b) => b.lines)).size).toBe(valid.length);
 
@@ -253,69 +372,93 @@ describe.each(TARGETS)('fuzzing the $label importer', (target) => {
     const outcomes = { error: 0, trajectory: 0, blank: 0, joinedValid: 0, regrouped: 0 };
     const file = path.join(dir, target.fileName);
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.tuple(hostileLine(valid), fc.nat()), { minLength: 1, maxLength: 4 }), fc.boolean(), async (hostile, endWithNewline) => {
-        cases++;
-        // Interleave: each hostile line goes before a valid line of its choosing (or at the end).
-        const lines: { bytes: Buffer; valid?: number; how?: string }[] = validText.map((t, i) => ({ bytes: Buffer.from(t), valid: i }));
-        for (const [h, where] of hostile) lines.splice(where % (lines.length + 1), 0, { bytes: h.bytes, how: h.how });
-        const body = Buffer.concat(lines.flatMap((l, i) => (i < lines.length - 1 || endWithNewline ? [l.bytes, Buffer.from('\n')] : [l.bytes])));
-        fs.writeFileSync(file, body);
+      fc.asyncProperty(
+        fc.array(fc.tuple(hostileLine(valid), fc.nat()), { minLength: 1, maxLength: 4 }),
+        fc.boolean(),
+        async (hostile, endWithNewline) => {
+          cases++;
+          // Interleave: each hostile line goes before a valid line of its choosing (or at the end).
+          const lines: { bytes: Buffer; valid?: number; how?: string }[] = validText.map((t, i) => ({
+            bytes: Buffer.from(t),
+            valid: i,
+          }));
+          for (const [h, where] of hostile) lines.splice(where % (lines.length + 1), 0, { bytes: h.bytes, how: h.how });
+          const body = Buffer.concat(
+            lines.flatMap((l, i) =>
+              i < lines.length - 1 || endWithNewline ? [l.bytes, Buffer.from('\n')] : [l.bytes],
+            ),
+          );
+          fs.writeFileSync(file, body);
 
-        const loaded = await loadFile(file, { format: target.format });
+          const loaded = await loadFile(file, { format: target.format });
 
-        const lineOf = (i: number) => i + 1;
-        const validIndexOf = (line: number) => lines[line - 1]?.valid;
-        const context = () => `next to ${lines.filter((x) => x.how).map((x) => x.how).join(', ')}`;
-        const validLines = new Set(lines.flatMap((l, i) => (l.valid !== undefined ? [lineOf(i)] : [])));
-        for (const e of loaded.errors) {
-          expect(e.file).toBe(file);
-          expect(e.message.length).toBeGreaterThan(0);
-          expect(e.message).not.toMatch(/\n\s+at .+:\d+:\d+/); // never a stack trace
-          expect(validLines.has(e.line), `error on valid line ${e.line}: ${e.message} (${context()})`).toBe(false);
-        }
-
-        // Valid records unaffected (see the header). Valid records are linked when a trajectory
-        // holds both, alone or mixed; a link group that holds a record a hostile one joined may be
-        // regrouped (a duplicated call can take another's place in a chain, and that one a third's).
-        // Every other group must load exactly as alone.
-        const parent = valid.map((_, i) => i);
-        const find = (i: number): number => (parent[i] === i ? i : (parent[i] = find(parent[i]!)));
-        const link = (xs: readonly number[]) => xs.forEach((x) => (parent[find(x)] = find(xs[0]!)));
-        const validIndices = (t: Trajectory) => linesOf(t).flatMap((l) => (validLines.has(l) ? [validIndexOf(l)!] : []));
-        for (const b of baselineComparable) link(b.lines);
-        for (const t of loaded.trajectories) link(validIndices(t));
-        const joined = loaded.trajectories.filter((t) => linesOf(t).some((l) => !validLines.has(l))).flatMap(validIndices);
-        const tainted = new Set(joined.map(find));
-        const untainted = (xs: readonly number[]) => xs.every((x) => !tainted.has(find(x)));
-        outcomes.joinedValid += new Set(joined).size;
-        outcomes.regrouped += valid.filter((_, i) => tainted.has(find(i))).length;
-        const validOnly = loaded.trajectories.filter((t) => linesOf(t).every((l) => validLines.has(l)));
-        const mixedComparable = validOnly.map((t) => comparable(t, validIndexOf));
-        validOnly.forEach((t, k) => {
-          if (!untainted(validIndices(t))) return;
-          expect(baselineComparable.map((b) => b.value), `a trajectory of valid records only that they do not make alone (${context()})`).toContainEqual(mixedComparable[k]);
-        });
-        for (const b of baselineComparable) {
-          if (!untainted(b.lines)) continue;
-          expect(mixedComparable, `valid records ${b.lines.join(',')} (${context()})`).toContainEqual(b.value);
-        }
-        const covered = new Set(loaded.trajectories.flatMap((t) => linesOf(t)));
-        for (const l of validLines) expect(covered.has(l), `valid line ${l} lost (${context()})`).toBe(true);
-
-        lines.forEach((l, i) => {
-          if (l.valid !== undefined) return;
-          const line = lineOf(i);
-          hostileRecords++;
-          const from = loaded.trajectories.filter((t) => linesOf(t).includes(line));
-          const errors = loaded.errors.filter((e) => e.line === line);
-          if (l.bytes.toString('latin1').trim() === '') outcomes.blank++;
-          else if (errors.length > 0) outcomes.error++;
-          else {
-            expect(from.length, `hostile line ${line} (${l.how}) neither failed nor loaded; errors: ${JSON.stringify(loaded.errors)}`).toBeGreaterThan(0);
-            outcomes.trajectory++;
+          const lineOf = (i: number) => i + 1;
+          const validIndexOf = (line: number) => lines[line - 1]?.valid;
+          const context = () =>
+            `next to ${lines
+              .filter((x) => x.how)
+              .map((x) => x.how)
+              .join(', ')}`;
+          const validLines = new Set(lines.flatMap((l, i) => (l.valid !== undefined ? [lineOf(i)] : [])));
+          for (const e of loaded.errors) {
+            expect(e.file).toBe(file);
+            expect(e.message.length).toBeGreaterThan(0);
+            expect(e.message).not.toMatch(/\n\s+at .+:\d+:\d+/); // never a stack trace
+            expect(validLines.has(e.line), `error on valid line ${e.line}: ${e.message} (${context()})`).toBe(false);
           }
-        });
-      }),
+
+          // Valid records unaffected (see the header). Valid records are linked when a trajectory
+          // holds both, alone or mixed; a link group that holds a record a hostile one joined may be
+          // regrouped (a duplicated call can take another's place in a chain, and that one a third's).
+          // Every other group must load exactly as alone.
+          const parent = valid.map((_, i) => i);
+          const find = (i: number): number => (parent[i] === i ? i : (parent[i] = find(parent[i]!)));
+          const link = (xs: readonly number[]) => xs.forEach((x) => (parent[find(x)] = find(xs[0]!)));
+          const validIndices = (t: Trajectory) =>
+            linesOf(t).flatMap((l) => (validLines.has(l) ? [validIndexOf(l)!] : []));
+          for (const b of baselineComparable) link(b.lines);
+          for (const t of loaded.trajectories) link(validIndices(t));
+          const joined = loaded.trajectories
+            .filter((t) => linesOf(t).some((l) => !validLines.has(l)))
+            .flatMap(validIndices);
+          const tainted = new Set(joined.map(find));
+          const untainted = (xs: readonly number[]) => xs.every((x) => !tainted.has(find(x)));
+          outcomes.joinedValid += new Set(joined).size;
+          outcomes.regrouped += valid.filter((_, i) => tainted.has(find(i))).length;
+          const validOnly = loaded.trajectories.filter((t) => linesOf(t).every((l) => validLines.has(l)));
+          const mixedComparable = validOnly.map((t) => comparable(t, validIndexOf));
+          validOnly.forEach((t, k) => {
+            if (!untainted(validIndices(t))) return;
+            expect(
+              baselineComparable.map((b) => b.value),
+              `a trajectory of valid records only that they do not make alone (${context()})`,
+            ).toContainEqual(mixedComparable[k]);
+          });
+          for (const b of baselineComparable) {
+            if (!untainted(b.lines)) continue;
+            expect(mixedComparable, `valid records ${b.lines.join(',')} (${context()})`).toContainEqual(b.value);
+          }
+          const covered = new Set(loaded.trajectories.flatMap((t) => linesOf(t)));
+          for (const l of validLines) expect(covered.has(l), `valid line ${l} lost (${context()})`).toBe(true);
+
+          lines.forEach((l, i) => {
+            if (l.valid !== undefined) return;
+            const line = lineOf(i);
+            hostileRecords++;
+            const from = loaded.trajectories.filter((t) => linesOf(t).includes(line));
+            const errors = loaded.errors.filter((e) => e.line === line);
+            if (l.bytes.toString('latin1').trim() === '') outcomes.blank++;
+            else if (errors.length > 0) outcomes.error++;
+            else {
+              expect(
+                from.length,
+                `hostile line ${line} (${l.how}) neither failed nor loaded; errors: ${JSON.stringify(loaded.errors)}`,
+              ).toBeGreaterThan(0);
+              outcomes.trajectory++;
+            }
+          });
+        },
+      ),
       { numRuns: RUNS_PER_TARGET },
     );
     console.log(
@@ -328,7 +471,11 @@ describe.each(TARGETS)('fuzzing the $label importer', (target) => {
 // ---- binary: prime-rl ----------------------------------------------------------------------
 
 /** The committed prime-rl fixtures: list[MicroBatch] with mm_kwargs, with mm_refs, and list[TrainingSample]. */
-const BINARY_TARGETS = ['prime-rl/rollouts/step_0/rank_0.bin', 'prime-rl/mm-refs/rollouts/step_0/rank_0.bin', 'prime-rl/training-samples/rank_0.bin'];
+const BINARY_TARGETS = [
+  'prime-rl/rollouts/step_0/rank_0.bin',
+  'prime-rl/mm-refs/rollouts/step_0/rank_0.bin',
+  'prime-rl/training-samples/rank_0.bin',
+];
 
 /** Where each element of the top-level msgpack list ends. */
 function elementEnds(bytes: Uint8Array): number[] {
@@ -387,7 +534,10 @@ const byteMutation: fc.Arbitrary<ByteMutation> = fc.oneof(
     how: 'array32 header with 2^32-1 entries',
     apply: (b: Buffer) => {
       const p = Math.floor(at * b.length);
-      return { bytes: Buffer.concat([b.subarray(0, p), Buffer.from([0xdd, 0xff, 0xff, 0xff, 0xff]), b.subarray(p + 1)]), from: p };
+      return {
+        bytes: Buffer.concat([b.subarray(0, p), Buffer.from([0xdd, 0xff, 0xff, 0xff, 0xff]), b.subarray(p + 1)]),
+        from: p,
+      };
     },
   })),
 );
@@ -450,7 +600,10 @@ describe.each(BINARY_TARGETS)('fuzzing the prime-rl importer on mutated bytes of
         // Elements that end before the first changed byte are untouched: their samples load as before.
         const intact = ends.filter((e) => e <= from).length;
         const keep = before[intact]!;
-        expect(loaded.trajectories.length, `${mutations.map((m) => m.how).join(', ')} from byte ${from}`).toBeGreaterThanOrEqual(keep);
+        expect(
+          loaded.trajectories.length,
+          `${mutations.map((m) => m.how).join(', ')} from byte ${from}`,
+        ).toBeGreaterThanOrEqual(keep);
         expect(loaded.trajectories.slice(0, keep)).toEqual(baseline.trajectories.slice(0, keep));
         outcomes.keptBeforeDamage += keep;
         if (loaded.errors.length === 0) outcomes.clean++;

@@ -6,7 +6,14 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExportJob, PlaygroundPrefill, PlaygroundResult, TrajectoryList, type ExportRequestInput, type PlaygroundRequestInput } from '../server/http/api.ts';
+import {
+  ExportJob,
+  PlaygroundPrefill,
+  PlaygroundResult,
+  TrajectoryList,
+  type ExportRequestInput,
+  type PlaygroundRequestInput,
+} from '../server/http/api.ts';
 import { openRunStore, type RunStore } from '../server/http/store.ts';
 import { startServer, type RunningServer } from '../server/http/server.ts';
 import { Manifest, RejectEntry } from '../server/export/manifest.ts';
@@ -32,16 +39,30 @@ async function serve(dir: string): Promise<Served> {
 
 let run: Served;
 
-async function call(s: Served, p: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: unknown; headers: Headers; bytes: Buffer }> {
+async function call(
+  s: Served,
+  p: string,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: unknown; headers: Headers; bytes: Buffer }> {
   const init: RequestInit =
     body === undefined
       ? { headers }
       : // The app's own origin, as the browser sends it on every POST.
-        { method: 'POST', body: JSON.stringify(body), headers: { 'Content-Type': 'application/json', Origin: s.server.url.replace(/\/$/, ''), ...headers } };
+        {
+          method: 'POST',
+          body: JSON.stringify(body),
+          headers: { 'Content-Type': 'application/json', Origin: s.server.url.replace(/\/$/, ''), ...headers },
+        };
   const res = await fetch(s.server.url + p.replace(/^\//, ''), init);
   const bytes = Buffer.from(await res.arrayBuffer());
   const isJson = res.headers.get('content-type')?.includes('json') && !res.headers.get('content-disposition');
-  return { status: res.status, body: isJson ? JSON.parse(bytes.toString('utf8')) : undefined, headers: res.headers, bytes };
+  return {
+    status: res.status,
+    body: isJson ? JSON.parse(bytes.toString('utf8')) : undefined,
+    headers: res.headers,
+    bytes,
+  };
 }
 
 async function startExport(s: Served, request: ExportRequestInput): Promise<ExportJob> {
@@ -71,7 +92,10 @@ async function download(s: Served, job: ExportJob, role: 'batch' | 'manifest' | 
 const listing = (dir: string) =>
   fs
     .readdirSync(dir, { recursive: true, withFileTypes: true })
-    .map((d) => `${path.relative(dir, path.join(d.parentPath, d.name))}:${d.isFile() ? fs.statSync(path.join(d.parentPath, d.name)).size : 'dir'}`)
+    .map(
+      (d) =>
+        `${path.relative(dir, path.join(d.parentPath, d.name))}:${d.isFile() ? fs.statSync(path.join(d.parentPath, d.name)).size : 'dir'}`,
+    )
     .sort();
 
 beforeAll(async () => {
@@ -89,7 +113,10 @@ describe('export from the browser', () => {
     const before = listing(run.dir);
     const shown = TrajectoryList.parse((await call(run, '/api/trajectories?status=ok')).body);
     expect(shown.total).toBeGreaterThan(0);
-    const job = await finished(run, await startExport(run, { format: 'jsonl', selection: { kind: 'filter', filter: { status: 'ok' } } }));
+    const job = await finished(
+      run,
+      await startExport(run, { format: 'jsonl', selection: { kind: 'filter', filter: { status: 'ok' } } }),
+    );
     expect(job.state, job.error ?? '').toBe('done');
     expect(job.files.map((f) => f.role)).toEqual(['batch', 'manifest', 'rejects']);
 
@@ -97,11 +124,23 @@ describe('export from the browser', () => {
     expect(manifest.counts.read).toBe(shown.total);
     expect(manifest.counts.exported + manifest.counts.rejected).toBe(manifest.counts.read);
     expect(manifest.settings.selection).toBe('filter status="ok"');
-    expect(job.counts).toMatchObject({ read: manifest.counts.read, exported: manifest.counts.exported, rejected: manifest.counts.rejected });
+    expect(job.counts).toMatchObject({
+      read: manifest.counts.read,
+      exported: manifest.counts.exported,
+      rejected: manifest.counts.rejected,
+    });
     expect(job.progress).toMatchObject({ read: shown.total, scanned: job.progress.toScan });
 
-    const rows = (await download(run, job, 'batch')).toString('utf8').trim().split('\n').map((l) => JSON.parse(l) as { id: string; tokens: number[] });
-    const rejects = (await download(run, job, 'rejects')).toString('utf8').split('\n').filter(Boolean).map((l) => RejectEntry.parse(JSON.parse(l)));
+    const rows = (await download(run, job, 'batch'))
+      .toString('utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { id: string; tokens: number[] });
+    const rejects = (await download(run, job, 'rejects'))
+      .toString('utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => RejectEntry.parse(JSON.parse(l)));
     expect(rows.length).toBe(manifest.counts.exported);
     expect(rejects.length).toBe(manifest.counts.rejected);
     // Exactly the trajectories the filter lists, each once, either as a row or as a reject.
@@ -116,19 +155,30 @@ describe('export from the browser', () => {
 
   it('exports a selection by id to Parquet; an error trajectory becomes a reject and read = exported + rejected', async () => {
     const ids = [IDS.clean, IDS.wrongPads];
-    const job = await finished(run, await startExport(run, { format: 'parquet', includeWarnings: true, selection: { kind: 'ids', ids } }));
+    const job = await finished(
+      run,
+      await startExport(run, { format: 'parquet', includeWarnings: true, selection: { kind: 'ids', ids } }),
+    );
     expect(job.state, job.error ?? '').toBe('done');
     expect(job.files[0]!.name).toMatch(/\.parquet$/);
     const batch = await download(run, job, 'batch');
     expect(batch.subarray(0, 4).toString()).toBe('PAR1');
     const rows = await readParquetRows(batch);
-    const rejects = (await download(run, job, 'rejects')).toString('utf8').split('\n').filter(Boolean).map((l) => RejectEntry.parse(JSON.parse(l)));
+    const rejects = (await download(run, job, 'rejects'))
+      .toString('utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => RejectEntry.parse(JSON.parse(l)));
     expect(rows.map((r) => r.id)).toEqual([IDS.clean]);
     expect(rejects.map((r) => r.id)).toEqual([IDS.wrongPads]);
     expect(rejects[0]!.reasons).toContain('unfixable_finding');
     const manifest = Manifest.parse(JSON.parse((await download(run, job, 'manifest')).toString('utf8')));
     expect(manifest.counts).toMatchObject({ read: 2, exported: 1, rejected: 1 });
-    expect(manifest.settings).toMatchObject({ format: 'parquet', include_warnings: true, selection: `2 selected: ${ids.join(', ')}` });
+    expect(manifest.settings).toMatchObject({
+      format: 'parquet',
+      include_warnings: true,
+      selection: `2 selected: ${ids.join(', ')}`,
+    });
   });
 
   it('refuses bad requests with a status and a message naming the problem', async () => {
@@ -139,14 +189,39 @@ describe('export from the browser', () => {
     };
     await bad({ selection: { kind: 'filter', filter: {} } }, 400, /format/);
     await bad({ format: 'csv', selection: { kind: 'filter', filter: {} } }, 400, /format/);
-    await bad({ format: 'jsonl', selection: { kind: 'filter', filter: { status: 'ok' }, out: '/etc/passwd' } }, 400, /out/);
-    await bad({ format: 'jsonl', selection: { kind: 'ids', ids: ['no-such-trajectory'] } }, 400, /no trajectory with id "no-such-trajectory"/);
-    await bad({ format: 'jsonl', selection: { kind: 'filter', filter: { q: 'matches nothing at all' } } }, 400, /selection is empty/);
+    await bad(
+      { format: 'jsonl', selection: { kind: 'filter', filter: { status: 'ok' }, out: '/etc/passwd' } },
+      400,
+      /out/,
+    );
+    await bad(
+      { format: 'jsonl', selection: { kind: 'ids', ids: ['no-such-trajectory'] } },
+      400,
+      /no trajectory with id "no-such-trajectory"/,
+    );
+    await bad(
+      { format: 'jsonl', selection: { kind: 'filter', filter: { q: 'matches nothing at all' } } },
+      400,
+      /selection is empty/,
+    );
     expect((await call(run, '/api/exports')).status).toBe(405);
     expect((await call(run, '/api/exports/0123456789abcdef')).status).toBe(404);
     // State-changing requests pass the request gate first: another site's page, or a form post, is refused.
-    expect((await call(run, '/api/exports', { format: 'jsonl', selection: { kind: 'filter', filter: {} } }, { Origin: 'http://evil.example' })).status).toBe(403);
-    const form = await fetch(`${run.server.url}api/exports`, { method: 'POST', headers: { 'Content-Type': 'text/plain', Origin: run.server.url.replace(/\/$/, '') }, body: '{}' });
+    expect(
+      (
+        await call(
+          run,
+          '/api/exports',
+          { format: 'jsonl', selection: { kind: 'filter', filter: {} } },
+          { Origin: 'http://evil.example' },
+        )
+      ).status,
+    ).toBe(403);
+    const form = await fetch(`${run.server.url}api/exports`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'text/plain', Origin: run.server.url.replace(/\/$/, '') },
+      body: '{}',
+    });
     expect(form.status).toBe(415);
   });
 
@@ -160,12 +235,17 @@ describe('export from the browser', () => {
     fs.mkdirSync(process.env.TMPDIR);
     try {
       const before = served.store.info().trajectories;
-      const job = await finished(served, await startExport(served, { format: 'jsonl', selection: { kind: 'filter', filter: {} } }));
+      const job = await finished(
+        served,
+        await startExport(served, { format: 'jsonl', selection: { kind: 'filter', filter: {} } }),
+      );
       expect(job.state, job.error ?? '').toBe('done');
       const exportDirs = fs.readdirSync(process.env.TMPDIR);
       expect(exportDirs).toHaveLength(1);
       expect(exportDirs[0]).toMatch(/^\.rollscope-export-/);
-      expect(fs.readdirSync(path.join(process.env.TMPDIR, exportDirs[0]!)).sort()).toEqual(job.files.map((f) => f.name).sort());
+      expect(fs.readdirSync(path.join(process.env.TMPDIR, exportDirs[0]!)).sort()).toEqual(
+        job.files.map((f) => f.name).sort(),
+      );
       await served.store.refresh();
       expect(served.store.info().trajectories).toBe(before);
     } finally {
@@ -180,7 +260,12 @@ describe('export from the browser', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-http-export-big-'));
     const file = await writeFixtureRun(dir);
     const lines = fs.readFileSync(file, 'utf8').trim().split('\n');
-    fs.writeFileSync(file, Array.from({ length: 10 }, (_, k) => lines.map((l) => l.replace(/"id":"([^"]+)"/, `"id":"$1-${k}"`)).join('\n')).join('\n') + '\n');
+    fs.writeFileSync(
+      file,
+      Array.from({ length: 10 }, (_, k) =>
+        lines.map((l) => l.replace(/"id":"([^"]+)"/, `"id":"$1-${k}"`)).join('\n'),
+      ).join('\n') + '\n',
+    );
     const big = await serve(dir);
     try {
       expect(big.store.info().trajectories).toBe(40);
@@ -193,7 +278,10 @@ describe('export from the browser', () => {
       expect(done.state).toBe('cancelled');
       expect(done.files).toEqual([]);
       expect((await call(big, `/api/exports/${job.id}/files/batch`)).status).toBe(409);
-      const again = await finished(big, await startExport(big, { format: 'jsonl', selection: { kind: 'ids', ids: [`${IDS.clean}-3`] } }));
+      const again = await finished(
+        big,
+        await startExport(big, { format: 'jsonl', selection: { kind: 'ids', ids: [`${IDS.clean}-3`] } }),
+      );
       expect(again.state).toBe('done');
       expect(again.counts).toMatchObject({ read: 1, exported: 1 });
     } finally {
@@ -208,7 +296,11 @@ describe('playground', () => {
   it("prefills a trajectory's first-turn messages; rendered, they give exactly the prompt the engine saw", async () => {
     const prefill = PlaygroundPrefill.parse((await call(run, `/api/playground/conversation?id=${IDS.clean}`)).body);
     expect(prefill.target).toEqual({ stream: 'prompt', turn: 0 });
-    const r = await render({ conversation: prefill.conversation, addGenerationPrompt: true, target: { id: IDS.clean, ...prefill.target } });
+    const r = await render({
+      conversation: prefill.conversation,
+      addGenerationPrompt: true,
+      target: { id: IDS.clean, ...prefill.target },
+    });
     expect(r.status, JSON.stringify(r.body)).toBe(200);
     const result = PlaygroundResult.parse(r.body);
     const traj = (await run.store.get(IDS.clean))!.trajectory;
@@ -228,7 +320,9 @@ describe('playground', () => {
     const prefill = PlaygroundPrefill.parse((await call(run, `/api/playground/conversation?id=${IDS.clean}`)).body);
     const edited = prefill.conversation.replace('AB = 3', 'AB = 7');
     expect(edited).not.toBe(prefill.conversation);
-    const result = PlaygroundResult.parse((await render({ conversation: edited, target: { id: IDS.clean, stream: 'prompt', turn: 0 } })).body);
+    const result = PlaygroundResult.parse(
+      (await render({ conversation: edited, target: { id: IDS.clean, stream: 'prompt', turn: 0 } })).body,
+    );
     const prompt = (await run.store.get(IDS.clean))!.trajectory.turns[0]!.promptIds!;
     let first = 0;
     while (result.ids[first] === prompt[first]) first++;
@@ -238,17 +332,37 @@ describe('playground', () => {
   });
 
   it('sizes images from width/height and data: URLs only, never from a local file', async () => {
-    const png = await sharp({ create: { width: 300, height: 200, channels: 3, background: '#336699' } }).png().toBuffer();
+    const png = await sharp({ create: { width: 300, height: 200, channels: 3, background: '#336699' } })
+      .png()
+      .toBuffer();
     const dataUrl = `data:image/png;base64,${png.toString('base64')}`;
-    const conversation = (image: Record<string, unknown>) => JSON.stringify({ messages: [{ role: 'user', content: [{ type: 'image', ...image }, { type: 'text', text: 'Describe it.' }] }] });
+    const conversation = (image: Record<string, unknown>) =>
+      JSON.stringify({
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image', ...image },
+              { type: 'text', text: 'Describe it.' },
+            ],
+          },
+        ],
+      });
     const ok = PlaygroundResult.parse((await render({ conversation: conversation({ image: dataUrl }) })).body);
     expect(ok.profile).toBe('qwen2.5-vl');
-    expect(ok.images[0]).toMatchObject({ source: 'data: URL', width: 300, height: 200, padCount: imageTokensFor(loadProfile('qwen2.5-vl'), { width: 300, height: 200 }).pad_count });
+    expect(ok.images[0]).toMatchObject({
+      source: 'data: URL',
+      width: 300,
+      height: 200,
+      padCount: imageTokensFor(loadProfile('qwen2.5-vl'), { width: 300, height: 200 }).pad_count,
+    });
     expect(ok.diff).toBeNull();
     // The fixture's own diagram sits in the run folder, but a pasted conversation may not name files.
     const local = await render({ conversation: conversation({ image: path.join(run.dir, 'diagram.png') }) });
     expect(local.status).toBe(400);
-    expect((local.body as { error: string }).error).toMatch(/messages\[0\]\.content\[0\]: only data: URLs or width\/height/);
+    expect((local.body as { error: string }).error).toMatch(
+      /messages\[0\]\.content\[0\]: only data: URLs or width\/height/,
+    );
   });
 
   it('reports bad input with its line and column, and unknown targets as 404', async () => {

@@ -61,7 +61,8 @@ describe('run and list', () => {
   });
 
   it('filters by kind, cause, status, text and token id; sorts', async () => {
-    const ids = async (q: string) => TrajectoryList.parse((await get(`/api/trajectories?${q}`)).body).items.map((s) => s.id);
+    const ids = async (q: string) =>
+      TrajectoryList.parse((await get(`/api/trajectories?${q}`)).body).items.map((s) => s.id);
     expect(await ids('kind=prefix_break')).toEqual([IDS.duplicatedEos]);
     expect(await ids('cause=duplicated_eos')).toEqual([IDS.duplicatedEos]);
     expect(await ids('status=ok')).toEqual([IDS.clean]);
@@ -85,15 +86,30 @@ describe('one trajectory', () => {
   it('detail lists findings, streams, images and the diffs worth showing', async () => {
     const d = TrajectoryDetail.parse((await get(`/api/trajectories/${IDS.duplicatedEos}`)).body);
     expect(d.findings.map((f) => f.kind).sort()).toEqual(['prefix_break', 'rerender_mismatch']);
-    expect(d.streams.map((s) => `${s.name}:${s.turn}`)).toEqual(['canonical:-1', 'prompt:0', 'prompt:1', 'rerender:-1']);
+    expect(d.streams.map((s) => `${s.name}:${s.turn}`)).toEqual([
+      'canonical:-1',
+      'prompt:0',
+      'prompt:1',
+      'rerender:-1',
+    ]);
     expect(d.diffs[0]).toMatchObject({ a: 'prompt', b: 'prompt', turn: 1, diverges: true });
-    expect(d.images[0]).toMatchObject({ width: 640, height: 480, expectedPads: 391, actualPads: 391, hasPreview: true });
+    expect(d.images[0]).toMatchObject({
+      width: 640,
+      height: 480,
+      expectedPads: 391,
+      actualPads: 391,
+      hasPreview: true,
+    });
   });
 
   it('the stream has visible pieces, mask, logprobs, turn marks and vision spans', async () => {
     const s = TokenStream.parse((await get(`/api/trajectories/${IDS.clean}/stream?name=canonical`)).body);
     // One piece per distinct id, whitespace made visible.
-    expect(Object.keys(s.pieces).map(Number).sort((x, y) => x - y)).toEqual([...new Set(s.ids)].sort((x, y) => x - y));
+    expect(
+      Object.keys(s.pieces)
+        .map(Number)
+        .sort((x, y) => x - y),
+    ).toEqual([...new Set(s.ids)].sort((x, y) => x - y));
     expect(s.pieces[EOS]).toBe('<|im_end|>');
     expect(s.pieces[198]).toBe('⏎');
     expect(Object.values(s.pieces).some((p) => p.startsWith('·'))).toBe(true);
@@ -114,7 +130,9 @@ describe('one trajectory', () => {
   });
 
   it('the prefix diff lands on the duplicated <|im_end|>, with its cause and the text around it', async () => {
-    const d = DiffResult.parse((await get(`/api/trajectories/${IDS.duplicatedEos}/diff?a=prompt&b=prompt&turn=1`)).body);
+    const d = DiffResult.parse(
+      (await get(`/api/trajectories/${IDS.duplicatedEos}/diff?a=prompt&b=prompt&turn=1`)).body,
+    );
     const dv = d.divergence!;
     expect(dv.cause).toBe('duplicated_eos');
     expect(d.b.ids[dv.bIndex]).toBe(EOS);
@@ -148,7 +166,12 @@ describe('one trajectory', () => {
   });
 
   it('unknown ids, images and streams are 404 with a JSON error', async () => {
-    for (const p of ['/api/trajectories/nope', `/api/trajectories/${IDS.clean}/images/7`, `/api/trajectories/${IDS.clean}/stream?name=sample`, '/api/nothing']) {
+    for (const p of [
+      '/api/trajectories/nope',
+      `/api/trajectories/${IDS.clean}/images/7`,
+      `/api/trajectories/${IDS.clean}/stream?name=sample`,
+      '/api/nothing',
+    ]) {
       const r = await get(p);
       expect(r.status, p).toBe(404);
       expect(typeof (r.body as { error: string }).error).toBe('string');
@@ -217,7 +240,12 @@ describe('a file being written', () => {
     fs.writeFileSync(path.join(growDir, 'more.rollscope.jsonl'), src[3] + '\n');
     await store.refresh();
     expect(store.info().trajectories).toBe(4);
-    expect(store.list({ sort: 'id', order: 'asc', offset: 0, limit: 10 }).items.map((s) => s.id)).toEqual([IDS.clean, IDS.duplicatedEos, IDS.truncated, IDS.wrongPads]);
+    expect(store.list({ sort: 'id', order: 'asc', offset: 0, limit: 10 }).items.map((s) => s.id)).toEqual([
+      IDS.clean,
+      IDS.duplicatedEos,
+      IDS.truncated,
+      IDS.wrongPads,
+    ]);
     // Re-loaded on demand (cache of one) gives the same analysis.
     const again = await store.get(IDS.duplicatedEos);
     expect(again?.findings.map((f) => f.kind)).toContain('prefix_break');

@@ -16,14 +16,30 @@ import {
 } from '../server/analysis/image-math.ts';
 import { mulberry32 } from '../server/util/random.ts';
 
-const QWEN25: VisionConfig = { patchSize: 14, mergeSize: 2, temporalPatchSize: 2, minPixels: 3136, maxPixels: 12845056 };
+const QWEN25: VisionConfig = {
+  patchSize: 14,
+  mergeSize: 2,
+  temporalPatchSize: 2,
+  minPixels: 3136,
+  maxPixels: 12845056,
+};
 const QWEN25_1280: VisionConfig = { ...QWEN25, maxPixels: 1280 * 28 * 28 };
-const QWEN3: VisionConfig = { patchSize: 16, mergeSize: 2, temporalPatchSize: 2, minPixels: 65536, maxPixels: 16777216 };
+const QWEN3: VisionConfig = {
+  patchSize: 16,
+  mergeSize: 2,
+  temporalPatchSize: 2,
+  minPixels: 65536,
+  maxPixels: 16777216,
+};
 
 const hasPython = spawnSync('python3', ['--version']).status === 0;
 
 function runPython(src: string, input: unknown): unknown {
-  const r = spawnSync('python3', ['-c', src, fileURLToPath(new URL('./support', import.meta.url))], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 64 << 20 });
+  const r = spawnSync('python3', ['-c', src, fileURLToPath(new URL('./support', import.meta.url))], {
+    input: JSON.stringify(input),
+    encoding: 'utf8',
+    maxBuffer: 64 << 20,
+  });
   if (r.status !== 0) throw new Error(`python3 failed: ${r.stderr}`);
   return JSON.parse(r.stdout);
 }
@@ -51,8 +67,20 @@ print(json.dumps(out))
 describe('roundHalfEven', () => {
   it('matches Python round() on halves and non-halves', () => {
     const cases: [number, number][] = [
-      [0.5, 0], [1.5, 2], [2.5, 2], [3.5, 4], [4.5, 4], [-0.5, 0], [-1.5, -2], [-2.5, -2],
-      [0.49999999999999994, 0], [2.5000000000000004, 3], [2.4999999999999996, 2], [7, 7], [0, 0], [1e15 + 0.5, 1e15],
+      [0.5, 0],
+      [1.5, 2],
+      [2.5, 2],
+      [3.5, 4],
+      [4.5, 4],
+      [-0.5, 0],
+      [-1.5, -2],
+      [-2.5, -2],
+      [0.49999999999999994, 0],
+      [2.5000000000000004, 3],
+      [2.4999999999999996, 2],
+      [7, 7],
+      [0, 0],
+      [1e15 + 0.5, 1e15],
     ];
     for (const [x, want] of cases) expect(roundHalfEven(x), `round(${x})`).toBe(want);
   });
@@ -127,7 +155,10 @@ describe('smartResize: half-to-even sides (side ≡ factor/2 mod factor)', () =>
     it(`factor ${f}: side ${side} → ${want} (height and width)`, () => {
       expect(smartResize(side, other, f, vc.minPixels, vc.maxPixels)).toEqual({ height: want, width: other });
       expect(smartResize(other, side, f, vc.minPixels, vc.maxPixels)).toEqual({ height: other, width: want });
-      expect(smartResize(side, other, f, vc.minPixels, vc.maxPixels, 'qwen-vl-utils')).toEqual({ height: want, width: other });
+      expect(smartResize(side, other, f, vc.minPixels, vc.maxPixels, 'qwen-vl-utils')).toEqual({
+        height: want,
+        width: other,
+      });
     });
   }
 
@@ -192,9 +223,12 @@ describe.skipIf(!hasPython && !process.env.CI)('smartResize vs a Python port (se
   for (let i = 0; i < 2000; i++) {
     const mode = i % 5;
     if (mode === 0) sizes.push([int(1, 8192), int(1, 8192)]);
-    else if (mode === 1) sizes.push([int(1, 300), int(1, 4000)]); // small sides, min-pixels branch, 0-rounding
-    else if (mode === 2) sizes.push([int(0, 150) * 28 + 14, int(0, 150) * 32 + 16]); // exact halves
-    else if (mode === 3) sizes.push([int(2000, 20000), int(2000, 20000)]); // max-pixels branch
+    else if (mode === 1)
+      sizes.push([int(1, 300), int(1, 4000)]); // small sides, min-pixels branch, 0-rounding
+    else if (mode === 2)
+      sizes.push([int(0, 150) * 28 + 14, int(0, 150) * 32 + 16]); // exact halves
+    else if (mode === 3)
+      sizes.push([int(2000, 20000), int(2000, 20000)]); // max-pixels branch
     else {
       const s = int(1, 60); // ratios around the 200 limit
       sizes.push(rnd() < 0.5 ? [s, s * int(190, 210)] : [s * int(190, 210) + int(0, 3), s]);
@@ -305,7 +339,13 @@ describe('padCell / cellToPad', () => {
 
   it('wraps per temporal slice when grid_t > 1', () => {
     const t: ImageTokens = {
-      resizedWidth: 84, resizedHeight: 56, gridThw: [2, 4, 6], padCount: 12, cellSize: 28, cellsWide: 3, cellsHigh: 2,
+      resizedWidth: 84,
+      resizedHeight: 56,
+      gridThw: [2, 4, 6],
+      padCount: 12,
+      cellSize: 28,
+      cellsWide: 3,
+      cellsHigh: 2,
     };
     const c = padCell(7, t, 84, 56);
     expect(c).toMatchObject({ t: 1, row: 0, col: 1 });

@@ -11,7 +11,18 @@ import { analyzeTrajectory } from '../server/pipeline.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
 import { parseJson } from '../server/import/records.ts';
 import type { Message, Trajectory } from '../server/model/trajectory.ts';
-import { AGL_DIR, buildConversations, dataUrl, fixtureImages, IMAGE_SIZES, MODEL, resolveUrls, type Conversation, type ConversationName, type ImageName } from './fixtures/generate-vllm.ts';
+import {
+  AGL_DIR,
+  buildConversations,
+  dataUrl,
+  fixtureImages,
+  IMAGE_SIZES,
+  MODEL,
+  resolveUrls,
+  type Conversation,
+  type ConversationName,
+  type ImageName,
+} from './fixtures/generate-vllm.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const { eos: EOS } = profile.special;
@@ -39,15 +50,19 @@ const byId = (ts: readonly Trajectory[], id: string) => {
 const analyze = (t: Trajectory) => analyzeTrajectory(t, {}, [AGL_DIR]);
 const boundaryAt = (t: Trajectory) => t.turns[0]!.promptIds!.length + t.turns[0]!.generatedIds!.length;
 
-function expectTurns(t: Trajectory, c: Conversation, opts: { messages?: boolean; text?: boolean; finishReasons?: boolean } = {}) {
+function expectTurns(
+  t: Trajectory,
+  c: Conversation,
+  opts: { messages?: boolean; text?: boolean; finishReasons?: boolean } = {},
+) {
   expect(t.turns).toHaveLength(c.trajectory.turns.length);
   t.turns.forEach((turn, k) => {
     const want = c.trajectory.turns[k]!;
     expect(turn.promptIds).toEqual(want.promptIds);
     expect(turn.generatedIds).toEqual(want.generatedIds);
     expect(turn.generatedLogprobs).toEqual(want.generatedLogprobs);
-    expect(turn.finishReason).toBe(opts.finishReasons ?? true ? want.finishReason : undefined);
-    expect(turn.generatedText).toBe(opts.text ?? true ? c.answers[k] : undefined);
+    expect(turn.finishReason).toBe((opts.finishReasons ?? true) ? want.finishReason : undefined);
+    expect(turn.generatedText).toBe((opts.text ?? true) ? c.answers[k] : undefined);
     if (opts.messages ?? true) expect(turn.messages).toEqual(resolveUrls(want.messages as Message[], FILE_URLS));
     else expect(turn.messages).toBeUndefined();
   });
@@ -83,7 +98,11 @@ describe('v0.2 triplets, one per line', () => {
     const dup = byId(ts, 'line 2');
     const at = boundaryAt(dup);
     expect(dup.turns[1]!.promptIds!.slice(at - 1, at + 1)).toEqual([EOS, EOS]);
-    expect((await analyze(dup)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'duplicated_eos', turn: 1, index: at });
+    expect((await analyze(dup)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({
+      cause: 'duplicated_eos',
+      turn: 1,
+      index: at,
+    });
   });
 });
 
@@ -94,7 +113,11 @@ describe('a JSON array of triplets', () => {
     expect(ts.map((t) => [t.id, t.turns.length, t.reward])).toEqual([['line 1', 2, 0.5]]);
     expectTurns(ts[0]!, conv['missing-newline']);
     const at = boundaryAt(ts[0]!);
-    expect((await analyze(ts[0]!)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'missing_newline', turn: 1, index: at });
+    expect((await analyze(ts[0]!)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({
+      cause: 'missing_newline',
+      turn: 1,
+      index: at,
+    });
   });
 });
 
@@ -102,15 +125,26 @@ describe('a v0.2 rollout object with triplets', () => {
   it('takes the rollout id and final reward; the wrong pad count breaks the chain, is attached and found', async () => {
     const { trajectories: ts, errors } = await load('rollout-v02.json');
     expect(errors).toEqual([]);
-    expect(ts.map((t) => [t.id, t.reward, t.meta?.groupedBy, t.meta?.attachedAfterBreak])).toEqual([['ro-wrong-pads', 0.0, 'rollout, then strict prefix chain', [1]]]);
+    expect(ts.map((t) => [t.id, t.reward, t.meta?.groupedBy, t.meta?.attachedAfterBreak])).toEqual([
+      ['ro-wrong-pads', 0.0, 'rollout, then strict prefix chain', [1]],
+    ]);
     const t = ts[0]!;
     expectTurns(t, conv['wrong-pads']);
     const [run0] = padRuns(t.turns[0]!.promptIds!, profile.special);
     const [run1] = padRuns(t.turns[1]!.promptIds!, profile.special);
     const findings = (await analyze(t)).findings;
-    expect(findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'image_tokens_changed', turn: 1, index: run1!.offset + run1!.length });
+    expect(findings.find((f) => f.kind === 'prefix_break')).toMatchObject({
+      cause: 'image_tokens_changed',
+      turn: 1,
+      index: run1!.offset + run1!.length,
+    });
     // No processor settings in the record: the model defaults give 80 pads, the second prompt holds 35.
-    expect(findings.find((f) => f.kind === 'placeholder_count')).toMatchObject({ image: 0, expected: run0!.length, actual: run1!.length, index: run1!.offset });
+    expect(findings.find((f) => f.kind === 'placeholder_count')).toMatchObject({
+      image: 0,
+      expected: run0!.length,
+      actual: run1!.length,
+      index: run1!.offset,
+    });
     expect([run0!.length, run1!.length]).toEqual([80, 35]);
   });
 });
@@ -129,7 +163,10 @@ describe('GET /rollouts/{id}/events?format=triplet', () => {
   });
 
   it('keeps only the last model_request per identical prompt, as the endpoint does', () => {
-    const events = parseJson(fs.readFileSync(fixture('events-triplet.json'), 'utf8')) as { event_type: string; data: Record<string, unknown> }[];
+    const events = parseJson(fs.readFileSync(fixture('events-triplet.json'), 'utf8')) as {
+      event_type: string;
+      data: Record<string, unknown>;
+    }[];
     const retried = structuredClone(events[0]!);
     retried.data.response_token_ids = conv['choice-b'].trajectory.turns[0]!.generatedIds;
     retried.data.response_log_probs = conv['choice-b'].trajectory.turns[0]!.generatedLogprobs;
@@ -137,26 +174,53 @@ describe('GET /rollouts/{id}/events?format=triplet', () => {
     const records = [events[0], retried, ...events.slice(1)].map((value) => ({ line: 1, offset: 0, length: 0, value }));
     const { trajectories, errors } = agentLightningImporter.importRecords(records, { file: 'events.json' });
     expect(errors).toEqual([]);
-    expect(trajectories.map((x) => x.turns[0]!.generatedIds)).toContainEqual(conv['choice-b'].trajectory.turns[0]!.generatedIds);
-    expect(trajectories.flatMap((x) => x.turns.map((turn) => turn.generatedIds))).not.toContainEqual(conv.clean.trajectory.turns[0]!.generatedIds);
+    expect(trajectories.map((x) => x.turns[0]!.generatedIds)).toContainEqual(
+      conv['choice-b'].trajectory.turns[0]!.generatedIds,
+    );
+    expect(trajectories.flatMap((x) => x.turns.map((turn) => turn.generatedIds))).not.toContainEqual(
+      conv.clean.trajectory.turns[0]!.generatedIds,
+    );
   });
 });
 
 describe('raw model_request events (the gateway stores the vLLM request and response)', () => {
   it('are read like vLLM log lines: messages and images too; failed calls are skipped', () => {
     // The vLLM fixture's calls of one conversation, wrapped as the gateway records them.
-    const lines = fs.readFileSync(path.join(AGL_DIR, '../vllm/chat-by-id.jsonl'), 'utf8').trim().split('\n').map((l) => parseJson(l) as Record<string, unknown>);
+    const lines = fs
+      .readFileSync(path.join(AGL_DIR, '../vllm/chat-by-id.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => parseJson(l) as Record<string, unknown>);
     const calls = lines.filter((l) => l.trajectory_id === 'geo-clean');
-    const event = (data: Record<string, unknown>, i: number) => ({ event_type: 'model_request', rollout_id: 'ro-raw', attempt_id: '0', timestamp: 1764400000 + i, data });
+    const event = (data: Record<string, unknown>, i: number) => ({
+      event_type: 'model_request',
+      rollout_id: 'ro-raw',
+      attempt_id: '0',
+      timestamp: 1764400000 + i,
+      data,
+    });
     const values = [
-      ...calls.map((c, i) => event({ model: MODEL, request: c.request, response: c.response, http_status: 200, status: 'ok' }, i)),
-      event({ model: MODEL, request: calls[0]!.request, response: { error: { message: 'overloaded' } }, http_status: 503, status: 'error' }, 9),
+      ...calls.map((c, i) =>
+        event({ model: MODEL, request: c.request, response: c.response, http_status: 200, status: 'ok' }, i),
+      ),
+      event(
+        {
+          model: MODEL,
+          request: calls[0]!.request,
+          response: { error: { message: 'overloaded' } },
+          http_status: 503,
+          status: 'error',
+        },
+        9,
+      ),
       { event_type: 'reward', rollout_id: 'ro-raw', attempt_id: '0', timestamp: 1764400010, data: { value: 1.0 } },
     ];
     const records = values.map((value, i) => ({ line: i + 1, offset: 0, length: 0, value }));
     const { trajectories, errors } = agentLightningImporter.importRecords(records, { file: 'events.jsonl' });
     expect(errors).toEqual([]);
-    expect(trajectories.map((t) => [t.id, t.turns.length, t.reward, t.source.lines])).toEqual([['ro-raw', 3, 1.0, [1, 2, 3]]]);
+    expect(trajectories.map((t) => [t.id, t.turns.length, t.reward, t.source.lines])).toEqual([
+      ['ro-raw', 3, 1.0, [1, 2, 3]],
+    ]);
     const t = trajectories[0]!;
     t.turns.forEach((turn, k) => {
       expect(turn.promptIds).toEqual(conv.clean.trajectory.turns[k]!.promptIds);
@@ -187,7 +251,11 @@ describe('CompletedRollout lines (current generation)', () => {
     const context = [...t0.promptIds!, ...t0.generatedIds!];
     const at = sibling.turns[1]!.promptIds!.findIndex((id, i) => i < context.length && id !== context[i]);
     expect(at).toBeGreaterThanOrEqual(t0.promptIds!.length);
-    expect((await analyze(sibling)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'retokenized', turn: 1, index: at });
+    expect((await analyze(sibling)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({
+      cause: 'retokenized',
+      turn: 1,
+      index: at,
+    });
   });
 });
 
@@ -196,7 +264,11 @@ describe('malformed records', () => {
     const file = fixture('malformed.jsonl');
     const { trajectories: ts, errors } = await load('malformed.jsonl');
     expect(errors.map((e) => [e.file, e.line])).toEqual([2, 3, 4, 5].map((line) => [file, line]));
-    expect(errors.slice(1).map((e) => e.field)).toEqual(['prompt.token_ids.2', 'response', 'triplets.1.response.token_ids.0']);
+    expect(errors.slice(1).map((e) => e.field)).toEqual([
+      'prompt.token_ids.2',
+      'response',
+      'triplets.1.response.token_ids.0',
+    ]);
     expect(errors[0]!.message).toMatch(/not valid JSON/);
     expect(errors[1]!.message).toMatch(/expected number/);
     expect(errors[2]!.message).toMatch(/missing/);

@@ -9,7 +9,14 @@ import { analyzeTrajectory } from '../server/pipeline.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import type { Trajectory } from '../server/model/trajectory.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
-import { FIXTURES, SAMPLE_NAMES, WRAPPER_SAMPLES, plantedFindings, type Fault, type SampleName } from './fixtures/generate-trainers.ts';
+import {
+  FIXTURES,
+  SAMPLE_NAMES,
+  WRAPPER_SAMPLES,
+  plantedFindings,
+  type Fault,
+  type SampleName,
+} from './fixtures/generate-trainers.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const DIR = path.join(FIXTURES, 'areal');
@@ -27,7 +34,14 @@ describe('AReaL trajectories', () => {
     expect(loaded.format).toBe('areal');
     const rs = raw();
     // Samples of one task are numbered in order, as the rollout dump's sample_idx.
-    expect(loaded.trajectories.map((t) => t.id)).toEqual(['task-17/0', 'task-18/0', 'task-17/1', 'task-17/2', 'task-17/3', 'task-17/4']);
+    expect(loaded.trajectories.map((t) => t.id)).toEqual([
+      'task-17/0',
+      'task-18/0',
+      'task-17/1',
+      'task-17/2',
+      'task-17/3',
+      'task-17/4',
+    ]);
     loaded.trajectories.forEach((t, i) => {
       const r = rs[i]!;
       expect(t.source).toEqual({ file: rel(file), line: 1, format: 'areal' });
@@ -45,7 +59,10 @@ describe('AReaL trajectories', () => {
       expect(t.images).toEqual([]);
       expect(t.limitations).toEqual([expect.stringContaining('not the images')]);
       const versions = (r.versions as Rows)[0]!.filter((v) => v >= 0);
-      expect(t.meta).toEqual({ task_id: r.task_id, policy_versions: { min: Math.min(...versions), max: Math.max(...versions) } });
+      expect(t.meta).toEqual({
+        task_id: r.task_id,
+        policy_versions: { min: Math.min(...versions), max: Math.max(...versions) },
+      });
     });
     expect(loaded.trajectories[0]!.meta).toMatchObject({ policy_versions: { min: 3, max: 4 } });
   });
@@ -58,7 +75,9 @@ describe('AReaL trajectories', () => {
     expect(multi!.turns[0]!.promptIds).toEqual(tokens.slice(0, mask.indexOf(1)));
     expect(await profile.tokenizer.decode(multi!.turns[0]!.promptIds!)).toMatch(/<\|im_start\|>assistant\n$/);
     expect(multi!.turns.flatMap((t) => t.generatedIds)).toEqual(tokens.filter((_, i) => mask[i] === 1));
-    expect(multi!.turns.flatMap((t) => t.generatedLogprobs)).toEqual(multi!.sample!.logprobs!.filter((_, i) => mask[i] === 1));
+    expect(multi!.turns.flatMap((t) => t.generatedLogprobs)).toEqual(
+      multi!.sample!.logprobs!.filter((_, i) => mask[i] === 1),
+    );
     expect(multi!.turns[2]!.observationIds).toBeUndefined();
   });
 
@@ -67,13 +86,22 @@ describe('AReaL trajectories', () => {
     for (const [i, name] of SAMPLE_NAMES.entries()) {
       const t = loaded.trajectories[i]!;
       const types = t.sample!.mmTokenTypeIds!;
-      expect(padRuns(t.sample!.tokens, profile.special).reduce((n, r) => n + r.length, 0)).toBe(types.filter((x) => x === 1).length);
+      expect(padRuns(t.sample!.tokens, profile.special).reduce((n, r) => n + r.length, 0)).toBe(
+        types.filter((x) => x === 1).length,
+      );
       const { findings } = await analyze(t);
       if (name === 'clean-multi' || name === 'clean-single') {
         expect(findings, name).toEqual([]);
         continue;
       }
-      for (const want of plantedFindings(name as Fault, t.sample!, 'full', profile.special, t.sample!.imageGridThw![0], profile.vision.mergeSize)) {
+      for (const want of plantedFindings(
+        name as Fault,
+        t.sample!,
+        'full',
+        profile.special,
+        t.sample!.imageGridThw![0],
+        profile.vision.mergeSize,
+      )) {
         expect(findings, name).toContainEqual(expect.objectContaining({ ...want, severity: 'error' }));
       }
     }
@@ -88,7 +116,16 @@ describe('AReaL trajectories', () => {
     const two = {
       input_ids: [pad(rowA, 151643), pad(rowB, 151643)],
       loss_mask: [pad((a!.loss_mask as Rows)[0]!, 0), pad((b!.loss_mask as Rows)[0]!, 0)],
-      attention_mask: [pad(rowA.map(() => 1), 0), pad(rowB.map(() => 1), 0)],
+      attention_mask: [
+        pad(
+          rowA.map(() => 1),
+          0,
+        ),
+        pad(
+          rowB.map(() => 1),
+          0,
+        ),
+      ],
       rewards: [1, 0.5],
       multi_modal_input: [(a!.multi_modal_input as unknown[])[0], (b!.multi_modal_input as unknown[])[0]],
     };
@@ -101,7 +138,9 @@ describe('AReaL trajectories', () => {
       ['batch:1/0', rowA.length, 1, 0],
       ['batch:1/1', rowB.length, 0.5, 1],
     ]);
-    expect(loaded.trajectories[1]!.sample!.imageGridThw).toEqual((b!.multi_modal_input as { image_grid_thw: unknown }[])[0]!.image_grid_thw);
+    expect(loaded.trajectories[1]!.sample!.imageGridThw).toEqual(
+      (b!.multi_modal_input as { image_grid_thw: unknown }[])[0]!.image_grid_thw,
+    );
   });
 });
 
@@ -111,7 +150,11 @@ describe("AReaL's rollout dump", () => {
     const loaded = await loadFile(rel(file));
     expect(loaded.errors).toEqual([]);
     expect(loaded.format).toBe('areal-dump');
-    const lines = fs.readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = fs
+      .readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(loaded.trajectories.map((t) => t.id)).toEqual(['task-17/0', 'task-17/1']);
     for (const [i, t] of loaded.trajectories.entries()) {
       const r = lines[i]!;
@@ -120,7 +163,15 @@ describe("AReaL's rollout dump", () => {
       expect(t.turns).toEqual([{ generatedText: r.completion }]);
       expect(t.group).toBe('17');
       expect(t.reward).toBe(r.reward);
-      expect(t.meta).toMatchObject({ task_id: 17, sample_idx: i, seqlen: r.seqlen, prompt_len: r.prompt_len, head_version: -1, tail_version: 4, prompt: r.prompt });
+      expect(t.meta).toMatchObject({
+        task_id: 17,
+        sample_idx: i,
+        seqlen: r.seqlen,
+        prompt_len: r.prompt_len,
+        head_version: -1,
+        tail_version: 4,
+        prompt: r.prompt,
+      });
       expect(t.limitations).toEqual([AREAL_DUMP_LIMITATION]);
       const { findings } = await analyze(t);
       expect(findings).toEqual([]);
@@ -142,7 +193,11 @@ describe("AReaL's rollout dump", () => {
       expect(meta.prompt_len).toBe(s.tokens.length - s.lossMask!.reduce((a, b) => a + b, 0));
       expect(meta.image_pad_runs).toEqual(padRuns(s.tokens, profile.special).map((r) => r.length));
     }
-    expect(imagePadRuns('<|vision_start|><|image_pad|><|image_pad|><|vision_end|>x<|vision_start|><|image_pad|><|vision_end|>')).toEqual([2, 1]);
+    expect(
+      imagePadRuns(
+        '<|vision_start|><|image_pad|><|image_pad|><|vision_end|>x<|vision_start|><|image_pad|><|vision_end|>',
+      ),
+    ).toEqual([2, 1]);
   });
 });
 

@@ -78,7 +78,10 @@ describe('prime-rl fixtures', () => {
   it('the committed files are what the generator writes', () => {
     for (const f of fixtures) {
       const committed = fs.readFileSync(path.join(FIXTURE_DIR, f.file));
-      expect(Buffer.compare(committed, Buffer.from(f.bytes)), `${f.file} is stale: run node bin/tsx.js test/fixtures/generate-prime-rl.ts`).toBe(0);
+      expect(
+        Buffer.compare(committed, Buffer.from(f.bytes)),
+        `${f.file} is stale: run node bin/tsx.js test/fixtures/generate-prime-rl.ts`,
+      ).toBe(0);
     }
   });
 
@@ -101,7 +104,12 @@ describe('prime-rl fixtures', () => {
 });
 
 describe('field by field', () => {
-  function expectSample(t: Trajectory, built: BuiltSample, multimodal: 'mm_kwargs' | 'mm_refs' | 'none', mbHasImages: boolean) {
+  function expectSample(
+    t: Trajectory,
+    built: BuiltSample,
+    multimodal: 'mm_kwargs' | 'mm_refs' | 'none',
+    mbHasImages: boolean,
+  ) {
     const s = t.sample!;
     expect(s.maskScope).toBe('full');
     expect(s.tokens).toEqual(built.tokens);
@@ -189,7 +197,9 @@ describe('core checks on the imported samples', () => {
   async function checked(name: string) {
     const f = fixture(name);
     const { trajectories } = importBytes(f.bytes, path.join(FIXTURE_DIR, f.file));
-    return Promise.all(trajectories.map(async (t, k) => ({ built: f.samples[k]!, c: await analyzeTrajectory(t, {}, roots) })));
+    return Promise.all(
+      trajectories.map(async (t, k) => ({ built: f.samples[k]!, c: await analyzeTrajectory(t, {}, roots) })),
+    );
   }
 
   function expectPlanted(built: BuiltSample, findings: Finding[]) {
@@ -200,11 +210,17 @@ describe('core checks on the imported samples', () => {
         break;
       case 'duplicated_eos': {
         const dup = built.tokens.findIndex((t, i) => t === EOS && built.tokens[i - 1] === EOS);
-        expect(errors.find((x) => x.kind === 'sample_mismatch'), built.name).toMatchObject({ cause: 'duplicated_eos', index: dup, stream: 'sample' });
+        expect(
+          errors.find((x) => x.kind === 'sample_mismatch'),
+          built.name,
+        ).toMatchObject({ cause: 'duplicated_eos', index: dup, stream: 'sample' });
         break;
       }
       case 'placeholder_count':
-        expect(errors.find((x) => x.kind === 'placeholder_count'), built.name).toMatchObject({ expected: 234, actual: 391, image: 0 });
+        expect(
+          errors.find((x) => x.kind === 'placeholder_count'),
+          built.name,
+        ).toMatchObject({ expected: 234, actual: 391, image: 0 });
         break;
       case 'mm_token_type_ids': {
         const f = errors.find((x) => x.kind === 'placeholder_range');
@@ -215,7 +231,10 @@ describe('core checks on the imported samples', () => {
         break;
       }
       case 'mask_length':
-        expect(errors.find((x) => x.kind === 'length_mismatch'), built.name).toMatchObject({ expected: built.tokens.length, actual: built.tokens.length + 1 });
+        expect(
+          errors.find((x) => x.kind === 'length_mismatch'),
+          built.name,
+        ).toMatchObject({ expected: built.tokens.length, actual: built.tokens.length + 1 });
         break;
       case 'mm_refs_range': {
         const f = errors.find((x) => x.kind === 'placeholder_range');
@@ -226,17 +245,26 @@ describe('core checks on the imported samples', () => {
       }
     }
     // Every planted fault is found and nothing else is an error.
-    if (built.fault) expect(errors.length, `${built.name}: ${errors.map((x) => x.message).join(' | ')}`).toBeLessThanOrEqual(1);
+    if (built.fault)
+      expect(errors.length, `${built.name}: ${errors.map((x) => x.message).join(' | ')}`).toBeLessThanOrEqual(1);
   }
 
   it('mm_kwargs layout: clean samples have no findings, each planted fault is found', async () => {
     const results = await checked(MAIN);
-    expect(results.map((r) => r.built.fault).filter(Boolean).sort()).toEqual(['duplicated_eos', 'mask_length', 'mm_token_type_ids', 'placeholder_count']);
+    expect(
+      results
+        .map((r) => r.built.fault)
+        .filter(Boolean)
+        .sort(),
+    ).toEqual(['duplicated_eos', 'mask_length', 'mm_token_type_ids', 'placeholder_count']);
     for (const { built, c } of results) {
       if (built.fault === 'duplicated_eos') {
         // The sample's own turns show it too: turn 1's prompt does not extend turn 0 cleanly.
         expect(c.findings.find((x) => x.kind === 'prefix_break')).toMatchObject({ cause: 'duplicated_eos' });
-        expectPlanted(built, c.findings.filter((x) => x.kind !== 'prefix_break'));
+        expectPlanted(
+          built,
+          c.findings.filter((x) => x.kind !== 'prefix_break'),
+        );
       } else expectPlanted(built, c.findings);
     }
   });
@@ -304,7 +332,9 @@ describe('broken bytes', () => {
 
   it('a field of the wrong type costs only its micro-batch; later ordinals stay where they were', () => {
     const f = fixture(MAIN);
-    const batches = [0, 1, 2, 3].map((mb) => f.samples.slice(f.microBatches!.slice(0, mb).reduce((x, y) => x + y, 0)).slice(0, f.microBatches![mb]));
+    const batches = [0, 1, 2, 3].map((mb) =>
+      f.samples.slice(f.microBatches!.slice(0, mb).reduce((x, y) => x + y, 0)).slice(0, f.microBatches![mb]),
+    );
     const structs = batches.map((b) => microBatchFields(b, 'mm_kwargs'));
     structs[1]![0] = wire.str('not token ids');
     const { errors, trajectories } = importBytes(wire.list(structs.map((s) => wire.struct(s))), f.file);
@@ -330,7 +360,9 @@ describe('broken bytes', () => {
     const batch = f.samples.slice(0, 2);
     const fields = microBatchFields(batch, 'mm_refs');
     const total = batch[0]!.tokens.length + batch[1]!.tokens.length;
-    fields[11] = wire.struct([wire.list([wire.struct([wire.str(batch[0]!.imageUrls[0]!), encode(total + 5), encode(10)])])]);
+    fields[11] = wire.struct([
+      wire.list([wire.struct([wire.str(batch[0]!.imageUrls[0]!), encode(total + 5), encode(10)])]),
+    ]);
     const refs = importBytes(wire.list([wire.struct(fields)]));
     expect(refs.trajectories).toHaveLength(2);
     expect(refs.errors).toEqual([expect.objectContaining({ field: 'micro_batches[0].mm_refs.images.0.offset' })]);
@@ -376,7 +408,13 @@ describe('struct lengths across prime-rl versions', () => {
   it('longer arrays: fields appended by newer versions are ignored', () => {
     const f = fixture(MAIN);
     const batch = f.samples.slice(0, 2);
-    const longer = [...microBatchFields(batch, 'mm_kwargs'), wire.nil(), wire.strs(['trace-a', 'trace-b']), wire.ints([0, 1]), wire.nil()];
+    const longer = [
+      ...microBatchFields(batch, 'mm_kwargs'),
+      wire.nil(),
+      wire.strs(['trace-a', 'trace-b']),
+      wire.ints([0, 1]),
+      wire.nil(),
+    ];
     const { errors, trajectories } = importBytes(wire.list([wire.struct(longer)]));
     expect(errors).toEqual([]);
     expect(trajectories.map((t) => t.sample!.imageGridThw)).toEqual(batch.map((s) => s.grids));
@@ -384,7 +422,9 @@ describe('struct lengths across prime-rl versions', () => {
 
   it('a required field missing is a ReadError, not a crash', () => {
     const f = fixture(MAIN);
-    const { errors, trajectories } = importBytes(wire.list([wire.struct(microBatchFields(f.samples.slice(0, 1), 'mm_kwargs').slice(0, 2))]));
+    const { errors, trajectories } = importBytes(
+      wire.list([wire.struct(microBatchFields(f.samples.slice(0, 1), 'mm_kwargs').slice(0, 2))]),
+    );
     expect(trajectories).toEqual([]);
     expect(errors[0]).toMatchObject({ field: 'micro_batches[0].inference_logprobs' });
   });

@@ -9,7 +9,14 @@ import { analyzeTrajectory, checkPaths } from '../server/pipeline.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import type { Trajectory } from '../server/model/trajectory.ts';
 import { turnsFromMask } from '../server/import/turns-from-mask.ts';
-import { FIXTURES, MODEL, SAMPLE_NAMES, WRAPPER_SAMPLES, plantedFindings, type Fault } from './fixtures/generate-trainers.ts';
+import {
+  FIXTURES,
+  MODEL,
+  SAMPLE_NAMES,
+  WRAPPER_SAMPLES,
+  plantedFindings,
+  type Fault,
+} from './fixtures/generate-trainers.ts';
 import { jsonlRecords } from './support/jsonl.ts';
 
 const profile = loadProfile('qwen2.5-vl');
@@ -42,7 +49,13 @@ function expectTurnsCover(t: Trajectory, mask: readonly number[], logprobs: read
 describe('turnsFromMask', () => {
   it('splits at the mask runs; a response that starts unmasked joins the prompt; a short mask repeats its last value', () => {
     const tokens = [10, 11, 12, 20, 21, 30, 31, 40];
-    const turns = turnsFromMask({ tokens, scope: 'response', responseLength: 5, mask: [1, 1, 0, 0, 1], logprobs: [-1, -2, 0, 0, -3] });
+    const turns = turnsFromMask({
+      tokens,
+      scope: 'response',
+      responseLength: 5,
+      mask: [1, 1, 0, 0, 1],
+      logprobs: [-1, -2, 0, 0, -3],
+    });
     expect(turns).toEqual([
       { promptIds: [10, 11, 12], generatedIds: [20, 21], generatedLogprobs: [-1, -2], observationIds: [30, 31] },
       { promptIds: [10, 11, 12, 20, 21, 30, 31], generatedIds: [40], generatedLogprobs: [-3] },
@@ -51,12 +64,22 @@ describe('turnsFromMask', () => {
       { promptIds: [10, 11, 12, 20], generatedIds: [21, 30], observationIds: [31, 40] },
     ]);
     expect(turnsFromMask({ tokens, scope: 'response', responseLength: 5, mask: [1, 0] })[1]).toBeUndefined();
-    expect(turnsFromMask({ tokens, scope: 'response', responseLength: 5, mask: [1, 0, 0, 1] }).map((t) => t.generatedIds)).toEqual([[20], [31, 40]]);
-    expect(turnsFromMask({ tokens, scope: 'full', mask: [0, 0, 0, 1, 1, 0, 0, 1] }).map((t) => t.generatedIds)).toEqual([[20, 21], [40]]);
-    expect(turnsFromMask({ tokens, scope: 'response', responseLength: 2 })).toEqual([{ promptIds: tokens.slice(0, 6), generatedIds: [31, 40] }]);
-    expect(turnsFromMask({ tokens, scope: 'full', mask: tokens.map(() => 0) })).toEqual([{ promptIds: tokens, generatedIds: [] }]);
+    expect(
+      turnsFromMask({ tokens, scope: 'response', responseLength: 5, mask: [1, 0, 0, 1] }).map((t) => t.generatedIds),
+    ).toEqual([[20], [31, 40]]);
+    expect(turnsFromMask({ tokens, scope: 'full', mask: [0, 0, 0, 1, 1, 0, 0, 1] }).map((t) => t.generatedIds)).toEqual(
+      [[20, 21], [40]],
+    );
+    expect(turnsFromMask({ tokens, scope: 'response', responseLength: 2 })).toEqual([
+      { promptIds: tokens.slice(0, 6), generatedIds: [31, 40] },
+    ]);
+    expect(turnsFromMask({ tokens, scope: 'full', mask: tokens.map(() => 0) })).toEqual([
+      { promptIds: tokens, generatedIds: [] },
+    ]);
     // A response_length past the tokens (a length_mismatch for the checks) reads every token as response.
-    expect(turnsFromMask({ tokens, scope: 'response', responseLength: 20 })).toEqual([{ promptIds: [], generatedIds: tokens }]);
+    expect(turnsFromMask({ tokens, scope: 'response', responseLength: 20 })).toEqual([
+      { promptIds: [], generatedIds: tokens },
+    ]);
   });
 });
 
@@ -87,7 +110,12 @@ describe('slime Sample JSONL', () => {
       expect(t.turns[0]!.messages).toEqual(r.prompt);
       expect(t.turns[t.turns.length - 1]!.finishReason).toBe('stop');
       expect(t.images.map((img) => img.url)).toEqual((r.multimodal_inputs as { images: string[] }).images);
-      expect(t.meta).toMatchObject({ index: i, label: '10', weight_versions: ['3', '4'], metadata: { fixture: SAMPLE_NAMES[i] } });
+      expect(t.meta).toMatchObject({
+        index: i,
+        label: '10',
+        weight_versions: ['3', '4'],
+        metadata: { fixture: SAMPLE_NAMES[i] },
+      });
       expect(t.limitations).toEqual([]);
     });
   });
@@ -98,10 +126,18 @@ describe('slime Sample JSONL', () => {
     const raw = records(file);
     expect(multi!.turns).toHaveLength(3);
     expectTurnsCover(multi!, raw[0]!.loss_mask as number[], raw[0]!.rollout_log_probs as number[]);
-    expect(multi!.turns[0]!.promptIds).toHaveLength((raw[0]!.tokens as number[]).length - (raw[0]!.response_length as number));
-    expect(await profile.tokenizer.decode(multi!.turns[0]!.generatedIds!)).toMatch(/^x is the hypotenuse[\s\S]*<\/tool_call><\|im_end\|>$/);
-    expect(await profile.tokenizer.decode(multi!.turns[0]!.observationIds!)).toBe('\n<|im_start|>tool\n10.0<|im_end|>\n<|im_start|>assistant\n');
-    expect(await profile.tokenizer.decode(multi!.turns[1]!.observationIds!)).toMatch(/^\n<\|im_start\|>user\n<\|vision_start\|>(<\|image_pad\|>)+<\|vision_end\|>Here is the corner at B\.<\|im_end\|>\n<\|im_start\|>assistant\n$/);
+    expect(multi!.turns[0]!.promptIds).toHaveLength(
+      (raw[0]!.tokens as number[]).length - (raw[0]!.response_length as number),
+    );
+    expect(await profile.tokenizer.decode(multi!.turns[0]!.generatedIds!)).toMatch(
+      /^x is the hypotenuse[\s\S]*<\/tool_call><\|im_end\|>$/,
+    );
+    expect(await profile.tokenizer.decode(multi!.turns[0]!.observationIds!)).toBe(
+      '\n<|im_start|>tool\n10.0<|im_end|>\n<|im_start|>assistant\n',
+    );
+    expect(await profile.tokenizer.decode(multi!.turns[1]!.observationIds!)).toMatch(
+      /^\n<\|im_start\|>user\n<\|vision_start\|>(<\|image_pad\|>)+<\|vision_end\|>Here is the corner at B\.<\|im_end\|>\n<\|im_start\|>assistant\n$/,
+    );
     expect(single!.turns).toHaveLength(1);
     expectTurnsCover(single!, raw[1]!.loss_mask as number[], raw[1]!.rollout_log_probs as number[]);
     // One generation: slime's decoded `response` is that turn's text.
@@ -117,13 +153,25 @@ describe('slime Sample JSONL', () => {
       const { findings, trajectory } = await analyze(t);
       // The images are real: sizes come from the PNG file and the data: URL.
       expect(trajectory.images.map((img) => [img.width, img.height, img.sizeFrom])).toEqual(
-        name === 'clean-single' ? [[640, 480, 'bytes']] : [[640, 480, 'bytes'], [320, 240, 'bytes']],
+        name === 'clean-single'
+          ? [[640, 480, 'bytes']]
+          : [
+              [640, 480, 'bytes'],
+              [320, 240, 'bytes'],
+            ],
       );
       if (name === 'clean-multi' || name === 'clean-single') {
         expect(findings, name).toEqual([]);
         continue;
       }
-      for (const want of plantedFindings(name as Fault, t.sample!, 'response', profile.special, t.sample!.imageGridThw![0], profile.vision.mergeSize)) {
+      for (const want of plantedFindings(
+        name as Fault,
+        t.sample!,
+        'response',
+        profile.special,
+        t.sample!.imageGridThw![0],
+        profile.vision.mergeSize,
+      )) {
         expect(findings, name).toContainEqual(expect.objectContaining({ ...want, severity: 'error' }));
       }
     }
@@ -137,7 +185,10 @@ describe('slime debug-dump wrapper {"rollout_id", "samples"}', () => {
     const loaded = await loadFile(rel(file));
     expect(loaded.errors).toEqual([]);
     expect(loaded.format).toBe('slime');
-    const wrapper = JSON.parse(fs.readFileSync(file, 'utf8')) as { rollout_id: number; samples: Record<string, unknown>[] };
+    const wrapper = JSON.parse(fs.readFileSync(file, 'utf8')) as {
+      rollout_id: number;
+      samples: Record<string, unknown>[];
+    };
     expect(loaded.trajectories.map((t) => t.id)).toEqual(WRAPPER_SAMPLES.map((_, i) => `rollout-3/sample-${i}`));
     loaded.trajectories.forEach((t, i) => {
       const s = wrapper.samples[i]!;
@@ -158,7 +209,9 @@ describe('slime debug-dump wrapper {"rollout_id", "samples"}', () => {
       const t = loaded.trajectories[i]!;
       const { findings } = await analyze(t);
       if (name !== 'duplicated-eos') expect(findings, name).toEqual([]);
-      else for (const want of plantedFindings(name, t.sample!, 'response', profile.special, undefined, 2)) expect(findings).toContainEqual(expect.objectContaining(want));
+      else
+        for (const want of plantedFindings(name, t.sample!, 'response', profile.special, undefined, 2))
+          expect(findings).toContainEqual(expect.objectContaining(want));
     }
   });
 });
@@ -175,7 +228,10 @@ describe('malformed slime records', () => {
     expect(loaded.errors.every((e) => e.file === file)).toBe(true);
     expect(byLine.get(2)?.message).toMatch(/^not valid JSON/);
     expect(byLine.get(3)).toMatchObject({ field: 'loss_mask.1', message: expect.stringContaining('mask value') });
-    expect(byLine.get(4)).toMatchObject({ field: 'multimodal_train_inputs', message: expect.stringContaining('image_grid_thw') });
+    expect(byLine.get(4)).toMatchObject({
+      field: 'multimodal_train_inputs',
+      message: expect.stringContaining('image_grid_thw'),
+    });
     expect(byLine.get(5)).toMatchObject({ field: 'tokens.1' });
     expect(byLine.get(7)?.message).toMatch(/last line is incomplete/);
     expect([...byLine.keys()].sort()).toEqual([2, 3, 4, 5, 7]);
@@ -185,7 +241,10 @@ describe('malformed slime records', () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-slime-'));
     const good = records(path.join(DIR, 'samples.jsonl'))[1]!;
     const file = path.join(tmp, 'dump.json');
-    fs.writeFileSync(file, `{\n"rollout_id": "eval_2",\n"samples": [${JSON.stringify(good)}, ${JSON.stringify({ ...good, response_length: 'long' })}]\n}\n`);
+    fs.writeFileSync(
+      file,
+      `{\n"rollout_id": "eval_2",\n"samples": [${JSON.stringify(good)}, ${JSON.stringify({ ...good, response_length: 'long' })}]\n}\n`,
+    );
     const loaded = await loadFile(file);
     expect(loaded.trajectories.map((t) => t.id)).toEqual(['rollout-eval_2/sample-1']);
     expect(loaded.errors).toEqual([expect.objectContaining({ file, line: 1, field: 'samples.1.response_length' })]);
@@ -222,7 +281,8 @@ describe('trainer formats are told apart by structure', () => {
   });
 
   it('detection picks the format from the structure; a file of none lists why each did not match', async () => {
-    for (const [name, file] of Object.entries(fixtures)) expect((await loadFile(file)).format, name).toBe(name.replace('-wrapper', ''));
+    for (const [name, file] of Object.entries(fixtures))
+      expect((await loadFile(file)).format, name).toBe(name.replace('-wrapper', ''));
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-sniff-'));
     const file = path.join(tmp, 'other.jsonl');
     fs.writeFileSync(file, JSON.stringify({ prompt_ids: [1], response_ids: [2], image_urls: [] }) + '\n');

@@ -8,7 +8,14 @@ import { loadProfile } from '../server/profiles/profile.ts';
 import { Trajectory } from '../server/model/trajectory.ts';
 import { VERL_DUMP_LIMITATION } from '../server/import/verl-dump.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
-import { FIXTURES, MODEL, SAMPLE_NAMES, VERL_MAX_PIXELS, plantedFindings, type Fault } from './fixtures/generate-trainers.ts';
+import {
+  FIXTURES,
+  MODEL,
+  SAMPLE_NAMES,
+  VERL_MAX_PIXELS,
+  plantedFindings,
+  type Fault,
+} from './fixtures/generate-trainers.ts';
 import { jsonlRecords } from './support/jsonl.ts';
 
 const profile = loadProfile('qwen2.5-vl');
@@ -42,7 +49,11 @@ describe('verl agent-loop output', () => {
       });
       expect(t.reward).toBe(r.reward_score);
       expect(t.turns[0]!.messages).toEqual((r.extra_fields as { raw_prompt: unknown }).raw_prompt);
-      expect(t.meta).toMatchObject({ num_turns: r.num_turns, metrics: r.metrics, extra_fields: { request_id: `req-${SAMPLE_NAMES[i]}`, model: MODEL } });
+      expect(t.meta).toMatchObject({
+        num_turns: r.num_turns,
+        metrics: r.metrics,
+        extra_fields: { request_id: `req-${SAMPLE_NAMES[i]}`, model: MODEL },
+      });
       expect(t.meta!.extra_fields).not.toHaveProperty('raw_prompt');
       // qwen-vl-utils image dicts keep their per-image processor settings; HF `bytes` become a data: URL.
       expect(t.images[0]).toEqual({ url: 'images/right-triangle.png', minPixels: 3136, maxPixels: VERL_MAX_PIXELS });
@@ -84,7 +95,14 @@ describe('verl agent-loop output', () => {
         expect(findings, name).toEqual([]);
         continue;
       }
-      for (const want of plantedFindings(name as Fault, t.sample!, 'response', profile.special, t.sample!.imageGridThw![0], profile.vision.mergeSize)) {
+      for (const want of plantedFindings(
+        name as Fault,
+        t.sample!,
+        'response',
+        profile.special,
+        t.sample!.imageGridThw![0],
+        profile.vision.mergeSize,
+      )) {
         expect(findings, name).toContainEqual(expect.objectContaining({ ...want, severity: 'error' }));
       }
     }
@@ -97,7 +115,15 @@ describe('verl agent-loop output', () => {
     const withoutSettings = Trajectory.parse({ ...clean, images: clean.images.map((img) => ({ url: img.url })) });
     const { findings } = await analyze(withoutSettings);
     // The model default (391 pads) disagrees with the run; the stored grid agrees with it, so a warning.
-    expect(findings).toContainEqual(expect.objectContaining({ kind: 'placeholder_count', severity: 'warning', expected: 391, actual: 234, index: pads[0]!.offset }));
+    expect(findings).toContainEqual(
+      expect.objectContaining({
+        kind: 'placeholder_count',
+        severity: 'warning',
+        expected: 391,
+        actual: 234,
+        index: pads[0]!.offset,
+      }),
+    );
   });
 });
 
@@ -122,7 +148,9 @@ describe("verl's rollout_data_dir dump", () => {
       expect(t.images).toEqual([]);
       expect(t.meta).toEqual({ step: 12, input: r.input, gts: '10', acc: r.acc });
       expect(t.limitations).toEqual([VERL_DUMP_LIMITATION]);
-      expect(t.limitations[0]).toMatch(/^special tokens were stripped by verl's rollout_data_dir dump.*no token ids, loss mask, logprobs, images/);
+      expect(t.limitations[0]).toMatch(
+        /^special tokens were stripped by verl's rollout_data_dir dump.*no token ids, loss mask, logprobs, images/,
+      );
       const { findings, alignment } = await analyze(t);
       expect(findings).toEqual([]);
       expect(alignment.promptFrom).toBe('none');
@@ -147,8 +175,18 @@ describe('malformed verl records', () => {
     expect(loaded.trajectories[0]!.source.line).toBe(1);
     const broken = loaded.errors.filter((e) => e.line !== 5);
     expect(broken).toEqual([
-      expect.objectContaining({ file, line: 2, field: 'response_logprobs.3', message: expect.stringContaining('expected a logprob') }),
-      expect.objectContaining({ file, line: 3, field: 'multi_modal_data.images.0', message: expect.stringContaining('none of "image", "bytes"') }),
+      expect.objectContaining({
+        file,
+        line: 2,
+        field: 'response_logprobs.3',
+        message: expect.stringContaining('expected a logprob'),
+      }),
+      expect.objectContaining({
+        file,
+        line: 3,
+        field: 'multi_modal_data.images.0',
+        message: expect.stringContaining('none of "image", "bytes"'),
+      }),
       expect.objectContaining({ file, line: 4, field: 'response_mask' }),
     ]);
   });
@@ -160,6 +198,8 @@ describe('malformed verl records', () => {
     const nan = loaded.trajectories[1]!;
     const promptLength = nan.sample!.tokens.length - nan.sample!.responseLength!;
     const { findings } = await analyze(nan);
-    expect(findings).toContainEqual(expect.objectContaining({ kind: 'invalid_value', stream: 'sample', index: promptLength, actual: 'NaN' }));
+    expect(findings).toContainEqual(
+      expect.objectContaining({ kind: 'invalid_value', stream: 'sample', index: promptLength, actual: 'NaN' }),
+    );
   });
 });

@@ -50,7 +50,11 @@ const byId = (ts: readonly Trajectory[], id: string) => {
 const analyze = (t: Trajectory) => analyzeTrajectory(t, {}, [VLLM_DIR]);
 
 /** Imported turns against the generator's: ids, logprobs, finish reasons, answer text, messages. */
-function expectTurns(t: Trajectory, c: Conversation, opts: { prompts?: boolean; messages?: boolean; text?: boolean } = {}) {
+function expectTurns(
+  t: Trajectory,
+  c: Conversation,
+  opts: { prompts?: boolean; messages?: boolean; text?: boolean } = {},
+) {
   expect(t.turns).toHaveLength(c.trajectory.turns.length);
   t.turns.forEach((turn, k) => {
     const want = c.trajectory.turns[k]!;
@@ -59,7 +63,7 @@ function expectTurns(t: Trajectory, c: Conversation, opts: { prompts?: boolean; 
     expect(turn.generatedIds).toEqual(want.generatedIds);
     expect(turn.generatedLogprobs).toEqual(want.generatedLogprobs);
     expect(turn.finishReason).toBe(want.finishReason);
-    expect(turn.generatedText).toBe(opts.text ?? true ? c.answers[k] : undefined);
+    expect(turn.generatedText).toBe((opts.text ?? true) ? c.answers[k] : undefined);
     if (opts.messages ?? true) expect(turn.messages).toEqual(resolveUrls(want.messages as Message[], urls));
     else expect(turn.messages).toBeUndefined();
   });
@@ -88,7 +92,11 @@ describe('chat completions grouped by the ids the logger added', () => {
     const clean = byId(ts, 'geo-clean');
     expectTurns(clean, conv.clean);
     // Turn 2's messages repeat both images; the trajectory holds each once.
-    expect(clean.turns[2]!.messages!.flatMap((m) => (Array.isArray(m.content) ? m.content.filter((p) => p.type === 'image_url') : []))).toHaveLength(2);
+    expect(
+      clean.turns[2]!.messages!.flatMap((m) =>
+        Array.isArray(m.content) ? m.content.filter((p) => p.type === 'image_url') : [],
+      ),
+    ).toHaveLength(2);
     expect(clean.images.map((i) => i.url)).toEqual([urls.triangle, urls.isosceles]);
     expectTurns(byId(ts, 'sess-dup-eos'), conv['duplicated-eos']);
     expectTurns(byId(ts, 'ro-wrong-pads'), conv['wrong-pads']);
@@ -116,7 +124,13 @@ describe('chat completions grouped by the ids the logger added', () => {
     const p1 = dup.turns[1]!.promptIds!;
     expect([p1[at - 1], p1[at]]).toEqual([EOS, EOS]);
     const dupFindings = (await analyze(dup)).findings;
-    expect(dupFindings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'duplicated_eos', severity: 'error', turn: 1, index: at, stream: 'prompt' });
+    expect(dupFindings.find((f) => f.kind === 'prefix_break')).toMatchObject({
+      cause: 'duplicated_eos',
+      severity: 'error',
+      turn: 1,
+      index: at,
+      stream: 'prompt',
+    });
 
     const pads = byId(ts, 'ro-wrong-pads');
     const [run0] = padRuns(pads.turns[0]!.promptIds!, profile.special);
@@ -124,7 +138,11 @@ describe('chat completions grouped by the ids the logger added', () => {
     expect([run0!.length, run1!.length]).toEqual([80, 35]);
     expect(run1!.offset).toBe(run0!.offset);
     const padFindings = (await analyze(pads)).findings;
-    expect(padFindings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'image_tokens_changed', turn: 1, index: run1!.offset + 35 });
+    expect(padFindings.find((f) => f.kind === 'prefix_break')).toMatchObject({
+      cause: 'image_tokens_changed',
+      turn: 1,
+      index: run1!.offset + 35,
+    });
   });
 });
 
@@ -164,13 +182,20 @@ describe('chat completions without ids: prefix chaining', () => {
     const nAt = boundaryAt(newline);
     expect(newline.meta?.attachedAfterBreak).toBeUndefined(); // Agent Lightning's strict rule still holds here.
     expect(newline.turns[1]!.promptIds!.slice(nAt - 1, nAt + 1)).toEqual([EOS, IM_START]);
-    expect((await analyze(newline)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({ cause: 'missing_newline', turn: 1, index: nAt });
+    expect((await analyze(newline)).findings.find((f) => f.kind === 'prefix_break')).toMatchObject({
+      cause: 'missing_newline',
+      turn: 1,
+      index: nAt,
+    });
 
     for (const id of ['line 1', 'line 5#0', 'line 5#1']) expect((await analyze(byId(ts, id))).findings).toEqual([]);
   });
 
   it('`rollscope check --json` on the log keeps the documented contract', () => {
-    const r = spawnSync(process.execPath, ['bin/rollscope.js', 'check', fixture('chat-chained.jsonl'), '--json'], { encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(process.execPath, ['bin/rollscope.js', 'check', fixture('chat-chained.jsonl'), '--json'], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(1);
     const report = CheckReport.parse(JSON.parse(r.stdout));
@@ -180,7 +205,9 @@ describe('chat completions without ids: prefix chaining', () => {
     expect(report.errors).toEqual([]);
     expect(report.summary).toMatchObject({ trajectories: 5, clean: 3, withErrors: 2, unreadableRecords: 0 });
     expect(report.summary.findingsByKind.prefix_break).toBe(2);
-    expect(report.trajectories[1]!.findings).toContainEqual(expect.objectContaining({ kind: 'prefix_break', cause: 'retokenized', turn: 1 }));
+    expect(report.trajectories[1]!.findings).toContainEqual(
+      expect.objectContaining({ kind: 'prefix_break', cause: 'retokenized', turn: 1 }),
+    );
   });
 });
 
@@ -260,13 +287,28 @@ describe('malformed lines', () => {
 
 describe('request fields kept for the analysis', () => {
   it('keeps request.tools on the turn (the template renders them) and reads mm_processor_kwargs.size', () => {
-    const tools = [{ type: 'function', function: { name: 'zoom', parameters: { type: 'object', properties: { box: { type: 'array' } } } } }];
+    const tools = [
+      {
+        type: 'function',
+        function: { name: 'zoom', parameters: { type: 'object', properties: { box: { type: 'array' } } } },
+      },
+    ];
     const record = {
       trajectory_id: 't',
-      request: { model: 'Qwen/Qwen3-VL-8B-Instruct', messages: [{ role: 'user', content: 'hi' }], tools, mm_processor_kwargs: { size: { shortest_edge: 65536, longest_edge: 1048576 } } },
-      response: { prompt_token_ids: [151644, 872, 198], choices: [{ index: 0, token_ids: [9707, 151645], finish_reason: 'stop', message: { content: 'Hello' } }] },
+      request: {
+        model: 'Qwen/Qwen3-VL-8B-Instruct',
+        messages: [{ role: 'user', content: 'hi' }],
+        tools,
+        mm_processor_kwargs: { size: { shortest_edge: 65536, longest_edge: 1048576 } },
+      },
+      response: {
+        prompt_token_ids: [151644, 872, 198],
+        choices: [{ index: 0, token_ids: [9707, 151645], finish_reason: 'stop', message: { content: 'Hello' } }],
+      },
     };
-    const { trajectories, errors } = vllmImporter.importRecords([{ line: 1, offset: 0, length: 0, value: record }], { file: 'x.jsonl' });
+    const { trajectories, errors } = vllmImporter.importRecords([{ line: 1, offset: 0, length: 0, value: record }], {
+      file: 'x.jsonl',
+    });
     expect(errors).toEqual([]);
     expect(trajectories[0]!.turns[0]!.tools).toEqual(tools);
     expect(trajectories[0]!.turns[0]!.processor).toEqual({ minPixels: 65536, maxPixels: 1048576 });
@@ -274,14 +316,25 @@ describe('request fields kept for the analysis', () => {
   });
 
   it('an error response (a failed call) is skipped, not read as a broken record', () => {
-    const record = { trajectory_id: 't', request: { model: 'm', messages: [] }, response: { object: 'error', message: 'The model is overloaded', code: 503 } };
-    expect(vllmImporter.importRecords([{ line: 1, offset: 0, length: 0, value: record }], { file: 'x.jsonl' })).toEqual({ trajectories: [], errors: [] });
+    const record = {
+      trajectory_id: 't',
+      request: { model: 'm', messages: [] },
+      response: { object: 'error', message: 'The model is overloaded', code: 503 },
+    };
+    expect(vllmImporter.importRecords([{ line: 1, offset: 0, length: 0, value: record }], { file: 'x.jsonl' })).toEqual(
+      { trajectories: [], errors: [] },
+    );
   });
 });
 
 describe('chainCalls', () => {
   // Token ids below are arbitrary; what matters is which sequences extend which.
-  const call = (promptIds: number[], generatedIds: number[], messages?: unknown[], answerText?: string) => ({ promptIds, generatedIds, messages, answerText });
+  const call = (promptIds: number[], generatedIds: number[], messages?: unknown[], answerText?: string) => ({
+    promptIds,
+    generatedIds,
+    messages,
+    answerText,
+  });
 
   it('strict rule: the longest context wins; identical prompts (GRPO samples, retries) start chains of their own', () => {
     const chains = chainCalls([
@@ -302,18 +355,21 @@ describe('chainCalls', () => {
   it('attaches a break only with evidence: messages that extend the chain, or tokens through its whole last prompt', () => {
     const sys = { role: 'system', content: 's' };
     const q = { role: 'user', content: 'q' };
-    const chains = chainCalls([
-      call([1, 2, 3], [10, 11], [sys, q], 'A'),
-      call([1, 2, 3], [20, 21], [sys, q], 'B'),
-      // Continues the second (its answer "B" is repeated), re-tokenized inside the generation.
-      call([1, 2, 3, 20, 22, 5], [30], [sys, q, { role: 'assistant', content: 'B' }, q], 'C'),
-      // Same initial prompt but a conversation that extends neither: a new chain.
-      call([1, 2, 3, 40, 5], [41], [sys, { role: 'user', content: 'other' }], 'D'),
-      // Tokens only, its pad run (the 2s) expanded to another length: the first chain's whole prompt, pad runs aside.
-      call([1, 2, 2, 3, 10, 5], [50]),
-      // Tokens only, departing inside the initial prompt: a conversation of its own.
-      call([1, 7, 3, 10, 11, 5], [60]),
-    ], { padIds: [2] });
+    const chains = chainCalls(
+      [
+        call([1, 2, 3], [10, 11], [sys, q], 'A'),
+        call([1, 2, 3], [20, 21], [sys, q], 'B'),
+        // Continues the second (its answer "B" is repeated), re-tokenized inside the generation.
+        call([1, 2, 3, 20, 22, 5], [30], [sys, q, { role: 'assistant', content: 'B' }, q], 'C'),
+        // Same initial prompt but a conversation that extends neither: a new chain.
+        call([1, 2, 3, 40, 5], [41], [sys, { role: 'user', content: 'other' }], 'D'),
+        // Tokens only, its pad run (the 2s) expanded to another length: the first chain's whole prompt, pad runs aside.
+        call([1, 2, 2, 3, 10, 5], [50]),
+        // Tokens only, departing inside the initial prompt: a conversation of its own.
+        call([1, 7, 3, 10, 11, 5], [60]),
+      ],
+      { padIds: [2] },
+    );
     expect(chains).toEqual([
       { calls: [0, 4], breaks: [1] },
       { calls: [1, 2], breaks: [1] },

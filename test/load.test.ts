@@ -17,20 +17,41 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 it('50 concurrent clients for 10 s: no failed request, bounded memory, the UI answers during and after', async () => {
   const run = await loadRun(true, dir);
   expect(run.trajectories).toBe(QUICK.trajectories);
-  const o: ServeLoadOptions = { file: run.file, clients: QUICK.clients, seconds: QUICK.seconds, readySeconds: 240, rssCapMB: 4096 };
+  const o: ServeLoadOptions = {
+    file: run.file,
+    clients: QUICK.clients,
+    seconds: QUICK.seconds,
+    readySeconds: 240,
+    rssCapMB: 4096,
+  };
   const r = await serveLoad(o);
   const figure = serveLoadFigure(run, o, r);
   const sink = new PassThrough();
   printFigure(figure, sink);
   sink.end();
-  console.log(`[load] ${String(sink.read() ?? '').trim().split('\n').join('\n[load] ')}`);
+  console.log(
+    `[load] ${String(sink.read() ?? '')
+      .trim()
+      .split('\n')
+      .join('\n[load] ')}`,
+  );
 
   expect(r.outcome, r.message).toBe('done');
   expect(r.trajectories).toBe(run.trajectories);
   expect(r.failureSamples).toEqual([]);
   expect(r.failures).toBe(0);
   // Every kind of request was made, and many of them (not a load that never started).
-  expect(Object.keys(r.byRoute).sort()).toEqual(['app page', 'app script', 'detail', 'diff', 'image preview', 'list filtered', 'list page', 'run info', 'stream']);
+  expect(Object.keys(r.byRoute).sort()).toEqual([
+    'app page',
+    'app script',
+    'detail',
+    'diff',
+    'image preview',
+    'list filtered',
+    'list page',
+    'run info',
+    'stream',
+  ]);
   expect(r.requests).toBeGreaterThan(QUICK.clients * 4);
   expect(r.uiDuring.asked).toBeGreaterThan(0);
   expect(r.uiDuring.answered).toBe(r.uiDuring.asked);

@@ -13,7 +13,11 @@ describe('native format schema', () => {
 
 describe('record reading', () => {
   it("accepts Python's NaN/Infinity outside strings and leaves them alone inside strings", () => {
-    const v = parseJson('{"a": NaN, "b": [-Infinity, Infinity], "s": "NaN Infinity"}') as { a: number; b: number[]; s: string };
+    const v = parseJson('{"a": NaN, "b": [-Infinity, Infinity], "s": "NaN Infinity"}') as {
+      a: number;
+      b: number[];
+      s: string;
+    };
     expect(Number.isNaN(v.a)).toBe(true);
     expect(v.b).toEqual([-Infinity, Infinity]);
     expect(v.s).toBe('NaN Infinity');

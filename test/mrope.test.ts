@@ -50,7 +50,14 @@ describe('mropePositionIds', () => {
   it('two images in one sequence (hand-computed)', () => {
     // text×2, VS, 1 pad ([1,2,2]), VE, text, VS, 8 pads ([1,4,8] → 2×4), VE, text×2
     const tokens = [1, 2, VS, IMG, VE, 3, VS, ...Array<number>(8).fill(IMG), VE, 4, 5];
-    const { rows, delta } = mropePositionIds(tokens, [[1, 2, 2], [1, 4, 8]], OPTS);
+    const { rows, delta } = mropePositionIds(
+      tokens,
+      [
+        [1, 2, 2],
+        [1, 4, 8],
+      ],
+      OPTS,
+    );
     // first image at 3 (next=3, max(1,1,1) → next 4); second block starts at 7, max(1,2,4) → next 11
     expect(rows[0]).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 7, 7, 7, 7, 7, 7, 7, 11, 12, 13]);
     expect(rows[1]).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 7, 7, 7, 8, 8, 8, 8, 11, 12, 13]);
@@ -83,7 +90,14 @@ describe('mropePositionIds', () => {
   it('ignores extra grids (like transformers), e.g. an image truncated away', () => {
     const tokens = [1, VS, IMG, VE, 2];
     const a = mropePositionIds(tokens, [[1, 2, 2]], OPTS);
-    const b = mropePositionIds(tokens, [[1, 2, 2], [1, 8, 8]], OPTS);
+    const b = mropePositionIds(
+      tokens,
+      [
+        [1, 2, 2],
+        [1, 8, 8],
+      ],
+      OPTS,
+    );
     expect(b).toEqual(a);
   });
 
@@ -176,55 +190,58 @@ for c in req["cases"]:
 print(json.dumps(out))
 `;
 
-describe.skipIf(!hasPython && !process.env.CI)('mropePositionIds vs a Python port of transformers get_rope_index', () => {
-  // Seeded random sequences mixing text, images and (Qwen2-VL style) videos.
-  let seed = 12345;
-  const rnd = () => {
-    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
-    return seed / 4294967296;
-  };
-  const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
+describe.skipIf(!hasPython && !process.env.CI)(
+  'mropePositionIds vs a Python port of transformers get_rope_index',
+  () => {
+    // Seeded random sequences mixing text, images and (Qwen2-VL style) videos.
+    let seed = 12345;
+    const rnd = () => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+      return seed / 4294967296;
+    };
+    const int = (lo: number, hi: number) => lo + Math.floor(rnd() * (hi - lo + 1));
 
-  interface Case {
-    tokens: number[];
-    images: [number, number, number][];
-    videos: [number, number, number][];
-    grids: [number, number, number][];
-  }
-  const cases: Case[] = [];
-  for (let c = 0; c < 300; c++) {
-    const cs: Case = { tokens: [], images: [], videos: [], grids: [] };
-    const items = int(0, 5);
-    for (let i = 0; i <= items; i++) {
-      const textLen = int(0, 12);
-      for (let j = 0; j < textLen; j++) cs.tokens.push(int(0, 150000));
-      if (i === items) break;
-      const video = rnd() < 0.25;
-      const grid: [number, number, number] = [video ? int(1, 3) : 1, 2 * int(1, 9), 2 * int(1, 9)];
-      const pads = (grid[0] * grid[1] * grid[2]) / 4;
-      cs.tokens.push(VS, ...Array<number>(pads).fill(video ? VID : IMG), VE);
-      (video ? cs.videos : cs.images).push(grid);
-      cs.grids.push(grid);
+    interface Case {
+      tokens: number[];
+      images: [number, number, number][];
+      videos: [number, number, number][];
+      grids: [number, number, number][];
     }
-    cases.push(cs);
-  }
+    const cases: Case[] = [];
+    for (let c = 0; c < 300; c++) {
+      const cs: Case = { tokens: [], images: [], videos: [], grids: [] };
+      const items = int(0, 5);
+      for (let i = 0; i <= items; i++) {
+        const textLen = int(0, 12);
+        for (let j = 0; j < textLen; j++) cs.tokens.push(int(0, 150000));
+        if (i === items) break;
+        const video = rnd() < 0.25;
+        const grid: [number, number, number] = [video ? int(1, 3) : 1, 2 * int(1, 9), 2 * int(1, 9)];
+        const pads = (grid[0] * grid[1] * grid[2]) / 4;
+        cs.tokens.push(VS, ...Array<number>(pads).fill(video ? VID : IMG), VE);
+        (video ? cs.videos : cs.images).push(grid);
+        cs.grids.push(grid);
+      }
+      cases.push(cs);
+    }
 
-  const r = spawnSync('python3', ['-c', PY_ROPE], {
-    input: JSON.stringify({ cases, img: IMG, vid: VID, vs: VS }),
-    encoding: 'utf8',
-    maxBuffer: 64 << 20,
-  });
-  if (r.status !== 0) throw new Error(`python3 failed: ${r.stderr}`);
-  const py = JSON.parse(r.stdout) as { rows: [number[], number[], number[]]; delta: number }[];
-
-  it(`${cases.length} random sequences match exactly`, () => {
-    expect(py).toHaveLength(cases.length);
-    let withVision = 0;
-    cases.forEach((cs, i) => {
-      const ours = mropePositionIds(cs.tokens, cs.grids, OPTS);
-      expect(ours, `case ${i}`).toEqual(py[i]);
-      if (cs.grids.length > 0) withVision++;
+    const r = spawnSync('python3', ['-c', PY_ROPE], {
+      input: JSON.stringify({ cases, img: IMG, vid: VID, vs: VS }),
+      encoding: 'utf8',
+      maxBuffer: 64 << 20,
     });
-    expect(withVision).toBeGreaterThan(200);
-  });
-});
+    if (r.status !== 0) throw new Error(`python3 failed: ${r.stderr}`);
+    const py = JSON.parse(r.stdout) as { rows: [number[], number[], number[]]; delta: number }[];
+
+    it(`${cases.length} random sequences match exactly`, () => {
+      expect(py).toHaveLength(cases.length);
+      let withVision = 0;
+      cases.forEach((cs, i) => {
+        const ours = mropePositionIds(cs.tokens, cs.grids, OPTS);
+        expect(ours, `case ${i}`).toEqual(py[i]);
+        if (cs.grids.length > 0) withVision++;
+      });
+      expect(withVision).toBeGreaterThan(200);
+    });
+  },
+);

@@ -26,7 +26,13 @@ describe('checkPaths', () => {
     }
     fs.writeFileSync(file, lines.join('\n') + '\nnot json\n');
     const summarize = (evs: RunEvent[]) =>
-      evs.map((e) => (e.type === 'trajectory' ? [e.checked.trajectory.id, e.checked.findings.map((f) => `${f.kind}/${f.cause}@${f.index}`)] : e.type === 'error' ? ['error', e.error.line] : ['file', e.count]));
+      evs.map((e) =>
+        e.type === 'trajectory'
+          ? [e.checked.trajectory.id, e.checked.findings.map((f) => `${f.kind}/${f.cause}@${f.index}`)]
+          : e.type === 'error'
+            ? ['error', e.error.line]
+            : ['file', e.count],
+      );
     const serial = summarize(await collect(checkPaths([file], { workers: 0 })));
     const parallel = summarize(await collect(checkPaths([file], { workers: 2 })));
     expect(parallel).toEqual(serial);

@@ -16,7 +16,9 @@ const tally = (file) => {
     const r = JSON.parse(fs.readFileSync(file, 'utf8'));
     passed += r.numPassedTests ?? 0;
     // A file that fails to load has no failed assertions of its own: count it once.
-    const brokenFiles = (r.testResults ?? []).filter((t) => t.status === 'failed' && !(t.assertionResults ?? []).some((a) => a.status === 'failed'));
+    const brokenFiles = (r.testResults ?? []).filter(
+      (t) => t.status === 'failed' && !(t.assertionResults ?? []).some((a) => a.status === 'failed'),
+    );
     failed += (r.numFailedTests ?? 0) + brokenFiles.length;
   } catch {
     failed += 1;
@@ -35,7 +37,14 @@ tally(unit);
 
 if (run(bin('vite'), ['build', '--logLevel', 'warn']) !== 0) failed += 1;
 const e2e = path.join(tmp, 'e2e.json');
-run(bin('vitest'), ['run', '--config', 'test/e2e/vitest.e2e.config.ts', '--reporter=default', '--reporter=json', `--outputFile=${e2e}`]);
+run(bin('vitest'), [
+  'run',
+  '--config',
+  'test/e2e/vitest.e2e.config.ts',
+  '--reporter=default',
+  '--reporter=json',
+  `--outputFile=${e2e}`,
+]);
 tally(e2e);
 
 console.log(`${passed} passed, ${failed} failed`);

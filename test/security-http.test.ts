@@ -40,7 +40,11 @@ interface RawResponse {
  * One request written as given (HTTP/1.0: the answer is never chunked and ends with the
  * connection). `host: null` sends no Host header.
  */
-function raw(p: number, req: { method?: string; target: string; host?: string | null; headers?: Record<string, string>; body?: string }, address = '127.0.0.1'): Promise<RawResponse> {
+function raw(
+  p: number,
+  req: { method?: string; target: string; host?: string | null; headers?: Record<string, string>; body?: string },
+  address = '127.0.0.1',
+): Promise<RawResponse> {
   const lines = [`${req.method ?? 'GET'} ${req.target} HTTP/1.0`];
   const host = req.host === undefined ? `${address}:${p}` : req.host;
   if (host !== null) lines.push(`Host: ${host}`);
@@ -55,13 +59,20 @@ function raw(p: number, req: { method?: string; target: string; host?: string | 
     sock.on('end', () => {
       const all = Buffer.concat(chunks);
       const split = all.indexOf('\r\n\r\n');
-      const head = all.subarray(0, split < 0 ? all.length : split).toString('latin1').split('\r\n');
+      const head = all
+        .subarray(0, split < 0 ? all.length : split)
+        .toString('latin1')
+        .split('\r\n');
       const headers: Record<string, string> = {};
       for (const l of head.slice(1)) {
         const c = l.indexOf(':');
         if (c > 0) headers[l.slice(0, c).trim().toLowerCase()] = l.slice(c + 1).trim();
       }
-      resolve({ status: Number(/^HTTP\/1\.\d (\d{3})/.exec(head[0] ?? '')?.[1] ?? 0), headers, body: split < 0 ? Buffer.alloc(0) : all.subarray(split + 4) });
+      resolve({
+        status: Number(/^HTTP\/1\.\d (\d{3})/.exec(head[0] ?? '')?.[1] ?? 0),
+        headers,
+        body: split < 0 ? Buffer.alloc(0) : all.subarray(split + 4),
+      });
     });
   });
 }
@@ -100,12 +111,22 @@ beforeAll(async () => {
 
   await writeFixtureRun(runDir);
   // The secret image has a size no image of the run has: 333×77 anywhere means it leaked.
-  fs.writeFileSync(path.join(outside, 'secret.png'), await sharp({ create: { width: 333, height: 77, channels: 3, background: '#a33' } }).png().toBuffer());
+  fs.writeFileSync(
+    path.join(outside, 'secret.png'),
+    await sharp({ create: { width: 333, height: 77, channels: 3, background: '#a33' } })
+      .png()
+      .toBuffer(),
+  );
   fs.writeFileSync(path.join(runDir, 'bomb.png'), bombPng(100_000, 100_000));
   fs.symlinkSync(path.join(outside, 'secret.png'), path.join(runDir, 'link.png'));
   fs.symlinkSync(outside, path.join(runDir, 'linkdir'));
   const hostile = Object.entries(HOSTILE_IMAGES).map(([id, url], i) =>
-    JSON.stringify({ id, source: { file: 'hostile.rollscope.jsonl', line: i + 1, format: 'native' }, turns: [], images: [{ url: url(outside) }] }),
+    JSON.stringify({
+      id,
+      source: { file: 'hostile.rollscope.jsonl', line: i + 1, format: 'native' },
+      turns: [],
+      images: [{ url: url(outside) }],
+    }),
   );
   fs.writeFileSync(path.join(runDir, 'hostile.rollscope.jsonl'), hostile.join('\n') + '\n');
 
@@ -133,7 +154,10 @@ interface Served {
 }
 
 function startCli(args: string[]): Promise<Served> {
-  const child = spawn(process.execPath, ['bin/rollscope.js', 'serve', '--no-open', '--port', '0', ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['bin/rollscope.js', 'serve', '--no-open', '--port', '0', ...args], {
+    cwd: REPO,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
@@ -179,7 +203,9 @@ describe('where it listens', () => {
       expect(s.token).toBeUndefined();
       expect((await raw(s.port, { target: '/api/run' })).status).toBe(200);
       // 127.0.0.2 is this machine too, but the socket is bound to 127.0.0.1 only.
-      await expect(raw(s.port, { target: '/api/run', host: `127.0.0.1:${s.port}` }, '127.0.0.2')).rejects.toMatchObject({ code: 'ECONNREFUSED' });
+      await expect(raw(s.port, { target: '/api/run', host: `127.0.0.1:${s.port}` }, '127.0.0.2')).rejects.toMatchObject(
+        { code: 'ECONNREFUSED' },
+      );
     } finally {
       await s.stop();
     }
@@ -190,7 +216,9 @@ describe('where it listens', () => {
     try {
       expect(s.printed).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${s.port}/\\?token=[0-9a-f]{48}$`));
       expect((await raw(s.port, { target: '/api/run' })).status).toBe(401);
-      expect((await raw(s.port, { target: '/api/run', headers: { Authorization: `Bearer ${s.token!}` } })).status).toBe(200);
+      expect((await raw(s.port, { target: '/api/run', headers: { Authorization: `Bearer ${s.token!}` } })).status).toBe(
+        200,
+      );
     } finally {
       await s.stop();
     }
@@ -198,9 +226,16 @@ describe('where it listens', () => {
 
   it('only the loopback names go without a token; the served Host names include the bind name and the bound address', () => {
     expect(['127.0.0.1', 'localhost', '::1', 'LOCALHOST'].map(needsToken)).toEqual([false, false, false, false]);
-    expect(['127.0.0.2', '0.0.0.0', '::', '10.1.2.3', 'gpu-box.lan'].map(needsToken)).toEqual([true, true, true, true, true]);
+    expect(['127.0.0.2', '0.0.0.0', '::', '10.1.2.3', 'gpu-box.lan'].map(needsToken)).toEqual([
+      true,
+      true,
+      true,
+      true,
+      true,
+    ]);
     const hosts = servedHosts('gpu-box.lan', 4874, '10.1.2.3');
-    for (const h of ['gpu-box.lan:4874', '10.1.2.3:4874', '127.0.0.1:4874', 'localhost:4874', '[::1]:4874']) expect(hosts.has(h), h).toBe(true);
+    for (const h of ['gpu-box.lan:4874', '10.1.2.3:4874', '127.0.0.1:4874', 'localhost:4874', '[::1]:4874'])
+      expect(hosts.has(h), h).toBe(true);
     expect(hosts.has('gpu-box.lan:4875')).toBe(false);
     expect(hosts.has('evil.example:4874')).toBe(false);
     expect(servedHosts('::', 80).has('[::1]')).toBe(true);
@@ -215,11 +250,18 @@ describe('with a token (bound beyond the loopback names: 127.0.0.2 here)', () =>
   afterAll(async () => {
     await s?.stop();
   });
-  const at = (r: { target: string; method?: string; host?: string | null; headers?: Record<string, string>; body?: string }) => raw(s.port, r, '127.0.0.2');
+  const at = (r: {
+    target: string;
+    method?: string;
+    host?: string | null;
+    headers?: Record<string, string>;
+    body?: string;
+  }) => raw(s.port, r, '127.0.0.2');
 
   it('prints a random token in the URL and says it is needed', async () => {
     expect(s.printed).toMatch(new RegExp(`^http://127\\.0\\.0\\.2:${s.port}/\\?token=[0-9a-f]{48}$`));
-    for (let i = 0; i < 50 && !s.stderr().includes('needs the token'); i++) await new Promise((r) => setTimeout(r, 100));
+    for (let i = 0; i < 50 && !s.stderr().includes('needs the token'); i++)
+      await new Promise((r) => setTimeout(r, 100));
     expect(s.stderr()).toContain('needs the token');
     const other = await startCli([runDir, '--host', '127.0.0.2']);
     await other.stop();
@@ -229,15 +271,27 @@ describe('with a token (bound beyond the loopback names: 127.0.0.2 here)', () =>
   it('every API request without the right token is refused; Bearer, cookie and ?token are accepted', async () => {
     const token = s.token!;
     await untilLoaded(s.port, '127.0.0.2', { Authorization: `Bearer ${token}` });
-    for (const target of ['/api/run', '/api/trajectories', `/api/trajectories/${IDS.clean}`, `/api/trajectories/${IDS.clean}/images/0/preview?w=64`]) {
+    for (const target of [
+      '/api/run',
+      '/api/trajectories',
+      `/api/trajectories/${IDS.clean}`,
+      `/api/trajectories/${IDS.clean}/images/0/preview?w=64`,
+    ]) {
       expect((await at({ target })).status, target).toBe(401);
-      expect((await at({ target, headers: { Authorization: `Bearer ${token.slice(0, -1)}0` } })).status, target).toBe(401);
+      expect((await at({ target, headers: { Authorization: `Bearer ${token.slice(0, -1)}0` } })).status, target).toBe(
+        401,
+      );
       expect((await at({ target, headers: { Authorization: 'Bearer ' } })).status, target).toBe(401);
       expect((await at({ target, headers: { Cookie: `rollscope-token-${s.port}=nope` } })).status, target).toBe(401);
       // The cookie of another rollscope (another port) is not this one's.
-      expect((await at({ target, headers: { Cookie: `rollscope-token-${s.port + 1}=${token}` } })).status, target).toBe(401);
+      expect((await at({ target, headers: { Cookie: `rollscope-token-${s.port + 1}=${token}` } })).status, target).toBe(
+        401,
+      );
       expect((await at({ target, headers: { Authorization: `Bearer ${token}` } })).status, target).toBe(200);
-      expect((await at({ target, headers: { Cookie: `a=b; rollscope-token-${s.port}=${token}` } })).status, target).toBe(200);
+      expect(
+        (await at({ target, headers: { Cookie: `a=b; rollscope-token-${s.port}=${token}` } })).status,
+        target,
+      ).toBe(200);
     }
     expect((await at({ target: `/api/run?token=${token}` })).status).toBe(200);
     expect(errorOf(await at({ target: '/api/run' }))).toMatch(/token/);
@@ -276,11 +330,26 @@ describe('with a token (bound beyond the loopback names: 127.0.0.2 here)', () =>
     const token = s.token!;
     const body = '{}';
     const jsonType = { 'Content-Type': 'application/json' };
-    const cookieOnly = await at({ method: 'POST', target: '/api/run', headers: { ...jsonType, Cookie: `rollscope-token-${s.port}=${token}` }, body });
+    const cookieOnly = await at({
+      method: 'POST',
+      target: '/api/run',
+      headers: { ...jsonType, Cookie: `rollscope-token-${s.port}=${token}` },
+      body,
+    });
     expect(cookieOnly.status).toBe(403);
-    const withBearer = await at({ method: 'POST', target: '/api/run', headers: { ...jsonType, Authorization: `Bearer ${token}` }, body });
+    const withBearer = await at({
+      method: 'POST',
+      target: '/api/run',
+      headers: { ...jsonType, Authorization: `Bearer ${token}` },
+      body,
+    });
     expect([401, 403, 415, 421]).not.toContain(withBearer.status); // past the gate: the route decides
-    const withOrigin = await at({ method: 'POST', target: '/api/run', headers: { ...jsonType, Cookie: `rollscope-token-${s.port}=${token}`, Origin: `http://127.0.0.2:${s.port}` }, body });
+    const withOrigin = await at({
+      method: 'POST',
+      target: '/api/run',
+      headers: { ...jsonType, Cookie: `rollscope-token-${s.port}=${token}`, Origin: `http://127.0.0.2:${s.port}` },
+      body,
+    });
     expect([401, 403, 415, 421]).not.toContain(withOrigin.status);
   });
 });
@@ -309,31 +378,56 @@ describe('DNS rebinding: a Host header it does not serve is refused', () => {
   });
 
   it('the loopback names it serves are accepted (the control)', async () => {
-    for (const h of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`, `[::1]:${port}`]) expect((await raw(port, { target: '/api/run', host: h })).status, h).toBe(200);
+    for (const h of [`127.0.0.1:${port}`, `localhost:${port}`, `LOCALHOST:${port}`, `[::1]:${port}`])
+      expect((await raw(port, { target: '/api/run', host: h })).status, h).toBe(200);
   });
 });
 
 describe('cross-origin requests', () => {
   const served = () => `http://127.0.0.1:${port}`;
   const jsonType = { 'Content-Type': 'application/json' };
-  const pastGate = (r: RawResponse) => ![401, 403, 405, 415, 421].includes(r.status) || (r.status === 405 && !/not served/.test(errorOf(r)));
+  const pastGate = (r: RawResponse) =>
+    ![401, 403, 405, 415, 421].includes(r.status) || (r.status === 405 && !/not served/.test(errorOf(r)));
 
-  it.each(['POST', 'PUT', 'PATCH', 'DELETE'])('%s from another origin is refused, also with JSON and the script header', async (method) => {
-    for (const origin of ['http://evil.example', `http://evil.example:${port}`, `https://127.0.0.1:${port}`, `http://127.0.0.1:${port + 1}`, 'null']) {
-      const r = await raw(port, { method, target: '/api/run', headers: { ...jsonType, Origin: origin, 'X-Rollscope-Request': '1' }, body: '{}' });
-      expect(r.status, `${method} from ${origin}`).toBe(403);
-      expect(errorOf(r)).toMatch(/cross-origin/);
-    }
-  });
+  it.each(['POST', 'PUT', 'PATCH', 'DELETE'])(
+    '%s from another origin is refused, also with JSON and the script header',
+    async (method) => {
+      for (const origin of [
+        'http://evil.example',
+        `http://evil.example:${port}`,
+        `https://127.0.0.1:${port}`,
+        `http://127.0.0.1:${port + 1}`,
+        'null',
+      ]) {
+        const r = await raw(port, {
+          method,
+          target: '/api/run',
+          headers: { ...jsonType, Origin: origin, 'X-Rollscope-Request': '1' },
+          body: '{}',
+        });
+        expect(r.status, `${method} from ${origin}`).toBe(403);
+        expect(errorOf(r)).toMatch(/cross-origin/);
+      }
+    },
+  );
 
-  it.each(['POST', 'PUT', 'PATCH', 'DELETE'])('%s without Origin and without the token or script header is refused', async (method) => {
-    const r = await raw(port, { method, target: '/api/run', headers: jsonType, body: '{}' });
-    expect(r.status).toBe(403);
-    expect(errorOf(r)).toMatch(/Origin/);
-  });
+  it.each(['POST', 'PUT', 'PATCH', 'DELETE'])(
+    '%s without Origin and without the token or script header is refused',
+    async (method) => {
+      const r = await raw(port, { method, target: '/api/run', headers: jsonType, body: '{}' });
+      expect(r.status).toBe(403);
+      expect(errorOf(r)).toMatch(/Origin/);
+    },
+  );
 
   it('a JSON body must say application/json (what an HTML form cannot send)', async () => {
-    for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonx', undefined]) {
+    for (const type of [
+      'text/plain',
+      'application/x-www-form-urlencoded',
+      'multipart/form-data; boundary=x',
+      'application/jsonx',
+      undefined,
+    ]) {
       const headers: Record<string, string> = { Origin: served(), ...(type ? { 'Content-Type': type } : {}) };
       const r = await raw(port, { method: 'POST', target: '/api/run', headers, body: '{}' });
       expect(r.status, String(type)).toBe(415);
@@ -341,11 +435,26 @@ describe('cross-origin requests', () => {
   });
 
   it('from the served origin, or from a script with the X-Rollscope-Request header, a JSON request passes the gate', async () => {
-    const sameOrigin = await raw(port, { method: 'POST', target: '/api/run', headers: { ...jsonType, Origin: served() }, body: '{}' });
+    const sameOrigin = await raw(port, {
+      method: 'POST',
+      target: '/api/run',
+      headers: { ...jsonType, Origin: served() },
+      body: '{}',
+    });
     expect(pastGate(sameOrigin), `${sameOrigin.status} ${sameOrigin.body}`).toBe(true);
-    const charset = await raw(port, { method: 'POST', target: '/api/run', headers: { 'Content-Type': 'application/json; charset=utf-8', Origin: `http://localhost:${port}` }, body: '{}' });
+    const charset = await raw(port, {
+      method: 'POST',
+      target: '/api/run',
+      headers: { 'Content-Type': 'application/json; charset=utf-8', Origin: `http://localhost:${port}` },
+      body: '{}',
+    });
     expect(pastGate(charset)).toBe(true);
-    const script = await raw(port, { method: 'POST', target: '/api/run', headers: { ...jsonType, 'X-Rollscope-Request': '1' }, body: '{}' });
+    const script = await raw(port, {
+      method: 'POST',
+      target: '/api/run',
+      headers: { ...jsonType, 'X-Rollscope-Request': '1' },
+      body: '{}',
+    });
     expect(pastGate(script)).toBe(true);
     const del = await raw(port, { method: 'DELETE', target: '/api/run', headers: { Origin: served() } });
     expect(pastGate(del)).toBe(true);
@@ -354,14 +463,24 @@ describe('cross-origin requests', () => {
   it('cross-origin reads are refused too, preflights are never approved, and no response grants CORS', async () => {
     const r = await raw(port, { target: '/api/run', headers: { Origin: 'http://evil.example' } });
     expect(r.status).toBe(403);
-    const preflight = await raw(port, { method: 'OPTIONS', target: '/api/run', headers: { Origin: 'http://evil.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': 'x-rollscope-request' } });
+    const preflight = await raw(port, {
+      method: 'OPTIONS',
+      target: '/api/run',
+      headers: {
+        Origin: 'http://evil.example',
+        'Access-Control-Request-Method': 'POST',
+        'Access-Control-Request-Headers': 'x-rollscope-request',
+      },
+    });
     expect(preflight.status).toBe(405);
-    for (const m of ['TRACE', 'PROPFIND', 'OPTIONS']) expect((await raw(port, { method: m, target: '/api/run' })).status, m).toBe(405);
+    for (const m of ['TRACE', 'PROPFIND', 'OPTIONS'])
+      expect((await raw(port, { method: m, target: '/api/run' })).status, m).toBe(405);
     // CONNECT never reaches the request handler: node closes the socket without an answer.
     expect((await raw(port, { method: 'CONNECT', target: `127.0.0.1:${port}` })).status).toBe(0);
     const ok = await raw(port, { target: '/api/run', headers: { Origin: served() } });
     expect(ok.status).toBe(200);
-    for (const res of [r, preflight, ok]) expect(Object.keys(res.headers).filter((h) => h.startsWith('access-control-'))).toEqual([]);
+    for (const res of [r, preflight, ok])
+      expect(Object.keys(res.headers).filter((h) => h.startsWith('access-control-'))).toEqual([]);
   });
 });
 
@@ -425,12 +544,23 @@ describe('only files under the app folder and the run are served', () => {
 
   // The URL parser folds `%2e%2e` segments as a browser does (`images/%2e%2e` is the trajectory itself): an answer, never a file.
   it('the same spellings through the API reach no file either', async () => {
-    for (const escape of ['..%2f..%2fsecret.txt', '%2e%2e', '..%5c..%5csecret.txt', encodeURIComponent(path.join(tmp, 'secret.txt'))]) {
-      for (const target of [`/api/trajectories/${escape}`, `/api/trajectories/${IDS.clean}/images/${escape}`, `/api/trajectories/${IDS.clean}/images/0/${escape}`, `/api/${escape}`]) {
+    for (const escape of [
+      '..%2f..%2fsecret.txt',
+      '%2e%2e',
+      '..%5c..%5csecret.txt',
+      encodeURIComponent(path.join(tmp, 'secret.txt')),
+    ]) {
+      for (const target of [
+        `/api/trajectories/${escape}`,
+        `/api/trajectories/${IDS.clean}/images/${escape}`,
+        `/api/trajectories/${IDS.clean}/images/0/${escape}`,
+        `/api/${escape}`,
+      ]) {
         const r = await raw(port, { target });
         expect(r.status, target).toBeLessThan(500);
         expect(r.body.toString('latin1')).not.toContain(SECRET);
-        if (r.status === 200 && !/json/.test(r.headers['content-type'] ?? '')) expect(r.body.toString(), target).toContain('<title>app</title>'); // `/api/%2e%2e` is `/`
+        if (r.status === 200 && !/json/.test(r.headers['content-type'] ?? ''))
+          expect(r.body.toString(), target).toContain('<title>app</title>'); // `/api/%2e%2e` is `/`
       }
     }
   });
@@ -445,17 +575,20 @@ describe('images over HTTP obey the image rules', () => {
     expect((await sharp(preview.body).metadata()).width).toBe(64);
   });
 
-  it.each(Object.keys(HOSTILE_IMAGES).filter((id) => id !== 'img-bomb'))('%s: no size, no preview, the reason given, the bytes never sent', async (id) => {
-    const detail = TrajectoryDetail.parse(json(await raw(port, { target: `/api/trajectories/${id}` })));
-    const info = detail.images[0]!;
-    expect(info.width).toBeNull();
-    expect(info.hasPreview).toBe(false);
-    expect(info.unavailable).toMatch(/outside the folders|not found|malformed/);
-    expect(JSON.stringify(detail)).not.toContain('333');
-    const preview = await raw(port, { target: `/api/trajectories/${id}/images/0/preview?w=400` });
-    expect(preview.status).toBe(404);
-    expect(preview.headers['content-type']).toMatch(/json/);
-  });
+  it.each(Object.keys(HOSTILE_IMAGES).filter((id) => id !== 'img-bomb'))(
+    '%s: no size, no preview, the reason given, the bytes never sent',
+    async (id) => {
+      const detail = TrajectoryDetail.parse(json(await raw(port, { target: `/api/trajectories/${id}` })));
+      const info = detail.images[0]!;
+      expect(info.width).toBeNull();
+      expect(info.hasPreview).toBe(false);
+      expect(info.unavailable).toMatch(/outside the folders|not found|malformed/);
+      expect(JSON.stringify(detail)).not.toContain('333');
+      const preview = await raw(port, { target: `/api/trajectories/${id}/images/0/preview?w=400` });
+      expect(preview.status).toBe(404);
+      expect(preview.headers['content-type']).toMatch(/json/);
+    },
+  );
 
   it('a decompression bomb (100000×100000 claimed) is refused with the reason and never decoded for a preview', async () => {
     const before = process.memoryUsage().rss;
@@ -479,7 +612,15 @@ describe('images over HTTP obey the image rules', () => {
     await new Promise<void>((r) => imageServer.listen(0, '127.0.0.1', r));
     const dir = fs.mkdtempSync(path.join(tmp, 'remote-'));
     const url = `http://127.0.0.1:${(imageServer.address() as AddressInfo).port}/cat.png`;
-    fs.writeFileSync(path.join(dir, 'remote.rollscope.jsonl'), JSON.stringify({ id: 'remote', source: { file: 'remote.rollscope.jsonl', line: 1, format: 'native' }, turns: [], images: [{ url }] }) + '\n');
+    fs.writeFileSync(
+      path.join(dir, 'remote.rollscope.jsonl'),
+      JSON.stringify({
+        id: 'remote',
+        source: { file: 'remote.rollscope.jsonl', line: 1, format: 'native' },
+        turns: [],
+        images: [{ url }],
+      }) + '\n',
+    );
     const reasons: string[] = [];
     try {
       for (const extra of [[], ['--allow-remote-images']]) {
@@ -525,7 +666,9 @@ describe('the app renders record text as text', () => {
     expect(files.length).toBeGreaterThan(5);
     for (const f of files) {
       const text = fs.readFileSync(f, 'utf8');
-      expect(text, path.relative(REPO, f)).not.toMatch(/dangerouslySetInnerHTML|\.innerHTML\s*=|\.outerHTML\s*=|insertAdjacentHTML|document\.write|\beval\(|new Function\(/);
+      expect(text, path.relative(REPO, f)).not.toMatch(
+        /dangerouslySetInnerHTML|\.innerHTML\s*=|\.outerHTML\s*=|insertAdjacentHTML|document\.write|\beval\(|new Function\(/,
+      );
     }
   });
 });

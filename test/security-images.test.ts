@@ -13,7 +13,13 @@ import { bombPng } from './support/hostile-files.ts';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Trajectory, type ImageRef } from '../server/model/trajectory.ts';
-import { imageBytes, imageSize, MAX_DATA_URL_BYTES, MAX_INPUT_PIXELS, resolveImages } from '../server/images/resolve.ts';
+import {
+  imageBytes,
+  imageSize,
+  MAX_DATA_URL_BYTES,
+  MAX_INPUT_PIXELS,
+  resolveImages,
+} from '../server/images/resolve.ts';
 import { fetchRemoteImage, isPublicAddress, type RemoteImageLimits } from '../server/images/remote.ts';
 import { analyzeTrajectory } from '../server/pipeline.ts';
 import { COMMON_OPTIONS, parse } from '../server/cli/command.ts';
@@ -30,9 +36,13 @@ beforeAll(async () => {
   outside = path.join(tmp, 'outside');
   fs.mkdirSync(path.join(root, 'imgs'), { recursive: true });
   fs.mkdirSync(outside);
-  okPng = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#3a7' } }).png().toBuffer();
+  okPng = await sharp({ create: { width: 40, height: 30, channels: 3, background: '#3a7' } })
+    .png()
+    .toBuffer();
   // The secret has a size no allowed image has: seeing 333×77 anywhere means it leaked.
-  secretPng = await sharp({ create: { width: 333, height: 77, channels: 3, background: '#a33' } }).png().toBuffer();
+  secretPng = await sharp({ create: { width: 333, height: 77, channels: 3, background: '#a33' } })
+    .png()
+    .toBuffer();
   fs.writeFileSync(path.join(root, 'imgs', 'ok.png'), okPng);
   fs.writeFileSync(path.join(outside, 'secret.png'), secretPng);
   fs.symlinkSync(path.join(outside, 'secret.png'), path.join(root, 'link.png'));
@@ -41,10 +51,18 @@ beforeAll(async () => {
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 function trajectoryWith(urls: string[]): Trajectory {
-  return Trajectory.parse({ id: 'images', source: { file: path.join(root, 'run.rollscope.jsonl'), line: 1, format: 'native' }, turns: [], images: urls.map((url) => ({ url })) });
+  return Trajectory.parse({
+    id: 'images',
+    source: { file: path.join(root, 'run.rollscope.jsonl'), line: 1, format: 'native' },
+    turns: [],
+    images: urls.map((url) => ({ url })),
+  });
 }
 
-async function resolveOne(url: string, extra: { allowRemoteImages?: boolean; remote?: Partial<RemoteImageLimits> } = {}): Promise<ImageRef> {
+async function resolveOne(
+  url: string,
+  extra: { allowRemoteImages?: boolean; remote?: Partial<RemoteImageLimits> } = {},
+): Promise<ImageRef> {
   const t = await resolveImages(trajectoryWith([url]), { baseDir: root, roots: [root], ...extra });
   return t.images[0]!;
 }
@@ -63,12 +81,28 @@ describe('local image paths stay inside the roots', () => {
     ['../', () => '../outside/secret.png', /leads outside/],
     ['../ from a subfolder', () => 'imgs/../../outside/secret.png', /leads outside/],
     ['an absolute path outside', () => path.join(outside, 'secret.png'), /leads outside/],
-    ['%2e%2e in a file: URL (the URL parser folds it to ..)', () => `file://${root}/%2e%2e/outside/secret.png`, /leads outside/],
+    [
+      '%2e%2e in a file: URL (the URL parser folds it to ..)',
+      () => `file://${root}/%2e%2e/outside/secret.png`,
+      /leads outside/,
+    ],
     ['%2e%2e%2f in a file: URL', () => `file://${root}/%2e%2e%2foutside%2fsecret.png`, /malformed file: URL/],
-    ['an encoded slash in a file: URL', () => `file://${root}/..%2Foutside%2Fsecret.png`, /malformed file: URL.*encoded \//],
-    ['percent-encoding in a plain path (a file name, not ..)', () => '%2e%2e/outside/secret.png', /image file not found/],
+    [
+      'an encoded slash in a file: URL',
+      () => `file://${root}/..%2Foutside%2Fsecret.png`,
+      /malformed file: URL.*encoded \//,
+    ],
+    [
+      'percent-encoding in a plain path (a file name, not ..)',
+      () => '%2e%2e/outside/secret.png',
+      /image file not found/,
+    ],
     ['double encoding', () => `file://${root}/%252e%252e/outside/secret.png`, /image file not found/],
-    ['a file: URL naming another host', () => 'file://fileserver.invalid/outside/secret.png', /file: URL names another host/],
+    [
+      'a file: URL naming another host',
+      () => 'file://fileserver.invalid/outside/secret.png',
+      /file: URL names another host/,
+    ],
     ['a NUL byte', () => 'imgs/ok.png\u0000../../outside/secret.png', /NUL byte/],
     ['another URL scheme', () => 'ftp://127.0.0.1/secret.png', /unsupported image URL scheme "ftp:"/],
     ['a folder', () => 'imgs', /not a regular file/],
@@ -105,7 +139,10 @@ describe('data: URLs and decoding', () => {
   });
 
   it('a data: URL within the limit is read, base64 or percent-encoded bytes', async () => {
-    expect(await resolveOne(`data:image/png;base64,${okPng.toString('base64')}`)).toMatchObject({ width: 40, height: 30 });
+    expect(await resolveOne(`data:image/png;base64,${okPng.toString('base64')}`)).toMatchObject({
+      width: 40,
+      height: 30,
+    });
     const percent = [...okPng].map((b) => `%${b.toString(16).padStart(2, '0')}`).join('');
     expect(await resolveOne(`data:image/png,${percent}`)).toMatchObject({ width: 40, height: 30 });
   });
@@ -113,24 +150,34 @@ describe('data: URLs and decoding', () => {
   it('a decompression bomb (a tiny PNG claiming 100,000 × 100,000) is refused with a clear message, not decoded', async () => {
     const bomb = bombPng(100_000, 100_000);
     expect(bomb.length).toBeLessThan(200);
-    const reason = /image claims 100000×100000 pixels, over the 178956970-pixel limit \(a decompression bomb\?\); not decoded/;
+    const reason =
+      /image claims 100000×100000 pixels, over the 178956970-pixel limit \(a decompression bomb\?\); not decoded/;
     expect((await resolveOne(`data:image/png;base64,${bomb.toString('base64')}`)).unavailable).toMatch(reason);
     fs.writeFileSync(path.join(root, 'bomb.png'), bomb);
     expect((await resolveOne('bomb.png')).unavailable).toMatch(reason);
     // Decoding (the server's previews) carries the same pixel limit: sharp refuses before allocating.
-    await expect(sharp(bomb, { limitInputPixels: MAX_INPUT_PIXELS }).resize({ width: 64 }).png().toBuffer()).rejects.toThrow(/pixel limit/);
+    await expect(
+      sharp(bomb, { limitInputPixels: MAX_INPUT_PIXELS }).resize({ width: 64 }).png().toBuffer(),
+    ).rejects.toThrow(/pixel limit/);
     // Just under the limit is a size, not a refusal (the limit is PIL's, not an arbitrary one).
     expect(await imageSize(bombPng(13_000, 13_000))).toEqual({ width: 13_000, height: 13_000 });
   });
 
   it('SVG is not read as an image', async () => {
-    const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><image href="file:///etc/passwd"/></svg>');
-    expect((await resolveOne(`data:image/svg+xml;base64,${svg.toString('base64')}`)).unavailable).toMatch(/not a raster image/);
+    const svg = Buffer.from(
+      '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><image href="file:///etc/passwd"/></svg>',
+    );
+    expect((await resolveOne(`data:image/svg+xml;base64,${svg.toString('base64')}`)).unavailable).toMatch(
+      /not a raster image/,
+    );
   });
 });
 
 /** A loopback HTTP server that counts requests per path. */
-async function testServer(host: string, routes: Record<string, (req: http.IncomingMessage, res: http.ServerResponse) => void>) {
+async function testServer(
+  host: string,
+  routes: Record<string, (req: http.IncomingMessage, res: http.ServerResponse) => void>,
+) {
   const hits: string[] = [];
   const hosts: string[] = [];
   const server = http.createServer((req, res) => {
@@ -209,14 +256,21 @@ describe('remote images', () => {
   it('are not fetched by default: marked unavailable with the reason, and no request is made', async () => {
     const before = main.hits.length;
     const img = await resolveOne(main.url('/ok.png'));
-    expect(img.unavailable).toBe('remote image not fetched (rollscope fetches nothing unless --allow-remote-images is given)');
+    expect(img.unavailable).toBe(
+      'remote image not fetched (rollscope fetches nothing unless --allow-remote-images is given)',
+    );
     expect(img.width).toBeUndefined();
     expect(main.hits.length).toBe(before);
   });
 
   it('with --allow-remote-images (through the pipeline), loopback is refused by address, by IP or by name, with no request made', async () => {
     const before = main.hits.length;
-    const t = trajectoryWith([main.url('/ok.png'), `http://localhost:${main.port}/ok.png`, `http://[::ffff:127.0.0.1]:${main.port}/ok.png`, `http://2130706433:${main.port}/ok.png`]);
+    const t = trajectoryWith([
+      main.url('/ok.png'),
+      `http://localhost:${main.port}/ok.png`,
+      `http://[::ffff:127.0.0.1]:${main.port}/ok.png`,
+      `http://2130706433:${main.port}/ok.png`,
+    ]);
     const checked = await analyzeTrajectory(t, { allowRemoteImages: true }, [root]);
     const reasons = checked.trajectory.images.map((i) => i.unavailable);
     expect(reasons[0]).toMatch(/refused: 127\.0\.0\.1, a loopback address/);
@@ -230,7 +284,29 @@ describe('remote images', () => {
   });
 
   it('only public unicast addresses pass the address check', () => {
-    const refused = ['127.0.0.1', '127.9.9.9', '10.1.2.3', '172.16.5.4', '172.31.255.255', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '255.255.255.255', '224.0.0.251', '::1', '::', 'fe80::1', 'fc00::1', 'fd12:3456::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '64:ff9b::a00:1', '2002:7f00:1::', 'not-an-ip'];
+    const refused = [
+      '127.0.0.1',
+      '127.9.9.9',
+      '10.1.2.3',
+      '172.16.5.4',
+      '172.31.255.255',
+      '192.168.1.1',
+      '169.254.169.254',
+      '100.64.0.1',
+      '0.0.0.0',
+      '255.255.255.255',
+      '224.0.0.251',
+      '::1',
+      '::',
+      'fe80::1',
+      'fc00::1',
+      'fd12:3456::1',
+      '::ffff:127.0.0.1',
+      '::ffff:7f00:1',
+      '64:ff9b::a00:1',
+      '2002:7f00:1::',
+      'not-an-ip',
+    ];
     const allowed = ['8.8.8.8', '1.1.1.1', '172.32.0.1', '2606:4700:4700::1111', '2a00:1450:4001::1'];
     expect(refused.filter(isPublicAddress)).toEqual([]);
     expect(allowed.filter((a) => !isPublicAddress(a))).toEqual([]);
@@ -245,7 +321,12 @@ describe('remote images', () => {
   it.each([
     ['a non-image content type', '/page', {}, /content type "text\/html" is not a raster image/],
     ['SVG', '/svg', {}, /content type "image\/svg\+xml"/],
-    ['a declared length over the byte limit', '/declared-big', { maxBytes: 1000 }, /5000 bytes declared, over the 1000-byte limit/],
+    [
+      'a declared length over the byte limit',
+      '/declared-big',
+      { maxBytes: 1000 },
+      /5000 bytes declared, over the 1000-byte limit/,
+    ],
     ['a streamed body over the byte limit', '/chunked-big', { maxBytes: 2500 }, /over the 2500-byte limit/],
     ['a server that never answers', '/hang', { timeoutMs: 300 }, /timed out after 300 ms/],
     ['a decompression bomb', '/bomb.png', {}, /claims 100000×100000 pixels/],
@@ -265,13 +346,16 @@ describe('remote images', () => {
   });
 
   it('credentials in the URL are refused', async () => {
-    await expect(fetchRemoteImage(`http://user:pw@127.0.0.1:${main.port}/ok.png`, onlyMain)).rejects.toThrow(/carries credentials/);
+    await expect(fetchRemoteImage(`http://user:pw@127.0.0.1:${main.port}/ok.png`, onlyMain)).rejects.toThrow(
+      /carries credentials/,
+    );
   });
 
   it('DNS rebinding: the connection goes to the address that was checked; one refused answer refuses the host', async () => {
     let lookups = 0;
     // First answer permitted, every later one not: a fetcher that resolves again to connect would reach 127.0.0.2.
-    const rebinding = async () => (lookups++ === 0 ? [{ address: '127.0.0.1', family: 4 as const }] : [{ address: '127.0.0.2', family: 4 as const }]);
+    const rebinding = async () =>
+      lookups++ === 0 ? [{ address: '127.0.0.1', family: 4 as const }] : [{ address: '127.0.0.2', family: 4 as const }];
     const otherBefore = other.hits.length;
     const got = await fetchRemoteImage(`http://images.test:${main.port}/ok.png`, { ...onlyMain, lookup: rebinding });
     expect(got.width).toBe(40);
@@ -283,7 +367,9 @@ describe('remote images', () => {
       { address: '127.0.0.1', family: 4 as const },
       { address: '127.0.0.2', family: 4 as const },
     ];
-    await expect(fetchRemoteImage(`http://images.test:${main.port}/ok.png`, { ...onlyMain, lookup: mixed })).rejects.toThrow(/images\.test resolves to 127\.0\.0\.2/);
+    await expect(
+      fetchRemoteImage(`http://images.test:${main.port}/ok.png`, { ...onlyMain, lookup: mixed }),
+    ).rejects.toThrow(/images\.test resolves to 127\.0\.0\.2/);
   });
 
   it('the CLI takes --allow-remote-images', () => {

@@ -21,7 +21,9 @@ let validLines: string[];
 
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-security-records-'));
-  valid = await Promise.all(['good-a', 'good-b', 'good-c'].map((id) => buildTrajectory(profile, geometryScript(id), 'canonical')));
+  valid = await Promise.all(
+    ['good-a', 'good-b', 'good-c'].map((id) => buildTrajectory(profile, geometryScript(id), 'canonical')),
+  );
   validLines = valid.map((t) => JSON.stringify(t));
 });
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -29,7 +31,14 @@ afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 /** A file of the valid records with `hostile` as line 2 (bytes or text). */
 function fileWith(name: string, hostile: string | Buffer): string {
   const file = path.join(dir, name);
-  fs.writeFileSync(file, Buffer.concat([Buffer.from(`${validLines[0]}\n`), Buffer.from(hostile), Buffer.from(`\n${validLines[1]}\n${validLines[2]}\n`)]));
+  fs.writeFileSync(
+    file,
+    Buffer.concat([
+      Buffer.from(`${validLines[0]}\n`),
+      Buffer.from(hostile),
+      Buffer.from(`\n${validLines[1]}\n${validLines[2]}\n`),
+    ]),
+  );
   return file;
 }
 
@@ -74,7 +83,9 @@ async function measured<T>(label: string, run: () => Promise<T>): Promise<{ resu
     const result = await run();
     peak = Math.max(peak, live());
     const peakMb = Math.round((peak - base) / 1e6);
-    console.log(`[security] ${label}: ${Math.round(performance.now() - started)} ms, peak live memory +${peakMb} MB, RSS ${Math.round(process.memoryUsage().rss / 1e6)} MB`);
+    console.log(
+      `[security] ${label}: ${Math.round(performance.now() - started)} ms, peak live memory +${peakMb} MB, RSS ${Math.round(process.memoryUsage().rss / 1e6)} MB`,
+    );
     return { result, peakMb };
   } finally {
     clearInterval(timer);
@@ -88,11 +99,14 @@ function* repeat(piece: string, times: number): Generator<string> {
 describe('oversized and deep records', () => {
   it('a line of 200 MB is skipped while streaming, naming the field it was in when it crossed the limit', async () => {
     const chunk = 'a'.repeat(1 << 20);
-    const file = streamedFileWith('huge-line.rollscope.jsonl', (function* () {
-      yield '{"id": "huge", "turns": [{"generatedText": "';
-      yield* repeat(chunk, 200);
-      yield '"}]}';
-    })());
+    const file = streamedFileWith(
+      'huge-line.rollscope.jsonl',
+      (function* () {
+        yield '{"id": "huge", "turns": [{"generatedText": "';
+        yield* repeat(chunk, 200);
+        yield '"}]}';
+      })(),
+    );
     expect(fs.statSync(file).size).toBeGreaterThan(200 * (1 << 20));
     const { result: loaded, peakMb } = await measured('200 MB line', () => loadFile(file));
     const e = onlyError(loaded);
@@ -105,7 +119,10 @@ describe('oversized and deep records', () => {
   });
 
   it('nesting 100,000 deep (arrays and objects) is refused before parsing, naming the field', async () => {
-    const arrays = fileWith('deep-arrays.rollscope.jsonl', `{"id": "deep", "turns": [], "meta": {"x": ${'['.repeat(100_000)}${']'.repeat(100_000)}}}`);
+    const arrays = fileWith(
+      'deep-arrays.rollscope.jsonl',
+      `{"id": "deep", "turns": [], "meta": {"x": ${'['.repeat(100_000)}${']'.repeat(100_000)}}}`,
+    );
     const loaded = await loadFile(arrays);
     const e = onlyError(loaded);
     expect(e.line).toBe(2);
@@ -114,7 +131,10 @@ describe('oversized and deep records', () => {
     expectOthersLoad(loaded);
 
     // Objects, with a bare NaN in the record: the NaN path (a reviver, which recurses) is behind the depth check too.
-    const objects = fileWith('deep-objects.rollscope.jsonl', `{"id": "deep", "reward": NaN, "turns": [], "meta": ${'{"k": '.repeat(100_000)}1${'}'.repeat(100_000)}}`);
+    const objects = fileWith(
+      'deep-objects.rollscope.jsonl',
+      `{"id": "deep", "reward": NaN, "turns": [], "meta": ${'{"k": '.repeat(100_000)}1${'}'.repeat(100_000)}}`,
+    );
     const loaded2 = await loadFile(objects);
     const e2 = onlyError(loaded2);
     expect(e2.line).toBe(2);
@@ -123,12 +143,15 @@ describe('oversized and deep records', () => {
   });
 
   it('a token list of 10 million entries is refused at the array limit before JSON.parse allocates it', async () => {
-    const file = streamedFileWith('ten-million.rollscope.jsonl', (function* () {
-      yield '{"id": "long", "turns": [{"generatedIds": [0';
-      const block = Array.from({ length: 100_000 }, (_, i) => `,${(i * 7919) % 151_000}`).join('');
-      yield* repeat(block, 100);
-      yield ']}]}';
-    })());
+    const file = streamedFileWith(
+      'ten-million.rollscope.jsonl',
+      (function* () {
+        yield '{"id": "long", "turns": [{"generatedIds": [0';
+        const block = Array.from({ length: 100_000 }, (_, i) => `,${(i * 7919) % 151_000}`).join('');
+        yield* repeat(block, 100);
+        yield ']}]}';
+      })(),
+    );
     const { result: loaded, peakMb } = await measured('10 M token ids', () => loadFile(file));
     const e = onlyError(loaded);
     expect(e).toMatchObject({ line: 2, field: 'turns.0.generatedIds' });
@@ -140,11 +163,14 @@ describe('oversized and deep records', () => {
 
   it('a long list of wrong-typed token ids under the array limit neither crashes nor loses the file', async () => {
     // 300 k floats: zod collects one issue per entry and spreads them into the parent (RangeError).
-    const file = streamedFileWith('many-floats.rollscope.jsonl', (function* () {
-      yield '{"id": "floats", "turns": [{"generatedIds": [0.5';
-      yield* repeat(',1.5'.repeat(1000), 300);
-      yield ']}]}';
-    })());
+    const file = streamedFileWith(
+      'many-floats.rollscope.jsonl',
+      (function* () {
+        yield '{"id": "floats", "turns": [{"generatedIds": [0.5';
+        yield* repeat(',1.5'.repeat(1000), 300);
+        yield ']}]}';
+      })(),
+    );
     const { result: loaded } = await measured('300 k float token ids', () => loadFile(file));
     const e = onlyError(loaded);
     expect(e.line).toBe(2);
@@ -166,7 +192,10 @@ describe('wrong values', () => {
     ['a string', '151643', /expected number/],
     ['negative', -3, /expected number to be >=0/],
   ])('a token id that is %s is an error naming the field', async (_name, bad, why) => {
-    const file = fileWith(`bad-id-${typeof bad}-${String(bad)}.rollscope.jsonl`, mutated((t) => (t.turns[1].generatedIds[4] = bad)));
+    const file = fileWith(
+      `bad-id-${typeof bad}-${String(bad)}.rollscope.jsonl`,
+      mutated((t) => (t.turns[1].generatedIds[4] = bad)),
+    );
     const loaded = await loadFile(file);
     const e = onlyError(loaded);
     expect(e).toMatchObject({ line: 2, field: 'turns.1.generatedIds.4' });
@@ -175,7 +204,10 @@ describe('wrong values', () => {
   });
 
   it('a token id beyond the vocabulary loads and is an invalid_value finding at its index', async () => {
-    const file = fileWith('beyond-vocab.rollscope.jsonl', mutated((t) => (t.turns[0].generatedIds[2] = 10_000_000)));
+    const file = fileWith(
+      'beyond-vocab.rollscope.jsonl',
+      mutated((t) => (t.turns[0].generatedIds[2] = 10_000_000)),
+    );
     const loaded = await loadFile(file);
     expect(loaded.errors).toEqual([]);
     const t = loaded.trajectories.find((x) => x.id === 'mutated')!;
@@ -228,12 +260,15 @@ describe('encoding', () => {
     const e = onlyError(loaded);
     expect(e).toMatchObject({ line: 2, field: 'turns.0.generatedText' });
     const lineStart = Buffer.byteLength(`${validLines[0]}\n`);
-    expect(e.message).toContain(`invalid byte at byte ${Buffer.byteLength(line.slice(0, at))} of the line (byte ${lineStart + Buffer.byteLength(line.slice(0, at))} of the file)`);
+    expect(e.message).toContain(
+      `invalid byte at byte ${Buffer.byteLength(line.slice(0, at))} of the line (byte ${lineStart + Buffer.byteLength(line.slice(0, at))} of the file)`,
+    );
     expectOthersLoad(loaded);
   });
 
   it('valid multi-byte text (CJK, emoji, U+FFFD itself) is not mistaken for invalid UTF-8', () => {
-    for (const s of ['几何题', '🙂 done', '\ufffd', 'é\u0301']) expect(firstInvalidUtf8(Buffer.from(s))).toBeUndefined();
+    for (const s of ['几何题', '🙂 done', '\ufffd', 'é\u0301'])
+      expect(firstInvalidUtf8(Buffer.from(s))).toBeUndefined();
     expect(firstInvalidUtf8(Buffer.from([0x61, 0xf0, 0x9f]))).toEqual({ at: 1, incompleteAtEnd: true });
   });
 
@@ -264,7 +299,10 @@ describe('truncated files', () => {
     t.turns[0].generatedText = '答案是五';
     const bytes = Buffer.from(JSON.stringify(t));
     const cut = bytes.indexOf(Buffer.from('答案')) + 4; // the second character's first byte only
-    fs.writeFileSync(file, Buffer.concat([Buffer.from(`${validLines[0]}\n${validLines[1]}\n`), bytes.subarray(0, cut)]));
+    fs.writeFileSync(
+      file,
+      Buffer.concat([Buffer.from(`${validLines[0]}\n${validLines[1]}\n`), bytes.subarray(0, cut)]),
+    );
     const loaded = await loadFile(file);
     const e = onlyError(loaded);
     expect(e).toMatchObject({ line: 3, field: 'turns.0.generatedText' });
@@ -283,7 +321,9 @@ describe('gzip input', () => {
     const b = await loadFile(gz);
     expect(b.errors).toEqual([]);
     expect(b.format).toBe('native');
-    expect(b.trajectories.map((t) => ({ ...t, source: { ...t.source, file: '' } }))).toEqual(a.trajectories.map((t) => ({ ...t, source: { ...t.source, file: '' } })));
+    expect(b.trajectories.map((t) => ({ ...t, source: { ...t.source, file: '' } }))).toEqual(
+      a.trajectories.map((t) => ({ ...t, source: { ...t.source, file: '' } })),
+    );
   });
 
   it('a gzip bomb stops at the decompressed-size limit with a clear error; the records before it load', async () => {
@@ -300,7 +340,9 @@ describe('gzip input', () => {
     const e = onlyError(loaded);
     expect(e.line).toBe(3);
     const limit = Math.max(DEFAULT_LIMITS.minGzipAllowance, DEFAULT_LIMITS.maxGzipRatio * size);
-    expect(e.message).toBe(`decompressed data exceeds ${limit} bytes (200× the compressed file, a gzip bomb?); stopped reading here`);
+    expect(e.message).toBe(
+      `decompressed data exceeds ${limit} bytes (200× the compressed file, a gzip bomb?); stopped reading here`,
+    );
     expect(loaded.trajectories.map((t) => t.id)).toEqual(['good-a', 'good-b']);
     expect(peakMb).toBeLessThan(600);
   });
@@ -343,7 +385,10 @@ describe('whole-file JSON and the pieces', () => {
     const text = JSON.stringify(valid, null, 1);
     const brokenAt = text.indexOf('"generatedIds"', text.indexOf('good-b'));
     const broken = path.join(dir, 'broken-array.json');
-    fs.writeFileSync(broken, text.slice(0, brokenAt) + '"generatedIds" [' + text.slice(brokenAt + '"generatedIds": ['.length));
+    fs.writeFileSync(
+      broken,
+      text.slice(0, brokenAt) + '"generatedIds" [' + text.slice(brokenAt + '"generatedIds": ['.length),
+    );
     const loaded2 = await loadFile(broken, { format: 'native' });
     const e = onlyError(loaded2);
     expect(e.line).toBe(text.slice(0, brokenAt).split('\n').length);
@@ -353,7 +398,11 @@ describe('whole-file JSON and the pieces', () => {
   it('scanJson/parseJson: limits hold inside strings-with-escapes and NaN never collides with data', () => {
     expect(() => scanJson('{"s": "\\\\\\"[[[[", "a": [1, 2, 3]}', { maxDepth: 2, maxArrayEntries: 3 })).not.toThrow();
     expect(() => scanJson('[1, 2, 3, 4]', { maxDepth: 2, maxArrayEntries: 3 })).toThrow(/more than 3 entries/);
-    const v = parseJson('{"a": NaN, "b": [-Infinity, Infinity, -NaN], "s": "NaN -Infinity \\u0000rollscope:NaN"}') as { a: number; b: number[]; s: string };
+    const v = parseJson('{"a": NaN, "b": [-Infinity, Infinity, -NaN], "s": "NaN -Infinity \\u0000rollscope:NaN"}') as {
+      a: number;
+      b: number[];
+      s: string;
+    };
     expect(v.a).toBeNaN();
     expect(v.b.slice(0, 2)).toEqual([-Infinity, Infinity]);
     expect(v.s).toBe('NaN -Infinity \u0000rollscope:NaN');

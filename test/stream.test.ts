@@ -24,7 +24,8 @@ async function writeRun(name: string, n: number, bad: ReadonlySet<number>): Prom
   ];
   const lines: string[] = [];
   for (let i = 1; i <= n; i++) {
-    if (bad.has(i)) lines.push(i % 2 ? '{"id": "broken", "turns": [' : JSON.stringify({ id: `t${i}`, turns: 'not a list' }));
+    if (bad.has(i))
+      lines.push(i % 2 ? '{"id": "broken", "turns": [' : JSON.stringify({ id: `t${i}`, turns: 'not a list' }));
     else lines.push(JSON.stringify({ ...bases[i % 3]!, id: `t${i}` }));
   }
   const file = path.join(dir, name);
@@ -56,9 +57,19 @@ describe('readFileChunks / importLines', () => {
 
   it('loads whole what it cannot stream: a grouping format, a whole-file JSON array', async () => {
     const vllm = path.join(dir, 'calls.jsonl');
-    fs.writeFileSync(vllm, `${JSON.stringify({ request: { messages: [{ role: 'user', content: 'hi' }] }, response: { choices: [{ message: { role: 'assistant', content: 'yo' } }] } })}\n`);
+    fs.writeFileSync(
+      vllm,
+      `${JSON.stringify({ request: { messages: [{ role: 'user', content: 'hi' }] }, response: { choices: [{ message: { role: 'assistant', content: 'yo' } }] } })}\n`,
+    );
     const array = path.join(dir, 'array.rollscope.jsonl');
-    fs.writeFileSync(array, `[${fs.readFileSync(await writeRun('two.rollscope.jsonl', 2, new Set()), 'utf8').trim().split('\n').join(',')}]\n`);
+    fs.writeFileSync(
+      array,
+      `[${fs
+        .readFileSync(await writeRun('two.rollscope.jsonl', 2, new Set()), 'utf8')
+        .trim()
+        .split('\n')
+        .join(',')}]\n`,
+    );
     for (const file of [vllm, array]) {
       const kinds: string[] = [];
       for await (const chunk of readFileChunks(file)) kinds.push(chunk.kind);
@@ -99,7 +110,10 @@ describe('checkPaths across batches', () => {
     const summarize = async (workers: number) => {
       const out: string[] = [];
       for await (const ev of checkPaths([file], { workers }) as AsyncGenerator<RunEvent>) {
-        if (ev.type === 'trajectory') out.push(`${ev.checked.trajectory.id}:${ev.checked.findings.map((f) => `${f.kind}/${f.cause ?? ''}@${f.index}`).join(',')}:${ev.checked.alignment.tokens.length}`);
+        if (ev.type === 'trajectory')
+          out.push(
+            `${ev.checked.trajectory.id}:${ev.checked.findings.map((f) => `${f.kind}/${f.cause ?? ''}@${f.index}`).join(',')}:${ev.checked.alignment.tokens.length}`,
+          );
         else if (ev.type === 'error') out.push(`error@${ev.error.line}`);
         else out.push(`file:${ev.count}`);
       }
@@ -120,10 +134,35 @@ describe('the tokenizer segment cache under a small bound', () => {
     try {
       let seed = 7;
       const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
-      const words = ['the', ' angle', ' is', ' 35', '°', '\n', ' x', '²', ' area', ' tool', ' call', ' zoom', ' 3.14', ' answer'];
-      const special = ['<|im_start|>', '<|im_end|>', '<|vision_start|><|image_pad|><|vision_end|>', '<tool_call>', '</tool_call>'];
+      const words = [
+        'the',
+        ' angle',
+        ' is',
+        ' 35',
+        '°',
+        '\n',
+        ' x',
+        '²',
+        ' area',
+        ' tool',
+        ' call',
+        ' zoom',
+        ' 3.14',
+        ' answer',
+      ];
+      const special = [
+        '<|im_start|>',
+        '<|im_end|>',
+        '<|vision_start|><|image_pad|><|vision_end|>',
+        '<tool_call>',
+        '</tool_call>',
+      ];
       const texts = Array.from({ length: 60 }, () =>
-        Array.from({ length: 6 }, () => `${special[Math.floor(rand() * special.length)]}${Array.from({ length: 1 + Math.floor(rand() * 30) }, () => words[Math.floor(rand() * words.length)]).join('')}`).join(''),
+        Array.from(
+          { length: 6 },
+          () =>
+            `${special[Math.floor(rand() * special.length)]}${Array.from({ length: 1 + Math.floor(rand() * 30) }, () => words[Math.floor(rand() * words.length)]).join('')}`,
+        ).join(''),
       );
       // A few shared segments (a system prompt, a group's question) among distinct ones, all at once.
       const shared = '<|im_start|>system\nYou are a geometry tutor.<|im_end|>\n<|im_start|>user\nFind x.<|im_end|>\n';

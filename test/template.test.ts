@@ -8,7 +8,13 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ChatTemplate, PyFloat, TemplateError, parsePythonJson, type ChatTemplateInput } from '../server/profiles/template.ts';
+import {
+  ChatTemplate,
+  PyFloat,
+  TemplateError,
+  parsePythonJson,
+  type ChatTemplateInput,
+} from '../server/profiles/template.ts';
 import { mulberry32 } from '../server/util/random.ts';
 
 const TEMPLATE_FILES = ['qwen2-vl.jinja', 'qwen2.5-vl.jinja', 'qwen3-vl.jinja'] as const;
@@ -54,7 +60,11 @@ const txt = (text: string): { type: string; text: string } => ({ type: 'text', t
 const user = (content: unknown): { role: string; content: unknown } => ({ role: 'user', content });
 const assistant = (content: unknown, extra: object = {}): object => ({ role: 'assistant', content, ...extra });
 const tool = (content: unknown): { role: string; content: unknown } => ({ role: 'tool', content });
-const call = (name: string, args: unknown): object => ({ type: 'function', id: `call_${name}`, function: { name, arguments: args } });
+const call = (name: string, args: unknown): object => ({
+  type: 'function',
+  id: `call_${name}`,
+  function: { name, arguments: args },
+});
 
 const TOOLS = [
   {
@@ -78,31 +88,59 @@ const TOOLS = [
       },
     },
   },
-  { type: 'function', function: { name: 'crop', description: 'Crop "quoted" \\ backslash\ttab', parameters: { type: 'object', properties: {} } } },
+  {
+    type: 'function',
+    function: {
+      name: 'crop',
+      description: 'Crop "quoted" \\ backslash\ttab',
+      parameters: { type: 'object', properties: {} },
+    },
+  },
 ];
 
 const conversations: { name: string; input: Record<string, unknown>; parseArguments?: boolean; error?: boolean }[] = [
   { name: 'user only, generation prompt', input: { messages: [user('Hello')], add_generation_prompt: true } },
-  { name: 'system and user, no generation prompt', input: { messages: [{ role: 'system', content: 'Be terse.' }, user('Hi')], add_generation_prompt: false } },
+  {
+    name: 'system and user, no generation prompt',
+    input: { messages: [{ role: 'system', content: 'Be terse.' }, user('Hi')], add_generation_prompt: false },
+  },
   {
     name: 'system as content parts',
-    input: { messages: [{ role: 'system', content: [txt('You are '), txt('terse.')] }, user([img, txt('What?')])], add_generation_prompt: true },
+    input: {
+      messages: [{ role: 'system', content: [txt('You are '), txt('terse.')] }, user([img, txt('What?')])],
+      add_generation_prompt: true,
+    },
   },
-  { name: 'image part {"type":"image"}', input: { messages: [user([{ type: 'image' }, txt('Describe.')])], add_generation_prompt: true } },
+  {
+    name: 'image part {"type":"image"}',
+    input: { messages: [user([{ type: 'image' }, txt('Describe.')])], add_generation_prompt: true },
+  },
   {
     name: 'image_url part',
     input: {
-      messages: [user([{ type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=', detail: 'high' } }, txt('What is this?')])],
+      messages: [
+        user([
+          { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=', detail: 'high' } },
+          txt('What is this?'),
+        ]),
+      ],
       add_generation_prompt: true,
     },
   },
   {
     name: 'bare image and text parts without type',
-    input: { messages: [user([{ image: 'file:///a.png' }, { text: 'Compare with' }, { image_url: 'http://x/b.jpg' }, { text: '.' }])] },
+    input: {
+      messages: [
+        user([{ image: 'file:///a.png' }, { text: 'Compare with' }, { image_url: 'http://x/b.jpg' }, { text: '.' }]),
+      ],
+    },
   },
   {
     name: 'videos',
-    input: { messages: [user([vid, { video: 'file:///clip.mp4' }, txt('Summarize both.')])], add_generation_prompt: true },
+    input: {
+      messages: [user([vid, { video: 'file:///clip.mp4' }, txt('Summarize both.')])],
+      add_generation_prompt: true,
+    },
   },
   {
     name: 'add_vision_id across turns',
@@ -117,7 +155,10 @@ const conversations: { name: string; input: Record<string, unknown>; parseArgume
       add_generation_prompt: true,
     },
   },
-  { name: 'add_vision_id false', input: { messages: [user([img, img, txt('two')])], add_vision_id: false, add_generation_prompt: true } },
+  {
+    name: 'add_vision_id false',
+    input: { messages: [user([img, img, txt('two')])], add_vision_id: false, add_generation_prompt: true },
+  },
   {
     name: 'multi-turn with assistant turns',
     input: {
@@ -137,7 +178,9 @@ const conversations: { name: string; input: Record<string, unknown>; parseArgume
       messages: [
         { role: 'system', content: '你好，世界。日本語テキスト。한국어.' },
         user([txt('emoji 👨‍👩‍👧‍👦 🇯🇵 😀'), img, txt('RTL: مرحبا بالعالم שלום עולם \u200f')]),
-        assistant('combining: e\u0301 Z\u0324\u0354\u0367\u0311 a\u030a; nbsp:\u00a0; zwsp:\u200b; bom:\ufeff; lone: \ud800'),
+        assistant(
+          'combining: e\u0301 Z\u0324\u0354\u0367\u0311 a\u030a; nbsp:\u00a0; zwsp:\u200b; bom:\ufeff; lone: \ud800',
+        ),
       ],
       add_generation_prompt: true,
     },
@@ -157,7 +200,10 @@ const conversations: { name: string; input: Record<string, unknown>; parseArgume
   },
   {
     name: 'empty content',
-    input: { messages: [{ role: 'system', content: '' }, user(''), assistant(''), user([]), assistant([])], add_generation_prompt: true },
+    input: {
+      messages: [{ role: 'system', content: '' }, user(''), assistant(''), user([]), assistant([])],
+      add_generation_prompt: true,
+    },
   },
   { name: 'text null in a part', input: { messages: [user([txt('a'), { type: 'text', text: null }, txt('b')])] } },
   { name: 'role null', input: { messages: [{ role: null, content: 'who?' }, user('me')] } },
@@ -167,7 +213,11 @@ const conversations: { name: string; input: Record<string, unknown>; parseArgume
   },
   {
     name: 'tools list with system',
-    input: { messages: [{ role: 'system', content: 'Use tools.' }, user([img, txt('Zoom on the sign.')])], tools: TOOLS, add_generation_prompt: true },
+    input: {
+      messages: [{ role: 'system', content: 'Use tools.' }, user([img, txt('Zoom on the sign.')])],
+      tools: TOOLS,
+      add_generation_prompt: true,
+    },
   },
   { name: 'tools list without system', input: { messages: [user('Hi')], tools: TOOLS, add_generation_prompt: true } },
   {
@@ -199,7 +249,9 @@ const conversations: { name: string; input: Record<string, unknown>; parseArgume
     input: {
       messages: [
         user('Zoom.'),
-        assistant('Sure.', { tool_calls: [call('zoom_in', '{"scale":2.0,  "2":1,"1":2, "big": 123456789012345678901234567890}')] }),
+        assistant('Sure.', {
+          tool_calls: [call('zoom_in', '{"scale":2.0,  "2":1,"1":2, "big": 123456789012345678901234567890}')],
+        }),
         tool('ok'),
       ],
       add_generation_prompt: true,
@@ -213,7 +265,10 @@ const conversations: { name: string; input: Record<string, unknown>; parseArgume
         user('Zoom.'),
         assistant('Sure.', {
           tool_calls: [
-            call('zoom_in', '{"scale":2.0,  "2":1,"1":2, "big": 123456789012345678901234567890, "e": 1e5, "z": -0.0, "n": NaN, "u": "\\u00e9\\ud83d\\ude00"}'),
+            call(
+              'zoom_in',
+              '{"scale":2.0,  "2":1,"1":2, "big": 123456789012345678901234567890, "e": 1e5, "z": -0.0, "n": NaN, "u": "\\u00e9\\ud83d\\ude00"}',
+            ),
           ],
         }),
         tool('ok'),
@@ -226,7 +281,12 @@ const conversations: { name: string; input: Record<string, unknown>; parseArgume
     input: {
       messages: [
         user('Two calls.'),
-        assistant('Let me check.', { tool_calls: [{ name: 'crop', arguments: { x: 1 } }, { name: 'zoom_in', arguments: raw('{"scale": 3.0}') }] }),
+        assistant('Let me check.', {
+          tool_calls: [
+            { name: 'crop', arguments: { x: 1 } },
+            { name: 'zoom_in', arguments: raw('{"scale": 3.0}') },
+          ],
+        }),
         tool('cropped'),
         tool('zoomed'),
         assistant('Done.'),
@@ -235,7 +295,10 @@ const conversations: { name: string; input: Record<string, unknown>; parseArgume
   },
   {
     name: 'assistant tool call without content key',
-    input: { messages: [user('Go.'), { role: 'assistant', tool_calls: [call('crop', {})] }, tool('{"ok": true}')], add_generation_prompt: true },
+    input: {
+      messages: [user('Go.'), { role: 'assistant', tool_calls: [call('crop', {})] }, tool('{"ok": true}')],
+      add_generation_prompt: true,
+    },
   },
   {
     name: 'consecutive tool messages with images and videos',
@@ -254,17 +317,37 @@ const conversations: { name: string; input: Record<string, unknown>; parseArgume
     },
   },
   { name: 'tool message first', input: { messages: [tool('orphan'), user('Hi')], add_generation_prompt: true } },
-  { name: 'conversation ending with tool messages', input: { messages: [user('q'), assistant('', { tool_calls: [call('crop', {})] }), tool('a'), tool('b')] } },
-  { name: 'assistant list content with image part', input: { messages: [user('Draw'), assistant([img, txt('Here.')])], add_generation_prompt: true } },
-  { name: 'extra template variables', input: { messages: [user('x')], bos_token: '<s>', documents: [{ title: 'd' }], add_generation_prompt: true } },
-  { name: 'assistant content null raises', input: { messages: [user('Go.'), assistant(null, { tool_calls: [call('crop', {})] })] }, error: true },
+  {
+    name: 'conversation ending with tool messages',
+    input: { messages: [user('q'), assistant('', { tool_calls: [call('crop', {})] }), tool('a'), tool('b')] },
+  },
+  {
+    name: 'assistant list content with image part',
+    input: { messages: [user('Draw'), assistant([img, txt('Here.')])], add_generation_prompt: true },
+  },
+  {
+    name: 'extra template variables',
+    input: { messages: [user('x')], bos_token: '<s>', documents: [{ title: 'd' }], add_generation_prompt: true },
+  },
+  {
+    name: 'assistant content null raises',
+    input: { messages: [user('Go.'), assistant(null, { tool_calls: [call('crop', {})] })] },
+    error: true,
+  },
 ];
 
 const cases: Case[] = [];
 for (const file of TEMPLATE_FILES) {
   for (const c of conversations) {
     const plain = !c.parseArguments && !JSON.stringify(c.input).includes('@@raw');
-    cases.push({ name: `${file}: ${c.name}`, template: templateSource(file), input: jsonText(c.input), parseArguments: c.parseArguments, expectError: c.error, plain });
+    cases.push({
+      name: `${file}: ${c.name}`,
+      template: templateSource(file),
+      input: jsonText(c.input),
+      parseArguments: c.parseArguments,
+      expectError: c.error,
+      plain,
+    });
   }
 }
 
@@ -275,7 +358,8 @@ cases.push(
   {
     name: 'print: special values',
     template: PRINT_ALL,
-    input: withValues(String.raw`[2.0, 1.5e3, -0.0, 0.0, 1e16, 1e15, 9999999999999998.0, 123456789012345.6, 1e-5, 0.0001, 0.00012,
+    input:
+      withValues(String.raw`[2.0, 1.5e3, -0.0, 0.0, 1e16, 1e15, 9999999999999998.0, 123456789012345.6, 1e-5, 0.0001, 0.00012,
       1e22, 5e-324, 1.7976931348623157e308, 1e400, -1e400, NaN, 12345678901234567890, -9007199254740993, 0, -0, 7, true, false,
       null, "it's", "say \"hi\"", "both ' and \"", "back\\slash", {"2": 1, "1": [2.0, null]}, [], {}, "tab\there\r\n",
       "\u00a0nbsp\u200bzw\u200djoin\u2028ls\u0085nel\u007fdel\u0001c0\u00ad\ue000pua", "\ud83d\ude00 emoji \ud800 lone \udfff",
@@ -328,7 +412,12 @@ cases.push(
     expectError: true,
     sameError: true,
   },
-  { name: 'tojson of undefined raises', template: '{{ nothing | tojson }}', input: '{"messages": []}', expectError: true },
+  {
+    name: 'tojson of undefined raises',
+    template: '{{ nothing | tojson }}',
+    input: '{"messages": []}',
+    expectError: true,
+  },
 );
 
 // json.loads acceptance: valid documents print the same, invalid ones raise on both sides.
@@ -376,7 +465,11 @@ function* randomNumbers(seed: number): Generator<string> {
 {
   const gen = randomNumbers(20240607);
   const values = Array.from({ length: 600 }, () => gen.next().value ?? '0');
-  cases.push({ name: 'print: 600 seeded random numbers', template: '{% for v in values %}{{ v }} {{ v|tojson }} {{ [v] }}\n{% endfor %}', input: withValues(`[${values.join(',')}]`) });
+  cases.push({
+    name: 'print: 600 seeded random numbers',
+    template: '{% for v in values %}{{ v }} {{ v|tojson }} {{ [v] }}\n{% endfor %}',
+    input: withValues(`[${values.join(',')}]`),
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -386,7 +479,10 @@ type Outcome = { ok: string } | { error: string };
 
 function runPython(all: readonly Case[]): Outcome[] {
   const payload = `[${all
-    .map((c) => `{"template": ${JSON.stringify(c.template)}, "input": ${JSON.stringify(c.input)}, "parse_arguments": ${c.parseArguments === true}}`)
+    .map(
+      (c) =>
+        `{"template": ${JSON.stringify(c.template)}, "input": ${JSON.stringify(c.input)}, "parse_arguments": ${c.parseArguments === true}}`,
+    )
     .join(',')}]`;
   const run = spawnSync('python3', [SCRIPT], { input: payload, maxBuffer: 256 * 1024 * 1024 });
   if (run.error) throw run.error;
@@ -452,7 +548,10 @@ describe('ChatTemplate matches Python jinja2 (transformers setup)', () => {
       if (c.sameError && 'error' in actual) expect(actual.error).toBe(expected.error);
       return;
     }
-    if ('error' in actual) throw new Error(`ChatTemplate raised, Python rendered ${JSON.stringify(expected.ok.slice(0, 200))}: ${actual.error}`);
+    if ('error' in actual)
+      throw new Error(
+        `ChatTemplate raised, Python rendered ${JSON.stringify(expected.ok.slice(0, 200))}: ${actual.error}`,
+      );
     expect(actual.ok).toBe(expected.ok);
 
     // Plain JSON.parse data renders the same whenever the text has nothing JavaScript loses.
@@ -465,7 +564,10 @@ describe('ChatTemplate matches Python jinja2 (transformers setup)', () => {
 
 describe('templates', () => {
   it('are the verbatim reference files (formats.md §3)', () => {
-    const sha = (file: string): string => createHash('sha256').update(readFileSync(new URL(`../server/profiles/templates/${file}`, import.meta.url))).digest('hex');
+    const sha = (file: string): string =>
+      createHash('sha256')
+        .update(readFileSync(new URL(`../server/profiles/templates/${file}`, import.meta.url)))
+        .digest('hex');
     expect(sha('qwen3-vl.jinja')).toBe('3636d0f0bd6bef02654cdffdc447b79cb2cef8ab02cc75267345946291a489e4');
     expect(sha('qwen2-vl.jinja')).toMatch(/^a0bc6f6f.*c4f2fddb$/);
     expect(sha('qwen2.5-vl.jinja')).toBe(sha('qwen2-vl.jinja'));
@@ -473,7 +575,12 @@ describe('templates', () => {
 
   it('renders the formats.md §3 examples', () => {
     const qwen2 = new ChatTemplate(templateSource('qwen2-vl.jinja'));
-    expect(qwen2.render({ messages: [{ role: 'user', content: [{ type: 'image' }, { type: 'text', text: 'Describe.' }] }], add_generation_prompt: true })).toBe(
+    expect(
+      qwen2.render({
+        messages: [{ role: 'user', content: [{ type: 'image' }, { type: 'text', text: 'Describe.' }] }],
+        add_generation_prompt: true,
+      }),
+    ).toBe(
       '<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Describe.<|im_end|>\n<|im_start|>assistant\n',
     );
     const qwen3 = new ChatTemplate(templateSource('qwen3-vl.jinja'));
@@ -497,7 +604,10 @@ describe('templates', () => {
 
 describe('parsePythonJson', () => {
   it('keeps key order, float-ness and exact integers', () => {
-    const v = asMap(parsePythonJson('{"2": 1, "1": 2.0, "b": 12345678901234567890, "a": [1e5, -0, NaN, -Infinity]}'), 'value');
+    const v = asMap(
+      parsePythonJson('{"2": 1, "1": 2.0, "b": 12345678901234567890, "a": [1e5, -0, NaN, -Infinity]}'),
+      'value',
+    );
     expect([...v.keys()]).toEqual(['2', '1', 'b', 'a']);
     expect(v.get('2')).toBe(1);
     expect(v.get('1')).toEqual(new PyFloat(2));

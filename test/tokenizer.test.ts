@@ -8,19 +8,57 @@ const q3 = loadProfile('qwen3-vl');
 
 describe('tokenizer', () => {
   it('segment-cached encode equals the library encoding on random texts with special tokens, whitespace and unicode', async () => {
-    const pieces = fc.constantFrom('<|im_start|>', '<|im_end|>', '\n', '\n\n', ' ', '  ', '\t', 'user', 'assistant', '<|vision_start|><|image_pad|><|vision_end|>', '<tool_call>', '<think>', 'é', 'e\u0301', '中文', '🙂', "don't", '123456', 'x', '\r\n', '<|im_end', '|>');
+    const pieces = fc.constantFrom(
+      '<|im_start|>',
+      '<|im_end|>',
+      '\n',
+      '\n\n',
+      ' ',
+      '  ',
+      '\t',
+      'user',
+      'assistant',
+      '<|vision_start|><|image_pad|><|vision_end|>',
+      '<tool_call>',
+      '<think>',
+      'é',
+      'e\u0301',
+      '中文',
+      '🙂',
+      "don't",
+      '123456',
+      'x',
+      '\r\n',
+      '<|im_end',
+      '|>',
+    );
     await fc.assert(
-      fc.asyncProperty(fc.array(fc.oneof(pieces, fc.string({ maxLength: 6 }), fc.string({ unit: 'grapheme', maxLength: 4 })), { maxLength: 30 }), async (parts) => {
-        const text = parts.join('');
-        for (const p of [q25, q3]) expect(await p.tokenizer.encode(text)).toEqual(await p.tokenizer.encodeDirect(text));
-      }),
+      fc.asyncProperty(
+        fc.array(fc.oneof(pieces, fc.string({ maxLength: 6 }), fc.string({ unit: 'grapheme', maxLength: 4 })), {
+          maxLength: 30,
+        }),
+        async (parts) => {
+          const text = parts.join('');
+          for (const p of [q25, q3])
+            expect(await p.tokenizer.encode(text)).toEqual(await p.tokenizer.encodeDirect(text));
+        },
+      ),
       { numRuns: 300 },
     );
   });
 
   it('the vision special tokens have the ids of formats.md §1.1 in every profile', () => {
     for (const p of [q2, q25, q3]) {
-      expect(p.special).toMatchObject({ endOfText: 151643, imStart: 151644, imEnd: 151645, visionStart: 151652, visionEnd: 151653, imagePad: 151655, videoPad: 151656, newline: 198 });
+      expect(p.special).toMatchObject({
+        endOfText: 151643,
+        imStart: 151644,
+        imEnd: 151645,
+        visionStart: 151652,
+        visionEnd: 151653,
+        imagePad: 151655,
+        videoPad: 151656,
+        newline: 198,
+      });
     }
   });
 

@@ -77,7 +77,8 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
 export function DiffSummary({ d }: { d: DiffResult }) {
   return (
     <span className="muted small">
-      {d.a.ids.length.toLocaleString()} vs {d.b.ids.length.toLocaleString()} tokens · {d.hunks.length} differing region{d.hunks.length === 1 ? '' : 's'}
+      {d.a.ids.length.toLocaleString()} vs {d.b.ids.length.toLocaleString()} tokens · {d.hunks.length} differing region
+      {d.hunks.length === 1 ? '' : 's'}
       {d.prefixOnly ? ' · b may run on past a (the next observation)' : ''}
     </span>
   );
@@ -87,7 +88,17 @@ export function DiffSummary({ d }: { d: DiffResult }) {
  * The divergence headline and the aligned rows of one diff (also the playground's). `token` on
  * `side` is the selected token; `onSelect` is called to select one (the jump button).
  */
-export function DiffBody({ d, token, side, onSelect }: { d: DiffResult; token: number; side: 'a' | 'b'; onSelect(token: number, side: 'a' | 'b'): void }) {
+export function DiffBody({
+  d,
+  token,
+  side,
+  onSelect,
+}: {
+  d: DiffResult;
+  token: number;
+  side: 'a' | 'b';
+  onSelect(token: number, side: 'a' | 'b'): void;
+}) {
   const ref = useRef<VirtuosoHandle>(null);
   const selectedRow = useMemo(() => {
     if (token < 0) return -1;
@@ -132,7 +143,9 @@ export function DiffBody({ d, token, side, onSelect }: { d: DiffResult; token: n
           <Context label={d.b.label} parts={d.divergence.textB} />
         </div>
       )}
-      {!d.divergence && <div className="banner ok">These streams agree token for token{d.prefixOnly ? ' (b extends a)' : ''}.</div>}
+      {!d.divergence && (
+        <div className="banner ok">These streams agree token for token{d.prefixOnly ? ' (b extends a)' : ''}.</div>
+      )}
       <div className="diffhead">
         <span className="ix">#</span>
         <span className="dside">{d.a.label}</span>
@@ -152,12 +165,23 @@ export function DiffBody({ d, token, side, onSelect }: { d: DiffResult; token: n
           const st = rowState(d, r, aEndRow);
           const first = d.divergence?.row === r;
           return (
-            <div className={`drow ${st}${r === selectedRow ? ' selected' : ''}${first ? ' first' : ''}${hunkRows.has(r) ? ' hunkstart' : ''}`} data-row={r} data-a={ai} data-b={bi}>
+            <div
+              className={`drow ${st}${r === selectedRow ? ' selected' : ''}${first ? ' first' : ''}${hunkRows.has(r) ? ' hunkstart' : ''}`}
+              data-row={r}
+              data-a={ai}
+              data-b={bi}
+            >
               <span className="ix">{ai >= 0 ? ai : ''}</span>
-              <span className={`dside${ai >= 0 && isSpecial(d.a, ai) ? ' special' : ''}`} title={ai >= 0 ? `id ${d.a.ids[ai]}` : 'nothing on this side'}>
+              <span
+                className={`dside${ai >= 0 && isSpecial(d.a, ai) ? ' special' : ''}`}
+                title={ai >= 0 ? `id ${d.a.ids[ai]}` : 'nothing on this side'}
+              >
                 {ai >= 0 ? pieceAt(d.a, ai) : st === 'ins' ? '—' : ''}
               </span>
-              <span className={`dside${bi >= 0 && isSpecial(d.b, bi) ? ' special' : ''}`} title={bi >= 0 ? `id ${d.b.ids[bi]}` : 'nothing on this side'}>
+              <span
+                className={`dside${bi >= 0 && isSpecial(d.b, bi) ? ' special' : ''}`}
+                title={bi >= 0 ? `id ${d.b.ids[bi]}` : 'nothing on this side'}
+              >
                 {bi >= 0 ? pieceAt(d.b, bi) : st === 'del' ? '—' : ''}
               </span>
               <span className="ix">{bi >= 0 ? bi : ''}</span>

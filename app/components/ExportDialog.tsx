@@ -20,7 +20,15 @@ export function formatBytes(n: number): string {
 /** The filter in words, as the overview shows it. */
 function filterWords(f: ListFilter): string {
   const parts = [
-    f.status ? (f.status === 'ok' ? 'clean' : f.status === 'error' ? 'with errors' : f.status === 'warning' ? 'warnings only' : `status ${f.status}`) : '',
+    f.status
+      ? f.status === 'ok'
+        ? 'clean'
+        : f.status === 'error'
+          ? 'with errors'
+          : f.status === 'warning'
+            ? 'warnings only'
+            : `status ${f.status}`
+      : '',
     f.kind ? kindLabel(f.kind) : '',
     f.cause ? causeLabel(f.cause) : '',
     f.q ? `matching “${f.q}”` : '',
@@ -53,8 +61,10 @@ function Progress({ job }: { job: ExportJob }) {
         <div className="fill" style={{ width: `${(fraction * 100).toFixed(1)}%` }} />
       </div>
       <div className="small">
-        {p.scanned === 0 ? 'starting the analysis · ' : ''}re-checked {p.scanned.toLocaleString()} of {p.toScan.toLocaleString()} trajectories · {p.read.toLocaleString()} of {job.selected.toLocaleString()} selected done ·{' '}
-        <span className="ok-text">{p.exported.toLocaleString()} exported</span> · <span className="rej-text">{p.rejected.toLocaleString()} rejected</span> · {formatBytes(p.bytesWritten)} written
+        {p.scanned === 0 ? 'starting the analysis · ' : ''}re-checked {p.scanned.toLocaleString()} of{' '}
+        {p.toScan.toLocaleString()} trajectories · {p.read.toLocaleString()} of {job.selected.toLocaleString()} selected
+        done · <span className="ok-text">{p.exported.toLocaleString()} exported</span> ·{' '}
+        <span className="rej-text">{p.rejected.toLocaleString()} rejected</span> · {formatBytes(p.bytesWritten)} written
       </div>
     </div>
   );
@@ -66,7 +76,8 @@ function Done({ job }: { job: ExportJob }) {
   return (
     <div className="export-done" data-testid="export-done">
       <div className="export-counts" data-testid="export-counts">
-        <b>{c.read.toLocaleString()}</b> read = <b className="ok-text">{c.exported.toLocaleString()}</b> exported + <b className="rej-text">{c.rejected.toLocaleString()}</b> rejected
+        <b>{c.read.toLocaleString()}</b> read = <b className="ok-text">{c.exported.toLocaleString()}</b> exported +{' '}
+        <b className="rej-text">{c.rejected.toLocaleString()}</b> rejected
       </div>
       {reasons.length > 0 && (
         <ul className="reasons small" title="a rejected trajectory may have several reasons">
@@ -88,7 +99,13 @@ function Done({ job }: { job: ExportJob }) {
                 </a>
               </td>
               <td className="num muted">{formatBytes(f.bytes)}</td>
-              <td className="what muted small">{f.role === 'batch' ? 'download started' : f.role === 'manifest' ? 'inputs, hashes, counts, settings' : 'each trajectory not exported, with why'}</td>
+              <td className="what muted small">
+                {f.role === 'batch'
+                  ? 'download started'
+                  : f.role === 'manifest'
+                    ? 'inputs, hashes, counts, settings'
+                    : 'each trajectory not exported, with why'}
+              </td>
             </tr>
           ))}
         </tbody>
@@ -123,7 +140,13 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
 
   return (
     <div className="modal-backdrop" onClick={hide}>
-      <div className="modal export-dialog" role="dialog" aria-label="Export a training batch" data-testid="export-dialog" onClick={(e) => e.stopPropagation()}>
+      <div
+        className="modal export-dialog"
+        role="dialog"
+        aria-label="Export a training batch"
+        data-testid="export-dialog"
+        onClick={(e) => e.stopPropagation()}
+      >
         <header>
           <h2>Export a training batch</h2>
           <button className="close" onClick={hide} aria-label="close">
@@ -137,13 +160,21 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
               <label className="choice">
                 <input type="radio" name="scope" checked={scope === 'filter'} onChange={() => setScope('filter')} />
                 <span>
-                  <b>The current filter</b> — {shown.toLocaleString()} trajector{shown === 1 ? 'y' : 'ies'} <span className="muted">({filterWords(filter)})</span>
+                  <b>The current filter</b> — {shown.toLocaleString()} trajector{shown === 1 ? 'y' : 'ies'}{' '}
+                  <span className="muted">({filterWords(filter)})</span>
                 </span>
               </label>
               <label className={`choice${selected.size === 0 ? ' disabled' : ''}`}>
-                <input type="radio" name="scope" checked={scope === 'selection'} disabled={selected.size === 0} onChange={() => setScope('selection')} />
+                <input
+                  type="radio"
+                  name="scope"
+                  checked={scope === 'selection'}
+                  disabled={selected.size === 0}
+                  onChange={() => setScope('selection')}
+                />
                 <span>
-                  <b>The selected trajectories</b> — {selected.size.toLocaleString()} ticked{selected.size === 0 ? ' (tick rows in the list to pick some)' : ''}
+                  <b>The selected trajectories</b> — {selected.size.toLocaleString()} ticked
+                  {selected.size === 0 ? ' (tick rows in the list to pick some)' : ''}
                 </span>
               </label>
             </div>
@@ -158,17 +189,24 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
                 </button>
               </span>
               <label className="check">
-                <input type="checkbox" checked={includeWarnings} onChange={(e) => setIncludeWarnings(e.target.checked)} /> include trajectories whose only findings are warnings
+                <input
+                  type="checkbox"
+                  checked={includeWarnings}
+                  onChange={(e) => setIncludeWarnings(e.target.checked)}
+                />{' '}
+                include trajectories whose only findings are warnings
               </label>
             </div>
             <p className="muted small explain">
-              Each trajectory is re-aligned the canonical way and checked again; only rows with no error left are written. Every other trajectory goes to the rejects file with its
-              findings, so read = exported + rejected. The files are written to a temporary folder on the server, never beside your data.
+              Each trajectory is re-aligned the canonical way and checked again; only rows with no error left are
+              written. Every other trajectory goes to the rejects file with its findings, so read = exported + rejected.
+              The files are written to a temporary folder on the server, never beside your data.
             </p>
             <div className="actions">
               <button onClick={hide}>Close</button>
               <button className="primary" data-testid="export-start" disabled={count === 0} onClick={go}>
-                Export {count.toLocaleString()} trajector{count === 1 ? 'y' : 'ies'} as {format === 'jsonl' ? 'JSONL' : 'Parquet'}
+                Export {count.toLocaleString()} trajector{count === 1 ? 'y' : 'ies'} as{' '}
+                {format === 'jsonl' ? 'JSONL' : 'Parquet'}
               </button>
             </div>
           </>
@@ -176,8 +214,8 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
         {job && (
           <div className="export-job">
             <div className="small muted">
-              {job.format === 'jsonl' ? 'JSONL' : 'Parquet'} · {job.selected.toLocaleString()} trajector{job.selected === 1 ? 'y' : 'ies'}{' '}
-              {job.scope === 'filter' ? `(${job.selection})` : 'ticked in the list'}
+              {job.format === 'jsonl' ? 'JSONL' : 'Parquet'} · {job.selected.toLocaleString()} trajector
+              {job.selected === 1 ? 'y' : 'ies'} {job.scope === 'filter' ? `(${job.selection})` : 'ticked in the list'}
               {job.includeWarnings ? ' · warnings included' : ''}
             </div>
             {running && <Progress job={job} />}

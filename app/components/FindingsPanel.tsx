@@ -4,12 +4,17 @@ import type { TrajectoryDetail } from '../../server/http/api.ts';
 import { causeLabel, kindLabel } from './labels.ts';
 
 /** Where a finding is best seen: the diff for divergences, else its stream at its token. */
-export function findingTarget(f: Finding, diffs: TrajectoryDetail['diffs']): Record<string, string | number | undefined> {
+export function findingTarget(
+  f: Finding,
+  diffs: TrajectoryDetail['diffs'],
+): Record<string, string | number | undefined> {
   if (f.kind === 'prefix_break' && diffs.some((d) => d.a === 'prompt' && d.turn === f.turn)) {
     return { view: 'diff', a: 'prompt', b: 'prompt', dturn: f.turn, side: 'b', token: f.index };
   }
-  if (f.kind === 'rerender_mismatch') return { view: 'diff', a: 'canonical', b: 'rerender', dturn: undefined, side: 'a', token: f.index };
-  if (f.kind === 'sample_mismatch') return { view: 'diff', a: 'canonical', b: 'sample', dturn: undefined, side: 'b', token: f.index };
+  if (f.kind === 'rerender_mismatch')
+    return { view: 'diff', a: 'canonical', b: 'rerender', dturn: undefined, side: 'a', token: f.index };
+  if (f.kind === 'sample_mismatch')
+    return { view: 'diff', a: 'canonical', b: 'sample', dturn: undefined, side: 'b', token: f.index };
   return {
     view: 'stream',
     stream: f.stream ?? 'canonical',
@@ -18,7 +23,13 @@ export function findingTarget(f: Finding, diffs: TrajectoryDetail['diffs']): Rec
   };
 }
 
-export function FindingsPanel(props: { findings: Finding[]; active: number; onOpen(f: Finding, i: number): void; limitations: string[]; notes: string[] }) {
+export function FindingsPanel(props: {
+  findings: Finding[];
+  active: number;
+  onOpen(f: Finding, i: number): void;
+  limitations: string[];
+  notes: string[];
+}) {
   const { findings, active, onOpen } = props;
   return (
     <section className="panel findings" aria-label="findings">
@@ -28,7 +39,12 @@ export function FindingsPanel(props: { findings: Finding[]; active: number; onOp
       {findings.length === 0 && <p className="muted">none</p>}
       <ol>
         {findings.map((f, i) => (
-          <li key={i} className={`finding ${f.severity} ${i === active ? 'active' : ''}`} data-kind={f.kind} onClick={() => onOpen(f, i)}>
+          <li
+            key={i}
+            className={`finding ${f.severity} ${i === active ? 'active' : ''}`}
+            data-kind={f.kind}
+            onClick={() => onOpen(f, i)}
+          >
             <div className="finding-head">
               <span className={`chip kind kind-${f.kind}`}>{kindLabel(f.kind)}</span>
               {f.cause && <span className="chip cause">{causeLabel(f.cause)}</span>}

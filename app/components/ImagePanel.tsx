@@ -60,20 +60,56 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
       const cell = padCell(k, layout, W, H);
       const rowEnd = Math.min(cells, (cell.row + 1) * layout.cellsWide);
       const last = padCell(rowEnd - 1, layout, W, H);
-      missingRects.push(<rect key={k} className="missing" x={cell.original.x} y={cell.original.y} width={last.original.x + last.original.w - cell.original.x} height={cell.original.h} />);
+      missingRects.push(
+        <rect
+          key={k}
+          className="missing"
+          x={cell.original.x}
+          y={cell.original.y}
+          width={last.original.x + last.original.w - cell.original.x}
+          height={cell.original.h}
+        />,
+      );
       k = rowEnd;
     }
   }
   return (
     <figure className="overlay" data-image={info.index}>
       {/* Real aspect ratio; tall images are bounded by height so the whole grid stays in view. */}
-      <div className="imgbox" style={{ aspectRatio: `${W} / ${H}`, width: `min(100%, ${Math.round((MAX_HEIGHT * W) / H)}px)` }}>
-        {info.hasPreview && !failed ? <img src={api.previewUrl(trajectoryId, info.index, PREVIEW_WIDTH)} alt={`image ${info.index}`} onError={() => setFailed(true)} /> : <div className="noimg">{info.unavailable ?? 'image bytes not available'}</div>}
+      <div
+        className="imgbox"
+        style={{ aspectRatio: `${W} / ${H}`, width: `min(100%, ${Math.round((MAX_HEIGHT * W) / H)}px)` }}
+      >
+        {info.hasPreview && !failed ? (
+          <img
+            src={api.previewUrl(trajectoryId, info.index, PREVIEW_WIDTH)}
+            alt={`image ${info.index}`}
+            onError={() => setFailed(true)}
+          />
+        ) : (
+          <div className="noimg">{info.unavailable ?? 'image bytes not available'}</div>
+        )}
         {layout && (
-          <svg viewBox={`0 0 ${W} ${H}`} preserveAspectRatio="none" onMouseMove={onMove} onMouseLeave={() => hover(null, null, null)} data-testid={`grid-${info.index}`}>
+          <svg
+            viewBox={`0 0 ${W} ${H}`}
+            preserveAspectRatio="none"
+            onMouseMove={onMove}
+            onMouseLeave={() => hover(null, null, null)}
+            data-testid={`grid-${info.index}`}
+          >
             <path d={lines.join('')} className="gridlines" vectorEffect="non-scaling-stroke" />
             {missingRects}
-            {lit && <rect className="litcell" data-lit-cell={`${lit.row},${lit.col}`} x={lit.original.x} y={lit.original.y} width={lit.original.w} height={lit.original.h} vectorEffect="non-scaling-stroke" />}
+            {lit && (
+              <rect
+                className="litcell"
+                data-lit-cell={`${lit.row},${lit.col}`}
+                x={lit.original.x}
+                y={lit.original.y}
+                width={lit.original.w}
+                height={lit.original.h}
+                vectorEffect="non-scaling-stroke"
+              />
+            )}
           </svg>
         )}
       </div>
@@ -88,7 +124,8 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
               <tr>
                 <th>image_grid_thw</th>
                 <td>
-                  [{layout.gridThw.join(', ')}] · {layout.cellsWide}×{layout.cellsHigh} merged cells of {layout.cellSize}px
+                  [{layout.gridThw.join(', ')}] · {layout.cellsWide}×{layout.cellsHigh} merged cells of{' '}
+                  {layout.cellSize}px
                 </td>
               </tr>
               <tr className={countWrong || truncated || dropped ? 'bad' : ''}>
@@ -97,7 +134,9 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
                   {info.expectedPads ?? '?'} / {actual ?? 'none'}
                   {extra > 0 && <b className="badnote"> · {extra} extra pads have no cell</b>}
                   {dropped && <b className="badnote"> · this image has no pad tokens in the stream: it was dropped</b>}
-                  {!dropped && missingFrom < cells && <b className="badnote"> · {cells - missingFrom} cells have no pad (hatched)</b>}
+                  {!dropped && missingFrom < cells && (
+                    <b className="badnote"> · {cells - missingFrom} cells have no pad (hatched)</b>
+                  )}
                 </td>
               </tr>
               {info.storedGrid && (
@@ -109,14 +148,18 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
               <tr>
                 <th>processor</th>
                 <td>
-                  min_pixels {info.settings.minPixels.toLocaleString()} · max_pixels {info.settings.maxPixels.toLocaleString()} · patch {info.settings.patchSize} · merge {info.settings.mergeSize}
+                  min_pixels {info.settings.minPixels.toLocaleString()} · max_pixels{' '}
+                  {info.settings.maxPixels.toLocaleString()} · patch {info.settings.patchSize} · merge{' '}
+                  {info.settings.mergeSize}
                 </td>
               </tr>
               {lit && (
                 <tr className="hoverinfo">
                   <th>pad {litPad}</th>
                   <td>
-                    row {lit.row}, col {lit.col} · x {Math.round(lit.original.x)}–{Math.round(lit.original.x + lit.original.w)}, y {Math.round(lit.original.y)}–{Math.round(lit.original.y + lit.original.h)} px
+                    row {lit.row}, col {lit.col} · x {Math.round(lit.original.x)}–
+                    {Math.round(lit.original.x + lit.original.w)}, y {Math.round(lit.original.y)}–
+                    {Math.round(lit.original.y + lit.original.h)} px
                   </td>
                 </tr>
               )}
@@ -132,7 +175,9 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
 export function ImagePanel({ detail, findings }: { detail: TrajectoryDetail; findings: Finding[] }) {
   const focus = useRoute((r) => r.params.image);
   if (detail.images.length === 0) return null;
-  const order = detail.images.slice().sort((a, b) => Number(b.index === Number(focus)) - Number(a.index === Number(focus)));
+  const order = detail.images
+    .slice()
+    .sort((a, b) => Number(b.index === Number(focus)) - Number(a.index === Number(focus)));
   return (
     <section className="panel images" aria-label="images">
       <h2>

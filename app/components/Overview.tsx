@@ -65,7 +65,12 @@ interface RowContext {
 // Stable component types (defined once), so scrolling and re-renders do not remount rows.
 const TABLE_COMPONENTS: TableComponents<TrajectorySummary, RowContext> = {
   TableRow: ({ item, context, ...rest }) => (
-    <tr {...rest} data-id={item.id} className={`trow health-row-${item.health}${rest['data-index'] === context.cursor ? ' cursor' : ''}${context.picked.has(item.id) ? ' picked' : ''}`} onClick={() => context.open(item.id)} />
+    <tr
+      {...rest}
+      data-id={item.id}
+      className={`trow health-row-${item.health}${rest['data-index'] === context.cursor ? ' cursor' : ''}${context.picked.has(item.id) ? ' picked' : ''}`}
+      onClick={() => context.open(item.id)}
+    />
   ),
 };
 
@@ -102,7 +107,15 @@ export function Overview() {
   useEffect(() => {
     const onKey = (e: KeyboardEvent) => {
       const rows = itemsRef.current;
-      if (e.target instanceof HTMLInputElement || e.metaKey || e.ctrlKey || e.altKey || rows.length === 0 || useExport.getState().open) return;
+      if (
+        e.target instanceof HTMLInputElement ||
+        e.metaKey ||
+        e.ctrlKey ||
+        e.altKey ||
+        rows.length === 0 ||
+        useExport.getState().open
+      )
+        return;
       const move = (to: number) => {
         const c = Math.max(0, Math.min(rows.length - 1, to));
         cursorRef.current = c;
@@ -118,19 +131,25 @@ export function Overview() {
     window.addEventListener('keydown', onKey);
     return () => window.removeEventListener('keydown', onKey);
   }, []);
-  const sortBy = (key: SortKey) => setParams({ sort: key, order: query.sort === key && query.order === 'desc' ? 'asc' : 'desc' }, true);
+  const sortBy = (key: SortKey) =>
+    setParams({ sort: key, order: query.sort === key && query.order === 'desc' ? 'asc' : 'desc' }, true);
 
   return (
     <div className="overview">
       <header className="topbar">
         <h1>
           rollscope{' '}
-          <span className="muted small" title={info?.files.map((f) => `${f.file} (${f.format ?? '?'}, ${f.trajectories})`).join('\n')}>
+          <span
+            className="muted small"
+            title={info?.files.map((f) => `${f.file} (${f.format ?? '?'}, ${f.trajectories})`).join('\n')}
+          >
             {info?.demo ? 'demo run' : info?.files.map((f) => f.file.split(/[\\/]/).pop()).join(', ')}
           </span>
         </h1>
         <span className="muted small">
-          {info ? `${info.trajectories} trajectories · model ${info.profile.name}${info.loading ? ' · loading…' : ''}` : 'loading…'}
+          {info
+            ? `${info.trajectories} trajectories · model ${info.profile.name}${info.loading ? ' · loading…' : ''}`
+            : 'loading…'}
         </span>
         <span className="spacer" />
         <a className="toplink" href="#/playground">
@@ -140,26 +159,57 @@ export function Overview() {
       {error && <div className="banner error">{error}</div>}
       {info && (
         <section className="counts" aria-label="finding counts">
-          <button className={`count health-ok ${params.status === 'ok' ? 'active' : ''}`} onClick={() => setParams({ status: params.status === 'ok' ? undefined : 'ok', kind: undefined, cause: undefined }, true)}>
+          <button
+            className={`count health-ok ${params.status === 'ok' ? 'active' : ''}`}
+            onClick={() =>
+              setParams({ status: params.status === 'ok' ? undefined : 'ok', kind: undefined, cause: undefined }, true)
+            }
+          >
             <b>{info.health.ok}</b> clean
           </button>
-          <button className={`count health-error ${params.status === 'error' ? 'active' : ''}`} onClick={() => setParams({ status: params.status === 'error' ? undefined : 'error', kind: undefined, cause: undefined }, true)}>
+          <button
+            className={`count health-error ${params.status === 'error' ? 'active' : ''}`}
+            onClick={() =>
+              setParams(
+                { status: params.status === 'error' ? undefined : 'error', kind: undefined, cause: undefined },
+                true,
+              )
+            }
+          >
             <b>{info.health.error}</b> with errors
           </button>
           {info.health.warning > 0 && (
-            <button className={`count health-warning ${params.status === 'warning' ? 'active' : ''}`} onClick={() => setParams({ status: params.status === 'warning' ? undefined : 'warning', kind: undefined, cause: undefined }, true)}>
+            <button
+              className={`count health-warning ${params.status === 'warning' ? 'active' : ''}`}
+              onClick={() =>
+                setParams(
+                  { status: params.status === 'warning' ? undefined : 'warning', kind: undefined, cause: undefined },
+                  true,
+                )
+              }
+            >
               <b>{info.health.warning}</b> warnings only
             </button>
           )}
           {Object.entries(info.counts.kind)
             .sort((a, b) => b[1] - a[1])
             .map(([k, n]) => (
-              <button key={k} data-kind={k} className={`count kind kind-${k} ${params.kind === k ? 'active' : ''}`} onClick={() => setParams({ kind: params.kind === k ? undefined : k, status: undefined }, true)}>
+              <button
+                key={k}
+                data-kind={k}
+                className={`count kind kind-${k} ${params.kind === k ? 'active' : ''}`}
+                onClick={() => setParams({ kind: params.kind === k ? undefined : k, status: undefined }, true)}
+              >
                 <b>{n}</b> {kindLabel(k)}
               </button>
             ))}
           {Object.entries(info.counts.cause).map(([c, n]) => (
-            <button key={c} data-cause={c} className={`count cause ${params.cause === c ? 'active' : ''}`} onClick={() => setParams({ cause: params.cause === c ? undefined : c }, true)}>
+            <button
+              key={c}
+              data-cause={c}
+              className={`count cause ${params.cause === c ? 'active' : ''}`}
+              onClick={() => setParams({ cause: params.cause === c ? undefined : c }, true)}
+            >
               <b>{n}</b> {causeLabel(c)}
             </button>
           ))}
@@ -180,7 +230,10 @@ export function Overview() {
           {query.status ? ` · status ${query.status}` : ''}
         </span>
         {(query.kind || query.cause || query.status || query.q) && (
-          <button className="link" onClick={() => setParams({ kind: undefined, cause: undefined, status: undefined, q: undefined }, true)}>
+          <button
+            className="link"
+            onClick={() => setParams({ kind: undefined, cause: undefined, status: undefined, q: undefined }, true)}
+          >
             clear filters
           </button>
         )}
@@ -198,7 +251,10 @@ export function Overview() {
         <span className="muted small keys">j/k move · x select · Enter opens</span>
       </div>
       {exportOpen && (
-        <ExportDialog filter={{ kind: query.kind, cause: query.cause, status: query.status, q: query.q }} shown={total} />
+        <ExportDialog
+          filter={{ kind: query.kind, cause: query.cause, status: query.status, q: query.q }}
+          shown={total}
+        />
       )}
       {info && info.errors.length > 0 && (
         <details className="banner warning">
@@ -229,11 +285,21 @@ export function Overview() {
                 ref={(el) => {
                   if (el) el.indeterminate = someShownPicked;
                 }}
-                onChange={() => setPicked(items.map((s) => s.id), !allShownPicked)}
+                onChange={() =>
+                  setPicked(
+                    items.map((s) => s.id),
+                    !allShownPicked,
+                  )
+                }
               />
             </th>
             {COLUMNS.map((c) => (
-              <th key={c.key} className={c.numeric ? 'num' : ''} onClick={() => sortBy(c.key)} aria-sort={query.sort === c.key ? (query.order === 'asc' ? 'ascending' : 'descending') : 'none'}>
+              <th
+                key={c.key}
+                className={c.numeric ? 'num' : ''}
+                onClick={() => sortBy(c.key)}
+                aria-sort={query.sort === c.key ? (query.order === 'asc' ? 'ascending' : 'descending') : 'none'}
+              >
                 {c.label}
                 {query.sort === c.key ? (query.order === 'asc' ? ' ▲' : ' ▼') : ''}
               </th>
@@ -244,7 +310,12 @@ export function Overview() {
         itemContent={(_, s) => (
           <>
             <td className="pick" onClick={(e) => e.stopPropagation()}>
-              <input type="checkbox" aria-label={`select ${s.id}`} checked={picked.has(s.id)} onChange={() => togglePicked(s.id)} />
+              <input
+                type="checkbox"
+                aria-label={`select ${s.id}`}
+                checked={picked.has(s.id)}
+                onChange={() => togglePicked(s.id)}
+              />
             </td>
             <td>
               <HealthDot health={s.health} />

@@ -22,7 +22,10 @@ const PLACEHOLDER = `{"messages": [
 
 /** Token chips of the rendered ids: rows break after newlines; each image's pad run is one chip. */
 function TokenChips({ r, flagged }: { r: PlaygroundResult; flagged: number }) {
-  const rows = useMemo(() => buildRows({ ids: r.ids, pieces: r.pieces, turns: [], vision: r.vision }, {}, () => 1), [r]);
+  const rows = useMemo(
+    () => buildRows({ ids: r.ids, pieces: r.pieces, turns: [], vision: r.vision }, {}, () => 1),
+    [r],
+  );
   const [selected, setSelected] = useState(-1);
   return (
     <div className="pg-tokens">
@@ -62,10 +65,16 @@ function TokenChips({ r, flagged }: { r: PlaygroundResult; flagged: number }) {
             const img = r.images[v.image];
             return (
               <div className="row">
-                <span className={`padchip${flagged >= v.padStart && flagged < v.padStart + v.padLength ? ' bad' : ''}`} data-span={v.image} title={`tokens #${v.padStart}–#${v.padStart + v.padLength - 1}`}>
+                <span
+                  className={`padchip${flagged >= v.padStart && flagged < v.padStart + v.padLength ? ' bad' : ''}`}
+                  data-span={v.image}
+                  title={`tokens #${v.padStart}–#${v.padStart + v.padLength - 1}`}
+                >
                   <b>image {v.image}</b> · {v.padLength} pads
                   {v.gridThw ? ` · grid [${v.gridThw.join(', ')}]` : ''}
-                  {img ? ` · ${img.width}×${img.height} → ${img.resizedWidth}×${img.resizedHeight} (${img.source})` : ''}
+                  {img
+                    ? ` · ${img.width}×${img.height} → ${img.resizedWidth}×${img.resizedHeight} (${img.source})`
+                    : ''}
                 </span>
               </div>
             );
@@ -84,7 +93,9 @@ function Verdict({ r }: { r: PlaygroundResult }) {
     return (
       <span className="verdict ok" data-testid="pg-verdict">
         ✓ identical to {d.b.label}
-        {d.prefixOnly && d.b.ids.length > d.a.ids.length ? ` (its first ${d.a.ids.length.toLocaleString()} tokens)` : ''}
+        {d.prefixOnly && d.b.ids.length > d.a.ids.length
+          ? ` (its first ${d.a.ids.length.toLocaleString()} tokens)`
+          : ''}
       </span>
     );
   }
@@ -96,7 +107,15 @@ function Verdict({ r }: { r: PlaygroundResult }) {
   );
 }
 
-export function Playground({ trajectoryId, detail, split = false }: { trajectoryId: string | null; detail: TrajectoryDetail | null; split?: boolean }) {
+export function Playground({
+  trajectoryId,
+  detail,
+  split = false,
+}: {
+  trajectoryId: string | null;
+  detail: TrajectoryDetail | null;
+  split?: boolean;
+}) {
   const pg = usePlayground();
   const { text, result, error, busy, target, prefix, addGenerationPrompt, prefillNote, resultFor } = pg;
   const [tab, setTab] = useState<Tab>('tokens');
@@ -125,7 +144,8 @@ export function Playground({ trajectoryId, detail, split = false }: { trajectory
         <div className="pg-head">
           <b>Conversation</b>
           <span className="muted small">
-            OpenAI-style JSON <code>{'{"messages": [...], "tools"?: [...]}'}</code>; images as <code>{'{"width", "height"}'}</code> or <code>data:</code> URLs
+            OpenAI-style JSON <code>{'{"messages": [...], "tools"?: [...]}'}</code>; images as{' '}
+            <code>{'{"width", "height"}'}</code> or <code>data:</code> URLs
           </span>
         </div>
         <textarea
@@ -144,7 +164,12 @@ export function Playground({ trajectoryId, detail, split = false }: { trajectory
         />
         <div className="pg-controls">
           <label className="check">
-            <input type="checkbox" checked={addGenerationPrompt} onChange={(e) => pg.set({ addGenerationPrompt: e.target.checked })} /> add generation prompt
+            <input
+              type="checkbox"
+              checked={addGenerationPrompt}
+              onChange={(e) => pg.set({ addGenerationPrompt: e.target.checked })}
+            />{' '}
+            add generation prompt
           </label>
           <label>
             compare with{' '}
@@ -166,21 +191,37 @@ export function Playground({ trajectoryId, detail, split = false }: { trajectory
             </select>
           </label>
           {target && detail && (
-            <label className="check" title="the stream may go on past the rendered tokens (a prompt against prompt + generation) without that counting as a difference">
-              <input type="checkbox" checked={prefix} onChange={(e) => pg.set({ prefix: e.target.checked })} /> as a prefix
+            <label
+              className="check"
+              title="the stream may go on past the rendered tokens (a prompt against prompt + generation) without that counting as a difference"
+            >
+              <input type="checkbox" checked={prefix} onChange={(e) => pg.set({ prefix: e.target.checked })} /> as a
+              prefix
             </label>
           )}
           <span className="spacer" />
           {trajectoryId && (
-            <button className="link small" onClick={() => void prefill(trajectoryId, true)} title="replace the text with this trajectory's first-turn messages">
+            <button
+              className="link small"
+              onClick={() => void prefill(trajectoryId, true)}
+              title="replace the text with this trajectory's first-turn messages"
+            >
               reset to the first turn
             </button>
           )}
-          <button className="primary" data-testid="pg-render" disabled={busy || text.trim() === ''} onClick={render} title="Ctrl+Enter">
+          <button
+            className="primary"
+            data-testid="pg-render"
+            disabled={busy || text.trim() === ''}
+            onClick={render}
+            title="Ctrl+Enter"
+          >
             {busy ? 'Rendering…' : 'Render'}
           </button>
         </div>
-        {prefillNote && !text && <div className="muted small pg-note">{prefillNote}; paste a conversation to render it.</div>}
+        {prefillNote && !text && (
+          <div className="muted small pg-note">{prefillNote}; paste a conversation to render it.</div>
+        )}
       </section>
       <section className="pg-output">
         {error && (
@@ -207,8 +248,19 @@ export function Playground({ trajectoryId, detail, split = false }: { trajectory
             ))}
             <nav className="tabs">
               {(['tokens', 'text', 'ids', 'diff'] as const).map((t) => (
-                <button key={t} className={tab === t ? 'active' : ''} disabled={t === 'diff' && !diff} onClick={() => setTab(t)}>
-                  {t === 'tokens' ? 'Tokens' : t === 'text' ? 'Text' : t === 'ids' ? 'Ids' : `Diff${diff?.divergence ? ' ●' : ''}`}
+                <button
+                  key={t}
+                  className={tab === t ? 'active' : ''}
+                  disabled={t === 'diff' && !diff}
+                  onClick={() => setTab(t)}
+                >
+                  {t === 'tokens'
+                    ? 'Tokens'
+                    : t === 'text'
+                      ? 'Text'
+                      : t === 'ids'
+                        ? 'Ids'
+                        : `Diff${diff?.divergence ? ' ●' : ''}`}
                 </button>
               ))}
             </nav>
@@ -216,9 +268,13 @@ export function Playground({ trajectoryId, detail, split = false }: { trajectory
             {tab === 'text' && <pre className="pg-rendered">{result.text}</pre>}
             {tab === 'ids' && (
               <div className="pg-ids">
-                <label className="small muted">what the model sees: {result.ids.length.toLocaleString()} ids, image pads expanded</label>
+                <label className="small muted">
+                  what the model sees: {result.ids.length.toLocaleString()} ids, image pads expanded
+                </label>
                 <textarea readOnly data-testid="pg-ids" value={result.ids.join(' ')} />
-                <label className="small muted">as tokenized: {result.tokenIds.length.toLocaleString()} ids, one &lt;|image_pad|&gt; per image</label>
+                <label className="small muted">
+                  as tokenized: {result.tokenIds.length.toLocaleString()} ids, one &lt;|image_pad|&gt; per image
+                </label>
                 <textarea readOnly value={result.tokenIds.join(' ')} />
               </div>
             )}
@@ -227,12 +283,21 @@ export function Playground({ trajectoryId, detail, split = false }: { trajectory
                 <div className="toolbar">
                   <DiffSummary d={diff} />
                 </div>
-                <DiffBody d={diff} token={diffToken.token} side={diffToken.side} onSelect={(token, side) => setDiffToken({ token, side })} />
+                <DiffBody
+                  d={diff}
+                  token={diffToken.token}
+                  side={diffToken.side}
+                  onSelect={(token, side) => setDiffToken({ token, side })}
+                />
               </div>
             )}
           </>
         )}
-        {!result && !error && <p className="muted pg-empty">{busy ? 'Rendering…' : 'Render a conversation to see its text, tokens and ids here.'}</p>}
+        {!result && !error && (
+          <p className="muted pg-empty">
+            {busy ? 'Rendering…' : 'Render a conversation to see its text, tokens and ids here.'}
+          </p>
+        )}
       </section>
     </div>
   );

@@ -40,11 +40,17 @@ export function PlaygroundPage() {
   return (
     <div className="playground-page">
       <header className="topbar">
-        <a className="back" href="#/" onClick={(e) => (e.preventDefault(), go({ page: 'overview', id: null, params: {} }))}>
+        <a
+          className="back"
+          href="#/"
+          onClick={(e) => (e.preventDefault(), go({ page: 'overview', id: null, params: {} }))}
+        >
           ← run
         </a>
         <h1>Playground</h1>
-        <span className="muted small">render a conversation with {info ? `the run's profile (${info.profile.name})` : "the run's profile"}</span>
+        <span className="muted small">
+          render a conversation with {info ? `the run's profile (${info.profile.name})` : "the run's profile"}
+        </span>
         <span className="spacer" />
         <label className="small">
           compare with trajectory{' '}

@@ -41,34 +41,58 @@ export function TrajectoryPage() {
 
   const neighbours = useMemo(() => {
     const i = items.findIndex((s) => s.id === id);
-    return { prev: i > 0 ? items[i - 1]?.id : undefined, next: i >= 0 ? items[i + 1]?.id : items[0]?.id, at: i, count: items.length };
+    return {
+      prev: i > 0 ? items[i - 1]?.id : undefined,
+      next: i >= 0 ? items[i + 1]?.id : items[0]?.id,
+      at: i,
+      count: items.length,
+    };
   }, [items, id]);
 
   const openFinding = (_f: Finding, index: number) => {
     const params = findingParams(index);
     // Drop the previous finding's place (a stream token is not a diff row).
-    if (params) setParams({ token: undefined, side: undefined, stream: undefined, turn: undefined, a: undefined, b: undefined, dturn: undefined, image: undefined, ...params });
+    if (params)
+      setParams({
+        token: undefined,
+        side: undefined,
+        stream: undefined,
+        turn: undefined,
+        a: undefined,
+        b: undefined,
+        dturn: undefined,
+        image: undefined,
+        ...params,
+      });
   };
-
 
   const worst = findings[0];
   const s = detail?.summary;
   return (
     <div className="trajectory">
       <header className="topbar">
-        <a className="back" href="#/" onClick={(e) => (e.preventDefault(), window.history.length > 1 ? history.back() : go({ page: 'overview', id: null, params: {} }))}>
+        <a
+          className="back"
+          href="#/"
+          onClick={(e) => (
+            e.preventDefault(),
+            window.history.length > 1 ? history.back() : go({ page: 'overview', id: null, params: {} })
+          )}
+        >
           ← run
         </a>
         <h1 className="tid">{id}</h1>
         {s && <span className={`health health-${s.health}`}>{s.health === 'ok' ? 'clean' : s.health}</span>}
         {s && (
           <span className="muted small">
-            {s.format} · {s.turns} turns · {s.tokens.toLocaleString()} tokens · {s.images} images{s.reward !== null ? ` · reward ${s.reward}` : ''} · {detail?.profile}
+            {s.format} · {s.turns} turns · {s.tokens.toLocaleString()} tokens · {s.images} images
+            {s.reward !== null ? ` · reward ${s.reward}` : ''} · {detail?.profile}
           </span>
         )}
         <span className="spacer" />
         <span className="muted small keys">
-          {neighbours.at >= 0 ? `${neighbours.at + 1}/${neighbours.count} · ` : ''}j/k trajectory · n next finding · Esc run
+          {neighbours.at >= 0 ? `${neighbours.at + 1}/${neighbours.count} · ` : ''}j/k trajectory · n next finding · Esc
+          run
         </span>
       </header>
       {error && <div className="banner error">{error}</div>}
@@ -81,17 +105,27 @@ export function TrajectoryPage() {
           : {worst.message}
         </div>
       )}
-      {detail && findings.length === 0 && <div className="banner ok">No findings: every check passed for this trajectory.</div>}
+      {detail && findings.length === 0 && (
+        <div className="banner ok">No findings: every check passed for this trajectory.</div>
+      )}
       <div className="columns">
         <main className="main">
           <nav className="tabs">
             <button className={view === 'stream' ? 'active' : ''} onClick={() => setParams({ view: 'stream' })}>
               Token stream
             </button>
-            <button className={view === 'diff' ? 'active' : ''} onClick={() => setParams({ view: 'diff' })} disabled={!detail || detail.diffs.length === 0}>
+            <button
+              className={view === 'diff' ? 'active' : ''}
+              onClick={() => setParams({ view: 'diff' })}
+              disabled={!detail || detail.diffs.length === 0}
+            >
               Diff{detail?.diffs.some((d) => d.diverges) ? ' ●' : ''}
             </button>
-            <button className={view === 'playground' ? 'active' : ''} onClick={() => setParams({ view: 'playground' })} title="render a conversation and compare it with this trajectory">
+            <button
+              className={view === 'playground' ? 'active' : ''}
+              onClick={() => setParams({ view: 'playground' })}
+              title="render a conversation and compare it with this trajectory"
+            >
               Playground
             </button>
           </nav>
@@ -102,7 +136,15 @@ export function TrajectoryPage() {
         {/* The playground takes the full width: its conversation beside its rendering. */}
         {view !== 'playground' && (
           <aside className="side">
-            {detail && <FindingsPanel findings={findings} active={params.finding === undefined ? -1 : Number(params.finding)} onOpen={openFinding} limitations={detail.limitations} notes={detail.notes} />}
+            {detail && (
+              <FindingsPanel
+                findings={findings}
+                active={params.finding === undefined ? -1 : Number(params.finding)}
+                onOpen={openFinding}
+                limitations={detail.limitations}
+                notes={detail.notes}
+              />
+            )}
             {detail && <ImagePanel detail={detail} findings={findings} />}
           </aside>
         )}

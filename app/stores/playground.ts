@@ -56,12 +56,24 @@ export const usePlayground = create<PlaygroundState>((set, get) => ({
     if (!force && (own || prefilledFrom === id)) return;
     try {
       const p = await api.playgroundPrefill(id);
-      set({ text: p.conversation, addGenerationPrompt: p.addGenerationPrompt, target: p.target, prefix: true, prefilledFrom: id, prefillNote: null, result: null, error: null });
+      set({
+        text: p.conversation,
+        addGenerationPrompt: p.addGenerationPrompt,
+        target: p.target,
+        prefix: true,
+        prefilledFrom: id,
+        prefillNote: null,
+        result: null,
+        error: null,
+      });
       await get().render(id);
     } catch (e) {
       if (!(e instanceof ApiFailure) || e.status !== 404) return set({ error: (e as Error).message });
       // No messages to start from: leave the user's text alone, drop another trajectory's.
-      set({ prefillNote: e.message, ...(prefilledFrom !== null ? { text: '', prefilledFrom: null, result: null } : {}) });
+      set({
+        prefillNote: e.message,
+        ...(prefilledFrom !== null ? { text: '', prefilledFrom: null, result: null } : {}),
+      });
     }
   },
   async render(id) {
@@ -71,7 +83,10 @@ export const usePlayground = create<PlaygroundState>((set, get) => ({
     const { text, addGenerationPrompt, target, prefix } = get();
     set({ busy: true, error: null });
     try {
-      const result = await api.renderConversation({ conversation: text, addGenerationPrompt, target: id && target ? { id, ...target, prefix } : null }, ctrl.signal);
+      const result = await api.renderConversation(
+        { conversation: text, addGenerationPrompt, target: id && target ? { id, ...target, prefix } : null },
+        ctrl.signal,
+      );
       set({ result, resultFor: id && target ? id : null, busy: false });
     } catch (e) {
       if ((e as Error).name === 'AbortError') return;

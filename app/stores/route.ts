@@ -26,7 +26,12 @@ export function formatHash(route: Route): string {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(route.params)) if (v !== '' && v !== undefined) q.set(k, v);
   const qs = q.toString();
-  const base = route.page === 'trajectory' && route.id !== null ? `#/t/${encodeURIComponent(route.id)}` : route.page === 'playground' ? '#/playground' : '#/';
+  const base =
+    route.page === 'trajectory' && route.id !== null
+      ? `#/t/${encodeURIComponent(route.id)}`
+      : route.page === 'playground'
+        ? '#/playground'
+        : '#/';
   return qs ? `${base}?${qs}` : base;
 }
 

@@ -10,6 +10,7 @@ interface SettingsState {
 
 export const useSettings = create<SettingsState>((set, get) => ({
   expanded: {},
-  toggleExpanded: (padStart, open) => set({ expanded: { ...get().expanded, [padStart]: open ?? !get().expanded[padStart] } }),
+  toggleExpanded: (padStart, open) =>
+    set({ expanded: { ...get().expanded, [padStart]: open ?? !get().expanded[padStart] } }),
   resetExpanded: () => set({ expanded: {} }),
 }));

@@ -41,7 +41,9 @@ export class AskInputError extends Error {
   ) {
     const at = [
       where.source,
-      where.line !== undefined ? `line ${where.line}${where.column !== undefined ? `, column ${where.column}` : ''}` : undefined,
+      where.line !== undefined
+        ? `line ${where.line}${where.column !== undefined ? `, column ${where.column}` : ''}`
+        : undefined,
       where.field,
     ].filter((s): s is string => s !== undefined && s !== '');
     super(at.length > 0 ? `${at.join(': ')}: ${reason}` : reason);
@@ -88,7 +90,9 @@ function toPlain(v: PyValue): unknown {
 
 /** A message as OpenAI-style clients send it; content parts may also be bare strings (vLLM accepts them). */
 const ConversationMessage = Message.extend({
-  content: z.union([z.string(), z.array(z.union([z.string(), z.record(z.string(), z.unknown())])), z.null()]).optional(),
+  content: z
+    .union([z.string(), z.array(z.union([z.string(), z.record(z.string(), z.unknown())])), z.null()])
+    .optional(),
   tool_calls: z.array(z.unknown()).nullish(),
 });
 
@@ -122,7 +126,10 @@ function fieldPath(path: readonly PropertyKey[]): string {
 function schemaError(error: z.ZodError, source: string, prefix = ''): AskInputError {
   const issue = error.issues[0];
   const field = `${prefix}${issue ? fieldPath(issue.path) : ''}`;
-  const more = error.issues.length > 1 ? ` (and ${error.issues.length - 1} more problem${error.issues.length > 2 ? 's' : ''})` : '';
+  const more =
+    error.issues.length > 1
+      ? ` (and ${error.issues.length - 1} more problem${error.issues.length > 2 ? 's' : ''})`
+      : '';
   return new AskInputError(`${issue?.message ?? 'invalid'}${more}`, { source, field: field || undefined });
 }
 
@@ -188,23 +195,36 @@ export function decodeToolArgumentsLikeVllm(messages: readonly PyValue[], source
       'tool_calls',
       calls.map((call, c) => {
         const field = `messages[${m}].tool_calls[${c}]`;
-        if (!isDict(call)) throw new AskInputError('assistant tool_calls entries must be objects (vLLM rejects the request)', { source, field });
+        if (!isDict(call))
+          throw new AskInputError('assistant tool_calls entries must be objects (vLLM rejects the request)', {
+            source,
+            field,
+          });
         const fn = call.get('function');
         const type = call.has('type') ? call.get('type') : 'function';
         if (type !== 'function' || !isDict(fn)) {
-          throw new AskInputError(`chat completions only support assistant tool_calls of type 'function' with a "function" object (vLLM rejects the request)`, { source, field });
+          throw new AskInputError(
+            `chat completions only support assistant tool_calls of type 'function' with a "function" object (vLLM rejects the request)`,
+            { source, field },
+          );
         }
         const args = fn.get('arguments');
         let decoded: PyValue;
         if (!pyTruthy(args)) decoded = new Map();
         else if (isDict(args) || Array.isArray(args)) return call;
         else if (typeof args !== 'string') {
-          throw new AskInputError(`arguments must be a JSON string or an object, got ${typeof args} (vLLM's json.loads raises)`, { source, field: `${field}.function.arguments` });
+          throw new AskInputError(
+            `arguments must be a JSON string or an object, got ${typeof args} (vLLM's json.loads raises)`,
+            { source, field: `${field}.function.arguments` },
+          );
         } else {
           try {
             decoded = parsePythonJson(args);
           } catch (e) {
-            throw new AskInputError(`not valid JSON, vLLM's json.loads raises: ${(e as Error).message}`, { source, field: `${field}.function.arguments` });
+            throw new AskInputError(`not valid JSON, vLLM's json.loads raises: ${(e as Error).message}`, {
+              source,
+              field: `${field}.function.arguments`,
+            });
           }
           if (decoded === null) decoded = new Map();
         }
@@ -249,14 +269,20 @@ export function findImageParts(messages: readonly PyValue[]): ImagePart[] {
   return out;
 }
 
-const positiveInt = (v: PyValue): number | undefined => (typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : undefined);
+const positiveInt = (v: PyValue): number | undefined =>
+  typeof v === 'number' && Number.isInteger(v) && v > 0 ? v : undefined;
 
 function imageSourceOf(part: PyDict): ImageSource | undefined {
   const width = positiveInt(part.get('width'));
   const height = positiveInt(part.get('height'));
   if (width !== undefined && height !== undefined) return { kind: 'size', width, height };
   const imageUrl = part.get('image_url');
-  const candidates = [isDict(imageUrl) ? imageUrl.get('url') : imageUrl, part.get('image'), part.get('url'), part.get('path')];
+  const candidates = [
+    isDict(imageUrl) ? imageUrl.get('url') : imageUrl,
+    part.get('image'),
+    part.get('url'),
+    part.get('path'),
+  ];
   const url = candidates.find((c): c is string => typeof c === 'string' && c !== '');
   return url === undefined ? undefined : { kind: 'url', url };
 }
@@ -323,7 +349,11 @@ export function visionFor(profile: ModelProfile, processor?: ProcessorSettings):
  * the transformers/vLLM smart_resize (variant A), plus variant B when it differs. Throws when the
  * processor would reject the image (aspect ratio over 200).
  */
-export function imageTokensFor(profile: ModelProfile, size: { width: number; height: number }, processor?: ProcessorSettings): ImageTokensReport {
+export function imageTokensFor(
+  profile: ModelProfile,
+  size: { width: number; height: number },
+  processor?: ProcessorSettings,
+): ImageTokensReport {
   const vision = visionFor(profile, processor);
   const a = imageTokens(size.width, size.height, vision, 'transformers');
   const report: ImageTokensReport = {
@@ -344,7 +374,12 @@ export function imageTokensFor(profile: ModelProfile, size: { width: number; hei
   try {
     const b = imageTokens(size.width, size.height, vision, 'qwen-vl-utils');
     if (b.resizedWidth !== a.resizedWidth || b.resizedHeight !== a.resizedHeight) {
-      report.qwen_vl_utils = { resized_width: b.resizedWidth, resized_height: b.resizedHeight, image_grid_thw: b.gridThw, pad_count: b.padCount };
+      report.qwen_vl_utils = {
+        resized_width: b.resizedWidth,
+        resized_height: b.resizedHeight,
+        image_grid_thw: b.gridThw,
+        pad_count: b.padCount,
+      };
     }
   } catch (e) {
     report.qwen_vl_utils = { error: (e as Error).message };
@@ -403,9 +438,14 @@ export interface RenderConversationOptions {
  * a template error, or a placeholder count that does not match the images (the processor would
  * fail the same way).
  */
-export async function renderConversation(profile: ModelProfile, input: Conversation, opts: RenderConversationOptions = {}): Promise<RenderResult> {
+export async function renderConversation(
+  profile: ModelProfile,
+  input: Conversation,
+  opts: RenderConversationOptions = {},
+): Promise<RenderResult> {
   const source = input.source;
-  const messages = opts.decodeToolArguments === false ? input.messages : decodeToolArgumentsLikeVllm(input.messages, source);
+  const messages =
+    opts.decodeToolArguments === false ? input.messages : decodeToolArgumentsLikeVllm(input.messages, source);
   const tools = opts.tools ?? input.tools;
   const variables: Record<string, unknown> = {};
   for (const [k, v] of input.templateKwargs ?? []) variables[k] = v;
@@ -433,17 +473,27 @@ export async function renderConversation(profile: ModelProfile, input: Conversat
   }
   const notes: string[] = [];
   const videos = countToken(tokenIds, profile.special.videoPad);
-  if (videos > 0) notes.push(`${videos} video placeholder${videos === 1 ? '' : 's'} left unexpanded: frame sampling is not modelled`);
+  if (videos > 0)
+    notes.push(`${videos} video placeholder${videos === 1 ? '' : 's'} left unexpanded: frame sampling is not modelled`);
   return {
     text,
     token_ids: tokenIds,
-    token_ids_expanded: expandImagePads(tokenIds, profile.special.imagePad, images.map((i) => i.pad_count)),
+    token_ids_expanded: expandImagePads(
+      tokenIds,
+      profile.special.imagePad,
+      images.map((i) => i.pad_count),
+    ),
     images,
     notes,
   };
 }
 
-async function sizeImages(profile: ModelProfile, parts: readonly ImagePart[], opts: RenderConversationOptions, source?: string): Promise<RenderedImage[]> {
+async function sizeImages(
+  profile: ModelProfile,
+  parts: readonly ImagePart[],
+  opts: RenderConversationOptions,
+  source?: string,
+): Promise<RenderedImage[]> {
   const sizer = opts.sizeImage ?? dataUrlSizer;
   // Indexed by image so the messages come out in conversation order whatever finishes first.
   const problems: string[] = [];
@@ -451,7 +501,8 @@ async function sizeImages(profile: ModelProfile, parts: readonly ImagePart[], op
     parts.map(async (part, i): Promise<RenderedImage | undefined> => {
       const src = part.source;
       if (!src) {
-        problems[i] = `${part.field}: image has no source; give image_url / image (a data: URL or a file path) or width and height`;
+        problems[i] =
+          `${part.field}: image has no source; give image_url / image (a data: URL or a file path) or width and height`;
         return undefined;
       }
       let size: { width: number; height: number };
@@ -464,7 +515,8 @@ async function sizeImages(profile: ModelProfile, parts: readonly ImagePart[], op
         try {
           size = await sizer(src.url);
         } catch (e) {
-          problems[i] = `${part.field}: ${e instanceof ImageUnavailable ? e.message : `cannot read image: ${(e as Error).message}`}`;
+          problems[i] =
+            `${part.field}: ${e instanceof ImageUnavailable ? e.message : `cannot read image: ${(e as Error).message}`}`;
           return undefined;
         }
       }
@@ -477,7 +529,11 @@ async function sizeImages(profile: ModelProfile, parts: readonly ImagePart[], op
     }),
   );
   const listed = problems.filter((p): p is string => p !== undefined);
-  if (listed.length > 0) throw new AskInputError(listed.length === 1 ? (listed[0] ?? '') : `${listed.length} images cannot be used:\n${listed.join('\n')}`, { source });
+  if (listed.length > 0)
+    throw new AskInputError(
+      listed.length === 1 ? (listed[0] ?? '') : `${listed.length} images cannot be used:\n${listed.join('\n')}`,
+      { source },
+    );
   return images.filter((i): i is RenderedImage => i !== undefined);
 }
 
@@ -494,7 +550,11 @@ export const TokenInfo = z.object({
 export type TokenInfo = z.infer<typeof TokenInfo>;
 
 /** `tokenize --json`. */
-export const TokenizeResult = z.object({ text: z.string(), token_ids: z.array(z.number().int()), tokens: z.array(TokenInfo) });
+export const TokenizeResult = z.object({
+  text: z.string(),
+  token_ids: z.array(z.number().int()),
+  tokens: z.array(TokenInfo),
+});
 export type TokenizeResult = z.infer<typeof TokenizeResult>;
 
 /** `decode --json`. */
@@ -517,12 +577,21 @@ export async function tokenizeText(profile: ModelProfile, text: string): Promise
 }
 
 /** Decode ids as the tokenizer's decode does (transformers `decode(ids, skip_special_tokens=…)`). */
-export async function decodeIds(profile: ModelProfile, ids: readonly number[], opts: { skipSpecialTokens?: boolean } = {}): Promise<DecodeResult> {
+export async function decodeIds(
+  profile: ModelProfile,
+  ids: readonly number[],
+  opts: { skipSpecialTokens?: boolean } = {},
+): Promise<DecodeResult> {
   for (const id of ids) {
     if (!profile.tokenizer.isValid(id)) throw new AskInputError(outOfVocabulary(profile, id));
   }
   const skip = opts.skipSpecialTokens ?? false;
-  return { token_ids: [...ids], skip_special_tokens: skip, text: await profile.tokenizer.decode(ids, skip), tokens: ids.map((id) => tokenInfo(profile, id)) };
+  return {
+    token_ids: [...ids],
+    skip_special_tokens: skip,
+    text: await profile.tokenizer.decode(ids, skip),
+    tokens: ids.map((id) => tokenInfo(profile, id)),
+  };
 }
 
 function outOfVocabulary(profile: ModelProfile, id: number): string {

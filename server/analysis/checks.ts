@@ -50,7 +50,13 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   findings.push(...checkLengthsAndMasks(traj, ctx));
   // Errors first; then by kind in FINDING_KINDS order (what the engine saw before how a re-render would differ).
   const rank = (f: Finding) => FINDING_KINDS.indexOf(f.kind);
-  findings.sort((x, y) => (x.severity === y.severity ? 0 : x.severity === 'error' ? -1 : 1) || rank(x) - rank(y) || x.turn - y.turn || x.index - y.index);
+  findings.sort(
+    (x, y) =>
+      (x.severity === y.severity ? 0 : x.severity === 'error' ? -1 : 1) ||
+      rank(x) - rank(y) ||
+      x.turn - y.turn ||
+      x.index - y.index,
+  );
   return { findings, alignment, rerender };
 }
 
@@ -117,7 +123,12 @@ export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: 
     const d = firstDivergence(ctx.profile, expected, next.promptIds, { prefixOnly: true });
     if (!d) continue;
     const inGenerated = d.expectedIndex >= cur.promptIds.length && d.expectedIndex < cur.promptIds.length + gen.length;
-    const where = d.expectedIndex < cur.promptIds.length ? `turn ${k}'s prompt` : inGenerated ? `turn ${k}'s generated tokens` : `the boundary after turn ${k}`;
+    const where =
+      d.expectedIndex < cur.promptIds.length
+        ? `turn ${k}'s prompt`
+        : inGenerated
+          ? `turn ${k}'s generated tokens`
+          : `the boundary after turn ${k}`;
     out.push({
       kind: 'prefix_break',
       cause: d.cause,
@@ -137,11 +148,17 @@ export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: 
 export async function rerenderConversation(traj: Trajectory, ctx: AnalysisContext): Promise<number[] | undefined> {
   const last = traj.turns[traj.turns.length - 1];
   if (!last?.messages) return undefined;
-  const assistantText = last.generatedText ?? (last.generatedIds ? await ctx.profile.tokenizer.decode(last.generatedIds, true) : undefined);
+  const assistantText =
+    last.generatedText ?? (last.generatedIds ? await ctx.profile.tokenizer.decode(last.generatedIds, true) : undefined);
   const messages: Message[] = [...last.messages];
   if (assistantText !== undefined) messages.push({ role: 'assistant', content: assistantText });
   if (last.observationMessages) messages.push(...last.observationMessages);
-  const rendered = await renderTokens(ctx.profile, messages, { addGenerationPrompt: !!last.observationMessages || assistantText === undefined, tools: last.tools }, expectedPadCounts(ctx));
+  const rendered = await renderTokens(
+    ctx.profile,
+    messages,
+    { addGenerationPrompt: !!last.observationMessages || assistantText === undefined, tools: last.tools },
+    expectedPadCounts(ctx),
+  );
   return rendered.expanded;
 }
 
@@ -170,7 +187,13 @@ export function checkRerender(
   const upTo = rerender.slice(0, d.hunk.bEnd);
   const builtFromRerender =
     traj.sample?.builtFromRerender === true ||
-    stored.some((s) => s.length >= upTo.length && d.hunk.bEnd > d.hunk.bStart && startsWith(s, upTo) && commonPrefixLength(s, canonical) <= d.hunk.aStart);
+    stored.some(
+      (s) =>
+        s.length >= upTo.length &&
+        d.hunk.bEnd > d.hunk.bStart &&
+        startsWith(s, upTo) &&
+        commonPrefixLength(s, canonical) <= d.hunk.aStart,
+    );
   const turn = alignment.turns.findIndex((s) => d.expectedIndex < s.observation[1]);
   return [
     {
@@ -183,7 +206,9 @@ export function checkRerender(
       expected: d.expectedTokens,
       actual: d.actualTokens,
       message: `re-rendering the conversation diverges from the generated tokens at token ${d.expectedIndex}: ${d.explanation}${
-        builtFromRerender ? '; the stored data was built from this re-render' : '; the stored ids are right, re-rendering them would corrupt them'
+        builtFromRerender
+          ? '; the stored data was built from this re-render'
+          : '; the stored ids are right, re-rendering them would corrupt them'
       }`,
     },
   ];
@@ -195,7 +220,9 @@ export function checkSample(traj: Trajectory, ctx: AnalysisContext, alignment: A
   const d = firstDivergence(ctx.profile, alignment.tokens, traj.sample.tokens);
   if (!d) return [];
   const turn = alignment.turns.findIndex((s) => d.expectedIndex < s.observation[1]);
-  const inGenerated = alignment.turns.some((s) => d.expectedIndex >= s.generated[0] && d.expectedIndex < s.generated[1]);
+  const inGenerated = alignment.turns.some(
+    (s) => d.expectedIndex >= s.generated[0] && d.expectedIndex < s.generated[1],
+  );
   return [
     {
       kind: 'sample_mismatch',
@@ -285,15 +312,30 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
         expected: fromSize,
         actual: span.padLength,
         message: `image ${i} is ${img0?.width}×${img0?.height}: with min_pixels=${img!.vision.minPixels}, max_pixels=${img!.vision.maxPixels} it gives ${fromSize} pad tokens (grid [${img!.tokens!.gridThw.join(', ')}]) but the sequence holds ${span.padLength}${
-          agreesWithGrid ? ' (consistent with the stored grid: the run used other processor settings; pass --min-pixels/--max-pixels)' : ''
+          agreesWithGrid
+            ? ' (consistent with the stored grid: the run used other processor settings; pass --min-pixels/--max-pixels)'
+            : ''
         }`,
       });
     }
   });
 
   // Declared ranges must cover exactly the pad runs.
-  const declared: { ranges: { offset: number; length: number }[]; tokens: number[]; stream: StreamName; turn: number; what: string }[] = [];
-  if (traj.sample?.placeholderRanges) declared.push({ ranges: traj.sample.placeholderRanges, tokens: traj.sample.tokens, stream: 'sample', turn: -1, what: 'placeholder range' });
+  const declared: {
+    ranges: { offset: number; length: number }[];
+    tokens: number[];
+    stream: StreamName;
+    turn: number;
+    what: string;
+  }[] = [];
+  if (traj.sample?.placeholderRanges)
+    declared.push({
+      ranges: traj.sample.placeholderRanges,
+      tokens: traj.sample.tokens,
+      stream: 'sample',
+      turn: -1,
+      what: 'placeholder range',
+    });
   if (traj.sample?.mmTokenTypeIds) {
     const runs: { offset: number; length: number }[] = [];
     const ids = traj.sample.mmTokenTypeIds;
@@ -304,10 +346,23 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
       runs.push({ offset: i, length: j - i });
       i = j - 1;
     }
-    declared.push({ ranges: runs, tokens: traj.sample.tokens, stream: 'sample', turn: -1, what: 'mm_token_type_ids run' });
+    declared.push({
+      ranges: runs,
+      tokens: traj.sample.tokens,
+      stream: 'sample',
+      turn: -1,
+      what: 'mm_token_type_ids run',
+    });
   }
   traj.turns.forEach((t, k) => {
-    if (t.placeholders && t.promptIds) declared.push({ ranges: t.placeholders, tokens: t.promptIds, stream: 'prompt', turn: k, what: 'mm_placeholders range' });
+    if (t.placeholders && t.promptIds)
+      declared.push({
+        ranges: t.placeholders,
+        tokens: t.promptIds,
+        stream: 'prompt',
+        turn: k,
+        what: 'mm_placeholders range',
+      });
   });
   for (const d of declared) {
     const runs = padRuns(d.tokens, special);

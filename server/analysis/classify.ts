@@ -62,7 +62,12 @@ export function firstDivergence(
   }
   const hunks = mergeNearbyHunks(diffTokens(a, b), 3);
   const first = hunks[0] ?? { aStart: 0, aEnd: a.length, bStart: 0, bEnd: b.length };
-  const hunk: Hunk = { aStart: first.aStart + lcp, aEnd: first.aEnd + lcp, bStart: first.bStart + lcp, bEnd: first.bEnd + lcp };
+  const hunk: Hunk = {
+    aStart: first.aStart + lcp,
+    aEnd: first.aEnd + lcp,
+    bStart: first.bStart + lcp,
+    bEnd: first.bEnd + lcp,
+  };
   return classifyHunk(profile, expected, actual, hunk);
 }
 
@@ -70,7 +75,12 @@ export function firstDivergence(
  * Turn-boundary failures read directly at the first differing token: a diff could explain
  * `<|im_end|><|im_start|>` vs `<|im_end|>\n<|im_start|>` as an insertion elsewhere at equal cost.
  */
-function boundaryDivergence(profile: ModelProfile, expected: readonly number[], actual: readonly number[], i: number): Divergence | undefined {
+function boundaryDivergence(
+  profile: ModelProfile,
+  expected: readonly number[],
+  actual: readonly number[],
+  i: number,
+): Divergence | undefined {
   const { eos, newline, imStart } = profile.special;
   const e = expected[i];
   const a = actual[i];
@@ -85,18 +95,35 @@ function boundaryDivergence(profile: ModelProfile, expected: readonly number[], 
     explanation,
   });
   if (prev === eos && a === eos) {
-    return make('duplicated_eos', { aStart: i, aEnd: i, bStart: i, bEnd: i + 1 }, '`<|im_end|>` appears twice: the re-rendered history closes the assistant turn again after the generated `<|im_end|>`');
+    return make(
+      'duplicated_eos',
+      { aStart: i, aEnd: i, bStart: i, bEnd: i + 1 },
+      '`<|im_end|>` appears twice: the re-rendered history closes the assistant turn again after the generated `<|im_end|>`',
+    );
   }
   if (e === eos && (a === newline || a === imStart)) {
-    return make('missing_eos', { aStart: i, aEnd: i + 1, bStart: i, bEnd: i }, 'the `<|im_end|>` that closes the assistant turn is missing: the next turn starts inside the unfinished one');
+    return make(
+      'missing_eos',
+      { aStart: i, aEnd: i + 1, bStart: i, bEnd: i },
+      'the `<|im_end|>` that closes the assistant turn is missing: the next turn starts inside the unfinished one',
+    );
   }
   if (prev === eos && e === newline && a === imStart) {
-    return make('missing_newline', { aStart: i, aEnd: i + 1, bStart: i, bEnd: i }, 'the `\\n` the template puts after `<|im_end|>` is missing: the next turn starts right after the end of turn');
+    return make(
+      'missing_newline',
+      { aStart: i, aEnd: i + 1, bStart: i, bEnd: i },
+      'the `\\n` the template puts after `<|im_end|>` is missing: the next turn starts right after the end of turn',
+    );
   }
   return undefined;
 }
 
-export function classifyHunk(profile: ModelProfile, expected: readonly number[], actual: readonly number[], hunk: Hunk): Divergence {
+export function classifyHunk(
+  profile: ModelProfile,
+  expected: readonly number[],
+  actual: readonly number[],
+  hunk: Hunk,
+): Divergence {
   const { special, tokenizer } = profile;
   const a = expected.slice(hunk.aStart, hunk.aEnd);
   const b = actual.slice(hunk.bStart, hunk.bEnd);
@@ -126,7 +153,7 @@ export function classifyHunk(profile: ModelProfile, expected: readonly number[],
   }
   const eosA = count(a, eos);
   const eosB = count(b, eos);
-  if (eosB > eosA && (before === eos || actual[hunk.bStart - 1] === eos || b[0] === eos && b[1] === eos)) {
+  if (eosB > eosA && (before === eos || actual[hunk.bStart - 1] === eos || (b[0] === eos && b[1] === eos))) {
     return {
       ...base,
       cause: 'duplicated_eos',
@@ -162,9 +189,11 @@ export function classifyHunk(profile: ModelProfile, expected: readonly number[],
   const sorted = (x: string) => [...squash(x)].sort().join('');
   const looksJson = /[{}":]/.test(textA + textB);
   let detail: string | undefined;
-  if (looksJson && textA !== textB && sorted(textA) === sorted(textB)) detail = 'tool-call JSON re-serialized (separators or key order changed)';
+  if (looksJson && textA !== textB && sorted(textA) === sorted(textB))
+    detail = 'tool-call JSON re-serialized (separators or key order changed)';
   else if (squash(textA) === squash(textB)) detail = 'whitespace changed (stripped or re-indented text)';
-  else if (/<think>|<\/think>/.test(textA) && !/<think>|<\/think>/.test(textB)) detail = 'reasoning stripped from the history';
+  else if (/<think>|<\/think>/.test(textA) && !/<think>|<\/think>/.test(textB))
+    detail = 'reasoning stripped from the history';
   if (detail || specialA.join() !== specialB.join()) {
     return {
       ...base,

@@ -32,7 +32,11 @@ export function visionConfigFor(
   };
 }
 
-export function analysisContext(traj: Trajectory, profile: ModelProfile, overrides?: ProcessorSettings): AnalysisContext {
+export function analysisContext(
+  traj: Trajectory,
+  profile: ModelProfile,
+  overrides?: ProcessorSettings,
+): AnalysisContext {
   const record = traj.processor ?? traj.turns.find((t) => t.processor)?.processor;
   const images = traj.images.map((img): ImageExpectation => {
     const vision = visionConfigFor(profile, img, record, overrides);

@@ -37,7 +37,12 @@ export function diffTokens(a: readonly number[], b: readonly number[], maxEdits 
   }
   const script = myers(aMid, bMid, maxEdits);
   if (!script) return [{ aStart: pre, aEnd: pre + aMid.length, bStart: pre, bEnd: pre + bMid.length }];
-  return script.map((h) => ({ aStart: h.aStart + pre, aEnd: h.aEnd + pre, bStart: h.bStart + pre, bEnd: h.bEnd + pre }));
+  return script.map((h) => ({
+    aStart: h.aStart + pre,
+    aEnd: h.aEnd + pre,
+    bStart: h.bStart + pre,
+    bEnd: h.bEnd + pre,
+  }));
 }
 
 /** Forward Myers with a trace of V arrays, then backtracking into hunks. Returns null past maxEdits. */

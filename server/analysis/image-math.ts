@@ -164,8 +164,13 @@ export function imageTokens(
 export function padCountFromGrid(grid: readonly [number, number, number], mergeSize: number): number {
   const [t, h, w] = grid;
   assertPositiveInteger('mergeSize', mergeSize);
-  for (const [name, v] of [['grid_t', t], ['grid_h', h], ['grid_w', w]] as const) {
-    if (!Number.isInteger(v) || v <= 0) throw new Error(`${name} must be a positive integer, got ${String(v)} in grid [${grid.join(', ')}]`);
+  for (const [name, v] of [
+    ['grid_t', t],
+    ['grid_h', h],
+    ['grid_w', w],
+  ] as const) {
+    if (!Number.isInteger(v) || v <= 0)
+      throw new Error(`${name} must be a positive integer, got ${String(v)} in grid [${grid.join(', ')}]`);
   }
   if (h % mergeSize !== 0 || w % mergeSize !== 0) {
     throw new Error(`grid [${grid.join(', ')}]: grid_h and grid_w must be multiples of merge_size ${mergeSize}`);

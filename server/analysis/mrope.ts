@@ -131,11 +131,7 @@ export function mropePositionIds(
  * verl 0.8's per-sample `(4, seq_len)` position ids: row 0 = text positions 0..n−1 (unpadded
  * sequence), rows 1–3 = `mropePositionIds` (formats.md §2.4).
  */
-export function verlPositionIds(
-  tokens: readonly number[],
-  grids: readonly Grid[],
-  opts: MropeOptions,
-): VerlPositions {
+export function verlPositionIds(tokens: readonly number[], grids: readonly Grid[], opts: MropeOptions): VerlPositions {
   const m = mropePositionIds(tokens, grids, opts);
   const text = Array.from({ length: tokens.length }, (_, i) => i);
   return { rows: [text, m.rows[0], m.rows[1], m.rows[2]], delta: m.delta };

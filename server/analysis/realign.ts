@@ -63,7 +63,8 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     tokens = first.promptIds.slice();
     promptFrom = 'engine';
   } else if (first?.messages) {
-    tokens = (await renderTokens(profile, first.messages, { addGenerationPrompt: true, tools: first.tools }, padCounts)).expanded;
+    tokens = (await renderTokens(profile, first.messages, { addGenerationPrompt: true, tools: first.tools }, padCounts))
+      .expanded;
     promptFrom = 'render';
   } else if (traj.sample) {
     tokens = traj.sample.tokens.slice(0, traj.sample.tokens.length - (traj.sample.responseLength ?? 0));
@@ -87,13 +88,16 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     const gen = turn.generatedIds ?? [];
     const genStart = tokens.length;
     if (turn.generatedLogprobs && turn.generatedLogprobs.length !== gen.length) {
-      notes.push(`turn ${k}: ${turn.generatedLogprobs.length} logprobs for ${gen.length} generated tokens; missing ones set to 0`);
+      notes.push(
+        `turn ${k}: ${turn.generatedLogprobs.length} logprobs for ${gen.length} generated tokens; missing ones set to 0`,
+      );
     }
     append(gen, 1, turn.generatedLogprobs);
     const genEnd = tokens.length;
 
     const next = traj.turns[k + 1];
-    const hasObservation = next !== undefined || turn.observationIds !== undefined || turn.observationMessages !== undefined;
+    const hasObservation =
+      next !== undefined || turn.observationIds !== undefined || turn.observationMessages !== undefined;
     let obs: number[] = [];
     let observationFrom: TurnSpan['observationFrom'];
     if (hasObservation) {
@@ -113,7 +117,8 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
       } else if (historyMessages && obsMessages) {
         const suffix = observationSuffixText(profile, historyMessages, obsMessages, { tools: turn.tools });
         const parts = suffix ?? observationSuffixText(profile, [{ role: 'user', content: 'q' }], obsMessages);
-        if (!suffix) notes.push(`turn ${k}: the template rewrites history; observation rendered after a stand-in history`);
+        if (!suffix)
+          notes.push(`turn ${k}: the template rewrites history; observation rendered after a stand-in history`);
         if (parts) {
           const rendered = await tokenizeExpanded(profile, parts.delta, padCounts, imagesSoFar(tokens, ctx));
           obs = [...boundary, ...rendered.expanded];

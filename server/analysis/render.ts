@@ -68,7 +68,10 @@ export function observationSuffixText(
 ): { close: string; delta: string } | undefined {
   const assistant: Message = { role: 'assistant', content: SENTINEL };
   const closed = renderText(profile, [...history, assistant], { ...opts, addGenerationPrompt: false });
-  const continued = renderText(profile, [...history, assistant, ...observation], { ...opts, addGenerationPrompt: true });
+  const continued = renderText(profile, [...history, assistant, ...observation], {
+    ...opts,
+    addGenerationPrompt: true,
+  });
   const at = closed.lastIndexOf(SENTINEL);
   if (at < 0 || !continued.startsWith(closed)) return undefined;
   return { close: closed.slice(at + SENTINEL.length), delta: continued.slice(closed.length) };

@@ -24,7 +24,12 @@ export function findVisionSpans(tokens: readonly number[], special: SpecialToken
     const padToken = tokens[padStart];
     const kind = padToken === special.videoPad ? 'video' : 'image';
     let j = padStart;
-    while (j < tokens.length && tokens[j] === padToken && (padToken === special.imagePad || padToken === special.videoPad)) j++;
+    while (
+      j < tokens.length &&
+      tokens[j] === padToken &&
+      (padToken === special.imagePad || padToken === special.videoPad)
+    )
+      j++;
     const end = j < tokens.length && tokens[j] === special.visionEnd ? j : -1;
     spans.push({ kind, start, padStart, padLength: j - padStart, end });
     i = end >= 0 ? end : j - 1;
@@ -47,7 +52,12 @@ export function padRuns(tokens: readonly number[], special: SpecialTokens): { of
 }
 
 /** Replace each single pad token (as a chat template renders it) by `counts[k]` pads for the k-th image. */
-export function expandImagePads(tokens: readonly number[], padId: number, counts: readonly (number | undefined)[], firstImage = 0): number[] {
+export function expandImagePads(
+  tokens: readonly number[],
+  padId: number,
+  counts: readonly (number | undefined)[],
+  firstImage = 0,
+): number[] {
   const out: number[] = [];
   let k = firstImage;
   for (const t of tokens) {

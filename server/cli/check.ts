@@ -23,7 +23,9 @@ export const CheckReport = z.object({
       limitations: z.array(z.string()),
     }),
   ),
-  errors: z.array(z.object({ file: z.string(), line: z.number().int(), field: z.string().optional(), message: z.string() })),
+  errors: z.array(
+    z.object({ file: z.string(), line: z.number().int(), field: z.string().optional(), message: z.string() }),
+  ),
   summary: z.object({
     trajectories: z.number().int(),
     clean: z.number().int(),
@@ -38,7 +40,15 @@ export const CheckReport = z.object({
 export type CheckReport = z.infer<typeof CheckReport>;
 
 export function newSummary(): CheckReport['summary'] {
-  return { trajectories: 0, clean: 0, withErrors: 0, withWarningsOnly: 0, notCheckable: 0, unreadableRecords: 0, findingsByKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])) };
+  return {
+    trajectories: 0,
+    clean: 0,
+    withErrors: 0,
+    withWarningsOnly: 0,
+    notCheckable: 0,
+    unreadableRecords: 0,
+    findingsByKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])),
+  };
 }
 
 export function addToSummary(summary: CheckReport['summary'], findings: readonly Finding[], checkable = true): void {
@@ -66,7 +76,11 @@ export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): stri
   return `${from > 0 ? '…' : ''}${parts.join(' ')}${to < tokens.length ? '…' : ''}`;
 }
 
-export async function runCheck(paths: string[], opts: RunOptions & { json: boolean }, out: NodeJS.WritableStream): Promise<number> {
+export async function runCheck(
+  paths: string[],
+  opts: RunOptions & { json: boolean },
+  out: NodeJS.WritableStream,
+): Promise<number> {
   // `trajectories` stays empty: each entry is written as it comes (memory bounded on any run size),
   // into the same bytes JSON.stringify(report) would give.
   const report: CheckReport = { version: 1, trajectories: [], errors: [], summary: newSummary() };
@@ -96,9 +110,15 @@ export async function runCheck(paths: string[], opts: RunOptions & { json: boole
     if (opts.json) out.write(`${written++ > 0 ? ',' : ''}${JSON.stringify(entry)}`);
     else printTrajectory(c, out);
   }
-  report.errors = errors.map(({ file, line, field, message }) => ({ file, line, ...(field ? { field } : {}), message }));
+  report.errors = errors.map(({ file, line, field, message }) => ({
+    file,
+    line,
+    ...(field ? { field } : {}),
+    message,
+  }));
   report.summary.unreadableRecords = errors.filter((e) => e.line > 0).length;
-  if (opts.json) out.write(`],"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}}\n`);
+  if (opts.json)
+    out.write(`],"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}}\n`);
   else printSummary(report, out);
   if (fatal) return 2;
   return report.summary.withErrors > 0 || report.summary.unreadableRecords > 0 ? 1 : 0;
@@ -106,7 +126,9 @@ export async function runCheck(paths: string[], opts: RunOptions & { json: boole
 
 /** Whether the record holds any token ids at all; text-only dumps do not, so no check can run on them. */
 export function hasTokens(t: Trajectory): boolean {
-  return t.sample !== undefined || t.turns.some((turn) => turn.promptIds !== undefined || turn.generatedIds !== undefined);
+  return (
+    t.sample !== undefined || t.turns.some((turn) => turn.promptIds !== undefined || turn.generatedIds !== undefined)
+  );
 }
 
 /** Findings as the JSON contract shows them (optional fields only when set). */
@@ -137,11 +159,17 @@ function printTrajectory(c: CheckedTrajectory, out: NodeJS.WritableStream): void
     return;
   }
   const mark = errs > 0 ? paint.red('✗') : paint.yellow('!');
-  out.write(`${mark} ${paint.bold(t.id)}  ${paint.dim(`${where} ${t.source.format}`)}  ${errs} error(s), ${warns} warning(s)\n`);
+  out.write(
+    `${mark} ${paint.bold(t.id)}  ${paint.dim(`${where} ${t.source.format}`)}  ${errs} error(s), ${warns} warning(s)\n`,
+  );
   const f = c.findings[0]!;
   const label = `${f.kind}${f.cause ? `/${f.cause}` : ''}`;
-  const at = [f.turn >= 0 ? `turn ${f.turn}` : '', f.index >= 0 ? `${f.stream ?? ''} token ${f.index}` : ''].filter(Boolean).join(', ');
-  out.write(`    ${f.severity === 'error' ? paint.red(label) : paint.yellow(label)}${at ? ` ${at}` : ''}: ${f.message}\n`);
+  const at = [f.turn >= 0 ? `turn ${f.turn}` : '', f.index >= 0 ? `${f.stream ?? ''} token ${f.index}` : '']
+    .filter(Boolean)
+    .join(', ');
+  out.write(
+    `    ${f.severity === 'error' ? paint.red(label) : paint.yellow(label)}${at ? ` ${at}` : ''}: ${f.message}\n`,
+  );
   const around = tokenContext(c, f);
   if (around) out.write(`    ${around}\n`);
   const rest = c.findings.slice(1).map((x) => `${x.kind}${x.cause ? `/${x.cause}` : ''}`);

@@ -43,12 +43,16 @@ export function parse<T extends NonNullable<ParseArgsConfig['options']>>(argv: s
 export function positiveInt(name: string, v: unknown): number | undefined {
   if (v === undefined) return undefined;
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) throw new UsageError(`--${name} takes a positive whole number, got "${String(v)}"`);
+  if (!Number.isInteger(n) || n <= 0)
+    throw new UsageError(`--${name} takes a positive whole number, got "${String(v)}"`);
   return n;
 }
 
 export function processorOptions(values: { 'min-pixels'?: string; 'max-pixels'?: string }) {
-  return { minPixels: positiveInt('min-pixels', values['min-pixels']), maxPixels: positiveInt('max-pixels', values['max-pixels']) };
+  return {
+    minPixels: positiveInt('min-pixels', values['min-pixels']),
+    maxPixels: positiveInt('max-pixels', values['max-pixels']),
+  };
 }
 
 /** `--workers N`: analysis threads; default one per core (none on a single-core machine). */

@@ -14,7 +14,11 @@ async function loadCommand(name: string): Promise<Command | undefined> {
 }
 
 async function allCommands(): Promise<Command[]> {
-  const names = fs.readdirSync(commandsDir).filter((f) => f.endsWith('.ts')).map((f) => f.slice(0, -3)).sort();
+  const names = fs
+    .readdirSync(commandsDir)
+    .filter((f) => f.endsWith('.ts'))
+    .map((f) => f.slice(0, -3))
+    .sort();
   return (await Promise.all(names.map(loadCommand))).filter((c): c is Command => c !== undefined);
 }
 
@@ -39,7 +43,9 @@ export async function main(argv: string[]): Promise<number> {
     return name ? 0 : 2;
   }
   if (name === '--version') {
-    const pkg = JSON.parse(fs.readFileSync(path.join(commandsDir, '../../../package.json'), 'utf8')) as { version: string };
+    const pkg = JSON.parse(fs.readFileSync(path.join(commandsDir, '../../../package.json'), 'utf8')) as {
+      version: string;
+    };
     process.stdout.write(`${pkg.version}\n`);
     return 0;
   }
@@ -60,7 +66,10 @@ export async function main(argv: string[]): Promise<number> {
       process.stderr.write(`rollscope ${name}: ${(e as Error).message}\nRun "rollscope ${name} --help" for usage.\n`);
       return 2;
     }
-    if (e instanceof Error && /unknown model|no tokenizer\.json|no chat template|not valid JSON|the tokenizer has no/.test(e.message)) {
+    if (
+      e instanceof Error &&
+      /unknown model|no tokenizer\.json|no chat template|not valid JSON|the tokenizer has no/.test(e.message)
+    ) {
       process.stderr.write(`rollscope ${name}: ${e.message}\n`);
       return 2;
     }

@@ -10,7 +10,13 @@
 import type { Message, TrainingSample, Trajectory as TrajectoryType, TrajectoryInput } from '../model/trajectory.ts';
 import { Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
-import { renderTokens, observationSuffixText, tokenizeExpanded, boundaryIds, turnCloseIds } from '../analysis/render.ts';
+import {
+  renderTokens,
+  observationSuffixText,
+  tokenizeExpanded,
+  boundaryIds,
+  turnCloseIds,
+} from '../analysis/render.ts';
 import { imageTokens } from '../analysis/image-math.ts';
 import { mulberry32 } from '../util/random.ts';
 
@@ -59,13 +65,23 @@ export async function buildTrajectory(profile: ModelProfile, script: Script, mod
   const turns: TrajectoryInput['turns'] = [];
   for (let k = 0; k < script.turns.length; k++) {
     const st = script.turns[k]!;
-    const answerIds = st.split ? await encodeWithSplit(profile, st.answer, st.split) : await profile.tokenizer.encode(st.answer);
+    const answerIds = st.split
+      ? await encodeWithSplit(profile, st.answer, st.split)
+      : await profile.tokenizer.encode(st.answer);
     const gen = [...answerIds, ...(st.truncated ? [] : [eos])];
     const logprobs = gen.map((_, i) => (nextLogprob ? nextLogprob() : -0.01 * ((i % 7) + 1)));
-    turns.push({ messages: history.slice(), promptIds: prompt, generatedIds: gen, generatedLogprobs: logprobs, finishReason: st.truncated ? 'length' : 'stop' });
+    turns.push({
+      messages: history.slice(),
+      promptIds: prompt,
+      generatedIds: gen,
+      generatedLogprobs: logprobs,
+      finishReason: st.truncated ? 'length' : 'stop',
+    });
     if (!st.observation) break;
     const assistant: Message =
-      mode !== 'legacy' && st.historyMessage ? st.historyMessage : { role: 'assistant', content: await profile.tokenizer.decode(gen, mode !== 'legacy') };
+      mode !== 'legacy' && st.historyMessage
+        ? st.historyMessage
+        : { role: 'assistant', content: await profile.tokenizer.decode(gen, mode !== 'legacy') };
     const nextHistory: Message[] = [...history, assistant, ...st.observation];
     if (mode === 'canonical') {
       const suffix = observationSuffixText(profile, history, st.observation);
@@ -82,18 +98,30 @@ export async function buildTrajectory(profile: ModelProfile, script: Script, mod
     id: script.id,
     source: { file: 'built', line: 1, format: 'native' },
     turns,
-    images: (script.images ?? []).map((i) => ({ ...(i.url ? { url: i.url } : {}), width: i.width, height: i.height, sizeFrom: 'record' })),
+    images: (script.images ?? []).map((i) => ({
+      ...(i.url ? { url: i.url } : {}),
+      width: i.width,
+      height: i.height,
+      sizeFrom: 'record',
+    })),
   });
 }
 
 /** Encode `text`, then replace the ids of `split.word` (first occurrence) by the ids of its pieces. */
-async function encodeWithSplit(profile: ModelProfile, text: string, split: { word: string; pieces: string[] }): Promise<number[]> {
+async function encodeWithSplit(
+  profile: ModelProfile,
+  text: string,
+  split: { word: string; pieces: string[] },
+): Promise<number[]> {
   const ids = await profile.tokenizer.encode(text);
   const word = await profile.tokenizer.encode(split.word);
   const pieces = (await Promise.all(split.pieces.map((p) => profile.tokenizer.encode(p)))).flat();
   const at = ids.findIndex((_, i) => word.every((w, j) => ids[i + j] === w));
   if (at < 0) throw new Error(`"${split.word}" is not tokenized as a unit inside the answer`);
-  if (pieces.join() === word.join()) throw new Error(`pieces ${JSON.stringify(split.pieces)} encode like "${split.word}" itself: not a non-canonical split`);
+  if (pieces.join() === word.join())
+    throw new Error(
+      `pieces ${JSON.stringify(split.pieces)} encode like "${split.word}" itself: not a non-canonical split`,
+    );
   return [...ids.slice(0, at), ...pieces, ...ids.slice(at + word.length)];
 }
 
@@ -128,7 +156,8 @@ export function trainingSample(traj: TrajectoryType, profile: ModelProfile): Tra
     const start = t.promptIds?.length ?? 0;
     const gen = t.generatedIds ?? [];
     gen.forEach((id, i) => {
-      if (tokens[start + i] !== id) throw new Error(`${traj.id}: turn prompts do not extend one another at token ${start + i}`);
+      if (tokens[start + i] !== id)
+        throw new Error(`${traj.id}: turn prompts do not extend one another at token ${start + i}`);
       lossMask[start + i - promptLength] = 1;
       logprobs[start + i - promptLength] = t.generatedLogprobs?.[i] ?? 0;
     });
@@ -137,5 +166,12 @@ export function trainingSample(traj: TrajectoryType, profile: ModelProfile): Tra
     if (!img.width || !img.height) throw new Error(`${traj.id}: image ${i} has no size`);
     return imageTokens(img.width, img.height, profile.vision).gridThw;
   });
-  return { tokens, responseLength: tokens.length - promptLength, lossMask, logprobs, maskScope: 'response', imageGridThw };
+  return {
+    tokens,
+    responseLength: tokens.length - promptLength,
+    lossMask,
+    logprobs,
+    maskScope: 'response',
+    imageGridThw,
+  };
 }

@@ -38,12 +38,16 @@ class Figure {
   }
 
   polygon(points: readonly Point[]): this {
-    this.parts.push(`<polygon points="${points.map(pt).join(' ')}" fill="none" stroke="${INK}" stroke-width="3" stroke-linejoin="round"/>`);
+    this.parts.push(
+      `<polygon points="${points.map(pt).join(' ')}" fill="none" stroke="${INK}" stroke-width="3" stroke-linejoin="round"/>`,
+    );
     return this;
   }
 
   circle(c: Point, r: number): this {
-    this.parts.push(`<circle cx="${num(c[0])}" cy="${num(c[1])}" r="${num(r)}" fill="none" stroke="${INK}" stroke-width="3"/>`);
+    this.parts.push(
+      `<circle cx="${num(c[0])}" cy="${num(c[1])}" r="${num(r)}" fill="none" stroke="${INK}" stroke-width="3"/>`,
+    );
     return this;
   }
 
@@ -52,7 +56,11 @@ class Figure {
     return this;
   }
 
-  text(p: Point, s: string, opts: { size?: number; italic?: boolean; anchor?: 'start' | 'middle' | 'end'; colour?: string } = {}): this {
+  text(
+    p: Point,
+    s: string,
+    opts: { size?: number; italic?: boolean; anchor?: 'start' | 'middle' | 'end'; colour?: string } = {},
+  ): this {
     const esc = s.replace(/&/g, '&amp;').replace(/</g, '&lt;');
     this.parts.push(
       `<text x="${num(p[0])}" y="${num(p[1])}" font-family="${FONT}" font-size="${opts.size ?? 26}"${opts.italic ? ' font-style="italic"' : ''} text-anchor="${opts.anchor ?? 'middle'}" dominant-baseline="middle" fill="${opts.colour ?? INK}">${esc}</text>`,
@@ -65,7 +73,9 @@ class Figure {
     const a = polar(c, r, fromDeg);
     const b = polar(c, r, toDeg);
     const large = toDeg - fromDeg > 180 ? 1 : 0;
-    this.parts.push(`<path d="M ${pt(a)} A ${num(r)} ${num(r)} 0 ${large} 0 ${pt(b)}" fill="none" stroke="${INK}" stroke-width="2"/>`);
+    this.parts.push(
+      `<path d="M ${pt(a)} A ${num(r)} ${num(r)} 0 ${large} 0 ${pt(b)}" fill="none" stroke="${INK}" stroke-width="2"/>`,
+    );
     return this;
   }
 
@@ -134,7 +144,9 @@ function parallelLines(): Diagram {
   f.line(polar(P_LOWER, 140, TRANSVERSAL_DEG + 180), polar(P_UPPER, 130, TRANSVERSAL_DEG));
   f.arc(P_UPPER, 34, 0, TRANSVERSAL_DEG).text(polar(P_UPPER, 62, TRANSVERSAL_DEG / 2), '65°', { size: 22 });
   f.arc(P_LOWER, 24, TRANSVERSAL_DEG, 180).text(polar(P_LOWER, 40, (TRANSVERSAL_DEG + 180) / 2), '1', { size: 13 });
-  f.text([616, 150], 'l', { italic: true }).text([616, 330], 'm', { italic: true }).text(polar(P_UPPER, 148, TRANSVERSAL_DEG), 't', { italic: true });
+  f.text([616, 150], 'l', { italic: true })
+    .text([616, 330], 'm', { italic: true })
+    .text(polar(P_UPPER, 148, TRANSVERSAL_DEG), 't', { italic: true });
   return { width: f.width, height: f.height, svg: f.svg() };
 }
 
@@ -146,8 +158,14 @@ function tallFigure(): Diagram {
   f.polygon([[left, top], [right, top], [right, base], apex, [left, base]]);
   f.line([left, base], [right, base], { width: 2, dashed: true }).line([224, base], apex, { width: 2, dashed: true });
   f.rightAngle([224, base], 0, 270, 16);
-  f.text([224, top - 24], '6').text([right + 26, (top + base) / 2], '10').text([238, 560], '8', { size: 12 });
-  f.text([left - 18, top - 14], 'A').text([right + 18, top - 14], 'B').text([right + 22, base + 4], 'C').text([224, apex[1] + 28], 'D').text([left - 22, base + 4], 'E');
+  f.text([224, top - 24], '6')
+    .text([right + 26, (top + base) / 2], '10')
+    .text([238, 560], '8', { size: 12 });
+  f.text([left - 18, top - 14], 'A')
+    .text([right + 18, top - 14], 'B')
+    .text([right + 22, base + 4], 'C')
+    .text([224, apex[1] + 28], 'D')
+    .text([left - 22, base + 4], 'E');
   f.text([224, 930], 'Figure ABCDE', { size: 22, colour: '#555555' });
   return { width: f.width, height: f.height, svg: f.svg() };
 }
@@ -160,7 +178,9 @@ function isosceles(): Diagram {
   const C: Point = [378, 296];
   f.polygon([A, B, C]).tick(A, B).tick(A, C);
   f.arc(B, 34, 0, direction(B, A)).arc(C, 34, direction(C, A), 180);
-  f.text([132, 278], '70°', { size: 20 }).text([316, 278], '70°', { size: 20 }).text([224, 112], 'x°', { size: 22, italic: true });
+  f.text([132, 278], '70°', { size: 20 })
+    .text([316, 278], '70°', { size: 20 })
+    .text([224, 112], 'x°', { size: 22, italic: true });
   f.text([224, 22], 'A').text([50, 314], 'B').text([398, 314], 'C');
   return { width: f.width, height: f.height, svg: f.svg() };
 }
@@ -176,7 +196,10 @@ function inscribedAngle(): Diagram {
   f.circle(O, r).dot(O).line(O, A, { width: 2 }).line(O, B, { width: 2 }).line(C, A).line(C, B);
   f.arc(O, 30, 215, 325).text(polar(O, 56, 270), '110°', { size: 20 });
   f.arc(C, 40, direction(C, A), direction(C, B)).text(polar(C, 66, 270), 'x', { italic: true });
-  f.text(polar(O, 22, 150), 'O', { size: 22 }).text(polar(O, r + 24, 215), 'A').text(polar(O, r + 24, 325), 'B').text(polar(O, r + 22, 90), 'C');
+  f.text(polar(O, 22, 150), 'O', { size: 22 })
+    .text(polar(O, r + 24, 215), 'A')
+    .text(polar(O, r + 24, 325), 'B')
+    .text(polar(O, r + 22, 90), 'C');
   return { width: f.width, height: f.height, svg: f.svg() };
 }
 
@@ -188,9 +211,16 @@ function trapezoid(): Diagram {
   const tl = (bl + br) / 2 - 3.5 * unit;
   const tr = (bl + br) / 2 + 3.5 * unit;
   const top = bottom - 6 * unit;
-  f.polygon([[bl, bottom], [br, bottom], [tr, top], [tl, top]]);
+  f.polygon([
+    [bl, bottom],
+    [br, bottom],
+    [tr, top],
+    [tl, top],
+  ]);
   f.line([tl, top], [tl, bottom], { width: 2, dashed: true }).rightAngle([tl, bottom], 90, 0, 18);
-  f.text([(tl + tr) / 2, top - 24], '7 cm').text([(bl + br) / 2, bottom + 30], '13 cm').text([tl + 40, (top + bottom) / 2], '6 cm', { size: 22 });
+  f.text([(tl + tr) / 2, top - 24], '7 cm')
+    .text([(bl + br) / 2, bottom + 30], '13 cm')
+    .text([tl + 40, (top + bottom) / 2], '6 cm', { size: 22 });
   return { width: f.width, height: f.height, svg: f.svg() };
 }
 
@@ -220,7 +250,12 @@ export const ZOOMS = {
     width: 336,
     height: 252,
   },
-  'tall-figure-height': { of: 'tall-figure', box: { left: 164, top: 500, width: 120, height: 90 }, width: 336, height: 252 },
+  'tall-figure-height': {
+    of: 'tall-figure',
+    box: { left: 164, top: 500, width: 120, height: 90 },
+    width: 336,
+    height: 252,
+  },
 } satisfies Record<string, Zoom>;
 export type ZoomName = keyof typeof ZOOMS;
 

@@ -87,7 +87,10 @@ function toolCall(name: string, args: Record<string, unknown>, compact = false):
 /** `json.dumps` with its default separators (", " and ": "). */
 function pyJson(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(pyJson).join(', ')}]`;
-  if (v && typeof v === 'object') return `{${Object.entries(v).map(([k, x]) => `${JSON.stringify(k)}: ${pyJson(x)}`).join(', ')}}`;
+  if (v && typeof v === 'object')
+    return `{${Object.entries(v)
+      .map(([k, x]) => `${JSON.stringify(k)}: ${pyJson(x)}`)
+      .join(', ')}}`;
   return JSON.stringify(v);
 }
 
@@ -101,13 +104,20 @@ function zoomBox(name: ZoomName): number[] {
 function zoomResult(name: ZoomName, keepImage = true): Message[] {
   const z = ZOOMS[name];
   const text = `Region [${zoomBox(name).join(', ')}] enlarged to ${z.width}×${z.height}.`;
-  return [{ role: 'tool', content: [...(keepImage ? [{ type: 'image', image: imageUrl(name) }] : []), { type: 'text', text }] }];
+  return [
+    {
+      role: 'tool',
+      content: [...(keepImage ? [{ type: 'image', image: imageUrl(name) }] : []), { type: 'text', text }],
+    },
+  ];
 }
 
 /** The images a scenario's conversation holds, in order of appearance. */
 export function scenarioImages(s: DemoScenario): (DiagramName | ZoomName)[] {
   const zooms = s.turns.flatMap((t) =>
-    (t.observation ?? []).flatMap((m) => (Array.isArray(m.content) ? m.content : []).map((p) => p.image).filter((x): x is string => typeof x === 'string')),
+    (t.observation ?? []).flatMap((m) =>
+      (Array.isArray(m.content) ? m.content : []).map((p) => p.image).filter((x): x is string => typeof x === 'string'),
+    ),
   );
   const names = Object.keys(ZOOMS) as ZoomName[];
   return [PROBLEMS[s.problem].diagram, ...zooms.map((url) => names.find((n) => imageUrl(n) === url)!)];
@@ -117,7 +127,13 @@ export function scenarioMessages(s: DemoScenario): Message[] {
   const p = PROBLEMS[s.problem];
   return [
     { role: 'system', content: SYSTEM },
-    { role: 'user', content: [{ type: 'image', image: imageUrl(p.diagram) }, { type: 'text', text: p.question }] },
+    {
+      role: 'user',
+      content: [
+        { type: 'image', image: imageUrl(p.diagram) },
+        { type: 'text', text: p.question },
+      ],
+    },
   ];
 }
 
@@ -147,7 +163,10 @@ const parallelZoom = (keepImage: boolean): ScriptTurn[] => [
 ];
 
 const circleArea: ScriptTurn[] = [
-  { answer: `The radius is 5 cm, so the area is π·5².\n${toolCall('calculator', { expression: '3.14159265 * 5**2' })}`, observation: tool('78.5398163') },
+  {
+    answer: `The radius is 5 cm, so the area is π·5².\n${toolCall('calculator', { expression: '3.14159265 * 5**2' })}`,
+    observation: tool('78.5398163'),
+  },
   { answer: 'The area is about 78.54 cm².\nAnswer: 78.54' },
 ];
 
@@ -186,7 +205,10 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     mode: 'canonical',
     sample: true,
     turns: [
-      { answer: `x is the third side, so I add the two given sides.\n${toolCall('calculator', { expression: '6 + 8' })}`, observation: tool('14') },
+      {
+        answer: `x is the third side, so I add the two given sides.\n${toolCall('calculator', { expression: '6 + 8' })}`,
+        observation: tool('14'),
+      },
       { answer: 'x = 14.\nAnswer: 14' },
     ],
   },
@@ -212,8 +234,8 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     status: 'completed',
     recordedAs: 'vllm',
     mode: 'rerender',
-    turns: pythagoras('Since angle B is a right angle, I will use the Pythagorean theorem: x = √(6² + 8²).').map((t, k) =>
-      k === 0 ? { ...t, split: { word: ' will', pieces: [' w', 'ill'] } } : t,
+    turns: pythagoras('Since angle B is a right angle, I will use the Pythagorean theorem: x = √(6² + 8²).').map(
+      (t, k) => (k === 0 ? { ...t, split: { word: ' will', pieces: [' w', 'ill'] } } : t),
     ),
   },
   {
@@ -281,7 +303,9 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
           'Two sides of the triangle are marked equal, so it is isosceles and the base angles at B and C are equal; both are 70°. ' +
           'The three angles of a triangle add up to 180°, so x + 70 + 70 = 180, which gives x =',
         truncated: true,
-        observation: [{ role: 'user', content: 'Your answer was cut off by the length limit. Please state the final answer.' }],
+        observation: [
+          { role: 'user', content: 'Your answer was cut off by the length limit. Please state the final answer.' },
+        ],
       },
       { answer: 'x = 180 − 140 = 40.\nAnswer: 40' },
     ],
@@ -289,7 +313,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
   {
     id: 'geo-010-logprobs-short',
     description:
-      'The stored rollout logprobs miss the first generated token\'s entry, one fewer than the response tokens: the trainer pairs each response token with the logprob of the token after it.',
+      "The stored rollout logprobs miss the first generated token's entry, one fewer than the response tokens: the trainer pairs each response token with the logprob of the token after it.",
     profile: 'qwen2.5-vl',
     problem: 'isosceles',
     reward: 1,
@@ -298,7 +322,10 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     sample: true,
     fault: { kind: 'drop-first-logprob' },
     turns: [
-      { answer: `The base angles are both 70°, so x = 180 − 2 · 70.\n${toolCall('calculator', { expression: '180 - 2*70' })}`, observation: tool('40') },
+      {
+        answer: `The base angles are both 70°, so x = 180 − 2 · 70.\n${toolCall('calculator', { expression: '180 - 2*70' })}`,
+        observation: tool('40'),
+      },
       { answer: 'x = 40.\nAnswer: 40' },
     ],
   },
@@ -317,7 +344,8 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
   },
   {
     id: 'geo-012-nan-logprob',
-    description: 'The engine returned NaN as the logprob of one sampled token in the final answer; it would poison the importance ratio.',
+    description:
+      'The engine returned NaN as the logprob of one sampled token in the final answer; it would poison the importance ratio.',
     profile: 'qwen2.5-vl',
     problem: 'inscribed-angle',
     reward: 1,
@@ -330,7 +358,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
   {
     id: 'geo-013-image-truncated',
     description:
-      'The prompt was cut at max_prompt_length=384 tokens, inside the tall diagram\'s 576 pad tokens: no `<|vision_end|>`, and the model answered from the top of the figure only.',
+      "The prompt was cut at max_prompt_length=384 tokens, inside the tall diagram's 576 pad tokens: no `<|vision_end|>`, and the model answered from the top of the figure only.",
     profile: 'qwen2.5-vl',
     problem: 'tall-figure',
     reward: 0,
@@ -350,7 +378,10 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     mode: 'canonical',
     sample: true,
     turns: [
-      { answer: `${trapezoidLead}\n${toolCall('calculator', { expression: '(7 + 13) / 2 * 6' })}`, observation: tool('60.0') },
+      {
+        answer: `${trapezoidLead}\n${toolCall('calculator', { expression: '(7 + 13) / 2 * 6' })}`,
+        observation: tool('60.0'),
+      },
       { answer: 'The area is 60 cm².\nAnswer: 60' },
     ],
   },
@@ -370,7 +401,9 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
         historyMessage: {
           role: 'assistant',
           content: trapezoidLead,
-          tool_calls: [{ type: 'function', function: { name: 'calculator', arguments: { expression: '(7 + 13) / 2 * 6' } } }],
+          tool_calls: [
+            { type: 'function', function: { name: 'calculator', arguments: { expression: '(7 + 13) / 2 * 6' } } },
+          ],
         },
         observation: tool('60.0'),
       },
@@ -389,7 +422,10 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     mode: 'canonical',
     sample: true,
     turns: [
-      { answer: `The area is the sum of the bases times the height.\n${toolCall('calculator', { expression: '(7 + 13) * 6' })}`, observation: tool('120') },
+      {
+        answer: `The area is the sum of the bases times the height.\n${toolCall('calculator', { expression: '(7 + 13) * 6' })}`,
+        observation: tool('120'),
+      },
       { answer: 'The area is 120 cm².\nAnswer: 120' },
     ],
   },
@@ -409,7 +445,8 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
         observation: zoomResult('tall-figure-height'),
       },
       {
-        answer: 'The height of triangle CDE is 8. The rectangle has area 6 × 10 = 60 and the triangle ½ × 6 × 8 = 24, so the figure has area 60 + 24 = 84.\nAnswer: 84',
+        answer:
+          'The height of triangle CDE is 8. The rectangle has area 6 × 10 = 60 and the triangle ½ × 6 × 8 = 24, so the figure has area 60 + 24 = 84.\nAnswer: 84',
       },
     ],
   },

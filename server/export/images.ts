@@ -26,12 +26,28 @@ export function imageMime(bytes: Uint8Array): string {
   if (b(0) === 0x89 && b(1) === 0x50 && b(2) === 0x4e && b(3) === 0x47) return 'image/png';
   if (b(0) === 0xff && b(1) === 0xd8 && b(2) === 0xff) return 'image/jpeg';
   if (b(0) === 0x47 && b(1) === 0x49 && b(2) === 0x46) return 'image/gif';
-  if (b(0) === 0x52 && b(1) === 0x49 && b(2) === 0x46 && b(3) === 0x46 && b(8) === 0x57 && b(9) === 0x45 && b(10) === 0x42 && b(11) === 0x50) return 'image/webp';
+  if (
+    b(0) === 0x52 &&
+    b(1) === 0x49 &&
+    b(2) === 0x46 &&
+    b(3) === 0x46 &&
+    b(8) === 0x57 &&
+    b(9) === 0x45 &&
+    b(10) === 0x42 &&
+    b(11) === 0x50
+  )
+    return 'image/webp';
   if (b(0) === 0x42 && b(1) === 0x4d) return 'image/bmp';
   return 'application/octet-stream';
 }
 
-const EXT: Record<string, string> = { 'image/png': 'png', 'image/jpeg': 'jpg', 'image/gif': 'gif', 'image/webp': 'webp', 'image/bmp': 'bmp' };
+const EXT: Record<string, string> = {
+  'image/png': 'png',
+  'image/jpeg': 'jpg',
+  'image/gif': 'gif',
+  'image/webp': 'webp',
+  'image/bmp': 'bmp',
+};
 
 /** A path as written into a row: relative to the batch folder, with forward slashes on every OS. */
 function relativePath(outDir: string, file: string): string {
@@ -49,14 +65,22 @@ function writeContentAddressed(dir: string, sha256: string, bytes: Buffer): stri
   return file;
 }
 
-export async function exportImages(traj: Trajectory, ctx: AnalysisContext, opts: ImageExportOptions): Promise<{ images: ExportImage[] } | { problem: string }> {
+export async function exportImages(
+  traj: Trajectory,
+  ctx: AnalysisContext,
+  opts: ImageExportOptions,
+): Promise<{ images: ExportImage[] } | { problem: string }> {
   const baseDir = path.dirname(path.resolve(traj.source.file));
   const images: ExportImage[] = [];
   for (let i = 0; i < traj.images.length; i++) {
     const ref = traj.images[i]!;
     const vision = ctx.images[i]?.vision;
-    if (!ref.url) return { problem: `image ${i}: the data gives no image, only ${ref.width ? `its size ${ref.width}×${ref.height}` : 'a placeholder'}` };
-    if (!ref.width || !ref.height || !vision) return { problem: `image ${i}: size unknown (${ref.unavailable ?? 'not stated and not readable'})` };
+    if (!ref.url)
+      return {
+        problem: `image ${i}: the data gives no image, only ${ref.width ? `its size ${ref.width}×${ref.height}` : 'a placeholder'}`,
+      };
+    if (!ref.width || !ref.height || !vision)
+      return { problem: `image ${i}: size unknown (${ref.unavailable ?? 'not stated and not readable'})` };
     let got;
     try {
       got = imageBytes(ref.url, baseDir, opts.roots);
@@ -69,7 +93,15 @@ export async function exportImages(traj: Trajectory, ctx: AnalysisContext, opts:
     let where: string | null = null;
     if (opts.images === 'embed') bytes = got.bytes.toString('base64');
     else where = relativePath(opts.outDir, got.path ?? writeContentAddressed(opts.imageDir, sha256, got.bytes));
-    images.push({ sha256, width: ref.width, height: ref.height, min_pixels: vision.minPixels, max_pixels: vision.maxPixels, bytes, path: where });
+    images.push({
+      sha256,
+      width: ref.width,
+      height: ref.height,
+      min_pixels: vision.minPixels,
+      max_pixels: vision.maxPixels,
+      bytes,
+      path: where,
+    });
   }
   return { images };
 }

@@ -20,7 +20,13 @@ export const Manifest = z.object({
   rollscope_version: z.string(),
   created_at: z.string(),
   /** The batch: its file name (beside this manifest), format, row count and hash. */
-  output: z.object({ file: z.string(), format: ExportFormat, rows: z.number().int().nonnegative(), bytes: z.number().int().nonnegative(), sha256: z.string() }),
+  output: z.object({
+    file: z.string(),
+    format: ExportFormat,
+    rows: z.number().int().nonnegative(),
+    bytes: z.number().int().nonnegative(),
+    sha256: z.string(),
+  }),
   rejects: z.object({ file: z.string(), lines: z.number().int().nonnegative() }),
   /** Model profiles the rows were aligned with (tokenizer, chat template, preprocessor hashes). */
   profiles: z.array(
@@ -31,7 +37,15 @@ export const Manifest = z.object({
       trajectories: z.number().int().nonnegative(),
     }),
   ),
-  inputs: z.array(z.object({ file: z.string(), format: z.string().nullable(), bytes: z.number().int().nonnegative(), sha256: z.string(), trajectories: z.number().int().nonnegative() })),
+  inputs: z.array(
+    z.object({
+      file: z.string(),
+      format: z.string().nullable(),
+      bytes: z.number().int().nonnegative(),
+      sha256: z.string(),
+      trajectories: z.number().int().nonnegative(),
+    }),
+  ),
   counts: z.object({
     /** Trajectories considered plus records that could not be read (each counted once). */
     read: z.number().int().nonnegative(),

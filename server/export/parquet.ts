@@ -13,11 +13,15 @@ type Repetition = 'REQUIRED' | 'OPTIONAL';
 /** A schema subtree: its elements in depth-first order, as Parquet's flattened schema lists them. */
 type Node = SchemaElement[];
 
-const int32 = (name: string, repetition_type: Repetition = 'REQUIRED'): Node => [{ name, type: 'INT32', repetition_type }];
+const int32 = (name: string, repetition_type: Repetition = 'REQUIRED'): Node => [
+  { name, type: 'INT32', repetition_type },
+];
 const int8 = (name: string): Node => [{ name, type: 'INT32', converted_type: 'INT_8', repetition_type: 'REQUIRED' }];
 const float32 = (name: string): Node => [{ name, type: 'FLOAT', repetition_type: 'REQUIRED' }];
 const float64 = (name: string, repetition_type: Repetition): Node => [{ name, type: 'DOUBLE', repetition_type }];
-const utf8 = (name: string, repetition_type: Repetition = 'REQUIRED'): Node => [{ name, type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type }];
+const utf8 = (name: string, repetition_type: Repetition = 'REQUIRED'): Node => [
+  { name, type: 'BYTE_ARRAY', converted_type: 'UTF8', repetition_type },
+];
 const binary = (name: string, repetition_type: Repetition): Node => [{ name, type: 'BYTE_ARRAY', repetition_type }];
 const struct = (name: string, fields: Node[], repetition_type: Repetition = 'REQUIRED'): Node => [
   { name, repetition_type, num_children: fields.length },
@@ -43,7 +47,15 @@ const COLUMNS: Node[] = [
   float64('reward', 'OPTIONAL'),
   utf8('status'),
   list('images', (n) =>
-    struct(n, [utf8('sha256'), int32('width'), int32('height'), int32('min_pixels'), int32('max_pixels'), binary('bytes', 'OPTIONAL'), utf8('path', 'OPTIONAL')]),
+    struct(n, [
+      utf8('sha256'),
+      int32('width'),
+      int32('height'),
+      int32('min_pixels'),
+      int32('max_pixels'),
+      binary('bytes', 'OPTIONAL'),
+      utf8('path', 'OPTIONAL'),
+    ]),
   ),
   list('image_grid_thw', (n) => list(n, (m) => int32(m))),
   list('placeholder_ranges', (n) => struct(n, [int32('offset'), int32('length')])),
@@ -56,7 +68,8 @@ const COLUMN_NAMES = COLUMNS.map((c) => c[0]!.name);
 
 /** Row fields as Parquet values: images' base64 bytes become binary. */
 function columnValue(row: ExportRow, name: string): unknown {
-  if (name === 'images') return row.images.map((img) => ({ ...img, bytes: img.bytes === null ? null : Buffer.from(img.bytes, 'base64') }));
+  if (name === 'images')
+    return row.images.map((img) => ({ ...img, bytes: img.bytes === null ? null : Buffer.from(img.bytes, 'base64') }));
   return row[name as keyof ExportRow];
 }
 
@@ -98,7 +111,10 @@ export class ParquetRowWriter {
   private readonly groupRows: number;
   private readonly groupBytes: number;
 
-  private constructor(private readonly fd: number, opts: ParquetRowWriterOptions) {
+  private constructor(
+    private readonly fd: number,
+    opts: ParquetRowWriterOptions,
+  ) {
     this.out = new FdWriter(fd);
     this.groupRows = opts.rowGroupRows ?? 512;
     this.groupBytes = opts.rowGroupBytes ?? 64 << 20;
@@ -127,7 +143,9 @@ export class ParquetRowWriter {
   write(row: ExportRow): void {
     this.buffered.push(row);
     this.rows++;
-    this.bufferedBytes += row.tokens.length * 4 * (4 + row.position_ids.length) + row.images.reduce((n, i) => n + (i.bytes?.length ?? 0), 0);
+    this.bufferedBytes +=
+      row.tokens.length * 4 * (4 + row.position_ids.length) +
+      row.images.reduce((n, i) => n + (i.bytes?.length ?? 0), 0);
     if (this.buffered.length >= this.groupRows || this.bufferedBytes >= this.groupBytes) this.flushGroup();
   }
 
@@ -136,7 +154,10 @@ export class ParquetRowWriter {
     const rows = this.buffered;
     this.buffered = [];
     this.bufferedBytes = 0;
-    const columnData: ColumnSource[] = COLUMN_NAMES.map((name) => ({ name, data: rows.map((r) => columnValue(r, name)) }));
+    const columnData: ColumnSource[] = COLUMN_NAMES.map((name) => ({
+      name,
+      data: rows.map((r) => columnValue(r, name)),
+    }));
     void this.writer.write({ columnData, rowGroupSize: rows.length });
   }
 

@@ -83,7 +83,9 @@ export function originalRejections(checked: CheckedTrajectory, includeWarnings: 
   const missing = traj.turns.findIndex((t) => t.generatedIds === undefined);
   if (traj.turns.length === 0 || missing >= 0) {
     out.reasons.push('no_generated_ids');
-    out.messages.push(traj.turns.length === 0 ? 'the data holds no turn with generated ids' : `turn ${missing} has no generated ids`);
+    out.messages.push(
+      traj.turns.length === 0 ? 'the data holds no turn with generated ids' : `turn ${missing} has no generated ids`,
+    );
   }
   if (alignment.promptFrom === 'none') {
     out.reasons.push('no_prompt');

@@ -5,7 +5,15 @@
 // (docs/export-format.md); a row is written only after it passed every check again.
 import { z } from 'zod';
 import type { Finding } from '../model/finding.ts';
-import { FormatName, GridThw, PlaceholderRange, TokenId, Trajectory, type ProcessorSettings, type Turn } from '../model/trajectory.ts';
+import {
+  FormatName,
+  GridThw,
+  PlaceholderRange,
+  TokenId,
+  Trajectory,
+  type ProcessorSettings,
+  type Turn,
+} from '../model/trajectory.ts';
 import { inferProfileName, type ModelProfile } from '../profiles/profile.ts';
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
@@ -87,8 +95,14 @@ export interface RowOptions {
 }
 
 export type RowOutcome =
-  | { kind: 'row'; row: ExportRow; /** Original error findings the re-alignment repaired. */ repaired: Finding[] }
-  | { kind: 'rejected'; reasons: RejectReason[]; messages: string[]; /** Findings that caused the rejection. */ causes: Finding[]; recheck: Finding[] };
+  | { kind: 'row'; row: ExportRow /** Original error findings the re-alignment repaired. */; repaired: Finding[] }
+  | {
+      kind: 'rejected';
+      reasons: RejectReason[];
+      messages: string[] /** Findings that caused the rejection. */;
+      causes: Finding[];
+      recheck: Finding[];
+    };
 
 function sampleStatus(traj: Trajectory, lastGenerated: readonly number[], eos: number): SampleStatus {
   const stated = traj.status?.toLowerCase();
@@ -127,9 +141,16 @@ export function rowToTrajectory(row: ExportRow, where: { file: string; line: num
     const start = i;
     while (i < n && row.loss_mask[i - promptLength] === 1) i++;
     const lps = row.rollout_log_probs?.slice(start - promptLength, i - promptLength);
-    turns.push({ promptIds: row.tokens.slice(0, start), generatedIds: row.tokens.slice(start, i), ...(lps ? { generatedLogprobs: lps } : {}) });
+    turns.push({
+      promptIds: row.tokens.slice(0, start),
+      generatedIds: row.tokens.slice(start, i),
+      ...(lps ? { generatedLogprobs: lps } : {}),
+    });
   }
-  const lastEnd = turns.length > 0 ? turns[turns.length - 1]!.promptIds!.length + turns[turns.length - 1]!.generatedIds!.length : promptLength;
+  const lastEnd =
+    turns.length > 0
+      ? turns[turns.length - 1]!.promptIds!.length + turns[turns.length - 1]!.generatedIds!.length
+      : promptLength;
   if (turns.length === 0) turns.push({ promptIds: row.tokens.slice(0, promptLength), generatedIds: [] });
   // Tokens after the last generation (a final observation) are that turn's observation.
   if (lastEnd < n) turns[turns.length - 1]!.observationIds = row.tokens.slice(lastEnd);
@@ -139,7 +160,10 @@ export function rowToTrajectory(row: ExportRow, where: { file: string; line: num
     model: row.model,
     turns,
     images: row.images.map((img) => ({
-      url: img.bytes !== null ? `data:${imageMime(Buffer.from(img.bytes.slice(0, 24), 'base64'))};base64,${img.bytes}` : (img.path ?? undefined),
+      url:
+        img.bytes !== null
+          ? `data:${imageMime(Buffer.from(img.bytes.slice(0, 24), 'base64'))};base64,${img.bytes}`
+          : (img.path ?? undefined),
       width: img.width,
       height: img.height,
       sizeFrom: 'record',
@@ -167,7 +191,9 @@ export function rowToTrajectory(row: ExportRow, where: { file: string; line: num
 /** Logprobs of the generated tokens: all turns have them, none has them (null), or the trajectory is incomplete. */
 function generatedLogprobsState(traj: Trajectory): 'all' | 'none' | 'partial' {
   const turns = traj.turns.filter((t) => (t.generatedIds?.length ?? 0) > 0);
-  const withLp = turns.filter((t) => t.generatedLogprobs && t.generatedLogprobs.length === t.generatedIds!.length).length;
+  const withLp = turns.filter(
+    (t) => t.generatedLogprobs && t.generatedLogprobs.length === t.generatedIds!.length,
+  ).length;
   if (withLp === turns.length) return 'all';
   return withLp === 0 && turns.every((t) => !t.generatedLogprobs) ? 'none' : 'partial';
 }
@@ -195,27 +221,41 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
   const grids = alignment.imageGridThw;
   if (videoRun) {
     reasons.push('video_unsupported');
-    messages.push(`a video pad run at token ${videoRun.offset}: video rows are not exported (schema version ${EXPORT_SCHEMA_VERSION} has image fields only)`);
+    messages.push(
+      `a video pad run at token ${videoRun.offset}: video rows are not exported (schema version ${EXPORT_SCHEMA_VERSION} has image fields only)`,
+    );
   } else if (runs.length !== traj.images.length) {
     // Every pad run needs its pixels: a run without an image (token ids only) cannot be trained on.
     reasons.push('image_unavailable');
     messages.push(`the tokens hold ${runs.length} image pad run(s) but the data gives ${traj.images.length} image(s)`);
   } else if (grids.some((g) => g === null)) {
     reasons.push('grid_unknown');
-    messages.push(`no image_grid_thw agrees with pad run ${grids.findIndex((g) => g === null)} (neither the image size nor a stored grid)`);
+    messages.push(
+      `no image_grid_thw agrees with pad run ${grids.findIndex((g) => g === null)} (neither the image size nor a stored grid)`,
+    );
   }
-  if (reasons.length > 0) return { kind: 'rejected', reasons: dedupe(reasons), messages, causes: first.causes, recheck: [] };
+  if (reasons.length > 0)
+    return { kind: 'rejected', reasons: dedupe(reasons), messages, causes: first.causes, recheck: [] };
 
   const ctx = analysisContext(traj, profile, opts.processor);
   const images = await exportImages(traj, ctx, opts);
-  if ('problem' in images) return { kind: 'rejected', reasons: ['image_unavailable'], messages: [images.problem], causes: [], recheck: [] };
+  if ('problem' in images)
+    return { kind: 'rejected', reasons: ['image_unavailable'], messages: [images.problem], causes: [], recheck: [] };
 
   const tokens = alignment.tokens;
   const gridList = grids as NonNullable<(typeof grids)[number]>[];
-  const mropeOpts = { imagePadId: special.imagePad, videoPadId: special.videoPad, visionStartId: special.visionStart, mergeSize: profile.vision.mergeSize };
+  const mropeOpts = {
+    imagePadId: special.imagePad,
+    videoPadId: special.videoPad,
+    visionStartId: special.visionStart,
+    mergeSize: profile.vision.mergeSize,
+  };
   let positionIds: number[][];
   try {
-    positionIds = opts.positionIds === 'verl' ? verlPositionIds(tokens, gridList, mropeOpts).rows : mropePositionIds(tokens, gridList, mropeOpts).rows;
+    positionIds =
+      opts.positionIds === 'verl'
+        ? verlPositionIds(tokens, gridList, mropeOpts).rows
+        : mropePositionIds(tokens, gridList, mropeOpts).rows;
   } catch (e) {
     return { kind: 'rejected', reasons: ['position_ids'], messages: [(e as Error).message], causes: [], recheck: [] };
   }
@@ -260,4 +300,3 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
 function dedupe<T>(xs: T[]): T[] {
   return [...new Set(xs)];
 }
-

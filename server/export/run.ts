@@ -24,7 +24,7 @@ import { ParquetRowWriter } from './parquet.ts';
 import {
   countDistinct,
   emptyCounts,
-  ExportFormat,
+  type ExportFormat,
   hashFile,
   imageDirFor,
   Manifest,
@@ -102,7 +102,8 @@ export function formatFor(out: string, format?: ExportFormat): ExportFormat {
 /** Refuse a destination that exists (without force), is a folder, or whose folder does not exist. */
 export function checkTarget(out: string, force: boolean): void {
   const dir = path.dirname(out);
-  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory()) throw new ExportError('bad_target', `${dir}: no such folder to write ${path.basename(out)} into`);
+  if (!fs.existsSync(dir) || !fs.statSync(dir).isDirectory())
+    throw new ExportError('bad_target', `${dir}: no such folder to write ${path.basename(out)} into`);
   if (!fs.existsSync(out)) return;
   if (fs.statSync(out).isDirectory()) throw new ExportError('bad_target', `${out} is a folder`);
   if (!force) throw new ExportError('target_exists', `${out} exists; pass --force to replace it`);
@@ -165,7 +166,8 @@ function publish(tmp: string, dest: string, force: boolean): void {
     fs.unlinkSync(tmp);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    if (code === 'EEXIST') throw new ExportError('target_exists', `${dest} appeared while exporting; pass --force to replace it`);
+    if (code === 'EEXIST')
+      throw new ExportError('target_exists', `${dest} appeared while exporting; pass --force to replace it`);
     // Filesystems without hard links: check, then rename (a narrow race instead of none).
     if (fs.existsSync(dest)) throw new ExportError('target_exists', `${dest} exists; pass --force to replace it`);
     fs.renameSync(tmp, dest);
@@ -175,10 +177,21 @@ function publish(tmp: string, dest: string, force: boolean): void {
 // --- the export --------------------------------------------------------------------------------
 
 /** Export every trajectory under `paths` (files or folders). */
-export async function exportRun(paths: readonly string[], opts: ExportOptions, onProgress?: (p: ExportProgress) => void): Promise<ExportResult> {
+export async function exportRun(
+  paths: readonly string[],
+  opts: ExportOptions,
+  onProgress?: (p: ExportProgress) => void,
+): Promise<ExportResult> {
   const out = path.resolve(opts.out);
   const roots = opts.roots ?? defaultRoots(paths);
-  const runOpts: RunOptions = { model: opts.model, format: opts.inputFormat, processor: opts.processor, roots, workers: opts.workers, allowRemoteImages: opts.allowRemoteImages };
+  const runOpts: RunOptions = {
+    model: opts.model,
+    format: opts.inputFormat,
+    processor: opts.processor,
+    roots,
+    workers: opts.workers,
+    allowRemoteImages: opts.allowRemoteImages,
+  };
   checkTarget(out, opts.force === true);
   const { files, errors } = expandPaths(paths);
   // A batch written into a folder it was exported from is not an input of the next export (--force reruns).
@@ -227,10 +240,18 @@ export async function exportEvents(
   const abort = new AbortController();
   const onOuterAbort = () => {
     const why = opts.signal?.reason;
-    abort.abort(new ExportError('aborted', `export cancelled${why instanceof Error && why.name !== 'AbortError' ? `: ${why.message}` : ''}`));
+    abort.abort(
+      new ExportError(
+        'aborted',
+        `export cancelled${why instanceof Error && why.name !== 'AbortError' ? `: ${why.message}` : ''}`,
+      ),
+    );
   };
   const stopIfAborted = () => {
-    if (abort.signal.aborted) throw abort.signal.reason instanceof ExportError ? abort.signal.reason : new ExportError('aborted', 'export cancelled');
+    if (abort.signal.aborted)
+      throw abort.signal.reason instanceof ExportError
+        ? abort.signal.reason
+        : new ExportError('aborted', 'export cancelled');
   };
   opts.signal?.addEventListener('abort', onOuterAbort);
   if (opts.signal?.aborted) onOuterAbort();
@@ -243,13 +264,28 @@ export async function exportEvents(
   let rejects: JsonlWriter | undefined;
   try {
     for (const t of mine) liveTemps.add(t);
-    sink = format === 'parquet' ? ParquetRowWriter.create(temps.batch, { createdBy: `rollscope ${rollscopeVersion()}`, rowGroupRows: opts.rowGroupRows }) : await JsonlWriter.create(temps.batch);
+    sink =
+      format === 'parquet'
+        ? ParquetRowWriter.create(temps.batch, {
+            createdBy: `rollscope ${rollscopeVersion()}`,
+            rowGroupRows: opts.rowGroupRows,
+          })
+        : await JsonlWriter.create(temps.batch);
     rejects = await JsonlWriter.create(temps.rejects);
 
     const counts = emptyCounts();
     const inputs: Manifest['inputs'] = [];
     const profiles = new Map<string, Manifest['profiles'][number]>();
-    const progress: ExportProgress = { filesDone: 0, filesTotal, file: null, trajectoriesKnown: 0, read: 0, exported: 0, rejected: 0, bytesWritten: 0 };
+    const progress: ExportProgress = {
+      filesDone: 0,
+      filesTotal,
+      file: null,
+      trajectoriesKnown: 0,
+      read: 0,
+      exported: 0,
+      rejected: 0,
+      bytesWritten: 0,
+    };
     // Read errors of one record arrive together (a record can fail on several fields): one entry per record.
     const unreadable = new Map<string, ReadError[]>();
     const flushUnreadable = async () => {
@@ -260,7 +296,9 @@ export async function exportEvents(
           id: null,
           source: { file: e0.file, line: e0.line, format: null },
           reasons: ['unreadable'],
-          messages: errs.map((e) => (e.field && !e.message.startsWith(e.field) ? `${e.field}: ${e.message}` : e.message)),
+          messages: errs.map((e) =>
+            e.field && !e.message.startsWith(e.field) ? `${e.field}: ${e.message}` : e.message,
+          ),
           findings: [],
           recheck_findings: [],
         };
@@ -285,7 +323,13 @@ export async function exportEvents(
       await flushUnreadable();
       if (ev.type === 'file') {
         const h = await hashFile(ev.file);
-        inputs.push({ file: ev.file, format: ev.format ?? null, bytes: h.bytes, sha256: h.sha256, trajectories: ev.count });
+        inputs.push({
+          file: ev.file,
+          format: ev.format ?? null,
+          bytes: h.bytes,
+          sha256: h.sha256,
+          trajectories: ev.count,
+        });
         progress.filesDone++;
         progress.file = ev.file;
         progress.trajectoriesKnown += ev.count;
@@ -293,19 +337,30 @@ export async function exportEvents(
         const c = ev.checked;
         if (opts.select && !opts.select(c)) continue;
         counts.read++;
-        const prof = profiles.get(c.profile.name) ?? { name: c.profile.name, family: c.profile.family, hashes: c.profile.hashes, trajectories: 0 };
+        const prof = profiles.get(c.profile.name) ?? {
+          name: c.profile.name,
+          family: c.profile.family,
+          hashes: c.profile.hashes,
+          trajectories: 0,
+        };
         prof.trajectories++;
         profiles.set(c.profile.name, prof);
         const outcome = await exportRow(c, rowOpts);
         if (outcome.kind === 'row') {
           await sink.write(outcome.row);
           counts.exported++;
-          countDistinct(counts.repairedByFindingKind, outcome.repaired.map((f) => f.kind));
+          countDistinct(
+            counts.repairedByFindingKind,
+            outcome.repaired.map((f) => f.kind),
+          );
         } else {
           await rejects.write(rejectEntry(c, outcome.reasons, outcome.messages, outcome.recheck));
           counts.rejected++;
           countDistinct(counts.byReason, outcome.reasons);
-          countDistinct(counts.byFindingKind, outcome.causes.map((f) => f.kind));
+          countDistinct(
+            counts.byFindingKind,
+            outcome.causes.map((f) => f.kind),
+          );
         }
       }
       progress.read = counts.read;
@@ -324,7 +379,13 @@ export async function exportEvents(
       schema_version: EXPORT_SCHEMA_VERSION,
       rollscope_version: rollscopeVersion(),
       created_at: new Date().toISOString(),
-      output: { file: path.basename(out), format, rows: counts.exported, bytes: batchHash.bytes, sha256: batchHash.sha256 },
+      output: {
+        file: path.basename(out),
+        format,
+        rows: counts.exported,
+        bytes: batchHash.bytes,
+        sha256: batchHash.sha256,
+      },
       rejects: { file: path.basename(rejectsFile), lines: counts.rejected },
       profiles: [...profiles.values()],
       inputs,
@@ -370,7 +431,12 @@ export async function exportEvents(
   }
 }
 
-function rejectEntry(c: CheckedTrajectory, reasons: RejectEntry['reasons'], messages: string[], recheck: Finding[]): RejectEntry {
+function rejectEntry(
+  c: CheckedTrajectory,
+  reasons: RejectEntry['reasons'],
+  messages: string[],
+  recheck: Finding[],
+): RejectEntry {
   const t = c.trajectory;
   return {
     schema_version: EXPORT_SCHEMA_VERSION,

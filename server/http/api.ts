@@ -125,7 +125,9 @@ export const TrajectoryDetail = z.object({
   streams: z.array(StreamInfo),
   images: z.array(ImageInfo),
   /** Diffs worth showing, best first (`a`/`b` query values for /diff). */
-  diffs: z.array(z.object({ a: z.string(), b: z.string(), turn: z.number().int(), label: z.string(), diverges: z.boolean() })),
+  diffs: z.array(
+    z.object({ a: z.string(), b: z.string(), turn: z.number().int(), label: z.string(), diverges: z.boolean() }),
+  ),
   meta: z.record(z.string(), z.unknown()).nullable(),
 });
 export type TrajectoryDetail = z.infer<typeof TrajectoryDetail>;
@@ -204,7 +206,15 @@ export const DiffResult = z.object({
   rowsA: z.array(z.number().int()),
   rowsB: z.array(z.number().int()),
   /** Row of each hunk's start, and whether that row is the first divergence. */
-  hunks: z.array(z.object({ row: z.number().int(), aStart: z.number().int(), aEnd: z.number().int(), bStart: z.number().int(), bEnd: z.number().int() })),
+  hunks: z.array(
+    z.object({
+      row: z.number().int(),
+      aStart: z.number().int(),
+      aEnd: z.number().int(),
+      bStart: z.number().int(),
+      bEnd: z.number().int(),
+    }),
+  ),
   divergence: z
     .object({
       row: z.number().int(),

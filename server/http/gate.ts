@@ -42,7 +42,8 @@ const ALLOWED_METHODS = new Set(['GET', 'HEAD', ...STATE_CHANGING]);
 /** Methods that carry a body the routes read as JSON. */
 const JSON_BODY = new Set(['POST', 'PUT', 'PATCH']);
 
-const hostPort = (h: string, port: number) => `${h.includes(':') && !h.startsWith('[') ? `[${h}]` : h}:${port}`.toLowerCase();
+const hostPort = (h: string, port: number) =>
+  `${h.includes(':') && !h.startsWith('[') ? `[${h}]` : h}:${port}`.toLowerCase();
 
 /**
  * Host headers this server answers to: the loopback names, the bind address as given and as
@@ -54,7 +55,8 @@ export function servedHosts(host: string, port: number, boundAddress?: string): 
   const wildcard = host === '0.0.0.0' || host === '::' || boundAddress === '0.0.0.0' || boundAddress === '::';
   if (wildcard) {
     names.add(os.hostname());
-    for (const addrs of Object.values(os.networkInterfaces())) for (const a of addrs ?? []) if (host !== '0.0.0.0' || a.family === 'IPv4') names.add(a.address);
+    for (const addrs of Object.values(os.networkInterfaces()))
+      for (const a of addrs ?? []) if (host !== '0.0.0.0' || a.family === 'IPv4') names.add(a.address);
   }
   const out = new Set<string>();
   for (const n of names) {
@@ -104,12 +106,14 @@ function bearer(req: http.IncomingMessage): string | undefined {
 export function checkRequest(req: http.IncomingMessage, policy: GatePolicy): Verdict {
   const host = (req.headers.host ?? '').toLowerCase();
   const firstHost = [...policy.hosts][0] ?? '127.0.0.1';
-  if (!policy.hosts.has(host)) return { kind: 'refuse', status: 421, message: `host "${host}" is not served here; use http://${firstHost}/` };
+  if (!policy.hosts.has(host))
+    return { kind: 'refuse', status: 421, message: `host "${host}" is not served here; use http://${firstHost}/` };
   const method = req.method ?? 'GET';
   if (!ALLOWED_METHODS.has(method)) return { kind: 'refuse', status: 405, message: `method ${method} is not served` };
   const target = req.url ?? '/';
   // Origin-form only ("/path?query"): an absolute-form target would make this a proxy, and "//x" would parse as a host.
-  if (!target.startsWith('/') || target.startsWith('//')) return { kind: 'refuse', status: 400, message: 'request target must be a path' };
+  if (!target.startsWith('/') || target.startsWith('//'))
+    return { kind: 'refuse', status: 400, message: 'request target must be a path' };
   let url: URL;
   try {
     url = new URL(`http://${host}${target}`);
@@ -119,7 +123,8 @@ export function checkRequest(req: http.IncomingMessage, policy: GatePolicy): Ver
 
   const origin = req.headers.origin;
   // "null" (sandboxed frames, file: pages, some redirects) is never this server.
-  if (origin !== undefined && !policy.hosts.has(originHost(origin))) return { kind: 'refuse', status: 403, message: `cross-origin request from ${origin} refused` };
+  if (origin !== undefined && !policy.hosts.has(originHost(origin)))
+    return { kind: 'refuse', status: 403, message: `cross-origin request from ${origin} refused` };
 
   let viaBearer = false;
   let login: Verdict | undefined;
@@ -128,8 +133,17 @@ export function checkRequest(req: http.IncomingMessage, policy: GatePolicy): Ver
     const fromCookie = cookieValue(req.headers.cookie, policy.cookieName);
     const fromQuery = url.searchParams.get('token') ?? undefined;
     viaBearer = fromBearer !== undefined && sameSecret(fromBearer, policy.token);
-    const ok = viaBearer || (fromCookie !== undefined && sameSecret(fromCookie, policy.token)) || (fromQuery !== undefined && sameSecret(fromQuery, policy.token));
-    if (!ok) return { kind: 'refuse', status: 401, message: 'this server needs its token: open the URL with ?token=… that `rollscope serve` printed at start, or send Authorization: Bearer TOKEN' };
+    const ok =
+      viaBearer ||
+      (fromCookie !== undefined && sameSecret(fromCookie, policy.token)) ||
+      (fromQuery !== undefined && sameSecret(fromQuery, policy.token));
+    if (!ok)
+      return {
+        kind: 'refuse',
+        status: 401,
+        message:
+          'this server needs its token: open the URL with ?token=… that `rollscope serve` printed at start, or send Authorization: Bearer TOKEN',
+      };
     const page = (method === 'GET' || method === 'HEAD') && !isApi(url.pathname);
     if (fromQuery !== undefined && page) {
       // Trade the URL token for a cookie and drop it from the address bar (history, screenshots).
@@ -147,11 +161,19 @@ export function checkRequest(req: http.IncomingMessage, policy: GatePolicy): Ver
   if (STATE_CHANGING.has(method)) {
     // Every browser sends Origin on these; without one the caller must prove it is not a forged page request.
     if (origin === undefined && !viaBearer && req.headers[SCRIPT_HEADER] === undefined) {
-      return { kind: 'refuse', status: 403, message: `${method} without an Origin header needs Authorization: Bearer TOKEN or the X-Rollscope-Request header` };
+      return {
+        kind: 'refuse',
+        status: 403,
+        message: `${method} without an Origin header needs Authorization: Bearer TOKEN or the X-Rollscope-Request header`,
+      };
     }
-    const hasBody = JSON_BODY.has(method) || Number(req.headers['content-length'] ?? 0) > 0 || req.headers['transfer-encoding'] !== undefined;
+    const hasBody =
+      JSON_BODY.has(method) ||
+      Number(req.headers['content-length'] ?? 0) > 0 ||
+      req.headers['transfer-encoding'] !== undefined;
     const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
-    if (hasBody && type !== 'application/json') return { kind: 'refuse', status: 415, message: `${method} bodies must be Content-Type: application/json` };
+    if (hasBody && type !== 'application/json')
+      return { kind: 'refuse', status: 415, message: `${method} bodies must be Content-Type: application/json` };
   }
   return login ?? { kind: 'pass', url };
 }
@@ -197,7 +219,8 @@ export function openAppFile(appDir: string, pathname: string): OpenedFile {
     throw new NotServed(`malformed path: ${pathname}`);
   }
   if (rel === '/' || rel === '') rel = '/index.html';
-  if (/[\u0000\\%]/.test(rel) || rel.split('/').some((seg) => seg === '..' || seg === '.')) throw new NotServed(`not found: ${pathname}`);
+  if (/[\u0000\\%]/.test(rel) || rel.split('/').some((seg) => seg === '..' || seg === '.'))
+    throw new NotServed(`not found: ${pathname}`);
   const root = fs.realpathSync(appDir);
   const wanted = path.resolve(root, '.' + rel);
   if (!wanted.startsWith(root + path.sep)) throw new NotServed(`not found: ${pathname}`);
@@ -211,7 +234,8 @@ export function openAppFile(appDir: string, pathname: string): OpenedFile {
   try {
     const real = realPathOf(fd, wanted);
     const st = fs.fstatSync(fd);
-    if (real === undefined || !real.startsWith(root + path.sep) || !st.isFile()) throw new NotServed(`not found: ${pathname}`);
+    if (real === undefined || !real.startsWith(root + path.sep) || !st.isFile())
+      throw new NotServed(`not found: ${pathname}`);
     return { fd, file: real, size: st.size };
   } catch (e) {
     fs.closeSync(fd);

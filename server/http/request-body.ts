@@ -36,9 +36,14 @@ export class RequestError extends Error {
  * Read a request body of at most `maxBytes` as JSON and validate it with `schema`. Throws
  * RequestError: 413 when too large, 400 for bad JSON or a body the schema refuses (naming the field).
  */
-export async function readJsonBody<S extends z.ZodType>(req: http.IncomingMessage, schema: S, maxBytes: number): Promise<z.output<S>> {
+export async function readJsonBody<S extends z.ZodType>(
+  req: http.IncomingMessage,
+  schema: S,
+  maxBytes: number,
+): Promise<z.output<S>> {
   const declared = Number(req.headers['content-length'] ?? 0);
-  if (declared > maxBytes) throw new RequestError(413, `request body of ${declared} bytes is over the ${maxBytes}-byte limit`);
+  if (declared > maxBytes)
+    throw new RequestError(413, `request body of ${declared} bytes is over the ${maxBytes}-byte limit`);
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req as AsyncIterable<Buffer>) {

@@ -8,11 +8,23 @@
 // A pasted conversation is someone else's text: its images are sized from `width`/`height` or
 // `data:` URLs only (`dataUrlSizer`); the server never reads a local file or fetches a URL for it.
 import type http from 'node:http';
-import { MAX_PLAYGROUND_CHARS, PlaygroundPrefill, PlaygroundRequest, PlaygroundResult, type VisionSpanInfo } from './api.ts';
+import {
+  MAX_PLAYGROUND_CHARS,
+  PlaygroundPrefill,
+  PlaygroundRequest,
+  PlaygroundResult,
+  type VisionSpanInfo,
+} from './api.ts';
 import type { RunStore } from './store.ts';
 import { answer, readJsonBody, RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { availableStreams, idsDiff, pieces } from './views.ts';
-import { AskInputError, dataUrlSizer, parseConversation, renderConversation, type RenderResult } from '../analysis/ask.ts';
+import {
+  AskInputError,
+  dataUrlSizer,
+  parseConversation,
+  renderConversation,
+  type RenderResult,
+} from '../analysis/ask.ts';
 import { findVisionSpans } from '../analysis/vision-spans.ts';
 import { streamTokens, type CheckedTrajectory } from '../pipeline.ts';
 import { profileFor, type ModelProfile } from '../profiles/profile.ts';
@@ -35,7 +47,16 @@ function visionSpansOf(profile: ModelProfile, ids: readonly number[], rendered: 
   return findVisionSpans(ids, profile.special).map((s) => {
     const i = s.kind === 'image' ? image++ : -1;
     const img = rendered.images[i];
-    return { image: i, kind: s.kind, start: s.start, padStart: s.padStart, padLength: s.padLength, end: s.end, expectedPads: img?.pad_count ?? null, gridThw: img?.image_grid_thw ?? null };
+    return {
+      image: i,
+      kind: s.kind,
+      start: s.start,
+      padStart: s.padStart,
+      padLength: s.padLength,
+      end: s.end,
+      expectedPads: img?.pad_count ?? null,
+      gridThw: img?.image_grid_thw ?? null,
+    };
   });
 }
 
@@ -69,8 +90,14 @@ export async function renderForPlayground(store: RunStore, request: PlaygroundRe
   if (target && request.target) {
     const { stream, turn, prefix } = request.target;
     const other = streamTokens(target, stream, turn);
-    if (!other) throw new RequestError(404, `trajectory "${request.target.id}" has no ${stream} stream${stream === 'prompt' ? ` for turn ${turn}` : ''}`);
-    const label = availableStreams(target).find((s) => s.name === stream && (stream !== 'prompt' || s.turn === turn))?.label ?? stream;
+    if (!other)
+      throw new RequestError(
+        404,
+        `trajectory "${request.target.id}" has no ${stream} stream${stream === 'prompt' ? ` for turn ${turn}` : ''}`,
+      );
+    const label =
+      availableStreams(target).find((s) => s.name === stream && (stream !== 'prompt' || s.turn === turn))?.label ??
+      stream;
     diff = idsDiff(profile, ids, other, { a: 'rendered here', b: label }, prefix);
   }
   return {
@@ -119,7 +146,12 @@ export function prefillFor(id: string, c: CheckedTrajectory): PlaygroundPrefill 
       }
       for (const key of ['image', 'image_url', 'url'] as const) {
         const v = part[key];
-        const url = typeof v === 'string' ? v : v && typeof v === 'object' && 'url' in v && typeof v.url === 'string' ? v.url : undefined;
+        const url =
+          typeof v === 'string'
+            ? v
+            : v && typeof v === 'object' && 'url' in v && typeof v.url === 'string'
+              ? v.url
+              : undefined;
         if (url?.startsWith('data:') && url.length > MAX_PREFILL_DATA_URL) {
           const elided = `data: URL of ${url.length} characters, left out (the size above stands in for it)`;
           part[key] = typeof v === 'string' ? elided : { ...(v as object), url: elided };

@@ -15,7 +15,14 @@ import type http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { ExportCancel, ExportJob, ExportRequest, type ExportFileRole, type ListFilter, type TrajectorySummary } from './api.ts';
+import {
+  ExportCancel,
+  ExportJob,
+  ExportRequest,
+  type ExportFileRole,
+  type ListFilter,
+  type TrajectorySummary,
+} from './api.ts';
 import type { RunStore } from './store.ts';
 import { answer, readJsonBody, RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { exportEvents, ExportError, type ExportResult } from '../export/run.ts';
@@ -104,7 +111,8 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
   }
 
   function start(request: ExportRequest): Job {
-    if ([...jobs.values()].some((j) => j.view.state === 'running')) throw new RequestError(409, 'an export is already running; wait for it or cancel it');
+    if ([...jobs.values()].some((j) => j.view.state === 'running'))
+      throw new RequestError(409, 'an export is already running; wait for it or cancel it');
     const sel = request.selection;
     let selected: TrajectorySummary[];
     let selection: string;
@@ -113,7 +121,14 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
       selection = describeFilter(sel.filter);
     } else {
       const unknown = sel.ids.filter((id) => !store.summary(id));
-      if (unknown.length > 0) throw new RequestError(400, `no trajectory with id ${unknown.slice(0, 5).map((id) => JSON.stringify(id)).join(', ')}${unknown.length > 5 ? ` (and ${unknown.length - 5} more)` : ''}`);
+      if (unknown.length > 0)
+        throw new RequestError(
+          400,
+          `no trajectory with id ${unknown
+            .slice(0, 5)
+            .map((id) => JSON.stringify(id))
+            .join(', ')}${unknown.length > 5 ? ` (and ${unknown.length - 5} more)` : ''}`,
+        );
       const ids = [...new Set(sel.ids)];
       selected = ids.map((id) => store.summary(id)!);
       selection = describeIds(ids);
@@ -194,14 +209,24 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
         Object.assign(job.view, {
           state: 'done',
           finishedAt: new Date().toISOString(),
-          counts: { read: counts.read, exported: counts.exported, rejected: counts.rejected, byReason: counts.byReason },
+          counts: {
+            read: counts.read,
+            exported: counts.exported,
+            rejected: counts.rejected,
+            byReason: counts.byReason,
+          },
           files: (
             [
               ['batch', result.out],
               ['manifest', result.manifestFile],
               ['rejects', result.rejectsFile],
             ] as const
-          ).map(([role, file]) => ({ role, name: path.basename(file), bytes: fs.statSync(file).size, url: `/api/exports/${id}/files/${role}` })),
+          ).map(([role, file]) => ({
+            role,
+            name: path.basename(file),
+            bytes: fs.statSync(file).size,
+            url: `/api/exports/${id}/files/${role}`,
+          })),
         });
         progress.read = counts.read;
         progress.exported = counts.exported;
@@ -209,7 +234,11 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
       },
       (e: unknown) => {
         const cancelled = e instanceof ExportError && e.code === 'aborted';
-        Object.assign(job.view, { state: cancelled ? 'cancelled' : 'failed', error: (e as Error).message, finishedAt: new Date().toISOString() });
+        Object.assign(job.view, {
+          state: cancelled ? 'cancelled' : 'failed',
+          error: (e as Error).message,
+          finishedAt: new Date().toISOString(),
+        });
         removeDir(dir);
       },
     );
@@ -218,14 +247,23 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
 
   function jobOf(id: string): Job {
     const job = jobs.get(id);
-    if (!job) throw new RequestError(404, `no export "${id}" (exports are kept while the server runs, the last ${KEEP_JOBS} of them)`);
+    if (!job)
+      throw new RequestError(
+        404,
+        `no export "${id}" (exports are kept while the server runs, the last ${KEEP_JOBS} of them)`,
+      );
     return job;
   }
 
   function sendFile(req: http.IncomingMessage, res: http.ServerResponse, job: Job, role: ExportFileRole): void {
     const info = job.view.files.find((f) => f.role === role);
-    if (!job.result || !info) throw new RequestError(409, `export ${job.view.id} is ${job.view.state}: no files${job.view.state === 'running' ? ' yet' : ''}`);
-    const file = role === 'batch' ? job.result.out : role === 'manifest' ? job.result.manifestFile : job.result.rejectsFile;
+    if (!job.result || !info)
+      throw new RequestError(
+        409,
+        `export ${job.view.id} is ${job.view.state}: no files${job.view.state === 'running' ? ' yet' : ''}`,
+      );
+    const file =
+      role === 'batch' ? job.result.out : role === 'manifest' ? job.result.manifestFile : job.result.rejectsFile;
     const type = role === 'batch' && job.view.format === 'parquet' ? CONTENT_TYPES.parquet : CONTENT_TYPES[role];
     res.writeHead(200, {
       'Content-Type': type,
@@ -239,12 +277,17 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
       res.end();
       return;
     }
-    fs.createReadStream(file).on('error', () => res.destroy()).pipe(res);
+    fs.createReadStream(file)
+      .on('error', () => res.destroy())
+      .pipe(res);
   }
 
   return {
     async handle(req, res, url) {
-      const parts = url.pathname.split('/').filter(Boolean).map((p) => decodeURIComponent(p));
+      const parts = url.pathname
+        .split('/')
+        .filter(Boolean)
+        .map((p) => decodeURIComponent(p));
       if (parts[0] !== 'api' || parts[1] !== 'exports') return false;
       await answer(res, tools, async () => {
         const get = req.method === 'GET' || req.method === 'HEAD';
@@ -263,7 +306,8 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
         }
         if (parts.length === 5 && parts[3] === 'files' && get) {
           const role = parts[4];
-          if (role !== 'batch' && role !== 'manifest' && role !== 'rejects') throw new RequestError(404, `no export file "${role}"; use batch, manifest or rejects`);
+          if (role !== 'batch' && role !== 'manifest' && role !== 'rejects')
+            throw new RequestError(404, `no export file "${role}"; use batch, manifest or rejects`);
           return sendFile(req, res, job, role);
         }
         throw new RequestError(404, `no API route ${req.method} ${url.pathname}`);

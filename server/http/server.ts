@@ -10,7 +10,18 @@ import { gzipSync } from 'node:zlib';
 import sharp from 'sharp';
 import type { z } from 'zod';
 import { ZodError } from 'zod';
-import { DiffQuery, DiffResult, ImageInfo, ListQuery, PreviewQuery, RunInfo, StreamQuery, TokenStream, TrajectoryDetail, TrajectoryList } from './api.ts';
+import {
+  DiffQuery,
+  DiffResult,
+  ImageInfo,
+  ListQuery,
+  PreviewQuery,
+  RunInfo,
+  StreamQuery,
+  TokenStream,
+  TrajectoryDetail,
+  TrajectoryList,
+} from './api.ts';
 import type { RunStore } from './store.ts';
 import { imageInfos, NotFound, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
 import { imageBytes, ImageUnavailable, MAX_INPUT_PIXELS } from '../images/resolve.ts';
@@ -62,7 +73,8 @@ const MIME: Record<string, string> = {
 const SECURITY_HEADERS = {
   'X-Content-Type-Options': 'nosniff',
   'Referrer-Policy': 'no-referrer',
-  'Content-Security-Policy': "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; connect-src 'self'",
+  'Content-Security-Policy':
+    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; connect-src 'self'",
 };
 
 /** Responses larger than this are gzipped when the client accepts it (token streams compress ~5×). */
@@ -71,9 +83,20 @@ const GZIP_MIN_BYTES = 16 * 1024;
 function sendJson<S extends z.ZodType>(res: http.ServerResponse, schema: S, body: z.input<S>, status = 200): void {
   // Validate what we send: a response that breaks the contract is a server bug, reported as one.
   const parsed = schema.safeParse(body);
-  if (!parsed.success) throw new Error(`response does not match its schema: ${parsed.error.issues.slice(0, 3).map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!parsed.success)
+    throw new Error(
+      `response does not match its schema: ${parsed.error.issues
+        .slice(0, 3)
+        .map((i) => `${i.path.join('.')}: ${i.message}`)
+        .join('; ')}`,
+    );
   const text = Buffer.from(JSON.stringify(parsed.data));
-  const headers: http.OutgoingHttpHeaders = { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', Vary: 'Accept-Encoding', ...SECURITY_HEADERS };
+  const headers: http.OutgoingHttpHeaders = {
+    'Content-Type': 'application/json; charset=utf-8',
+    'Cache-Control': 'no-store',
+    Vary: 'Accept-Encoding',
+    ...SECURITY_HEADERS,
+  };
   const accepts = /\bgzip\b/.test(String(res.req?.headers['accept-encoding'] ?? ''));
   if (accepts && text.length >= GZIP_MIN_BYTES) {
     res.writeHead(status, { ...headers, 'Content-Encoding': 'gzip' });
@@ -97,7 +120,11 @@ function query<S extends z.ZodType>(schema: S, url: URL): z.output<S> {
   const raw: Record<string, string> = {};
   for (const [k, v] of url.searchParams) if (v !== '') raw[k] = v;
   const parsed = schema.safeParse(raw);
-  if (!parsed.success) throw new HttpError(400, `bad query: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'query'}: ${i.message}`).join('; ')}`);
+  if (!parsed.success)
+    throw new HttpError(
+      400,
+      `bad query: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'query'}: ${i.message}`).join('; ')}`,
+    );
   return parsed.data;
 }
 
@@ -120,12 +147,16 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const routes = [exportRoutes(store, tools), askRoutes(store, tools)];
   async function routeApi(req: http.IncomingMessage, url: URL, res: http.ServerResponse): Promise<void> {
     for (const r of routes) if (await r.handle(req, res, url)) return;
-    if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, `no ${req.method} route ${url.pathname}`);
+    if (req.method !== 'GET' && req.method !== 'HEAD')
+      throw new HttpError(405, `no ${req.method} route ${url.pathname}`);
     return handleApi(url, res);
   }
 
   async function handleApi(url: URL, res: http.ServerResponse): Promise<void> {
-    const parts = url.pathname.split('/').filter(Boolean).map((p) => decodeURIComponent(p));
+    const parts = url.pathname
+      .split('/')
+      .filter(Boolean)
+      .map((p) => decodeURIComponent(p));
     // parts[0] === 'api'
     if (parts.length === 2 && parts[1] === 'run') return sendJson(res, RunInfo, store.info());
     if (parts[1] !== 'trajectories') throw new HttpError(404, `no API route ${url.pathname}`);
@@ -141,7 +172,8 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
       const q = query(StreamQuery, url);
       return sendJson(res, TokenStream, tokenStream(checked, q.name, q.turn, runOpts));
     }
-    if (parts.length === 4 && parts[3] === 'diff') return sendJson(res, DiffResult, await tokenDiff(checked, query(DiffQuery, url)));
+    if (parts.length === 4 && parts[3] === 'diff')
+      return sendJson(res, DiffResult, await tokenDiff(checked, query(DiffQuery, url)));
     if (parts[3] === 'images' && parts.length >= 5) {
       const k = Number(parts[4]);
       const infos = imageInfos(checked, runOpts);
@@ -151,18 +183,27 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
       if (parts.length === 6 && parts[5] === 'preview') {
         const { w } = query(PreviewQuery, url);
         const img = checked.trajectory.images[k]!;
-        if (!img.url || img.unavailable) throw new HttpError(404, `image ${k} has no readable bytes${img.unavailable ? `: ${img.unavailable}` : ''}`);
+        if (!img.url || img.unavailable)
+          throw new HttpError(404, `image ${k} has no readable bytes${img.unavailable ? `: ${img.unavailable}` : ''}`);
         const key = `${img.sha256 ?? `${checked.trajectory.source.file}\u0000${img.url.slice(0, 512)}`}\u0000${w}`;
         let png = previewCache.get(key);
         if (!png) {
           const baseDir = path.dirname(path.resolve(checked.trajectory.source.file));
           const { bytes } = imageBytes(img.url, baseDir, store.roots());
           // rotate() applies EXIF orientation, as the Qwen processors see the image.
-          png = await sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS }).rotate().resize({ width: w, withoutEnlargement: true }).png().toBuffer();
+          png = await sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS })
+            .rotate()
+            .resize({ width: w, withoutEnlargement: true })
+            .png()
+            .toBuffer();
           if (previewCache.size >= PREVIEW_CACHE_ENTRIES) previewCache.delete(previewCache.keys().next().value!);
           previewCache.set(key, png);
         }
-        res.writeHead(200, { 'Content-Type': 'image/png', 'Cache-Control': 'private, max-age=3600', ...SECURITY_HEADERS });
+        res.writeHead(200, {
+          'Content-Type': 'image/png',
+          'Cache-Control': 'private, max-age=3600',
+          ...SECURITY_HEADERS,
+        });
         res.end(png);
         return;
       }
@@ -181,7 +222,11 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     const { fd, file } = openAppFile(appDir, url.pathname);
     const type = MIME[path.extname(file)] ?? 'application/octet-stream';
     const immutable = url.pathname.startsWith('/assets/');
-    res.writeHead(200, { 'Content-Type': type, 'Cache-Control': immutable ? 'public, max-age=31536000, immutable' : 'no-cache', ...SECURITY_HEADERS });
+    res.writeHead(200, {
+      'Content-Type': type,
+      'Cache-Control': immutable ? 'public, max-age=31536000, immutable' : 'no-cache',
+      ...SECURITY_HEADERS,
+    });
     fs.createReadStream(file, { fd }).pipe(res);
   }
 
@@ -189,13 +234,19 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     const verdict = checkRequest(req, { hosts, token: opts.token, cookieName: `rollscope-token-${port}` });
     if (verdict.kind === 'refuse') return sendError(res, verdict.status, verdict.message);
     if (verdict.kind === 'login') {
-      res.writeHead(302, { Location: verdict.location, 'Set-Cookie': verdict.cookie, 'Cache-Control': 'no-store', ...SECURITY_HEADERS });
+      res.writeHead(302, {
+        Location: verdict.location,
+        'Set-Cookie': verdict.cookie,
+        'Cache-Control': 'no-store',
+        ...SECURITY_HEADERS,
+      });
       res.end();
       return;
     }
     const { url } = verdict;
     const api = url.pathname.startsWith('/api/') || url.pathname === '/api';
-    if (!api && req.method !== 'GET' && req.method !== 'HEAD') return sendError(res, 405, 'only GET (state-changing requests go to the API)');
+    if (!api && req.method !== 'GET' && req.method !== 'HEAD')
+      return sendError(res, 405, 'only GET (state-changing requests go to the API)');
     const work = api ? routeApi(req, url, res) : (async () => serveStatic(url, res))();
     work.catch((e: unknown) => {
       if (e instanceof HttpError) return sendError(res, e.status, e.message);
@@ -229,7 +280,12 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
     port = await listen(0);
   }
   hosts = servedHosts(opts.host, port, (server.address() as AddressInfo).address);
-  const shownHost = opts.host === '0.0.0.0' || opts.host === '::' ? '127.0.0.1' : opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  const shownHost =
+    opts.host === '0.0.0.0' || opts.host === '::'
+      ? '127.0.0.1'
+      : opts.host.includes(':')
+        ? `[${opts.host}]`
+        : opts.host;
   const url = `http://${shownHost}:${port}/`;
   return {
     url,

@@ -162,7 +162,13 @@ export interface StoreOptions extends RunOptions {
 /** Loads `paths` in the background and keeps watching them for appended records. */
 export function openRunStore(paths: readonly string[], opts: StoreOptions = {}): RunStore {
   const roots = opts.roots ?? defaultRoots(paths);
-  const runOpts: RunOptions = { model: opts.model, format: opts.format, processor: opts.processor, roots, allowRemoteImages: opts.allowRemoteImages };
+  const runOpts: RunOptions = {
+    model: opts.model,
+    format: opts.format,
+    processor: opts.processor,
+    roots,
+    allowRemoteImages: opts.allowRemoteImages,
+  };
   const entries = new Map<string, Entry>();
   const order: string[] = [];
   const files = new Map<string, FileState>();
@@ -263,7 +269,11 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     try {
       checked = await analyzeTrajectory(traj, runOpts, roots);
     } catch (e) {
-      pathErrors.push({ file: traj.source.file, line: traj.source.line, message: `cannot analyze trajectory ${traj.id}: ${(e as Error).message}` });
+      pathErrors.push({
+        file: traj.source.file,
+        line: traj.source.line,
+        message: `cannot analyze trajectory ${traj.id}: ${(e as Error).message}`,
+      });
       return;
     }
     let id = traj.id;
@@ -276,7 +286,12 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
 
   async function scan(): Promise<void> {
     const { files: found, errors } = expandPaths(paths);
-    pathErrors.splice(0, pathErrors.length, ...errors.filter((e) => !pathErrors.some((p) => p.file === e.file && p.message === e.message)), ...pathErrors.filter((p) => p.line > 0));
+    pathErrors.splice(
+      0,
+      pathErrors.length,
+      ...errors.filter((e) => !pathErrors.some((p) => p.file === e.file && p.message === e.message)),
+      ...pathErrors.filter((p) => p.line > 0),
+    );
     for (const f of found) {
       if (closed) return;
       await readFile(f);
@@ -316,7 +331,8 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         if (query.status && s.health !== query.status && s.status !== query.status) return false;
         if (q) {
           const text = `${s.id} ${s.source.file} ${s.headline ?? ''}`.toLowerCase();
-          if (!text.includes(q.toLowerCase()) && !(tokenId !== undefined && hasToken(e.tokenSet, tokenId))) return false;
+          if (!text.includes(q.toLowerCase()) && !(tokenId !== undefined && hasToken(e.tokenSet, tokenId)))
+            return false;
         }
         return true;
       })
@@ -340,25 +356,46 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       const health = { ok: 0, warning: 0, error: 0 };
       for (const e of entries.values()) {
         health[e.summary.health]++;
-        for (const dim of ['kind', 'cause', 'severity'] as const) for (const k of Object.keys(e.summary.findings[dim])) counts[dim][k] = (counts[dim][k] ?? 0) + 1;
+        for (const dim of ['kind', 'cause', 'severity'] as const)
+          for (const k of Object.keys(e.summary.findings[dim])) counts[dim][k] = (counts[dim][k] ?? 0) + 1;
       }
       return {
-        files: [...files.entries()].map(([file, s]) => ({ file: display(file), format: s.format, trajectories: s.count })),
+        files: [...files.entries()].map(([file, s]) => ({
+          file: display(file),
+          format: s.format,
+          trajectories: s.count,
+        })),
         trajectories: entries.size,
         counts,
         health,
         profile: { name: profile.name, family: profile.family },
-        errors: [...pathErrors, ...[...files.values()].flatMap((s) => s.errors)].map((e) => ({ ...e, file: display(e.file) })),
+        errors: [...pathErrors, ...[...files.values()].flatMap((s) => s.errors)].map((e) => ({
+          ...e,
+          file: display(e.file),
+        })),
         demo: opts.demo === true,
         loading,
       };
     },
     list(query: ListQuery): TrajectoryList {
       // The app pages through one query: filter and sort once per query and run version.
-      const key = JSON.stringify([version, query.kind, query.cause, query.severity, query.status, query.q, query.sort, query.order]);
+      const key = JSON.stringify([
+        version,
+        query.kind,
+        query.cause,
+        query.severity,
+        query.status,
+        query.q,
+        query.sort,
+        query.order,
+      ]);
       if (lastList?.key !== key) lastList = { key, matches: filterAndSort(query) };
       const { matches } = lastList;
-      return { total: matches.length, offset: query.offset, items: matches.slice(query.offset, query.offset + query.limit) };
+      return {
+        total: matches.length,
+        offset: query.offset,
+        items: matches.slice(query.offset, query.offset + query.limit),
+      };
     },
     summary: (id) => entries.get(id)?.summary,
     async get(id) {
@@ -371,7 +408,9 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         p = (async () => {
           const { file, line } = entry.summary.source;
           const found = await reloader.trajectoriesAt(file, files.get(file)?.format ?? null, line);
-          const traj = found.find((t) => t.source.line === line && t.id === entry.originalId) ?? found.find((t) => t.id === entry.originalId);
+          const traj =
+            found.find((t) => t.source.line === line && t.id === entry.originalId) ??
+            found.find((t) => t.id === entry.originalId);
           if (!traj) return undefined;
           const checked = await analyzeTrajectory(traj, runOpts, roots);
           cache.set(id, checked);
@@ -440,7 +479,8 @@ class Reloader {
     if (!index || line >= index.nextLine) index = await this.extend(file);
     const at = index.offsets.get(line);
     if (!at) return undefined;
-    for await (const l of readLines(file, { start: at.offset, end: at.offset + at.length + 1, firstLine: line })) return l;
+    for await (const l of readLines(file, { start: at.offset, end: at.offset + at.length + 1, firstLine: line }))
+      return l;
     return undefined;
   }
 

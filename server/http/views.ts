@@ -13,7 +13,18 @@ import { boundaryIds, turnCloseIds } from '../analysis/render.ts';
 import { padCountFromGrid } from '../analysis/image-math.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
-import type { DiffQuery, DiffResult, ImageInfo, Pieces, StreamInfo, TokenStream, TrajectoryDetail, TrajectorySummary, TurnMark, VisionSpanInfo } from './api.ts';
+import type {
+  DiffQuery,
+  DiffResult,
+  ImageInfo,
+  Pieces,
+  StreamInfo,
+  TokenStream,
+  TrajectoryDetail,
+  TrajectorySummary,
+  TurnMark,
+  VisionSpanInfo,
+} from './api.ts';
 
 export class NotFound extends Error {}
 
@@ -23,12 +34,21 @@ function contextOf(c: CheckedTrajectory, opts: RunOptions): AnalysisContext {
 
 export function availableStreams(c: CheckedTrajectory): StreamInfo[] {
   const out: StreamInfo[] = [];
-  if (c.alignment.tokens.length > 0) out.push({ name: 'canonical', turn: -1, length: c.alignment.tokens.length, label: 'canonical (re-aligned)' });
-  if (c.trajectory.sample) out.push({ name: 'sample', turn: -1, length: c.trajectory.sample.tokens.length, label: 'stored training sample' });
+  if (c.alignment.tokens.length > 0)
+    out.push({ name: 'canonical', turn: -1, length: c.alignment.tokens.length, label: 'canonical (re-aligned)' });
+  if (c.trajectory.sample)
+    out.push({ name: 'sample', turn: -1, length: c.trajectory.sample.tokens.length, label: 'stored training sample' });
   c.trajectory.turns.forEach((t, k) => {
-    if (t.promptIds) out.push({ name: 'prompt', turn: k, length: t.promptIds.length + (t.generatedIds?.length ?? 0), label: `turn ${k} prompt + generation` });
+    if (t.promptIds)
+      out.push({
+        name: 'prompt',
+        turn: k,
+        length: t.promptIds.length + (t.generatedIds?.length ?? 0),
+        label: `turn ${k} prompt + generation`,
+      });
   });
-  if (c.rerender) out.push({ name: 'rerender', turn: -1, length: c.rerender.length, label: 're-rendered conversation' });
+  if (c.rerender)
+    out.push({ name: 'rerender', turn: -1, length: c.rerender.length, label: 're-rendered conversation' });
   return out;
 }
 
@@ -38,14 +58,38 @@ export async function availableDiffs(c: CheckedTrajectory): Promise<TrajectoryDe
   const broken = new Set(c.findings.filter((f) => f.kind === 'prefix_break').map((f) => f.turn));
   for (let k = 1; k < c.trajectory.turns.length; k++) {
     if (!c.trajectory.turns[k - 1]!.promptIds || !c.trajectory.turns[k]!.promptIds) continue;
-    out.push({ a: 'prompt', b: 'prompt', turn: k, label: `turn ${k - 1} prompt + generation vs turn ${k} prompt`, diverges: broken.has(k) });
+    out.push({
+      a: 'prompt',
+      b: 'prompt',
+      turn: k,
+      label: `turn ${k - 1} prompt + generation vs turn ${k} prompt`,
+      diverges: broken.has(k),
+    });
   }
-  if (c.rerender) out.push({ a: 'canonical', b: 'rerender', turn: 0, label: 'canonical vs re-rendered', diverges: c.findings.some((f) => f.kind === 'rerender_mismatch') });
-  if (c.trajectory.sample) out.push({ a: 'canonical', b: 'sample', turn: 0, label: 'canonical vs stored sample', diverges: c.findings.some((f) => f.kind === 'sample_mismatch') });
+  if (c.rerender)
+    out.push({
+      a: 'canonical',
+      b: 'rerender',
+      turn: 0,
+      label: 'canonical vs re-rendered',
+      diverges: c.findings.some((f) => f.kind === 'rerender_mismatch'),
+    });
+  if (c.trajectory.sample)
+    out.push({
+      a: 'canonical',
+      b: 'sample',
+      turn: 0,
+      label: 'canonical vs stored sample',
+      diverges: c.findings.some((f) => f.kind === 'sample_mismatch'),
+    });
   return out.sort((x, y) => Number(y.diverges) - Number(x.diverges));
 }
 
-export async function trajectoryDetail(summary: TrajectorySummary, c: CheckedTrajectory, opts: RunOptions): Promise<TrajectoryDetail> {
+export async function trajectoryDetail(
+  summary: TrajectorySummary,
+  c: CheckedTrajectory,
+  opts: RunOptions,
+): Promise<TrajectoryDetail> {
   return {
     summary,
     model: c.trajectory.model ?? null,
@@ -72,7 +116,12 @@ export function pieces(profile: ModelProfile, ids: readonly number[]): Pieces {
   return { pieces: out, specialIds };
 }
 
-function visionSpans(ids: readonly number[], c: CheckedTrajectory, ctx: AnalysisContext, firstImage = 0): VisionSpanInfo[] {
+function visionSpans(
+  ids: readonly number[],
+  c: CheckedTrajectory,
+  ctx: AnalysisContext,
+  firstImage = 0,
+): VisionSpanInfo[] {
   let image = firstImage;
   return findVisionSpans(ids, c.profile.special).map((s) => {
     const i = s.kind === 'image' ? image++ : -1;
@@ -101,7 +150,10 @@ function safePadCount(grid: [number, number, number], merge: number): number | n
 
 export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number, opts: RunOptions): TokenStream {
   const ids = streamTokens(c, name, turn);
-  if (!ids) throw new NotFound(`trajectory ${c.trajectory.id} has no ${name} stream${name === 'prompt' ? ` for turn ${turn}` : ''}`);
+  if (!ids)
+    throw new NotFound(
+      `trajectory ${c.trajectory.id} has no ${name} stream${name === 'prompt' ? ` for turn ${turn}` : ''}`,
+    );
   const ctx = contextOf(c, opts);
   let lossMask: (number | null)[] | null = null;
   let logprobs: (number | null)[] | null = null;
@@ -112,7 +164,8 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
     logprobs = c.alignment.logprobs.map((lp, i) => (c.alignment.lossMask[i] === 1 ? lp : null));
     for (const s of c.alignment.turns) {
       turns.push({ index: s.generated[0], turn: s.turn, what: 'generated' });
-      if (s.observation[1] > s.observation[0]) turns.push({ index: s.observation[0], turn: s.turn, what: 'observation' });
+      if (s.observation[1] > s.observation[0])
+        turns.push({ index: s.observation[0], turn: s.turn, what: 'observation' });
     }
   } else if (name === 'prompt') {
     const t = c.trajectory.turns[turn]!;
@@ -123,10 +176,12 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
   } else if (name === 'sample') {
     const s = c.trajectory.sample!;
     const offset = s.maskScope === 'full' ? 0 : ids.length - (s.responseLength ?? 0);
-    const at = (arr: readonly number[] | undefined, i: number) => (arr && i >= offset ? (arr[i - offset] ?? null) : null);
+    const at = (arr: readonly number[] | undefined, i: number) =>
+      arr && i >= offset ? (arr[i - offset] ?? null) : null;
     lossMask = s.lossMask ? ids.map((_, i) => at(s.lossMask, i)) : null;
     logprobs = s.logprobs ? ids.map((_, i) => at(s.logprobs, i)) : null;
-    if (s.responseLength !== undefined) turns.push({ index: ids.length - s.responseLength, turn: -1, what: 'response' });
+    if (s.responseLength !== undefined)
+      turns.push({ index: ids.length - s.responseLength, turn: -1, what: 'response' });
   }
   const badLogprobs: number[] = [];
   logprobs?.forEach((x, i) => {
@@ -145,7 +200,11 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
   };
 }
 
-function rowsFor(aLength: number, bLength: number, hunks: readonly Hunk[]): { rowsA: number[]; rowsB: number[]; starts: number[] } {
+function rowsFor(
+  aLength: number,
+  bLength: number,
+  hunks: readonly Hunk[],
+): { rowsA: number[]; rowsB: number[]; starts: number[] } {
   const rowsA: number[] = [];
   const rowsB: number[] = [];
   const starts: number[] = [];
@@ -202,7 +261,10 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
     const last = traj.turns[traj.turns.length - 1];
     const lastGen = last?.generatedIds ?? [];
     // Closed the same way checkRerender closes it, so the divergence index matches the finding.
-    a = last?.observationMessages || lastGen.length === 0 ? alignment.tokens : [...alignment.tokens, ...boundaryIds(lastGen, closeIds, profile.special.eos)];
+    a =
+      last?.observationMessages || lastGen.length === 0
+        ? alignment.tokens
+        : [...alignment.tokens, ...boundaryIds(lastGen, closeIds, profile.special.eos)];
     b = c.rerender;
     labelA = 'canonical';
     labelB = 're-rendered';
@@ -212,7 +274,8 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
     b = traj.sample.tokens;
     labelA = 'canonical';
     labelB = 'stored sample';
-  } else throw new NotFound(`no diff of ${q.a} against ${q.b}; use canonical/rerender, canonical/sample or prompt/prompt`);
+  } else
+    throw new NotFound(`no diff of ${q.a} against ${q.b}; use canonical/rerender, canonical/sample or prompt/prompt`);
 
   return idsDiff(profile, a, b, { a: labelA, b: labelB }, prefixOnly);
 }
@@ -222,7 +285,13 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
  * rest diffed after it (diff.ts). Shared by the trajectory diffs and the playground. With
  * `prefixOnly`, b may run on past a (the next observation) without that being a difference.
  */
-export function idsDiff(profile: ModelProfile, a: number[], b: number[], labels: { a: string; b: string }, prefixOnly = false): DiffResult {
+export function idsDiff(
+  profile: ModelProfile,
+  a: number[],
+  b: number[],
+  labels: { a: string; b: string },
+  prefixOnly = false,
+): DiffResult {
   const d = firstDivergence(profile, a, b, { prefixOnly });
   let hunks: Hunk[] = [];
   if (d) {
@@ -281,7 +350,12 @@ export function imageInfos(c: CheckedTrajectory, opts: RunOptions): ImageInfo[] 
       height: img.height ?? null,
       unavailable: img.unavailable ?? null,
       hasPreview: !!img.url && !img.unavailable,
-      settings: { minPixels: vision.minPixels, maxPixels: vision.maxPixels, patchSize: vision.patchSize, mergeSize: vision.mergeSize },
+      settings: {
+        minPixels: vision.minPixels,
+        maxPixels: vision.maxPixels,
+        patchSize: vision.patchSize,
+        mergeSize: vision.mergeSize,
+      },
       layout: e?.tokens ?? null,
       problem: e?.problem ?? null,
       actualPads: spans[i]?.padLength ?? null,

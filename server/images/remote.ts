@@ -116,7 +116,9 @@ async function checkedAddress(target: URL, limits: RemoteImageLimits): Promise<R
     try {
       addresses = await (limits.lookup ?? systemLookup)(host);
     } catch (e) {
-      throw new ImageUnavailable(`remote image host ${host} does not resolve (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+      throw new ImageUnavailable(
+        `remote image host ${host} does not resolve (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`,
+      );
     }
   }
   if (addresses.length === 0) throw new ImageUnavailable(`remote image host ${host} has no address`);
@@ -124,7 +126,9 @@ async function checkedAddress(target: URL, limits: RemoteImageLimits): Promise<R
   // Any refused address refuses the host: which one a connection would pick is not ours to choose.
   const refused = addresses.find((a) => !allowed(a.address, a.family));
   if (refused) {
-    throw new ImageUnavailable(`remote image ${target.origin} refused: ${host === refused.address ? '' : `${host} resolves to `}${refused.address}, ${describeAddress(refused.address)}`);
+    throw new ImageUnavailable(
+      `remote image ${target.origin} refused: ${host === refused.address ? '' : `${host} resolves to `}${refused.address}, ${describeAddress(refused.address)}`,
+    );
   }
   return addresses[0]!;
 }
@@ -136,8 +140,10 @@ function checkUrl(raw: string): URL {
   } catch {
     throw new ImageUnavailable(`malformed image URL: ${raw.slice(0, 200)}`);
   }
-  if (target.protocol !== 'http:' && target.protocol !== 'https:') throw new ImageUnavailable(`remote image refused: only http and https are fetched, not ${target.protocol}`);
-  if (target.username || target.password) throw new ImageUnavailable('remote image refused: the URL carries credentials');
+  if (target.protocol !== 'http:' && target.protocol !== 'https:')
+    throw new ImageUnavailable(`remote image refused: only http and https are fetched, not ${target.protocol}`);
+  if (target.username || target.password)
+    throw new ImageUnavailable('remote image refused: the URL carries credentials');
   return target;
 }
 
@@ -150,7 +156,8 @@ function request(target: URL, pinned: ResolvedAddress, limits: RemoteImageLimits
     if (remaining <= 0) return reject(new ImageUnavailable(`remote image timed out after ${limits.timeoutMs} ms`));
     const pin: LookupFunction = (_hostname, options, callback) => {
       // Node asks for every address when it races IPv4/IPv6 (autoSelectFamily); answer the checked one only.
-      if ((options as { all?: boolean }).all) (callback as unknown as (e: null, a: ResolvedAddress[]) => void)(null, [pinned]);
+      if ((options as { all?: boolean }).all)
+        (callback as unknown as (e: null, a: ResolvedAddress[]) => void)(null, [pinned]);
       else callback(null, pinned.address, pinned.family);
     };
     const host = target.hostname.replace(/^\[|\]$/g, '');
@@ -166,11 +173,18 @@ function request(target: URL, pinned: ResolvedAddress, limits: RemoteImageLimits
       ...(target.protocol === 'https:' && !net.isIP(host) ? { servername: host } : {}),
       headers: { Accept: 'image/*', 'Accept-Encoding': 'identity', 'User-Agent': 'rollscope' },
     });
-    const timer = setTimeout(() => req.destroy(new ImageUnavailable(`remote image timed out after ${limits.timeoutMs} ms`)), remaining);
+    const timer = setTimeout(
+      () => req.destroy(new ImageUnavailable(`remote image timed out after ${limits.timeoutMs} ms`)),
+      remaining,
+    );
     const fail = (e: Error) => {
       clearTimeout(timer);
       req.destroy();
-      reject(e instanceof ImageUnavailable ? e : new ImageUnavailable(`remote image fetch failed: ${(e as NodeJS.ErrnoException).code ?? e.message}`));
+      reject(
+        e instanceof ImageUnavailable
+          ? e
+          : new ImageUnavailable(`remote image fetch failed: ${(e as NodeJS.ErrnoException).code ?? e.message}`),
+      );
     };
     req.on('error', fail);
     req.on('response', (res) => {
@@ -185,17 +199,26 @@ function request(target: URL, pinned: ResolvedAddress, limits: RemoteImageLimits
       const contentType = (res.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
       // SVG is XML a renderer may follow links from, and no Qwen-VL processor (PIL) reads it.
       if (!contentType.startsWith('image/') || contentType === 'image/svg+xml') {
-        return fail(new ImageUnavailable(`remote image refused: content type "${contentType || 'none'}" is not a raster image/*`));
+        return fail(
+          new ImageUnavailable(`remote image refused: content type "${contentType || 'none'}" is not a raster image/*`),
+        );
       }
       const encoding = (res.headers['content-encoding'] ?? 'identity').toLowerCase();
-      if (encoding !== 'identity') return fail(new ImageUnavailable(`remote image refused: content encoding "${encoding}" (asked for identity)`));
+      if (encoding !== 'identity')
+        return fail(new ImageUnavailable(`remote image refused: content encoding "${encoding}" (asked for identity)`));
       const declared = Number(res.headers['content-length'] ?? NaN);
-      if (declared > limits.maxBytes) return fail(new ImageUnavailable(`remote image refused: ${declared} bytes declared, over the ${limits.maxBytes}-byte limit`));
+      if (declared > limits.maxBytes)
+        return fail(
+          new ImageUnavailable(
+            `remote image refused: ${declared} bytes declared, over the ${limits.maxBytes}-byte limit`,
+          ),
+        );
       const parts: Buffer[] = [];
       let received = 0;
       res.on('data', (chunk: Buffer) => {
         received += chunk.length;
-        if (received > limits.maxBytes) fail(new ImageUnavailable(`remote image refused: over the ${limits.maxBytes}-byte limit`));
+        if (received > limits.maxBytes)
+          fail(new ImageUnavailable(`remote image refused: over the ${limits.maxBytes}-byte limit`));
         else parts.push(chunk);
       });
       res.on('error', fail);
@@ -221,7 +244,8 @@ export async function fetchRemoteImage(url: string, overrides: Partial<RemoteIma
     const pinned = await checkedAddress(target, limits);
     const hop = await request(target, pinned, limits, deadline);
     if ('redirect' in hop) {
-      if (hops >= limits.maxRedirects) throw new ImageUnavailable(`remote image refused: more than ${limits.maxRedirects} redirects`);
+      if (hops >= limits.maxRedirects)
+        throw new ImageUnavailable(`remote image refused: more than ${limits.maxRedirects} redirects`);
       let next: string;
       try {
         next = new URL(hop.redirect, target).href;

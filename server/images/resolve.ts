@@ -39,7 +39,10 @@ export function isRemoteImageUrl(url: string): boolean {
 /** Resolve an image reference to bytes, confined to `roots` for local files. Never fetches. */
 export function imageBytes(url: string, baseDir: string, roots: readonly string[]): ImageBytes {
   if (url.startsWith('data:')) return { bytes: dataUrlBytes(url) };
-  if (REMOTE.test(url)) throw new ImageUnavailable('remote image not fetched (rollscope fetches nothing unless --allow-remote-images is given)');
+  if (REMOTE.test(url))
+    throw new ImageUnavailable(
+      'remote image not fetched (rollscope fetches nothing unless --allow-remote-images is given)',
+    );
   let local = url;
   if (/^file:/i.test(url)) {
     let parsed: URL;
@@ -48,7 +51,8 @@ export function imageBytes(url: string, baseDir: string, roots: readonly string[
     } catch {
       throw new ImageUnavailable('malformed file: URL');
     }
-    if (parsed.hostname && parsed.hostname !== 'localhost') throw new ImageUnavailable(`file: URL names another host (${parsed.hostname})`);
+    if (parsed.hostname && parsed.hostname !== 'localhost')
+      throw new ImageUnavailable(`file: URL names another host (${parsed.hostname})`);
     try {
       // Decodes percent-escapes once, after the URL parser has already folded `..` and `%2e%2e`;
       // refuses an encoded `/` (ERR_INVALID_FILE_URL_PATH).
@@ -73,7 +77,8 @@ function dataUrlBytes(url: string): Buffer {
   const base64 = /;base64$/i.test(meta);
   // Checked on the encoded length, before anything is decoded.
   const decodedAtMost = base64 ? Math.floor((payloadChars * 3) / 4) : payloadChars;
-  if (decodedAtMost > MAX_DATA_URL_BYTES) throw new ImageUnavailable(`data: URL of ~${decodedAtMost} bytes is over the ${MAX_DATA_URL_BYTES}-byte limit`);
+  if (decodedAtMost > MAX_DATA_URL_BYTES)
+    throw new ImageUnavailable(`data: URL of ~${decodedAtMost} bytes is over the ${MAX_DATA_URL_BYTES}-byte limit`);
   const payload = url.slice(comma + 1);
   return base64 ? Buffer.from(payload, 'base64') : percentDecodeBytes(payload);
 }
@@ -103,14 +108,20 @@ function confinedRead(resolved: string, shown: string, roots: readonly string[])
     fd = fs.openSync(resolved, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new ImageUnavailable(code === 'ENOENT' || code === 'ENOTDIR' ? `image file not found: ${shown}` : `cannot open image ${shown}: ${code ?? (e as Error).message}`);
+    throw new ImageUnavailable(
+      code === 'ENOENT' || code === 'ENOTDIR'
+        ? `image file not found: ${shown}`
+        : `cannot open image ${shown}: ${code ?? (e as Error).message}`,
+    );
   }
   try {
     const real = openedPath(fd, resolved);
-    if (real === undefined || !insideRoots(real, roots)) throw new ImageUnavailable(`image path ${shown} leads outside the folders rollscope was given`);
+    if (real === undefined || !insideRoots(real, roots))
+      throw new ImageUnavailable(`image path ${shown} leads outside the folders rollscope was given`);
     const st = fs.fstatSync(fd);
     if (!st.isFile()) throw new ImageUnavailable(`image path ${shown} is not a regular file`);
-    if (st.size > MAX_IMAGE_BYTES) throw new ImageUnavailable(`image file ${shown} is ${st.size} bytes, over the ${MAX_IMAGE_BYTES}-byte limit`);
+    if (st.size > MAX_IMAGE_BYTES)
+      throw new ImageUnavailable(`image file ${shown} is ${st.size} bytes, over the ${MAX_IMAGE_BYTES}-byte limit`);
     const bytes = Buffer.alloc(st.size);
     let got = 0;
     while (got < st.size) {
@@ -153,11 +164,18 @@ const sizeCache = new Map<string, { width: number; height: number; sha256: strin
  * Width and height from the image header, EXIF orientation applied. An image that claims more
  * than `maxPixels` is refused here, before any decode could allocate for it.
  */
-export async function imageSize(bytes: Buffer, maxPixels = MAX_INPUT_PIXELS): Promise<{ width: number; height: number }> {
+export async function imageSize(
+  bytes: Buffer,
+  maxPixels = MAX_INPUT_PIXELS,
+): Promise<{ width: number; height: number }> {
   // SVG is XML a renderer may follow links from, and no Qwen-VL processor (PIL) reads it.
-  const head = bytes.subarray(0, 256).toString('latin1').replace(/^\ufeff|^\u00ef\u00bb\u00bf/, '').trimStart();
+  const head = bytes
+    .subarray(0, 256)
+    .toString('latin1')
+    .replace(/^\ufeff|^\u00ef\u00bb\u00bf/, '')
+    .trimStart();
   if (head.startsWith('<')) throw new ImageUnavailable('not a raster image (SVG/XML is not read)');
-  let meta: Awaited<ReturnType<ReturnType<typeof sharp>["metadata"]>>;
+  let meta: Awaited<ReturnType<ReturnType<typeof sharp>['metadata']>>;
   try {
     // Header only, nothing decoded: the pixel count is checked below with a message that says so.
     meta = await sharp(bytes, { limitInputPixels: false }).metadata();
@@ -166,10 +184,14 @@ export async function imageSize(bytes: Buffer, maxPixels = MAX_INPUT_PIXELS): Pr
   }
   if (!meta.width || !meta.height) throw new ImageUnavailable('image has no size');
   if (meta.width * meta.height > maxPixels) {
-    throw new ImageUnavailable(`image claims ${meta.width}×${meta.height} pixels, over the ${maxPixels}-pixel limit (a decompression bomb?); not decoded`);
+    throw new ImageUnavailable(
+      `image claims ${meta.width}×${meta.height} pixels, over the ${maxPixels}-pixel limit (a decompression bomb?); not decoded`,
+    );
   }
   // EXIF orientations 5-8 swap width and height once applied, as PIL's exif_transpose does in qwen-vl-utils.
-  return meta.orientation && meta.orientation >= 5 ? { width: meta.height, height: meta.width } : { width: meta.width, height: meta.height };
+  return meta.orientation && meta.orientation >= 5
+    ? { width: meta.height, height: meta.width }
+    : { width: meta.width, height: meta.height };
 }
 
 export interface ResolveOptions {
@@ -189,7 +211,10 @@ export async function resolveImages(traj: Trajectory, opts: ResolveOptions): Pro
   return { ...traj, images };
 }
 
-async function readImage(url: string, opts: ResolveOptions): Promise<{ width: number; height: number; sha256: string }> {
+async function readImage(
+  url: string,
+  opts: ResolveOptions,
+): Promise<{ width: number; height: number; sha256: string }> {
   if (REMOTE.test(url) && opts.allowRemoteImages) {
     const got = await fetchRemoteImage(url, opts.remote);
     return { width: got.width, height: got.height, sha256: createHash('sha256').update(got.bytes).digest('hex') };
@@ -218,7 +243,14 @@ async function resolveImage(img: ImageRef, opts: ResolveOptions): Promise<ImageR
   if ('error' in hit) return { ...img, unavailable: hit.error };
   if (img.width && img.height && (img.width !== hit.width || img.height !== hit.height)) {
     // The bytes are the truth; a stated size that disagrees is worth keeping visible.
-    return { ...img, width: hit.width, height: hit.height, sizeFrom: 'bytes', sha256: hit.sha256, unavailable: undefined };
+    return {
+      ...img,
+      width: hit.width,
+      height: hit.height,
+      sizeFrom: 'bytes',
+      sha256: hit.sha256,
+      unavailable: undefined,
+    };
   }
   return { ...img, width: hit.width, height: hit.height, sizeFrom: 'bytes', sha256: hit.sha256 };
 }

@@ -31,7 +31,13 @@ const LogprobEntry = z.union([AnyNumber, z.object({ logprob: AnyNumber.nullable(
 
 const Triplet = z
   .object({
-    prompt: z.object({ token_ids: TokenIdArray, raw_content: z.unknown().optional(), image_urls: z.array(z.string()).nullable().optional() }).passthrough(),
+    prompt: z
+      .object({
+        token_ids: TokenIdArray,
+        raw_content: z.unknown().optional(),
+        image_urls: z.array(z.string()).nullable().optional(),
+      })
+      .passthrough(),
     response: z
       .object({
         token_ids: TokenIdArray,
@@ -148,7 +154,12 @@ function failedCall(data: Record<string, unknown>): boolean {
 
 function readTriplet(value: unknown, at: Where, out: Collected): void {
   if (isObject(value) && isObject(value.prompt) && (value.response === undefined || value.response === null)) {
-    out.errors.push({ file: at.file, line: at.line, field: join(at.within, 'response'), message: `${join(at.within, 'response')}: missing (a triplet needs the response token ids)` });
+    out.errors.push({
+      file: at.file,
+      line: at.line,
+      field: join(at.within, 'response'),
+      message: `${join(at.within, 'response')}: missing (a triplet needs the response token ids)`,
+    });
     return;
   }
   const parsed = Triplet.safeParse(value);
@@ -163,9 +174,16 @@ function readTriplet(value: unknown, at: Where, out: Collected): void {
   const logprobs =
     t.response.log_probs?.map((x) => x ?? NaN) ??
     t.response.logprobs?.map((x) => (typeof x === 'number' ? x : (x.logprob ?? NaN)));
-  const finishReason = completion.finishReason ?? (typeof meta.finish_reason === 'string' ? meta.finish_reason : undefined);
+  const finishReason =
+    completion.finishReason ?? (typeof meta.finish_reason === 'string' ? meta.finish_reason : undefined);
   const imageUrls = t.image_urls ?? t.prompt.image_urls ?? undefined;
-  const rollout = at.rollout ?? (typeof t.rollout_id === 'string' ? t.rollout_id : typeof meta.rollout_id === 'string' ? meta.rollout_id : undefined);
+  const rollout =
+    at.rollout ??
+    (typeof t.rollout_id === 'string'
+      ? t.rollout_id
+      : typeof meta.rollout_id === 'string'
+        ? meta.rollout_id
+        : undefined);
   const model = modelOf(meta.request, meta.response, meta.server, meta.model);
   out.calls.push({
     line: at.line,
@@ -179,7 +197,9 @@ function readTriplet(value: unknown, at: Where, out: Collected): void {
       ...(finishReason ? { finishReason } : {}),
     },
     ...(imageUrls && imageUrls.length > 0 ? { imageUrls } : {}),
-    ...(typeof t.reward === 'number' && finiteReward(t.reward, join(at.within, 'reward'), at, out) !== undefined ? { reward: t.reward } : {}),
+    ...(typeof t.reward === 'number' && finiteReward(t.reward, join(at.within, 'reward'), at, out) !== undefined
+      ? { reward: t.reward }
+      : {}),
     ...(at.rolloutReward !== undefined ? { rolloutReward: at.rolloutReward } : {}),
     ...(model ? { model } : {}),
     event: false,
@@ -214,11 +234,17 @@ function readEvent(value: Record<string, unknown>, at: Where, out: Collected): v
   const here: Where = { ...at, ...(rollout !== undefined ? { rollout } : {}) };
   const data = value.data;
   if (!isObject(data)) {
-    out.errors.push({ file: at.file, line: at.line, field: join(at.within, 'data'), message: `${join(at.within, 'data')}: an event needs a "data" object` });
+    out.errors.push({
+      file: at.file,
+      line: at.line,
+      field: join(at.within, 'data'),
+      message: `${join(at.within, 'data')}: an event needs a "data" object`,
+    });
     return;
   }
   if (value.event_type === 'model_request') {
-    if ('prompt_token_ids' in data || 'response_token_ids' in data) return readTrimmed(data, { ...here, within: join(at.within, 'data') }, true, out);
+    if ('prompt_token_ids' in data || 'response_token_ids' in data)
+      return readTrimmed(data, { ...here, within: join(at.within, 'data') }, true, out);
     if (failedCall(data)) return;
     const { calls, errors } = readVllmCall(data, at.file, at.line, join(at.within, 'data'));
     out.errors.push(...errors);
@@ -226,7 +252,13 @@ function readEvent(value: Record<string, unknown>, at: Where, out: Collected): v
     const first = calls[0];
     if (first) {
       const model = first.model ?? modelOf(data.model, data.server);
-      out.calls.push({ line: at.line, ...(rollout !== undefined ? { rollout } : {}), turn: first.turn, ...(model ? { model } : {}), event: true });
+      out.calls.push({
+        line: at.line,
+        ...(rollout !== undefined ? { rollout } : {}),
+        turn: first.turn,
+        ...(model ? { model } : {}),
+        event: true,
+      });
     }
     return;
   }
@@ -250,8 +282,14 @@ function finiteReward(value: number, field: string, at: Where, out: Collected): 
 }
 
 function readRollout(value: Record<string, unknown>, at: Where, out: Collected): void {
-  const id = typeof value.rollout_id === 'string' || typeof value.rollout_id === 'number' ? String(value.rollout_id) : (at.rollout ?? `line ${at.line}${at.within ? ` ${at.within}` : ''}`);
-  const finalReward = typeof value.final_reward === 'number' ? finiteReward(value.final_reward, join(at.within, 'final_reward'), at, out) : undefined;
+  const id =
+    typeof value.rollout_id === 'string' || typeof value.rollout_id === 'number'
+      ? String(value.rollout_id)
+      : (at.rollout ?? `line ${at.line}${at.within ? ` ${at.within}` : ''}`);
+  const finalReward =
+    typeof value.final_reward === 'number'
+      ? finiteReward(value.final_reward, join(at.within, 'final_reward'), at, out)
+      : undefined;
   // Found by fuzzing: keyed by rollout id only, another record reusing the id replaced this rollout's reward; its own calls now carry it.
   const here: Where = { ...at, rollout: id, ...(finalReward !== undefined ? { rolloutReward: finalReward } : {}) };
   if (finalReward !== undefined) out.finalRewards.set(id, finalReward);
@@ -264,7 +302,12 @@ function readRollout(value: Record<string, unknown>, at: Where, out: Collected):
   const events = value[field];
   // Found by fuzzing: a rollout with nothing to read vanished without a word; say so (issue 7: an error or a trajectory per record).
   if (!Array.isArray(events) || events.length === 0) {
-    out.errors.push({ file: at.file, line: at.line, ...(at.within ? { field: at.within } : {}), message: `rollout ${id} holds no triplets and no events: nothing to inspect` });
+    out.errors.push({
+      file: at.file,
+      line: at.line,
+      ...(at.within ? { field: at.within } : {}),
+      message: `rollout ${id} holds no triplets and no events: nothing to inspect`,
+    });
     return;
   }
   events.forEach((e, i) => readItem(e, { ...here, within: join(at.within, field, String(i)) }, out));
@@ -274,7 +317,12 @@ function readItem(value: unknown, at: Where, out: Collected): void {
   if (Array.isArray(value)) {
     // Found by fuzzing: an empty list loaded nothing and said nothing.
     if (value.length === 0) {
-      out.errors.push({ file: at.file, line: at.line, ...(at.within ? { field: at.within } : {}), message: `${at.within || 'record'}: an empty list (no triplet, event or rollout)` });
+      out.errors.push({
+        file: at.file,
+        line: at.line,
+        ...(at.within ? { field: at.within } : {}),
+        message: `${at.within || 'record'}: an empty list (no triplet, event or rollout)`,
+      });
       return;
     }
     // A JSON line holding a list: one rollout's triplets or events.
@@ -284,7 +332,12 @@ function readItem(value: unknown, at: Where, out: Collected): void {
   }
   const field = at.within || undefined;
   if (!isObject(value)) {
-    out.errors.push({ file: at.file, line: at.line, ...(field ? { field } : {}), message: `${field ?? 'record'}: not a JSON object` });
+    out.errors.push({
+      file: at.file,
+      line: at.line,
+      ...(field ? { field } : {}),
+      message: `${field ?? 'record'}: not a JSON object`,
+    });
     return;
   }
   if ('triplets' in value) return readRollout(value, at, out);
@@ -321,7 +374,14 @@ function imagesOfCalls(calls: readonly AglCall[]): ImageRef[] {
   return images;
 }
 
-function assemble(file: string, members: readonly AglCall[], breaks: readonly number[], rollout: string | undefined, finalReward: number | undefined, part: string): TrajectoryInput {
+function assemble(
+  file: string,
+  members: readonly AglCall[],
+  breaks: readonly number[],
+  rollout: string | undefined,
+  finalReward: number | undefined,
+  part: string,
+): TrajectoryInput {
   const first = members[0]!;
   const turns = members.map((c) => c.turn);
   const lines = [...new Set(members.map((c) => c.line))];
@@ -329,8 +389,10 @@ function assemble(file: string, members: readonly AglCall[], breaks: readonly nu
   const reward = members.find((c) => c.rolloutReward !== undefined)?.rolloutReward ?? finalReward ?? tripletReward;
   const model = members.find((c) => c.model)?.model;
   const limitations: string[] = [];
-  if (!turns.some((t) => t.messages)) limitations.push('token ids only (no messages): the conversation cannot be re-rendered to compare against');
-  if (turns.some((t) => !t.promptIds)) limitations.push('a triplet has no prompt token ids (Agent Lightning did not record them): prefix checks skip it');
+  if (!turns.some((t) => t.messages))
+    limitations.push('token ids only (no messages): the conversation cannot be re-rendered to compare against');
+  if (turns.some((t) => !t.promptIds))
+    limitations.push('a triplet has no prompt token ids (Agent Lightning did not record them): prefix checks skip it');
   return {
     id: `${rollout ?? `line ${first.line}`}${part}`,
     source: { file, line: first.line, format: 'agent-lightning', ...(lines.length > 1 ? { lines } : {}) },
@@ -349,17 +411,26 @@ function assemble(file: string, members: readonly AglCall[], breaks: readonly nu
 
 export const agentLightningImporter: Importer = {
   format: 'agent-lightning',
-  description: 'Agent Lightning triplets ({"prompt": {"token_ids"}, "response": {"token_ids"}}), rollouts with "triplets", and events?format=triplet',
+  description:
+    'Agent Lightning triplets ({"prompt": {"token_ids"}, "response": {"token_ids"}}), rollouts with "triplets", and events?format=triplet',
   container: 'jsonl',
   sniff(record) {
     if (Array.isArray(record)) return record.length > 0 ? agentLightningImporter.sniff(record[0]) : 'an empty list';
     if (!isObject(record)) return 'not a JSON object';
     if ('triplets' in record && ('rollout_id' in record || 'final_reward' in record)) return true;
     if (typeof record.event_type === 'string' && isObject(record.data)) {
-      return record.event_type === 'model_request' || REWARD_EVENTS.has(record.event_type) ? true : `event_type "${record.event_type}" is not a model_request or reward event`;
+      return record.event_type === 'model_request' || REWARD_EVENTS.has(record.event_type)
+        ? true
+        : `event_type "${record.event_type}" is not a model_request or reward event`;
     }
     if (Array.isArray(record.prompt_token_ids) && Array.isArray(record.response_token_ids)) return true;
-    if (isObject(record.prompt) && 'token_ids' in record.prompt && isObject(record.response) && 'token_ids' in record.response) return true;
+    if (
+      isObject(record.prompt) &&
+      'token_ids' in record.prompt &&
+      isObject(record.response) &&
+      'token_ids' in record.response
+    )
+      return true;
     return 'no triplet ({"prompt": {"token_ids"}, "response": {"token_ids"}}), event or rollout with "triplets"';
   },
   importRecords(records, { file }): ImportResult {
@@ -385,14 +456,22 @@ export const agentLightningImporter: Importer = {
     for (const [rollout, all] of byRollout) {
       const calls = dedupeEvents(all);
       const chains = chainCalls(
-        calls.map((c) => ({ promptIds: c.turn.promptIds ?? [], generatedIds: c.turn.generatedIds ?? [], messages: c.turn.messages, answerText: c.turn.generatedText })),
+        calls.map((c) => ({
+          promptIds: c.turn.promptIds ?? [],
+          generatedIds: c.turn.generatedIds ?? [],
+          messages: c.turn.messages,
+          answerText: c.turn.generatedText,
+        })),
         { padIds: QWEN_VL_PAD_IDS },
       );
       const finalReward = out.finalRewards.get(rollout ?? '');
       chains.forEach((ch, k) => {
         const members = ch.calls.map((i) => calls[i]!);
         const part = rollout !== undefined && chains.length > 1 ? ` (chain ${k + 1} of ${chains.length})` : '';
-        found.push({ first: order.get(members[0]!) ?? 0, trajectory: assemble(file, members, ch.breaks, rollout, finalReward, part) });
+        found.push({
+          first: order.get(members[0]!) ?? 0,
+          trajectory: assemble(file, members, ch.breaks, rollout, finalReward, part),
+        });
       });
     }
     found.sort((a, b) => a.first - b.first);

@@ -41,7 +41,10 @@ export function imagePadRuns(text: string): number[] {
   return [...text.matchAll(VISION_SPAN)].map((m) => m[1]!.length / IMAGE_PAD.length);
 }
 
-export function arealDumpTrajectory(d: ArealDumpRecord, where: { file: string; line: number; id: string }): TrajectoryInput {
+export function arealDumpTrajectory(
+  d: ArealDumpRecord,
+  where: { file: string; line: number; id: string },
+): TrajectoryInput {
   const pads = imagePadRuns(d.prompt + d.completion);
   const meta = smallValues(
     {
@@ -71,13 +74,16 @@ export function arealDumpTrajectory(d: ArealDumpRecord, where: { file: string; l
 
 export const arealDumpImporter: Importer = {
   format: 'areal-dump',
-  description: 'AReaL rollout dump, rollout/<version>/<task_id>.jsonl ({"task_id", "prompt", "completion", "prompt_len", "seqlen", "reward", ...}; text only)',
+  description:
+    'AReaL rollout dump, rollout/<version>/<task_id>.jsonl ({"task_id", "prompt", "completion", "prompt_len", "seqlen", "reward", ...}; text only)',
   container: 'jsonl',
   sniff(record) {
     if (!isObject(record)) return 'not a JSON object';
     if (!('task_id' in record)) return 'no "task_id" (AReaL rollout dump)';
-    if (typeof record.prompt !== 'string' || typeof record.completion !== 'string') return 'has "task_id" but no string "prompt" and "completion" (AReaL rollout dump)';
-    if (!('seqlen' in record) && !('prompt_len' in record)) return 'has "task_id"/"prompt"/"completion" but neither "seqlen" nor "prompt_len" (AReaL rollout dump)';
+    if (typeof record.prompt !== 'string' || typeof record.completion !== 'string')
+      return 'has "task_id" but no string "prompt" and "completion" (AReaL rollout dump)';
+    if (!('seqlen' in record) && !('prompt_len' in record))
+      return 'has "task_id"/"prompt"/"completion" but neither "seqlen" nor "prompt_len" (AReaL rollout dump)';
     return true;
   },
   importRecords(records, { file }): ImportResult {

@@ -16,7 +16,15 @@ import { TokenIds, type GridThw, type TrajectoryInput } from '../model/trajector
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './records.ts';
-import { GridList, LogprobValues, MaskValues, fileStem, idAllocator, statedModel, turnsFromMask } from './turns-from-mask.ts';
+import {
+  GridList,
+  LogprobValues,
+  MaskValues,
+  fileStem,
+  idAllocator,
+  statedModel,
+  turnsFromMask,
+} from './turns-from-mask.ts';
 
 const Rows = <T extends z.ZodType>(row: T) => z.array(row).min(1);
 
@@ -37,7 +45,8 @@ export const ArealTrajectory = z
     const rows = t.input_ids.length;
     for (const key of ['loss_mask', 'logprobs', 'versions', 'attention_mask', 'mm_token_type_ids'] as const) {
       const v = t[key];
-      if (v && v.length !== rows) ctx.addIssue({ code: 'custom', path: [key], message: `${v.length} rows but input_ids has ${rows}` });
+      if (v && v.length !== rows)
+        ctx.addIssue({ code: 'custom', path: [key], message: `${v.length} rows but input_ids has ${rows}` });
     }
   });
 export type ArealTrajectory = z.infer<typeof ArealTrajectory>;
@@ -54,7 +63,10 @@ function rowReward(rewards: ArealTrajectory['rewards'], row: number): number | u
 }
 
 /** min/max policy version over the trained tokens (prompt and observations are -1). */
-function versionRange(versions: readonly number[] | undefined, mask: readonly number[]): { min: number; max: number } | undefined {
+function versionRange(
+  versions: readonly number[] | undefined,
+  mask: readonly number[],
+): { min: number; max: number } | undefined {
   if (!versions) return undefined;
   let min = Infinity;
   let max = -Infinity;
@@ -66,7 +78,10 @@ function versionRange(versions: readonly number[] | undefined, mask: readonly nu
   return Number.isFinite(min) ? { min, max } : undefined;
 }
 
-export function arealTrajectories(t: ArealTrajectory, where: { file: string; line: number; id: (row: number) => string }): TrajectoryInput[] {
+export function arealTrajectories(
+  t: ArealTrajectory,
+  where: { file: string; line: number; id: (row: number) => string },
+): TrajectoryInput[] {
   const rows = t.input_ids.length;
   const mmInputs = t.multi_modal_input ?? [];
   // One dict per row for a batch; for the usual batch of one, every dict belongs to it.
@@ -87,10 +102,14 @@ export function arealTrajectories(t: ArealTrajectory, where: { file: string; lin
     const limitations: string[] = [];
     const imageGridThw = gridsFor(row);
     if (imageGridThw) {
-      limitations.push('AReaL stores processor outputs (image_grid_thw), not the images: pad runs are checked against image_grid_thw, not against image sizes or min/max pixels');
+      limitations.push(
+        'AReaL stores processor outputs (image_grid_thw), not the images: pad runs are checked against image_grid_thw, not against image sizes or min/max pixels',
+      );
     }
     if (rows > 1 && mmInputs.length > 0 && mmInputs.length !== rows) {
-      limitations.push(`multi_modal_input has ${mmInputs.length} entries for ${rows} rows: image_grid_thw could not be assigned to this row`);
+      limitations.push(
+        `multi_modal_input has ${mmInputs.length} entries for ${rows} rows: image_grid_thw could not be assigned to this row`,
+      );
     }
     const versions = versionRange(cut(t.versions?.[row]), lossMask);
     const meta: Record<string, unknown> = {};
@@ -122,12 +141,15 @@ export function arealTrajectories(t: ArealTrajectory, where: { file: string; lin
 
 export const arealImporter: Importer = {
   format: 'areal',
-  description: 'AReaL trajectory tensors as JSON/JSONL ({"input_ids": [[...]], "loss_mask": [[...]], "logprobs", "versions", "multi_modal_input", ...})',
+  description:
+    'AReaL trajectory tensors as JSON/JSONL ({"input_ids": [[...]], "loss_mask": [[...]], "logprobs", "versions", "multi_modal_input", ...})',
   container: 'json',
   sniff(record) {
     if (!isObject(record)) return 'not a JSON object';
-    if (!('input_ids' in record) || !('loss_mask' in record)) return 'no "input_ids" and "loss_mask" (AReaL trajectory)';
-    if (!isNestedList(record.input_ids) || !isNestedList(record.loss_mask)) return 'has "input_ids"/"loss_mask" but not as [batch, length] nested lists (AReaL tensors)';
+    if (!('input_ids' in record) || !('loss_mask' in record))
+      return 'no "input_ids" and "loss_mask" (AReaL trajectory)';
+    if (!isNestedList(record.input_ids) || !isNestedList(record.loss_mask))
+      return 'has "input_ids"/"loss_mask" but not as [batch, length] nested lists (AReaL tensors)';
     return true;
   },
   importRecords(records, { file }): ImportResult {

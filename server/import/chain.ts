@@ -137,7 +137,13 @@ function assistantText(message: unknown): string | undefined {
   if (m.role !== 'assistant') return undefined;
   if (typeof m.content === 'string') return m.content;
   if (Array.isArray(m.content)) {
-    return m.content.map((p: unknown) => (typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string' ? (p as { text: string }).text : '')).join('');
+    return m.content
+      .map((p: unknown) =>
+        typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string'
+          ? (p as { text: string }).text
+          : '',
+      )
+      .join('');
   }
   return undefined;
 }
@@ -246,7 +252,16 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
 
     // 3. A new chain.
     const id = chains.length;
-    chains.push({ calls: [index], breaks: [], lastPrompt: [], lastGenerated: [], contextLength: 0, contextHash: SEED, firstCollapsed: collapsed, lastPromptCollapsedLength: 0 });
+    chains.push({
+      calls: [index],
+      breaks: [],
+      lastPrompt: [],
+      lastGenerated: [],
+      contextLength: 0,
+      contextHash: SEED,
+      firstCollapsed: collapsed,
+      lastPromptCollapsedLength: 0,
+    });
     if (collapsed.length > 0) firsts.add(collapsed.length, extendHash(SEED, collapsed), id);
     setEnd(id, call, promptHash);
   });

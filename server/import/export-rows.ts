@@ -10,22 +10,43 @@ import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './records.ts';
 
-function importRows(rows: readonly { line: number; value: unknown }[], file: string, lineLabel: 'line' | 'row'): ImportResult {
+function importRows(
+  rows: readonly { line: number; value: unknown }[],
+  file: string,
+  lineLabel: 'line' | 'row',
+): ImportResult {
   const out: ImportResult = { trajectories: [], errors: [] };
   for (const r of rows) {
-    if (isObject(r.value) && typeof r.value.schema_version === 'number' && r.value.schema_version > EXPORT_SCHEMA_VERSION) {
-      out.errors.push({ file, line: r.line, field: 'schema_version', message: `schema_version ${r.value.schema_version} is newer than this rollscope reads (${EXPORT_SCHEMA_VERSION})` });
+    if (
+      isObject(r.value) &&
+      typeof r.value.schema_version === 'number' &&
+      r.value.schema_version > EXPORT_SCHEMA_VERSION
+    ) {
+      out.errors.push({
+        file,
+        line: r.line,
+        field: 'schema_version',
+        message: `schema_version ${r.value.schema_version} is newer than this rollscope reads (${EXPORT_SCHEMA_VERSION})`,
+      });
       continue;
     }
     const parsed = ExportRow.safeParse(r.value);
     if (!parsed.success) {
-      out.errors.push(...zodErrors(file, r.line, parsed.error).map((e) => (lineLabel === 'row' ? { ...e, message: `row ${r.line}: ${e.message}` } : e)));
+      out.errors.push(
+        ...zodErrors(file, r.line, parsed.error).map((e) =>
+          lineLabel === 'row' ? { ...e, message: `row ${r.line}: ${e.message}` } : e,
+        ),
+      );
       continue;
     }
     try {
       out.trajectories.push(rowToTrajectory(parsed.data, { file, line: r.line }));
     } catch (e) {
-      out.errors.push({ file, line: r.line, message: `cannot rebuild the trajectory of row ${parsed.data.id}: ${(e as Error).message}` });
+      out.errors.push({
+        file,
+        line: r.line,
+        message: `cannot rebuild the trajectory of row ${parsed.data.id}: ${(e as Error).message}`,
+      });
     }
   }
   return out;
@@ -33,7 +54,8 @@ function importRows(rows: readonly { line: number; value: unknown }[], file: str
 
 export const exportRowsImporter: Importer = {
   format: 'export',
-  description: 'rollscope export batch: JSONL or Parquet rows written by `rollscope export` ({"schema_version", "tokens", "response_length", ...})',
+  description:
+    'rollscope export batch: JSONL or Parquet rows written by `rollscope export` ({"schema_version", "tokens", "response_length", ...})',
   container: 'jsonl',
   fileNamePattern: /\.parquet$/i,
   sniff(record) {
@@ -52,7 +74,10 @@ export const exportRowsImporter: Importer = {
     try {
       rows = await readParquetRows(bytes);
     } catch (e) {
-      return { trajectories: [], errors: [{ file, line: 0, message: `not a readable Parquet file: ${(e as Error).message}` }] };
+      return {
+        trajectories: [],
+        errors: [{ file, line: 0, message: `not a readable Parquet file: ${(e as Error).message}` }],
+      };
     }
     return importRows(
       rows.map((value, i) => ({ line: i + 1, value })),

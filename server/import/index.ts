@@ -5,7 +5,18 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Trajectory, type FormatName, type ReadError } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
-import { isReadError, parseJson, parseRecordLine, readLimits, readLines, safeParseBounded, zodErrors, type RawRecord, type ReadLimits, type RecordLine } from './records.ts';
+import {
+  isReadError,
+  parseJson,
+  parseRecordLine,
+  readLimits,
+  readLines,
+  safeParseBounded,
+  zodErrors,
+  type RawRecord,
+  type ReadLimits,
+  type RecordLine,
+} from './records.ts';
 import { nativeImporter } from './native.ts';
 import { slimeImporter } from './slime.ts';
 import { verlImporter } from './verl.ts';
@@ -19,7 +30,18 @@ import { agentLightningImporter } from './agent-lightning.ts';
 
 /** Registered importers, most specific first (structure sniffing stops at the first match). */
 // `exportRowsImporter` before slime's: an export row is also a slime Sample, plus `schema_version`.
-export const IMPORTERS: Importer[] = [nativeImporter, exportRowsImporter, slimeImporter, verlImporter, arealImporter, verlDumpImporter, arealDumpImporter, primeRlImporter, vllmImporter, agentLightningImporter];
+export const IMPORTERS: Importer[] = [
+  nativeImporter,
+  exportRowsImporter,
+  slimeImporter,
+  verlImporter,
+  arealImporter,
+  verlDumpImporter,
+  arealDumpImporter,
+  primeRlImporter,
+  vllmImporter,
+  agentLightningImporter,
+];
 
 export function registerImporter(importer: Importer): void {
   if (!IMPORTERS.some((i) => i.format === importer.format)) IMPORTERS.push(importer);
@@ -52,8 +74,14 @@ function matchName(file: string): string {
   return path.basename(file).replace(/\.gz$/i, '');
 }
 
-async function readRecords(file: string, opts: LoadOptions): Promise<{ records: RawRecord[]; errors: ReadError[]; wholeJson: boolean }> {
-  const limits = readLimits({ ...opts.limits, ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}) });
+async function readRecords(
+  file: string,
+  opts: LoadOptions,
+): Promise<{ records: RawRecord[]; errors: ReadError[]; wholeJson: boolean }> {
+  const limits = readLimits({
+    ...opts.limits,
+    ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}),
+  });
   // A whole-file JSON document (`[...]` or a pretty-printed object) rather than JSON lines: the
   // first line is not a complete JSON value, or the file is one `[...]` line. Decided on the
   // first two lines (streamed, bounded), so a JSONL file with a long first line is never read whole.
@@ -66,7 +94,9 @@ async function readRecords(file: string, opts: LoadOptions): Promise<{ records: 
   if (!first) return { records: [], errors: [], wholeJson: false };
   const firstText = first.text.trimStart();
   const complete = !first.problem && isCompleteJson(first.text, limits);
-  const looksWholeJson = !first.problem && (firstText.startsWith('[') ? !complete || head.length === 1 : firstText.startsWith('{') && !complete);
+  const looksWholeJson =
+    !first.problem &&
+    (firstText.startsWith('[') ? !complete || head.length === 1 : firstText.startsWith('{') && !complete);
   let wholeError: ReadError | undefined;
   if (looksWholeJson) {
     for await (const doc of readLines(file, { whole: true, maxLineBytes: limits.maxDocumentBytes, limits })) {
@@ -74,7 +104,11 @@ async function readRecords(file: string, opts: LoadOptions): Promise<{ records: 
       if (isReadError(r)) wholeError = r;
       else {
         const items = Array.isArray(r.value) ? r.value : [r.value];
-        return { records: items.map((value) => ({ line: r.line, offset: r.offset, length: r.length, value })), errors: [], wholeJson: true };
+        return {
+          records: items.map((value) => ({ line: r.line, offset: r.offset, length: r.length, value })),
+          errors: [],
+          wholeJson: true,
+        };
       }
     }
     // Not a document after all (a broken first line of a JSONL file looks like the start of one):
@@ -133,7 +167,11 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
   try {
     stat = fs.statSync(file);
   } catch (e) {
-    out.errors.push({ file, line: 0, message: `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}` });
+    out.errors.push({
+      file,
+      line: 0,
+      message: `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+    });
     return out;
   }
   if (!stat.isFile()) {
@@ -142,7 +180,12 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
   }
   let importer = opts.format ? importerFor(opts.format) : undefined;
   if (opts.format && !importer) {
-    out.errors.push({ file, line: 0, field: 'format', message: `unknown format "${opts.format}"; known: ${IMPORTERS.map((i) => i.format).join(', ')}` });
+    out.errors.push({
+      file,
+      line: 0,
+      field: 'format',
+      message: `unknown format "${opts.format}"; known: ${IMPORTERS.map((i) => i.format).join(', ')}`,
+    });
     return out;
   }
   if (!importer) {
@@ -151,7 +194,8 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
   }
   let result: ImportResult;
   // An importer that claims the file by name and reads bytes gets the bytes (Parquet export batches).
-  const readsBytes = importer?.importBytes !== undefined && importer.fileNamePattern?.test(path.basename(file)) === true;
+  const readsBytes =
+    importer?.importBytes !== undefined && importer.fileNamePattern?.test(path.basename(file)) === true;
   if (importer?.container === 'binary' || readsBytes || (!importer && BINARY_EXT.test(file))) {
     const binary = importer ?? IMPORTERS.find((i) => i.container === 'binary');
     if (!binary?.importBytes) {
@@ -159,14 +203,22 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
       return out;
     }
     if (stat.size > MAX_BINARY_BYTES) {
-      out.errors.push({ file, line: 0, message: `binary file is ${stat.size} bytes, over the ${MAX_BINARY_BYTES}-byte limit for one file` });
+      out.errors.push({
+        file,
+        line: 0,
+        message: `binary file is ${stat.size} bytes, over the ${MAX_BINARY_BYTES}-byte limit for one file`,
+      });
       return out;
     }
     importer = binary;
     try {
       result = await binary.importBytes(fs.readFileSync(file), { file });
     } catch (e) {
-      out.errors.push({ file, line: 0, message: `the ${binary.format} importer failed on this file: ${(e as Error).message}` });
+      out.errors.push({
+        file,
+        line: 0,
+        message: `the ${binary.format} importer failed on this file: ${(e as Error).message}`,
+      });
       return out;
     }
   } else {
@@ -174,7 +226,11 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
     try {
       read = await readRecords(file, opts);
     } catch (e) {
-      out.errors.push({ file, line: 0, message: `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}` });
+      out.errors.push({
+        file,
+        line: 0,
+        message: `cannot read: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`,
+      });
       return out;
     }
     const { records, errors } = read;
@@ -183,7 +239,11 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
       const d = detect(file, records);
       if (!d.importer) {
         if (records.length > 0 || errors.length === 0) {
-          out.errors.push({ file, line: records[0]?.line ?? 0, message: `no known format matched. Tried: ${d.tried.join('; ')}` });
+          out.errors.push({
+            file,
+            line: records[0]?.line ?? 0,
+            message: `no known format matched. Tried: ${d.tried.join('; ')}`,
+          });
         }
         return out;
       }
@@ -223,15 +283,33 @@ export function importIsolated(importer: Importer, records: readonly RawRecord[]
         kept.push(r);
       } catch (e) {
         const longest = longestList(r.value);
-        const why = e instanceof RangeError && longest ? ` (its longest list, ${longest.field}, has ${longest.length} entries: a long list of wrong-typed entries overwhelms validation)` : '';
-        errors.push({ file, line: r.line, ...(longest ? { field: longest.field } : {}), message: `the ${importer.format} importer failed on this record: ${(e as Error).message}${why}` });
+        const why =
+          e instanceof RangeError && longest
+            ? ` (its longest list, ${longest.field}, has ${longest.length} entries: a long list of wrong-typed entries overwhelms validation)`
+            : '';
+        errors.push({
+          file,
+          line: r.line,
+          ...(longest ? { field: longest.field } : {}),
+          message: `the ${importer.format} importer failed on this record: ${(e as Error).message}${why}`,
+        });
       }
     }
     try {
       const rest = importer.importRecords(kept, { file });
       return { trajectories: rest.trajectories, errors: [...errors, ...rest.errors] };
     } catch {
-      return { trajectories: [], errors: [...errors, { file, line: records[0]?.line ?? 0, message: `the ${importer.format} importer failed on this file: ${(whole as Error).message}` }] };
+      return {
+        trajectories: [],
+        errors: [
+          ...errors,
+          {
+            file,
+            line: records[0]?.line ?? 0,
+            message: `the ${importer.format} importer failed on this file: ${(whole as Error).message}`,
+          },
+        ],
+      };
     }
   }
 }
@@ -245,7 +323,8 @@ function longestList(value: unknown): { field: string; length: number } | undefi
     if (typeof v !== 'object' || v === null || at.length > 64) continue;
     if (Array.isArray(v) && v.length > (best?.length ?? 0)) best = { field: at.join('.'), length: v.length };
     if (Array.isArray(v) && v.length > 1024) continue; // a bulk list of ids/logprobs holds no further lists worth naming
-    for (const [k, c] of Object.entries(v)) if (typeof c === 'object' && c !== null) stack.push({ v: c, path: [...at, k] });
+    for (const [k, c] of Object.entries(v))
+      if (typeof c === 'object' && c !== null) stack.push({ v: c, path: [...at, k] });
   }
   return best && best.field ? best : undefined;
 }
@@ -268,7 +347,11 @@ export function expandPaths(paths: readonly string[]): { files: string[]; errors
         const child = path.join(p, name);
         const cst = fs.statSync(child);
         if (cst.isDirectory()) walk(child);
-        else if (/\.(jsonl|json|jsonl\.gz|json\.gz|bin|msgpack|parquet)$/i.test(name) && !/\.(manifest\.json|rejects\.jsonl)$/.test(name)) files.push(child);
+        else if (
+          /\.(jsonl|json|jsonl\.gz|json\.gz|bin|msgpack|parquet)$/i.test(name) &&
+          !/\.(manifest\.json|rejects\.jsonl)$/.test(name)
+        )
+          files.push(child);
       }
     } else files.push(p);
   };

@@ -50,7 +50,10 @@ class MsgpackStructureError extends Error {
 
 function need(bytes: Uint8Array, pos: number, n: number): void {
   if (pos + n > bytes.length) {
-    throw new MsgpackStructureError(`cut short: needs ${pos + n - bytes.length} more byte(s) at byte ${bytes.length} (file truncated?)`, bytes.length);
+    throw new MsgpackStructureError(
+      `cut short: needs ${pos + n - bytes.length} more byte(s) at byte ${bytes.length} (file truncated?)`,
+      bytes.length,
+    );
   }
 }
 
@@ -75,29 +78,85 @@ export function msgpackValueEnd(bytes: Uint8Array, pos: number): number {
     else if (t >= 0xa0 && t <= 0xbf) pos += t & 0x1f;
     else {
       switch (t) {
-        case 0xc4: case 0xd9: pos += 1 + uint(bytes, pos, 1); break; // bin8 / str8
-        case 0xc5: case 0xda: pos += 2 + uint(bytes, pos, 2); break; // bin16 / str16
-        case 0xc6: case 0xdb: pos += 4 + uint(bytes, pos, 4); break; // bin32 / str32
-        case 0xc7: pos += 2 + uint(bytes, pos, 1); break; // ext8
-        case 0xc8: pos += 3 + uint(bytes, pos, 2); break; // ext16
-        case 0xc9: pos += 5 + uint(bytes, pos, 4); break; // ext32
-        case 0xca: pos += 4; break; // float32
-        case 0xcb: pos += 8; break; // float64
-        case 0xcc: case 0xd0: pos += 1; break;
-        case 0xcd: case 0xd1: pos += 2; break;
-        case 0xce: case 0xd2: pos += 4; break;
-        case 0xcf: case 0xd3: pos += 8; break;
-        case 0xd4: pos += 2; break; // fixext1..16: type byte + data
-        case 0xd5: pos += 3; break;
-        case 0xd6: pos += 5; break;
-        case 0xd7: pos += 9; break;
-        case 0xd8: pos += 17; break;
-        case 0xdc: pending += uint(bytes, pos, 2); pos += 2; break;
-        case 0xdd: pending += uint(bytes, pos, 4); pos += 4; break;
-        case 0xde: pending += 2 * uint(bytes, pos, 2); pos += 2; break;
-        case 0xdf: pending += 2 * uint(bytes, pos, 4); pos += 4; break;
+        case 0xc4:
+        case 0xd9:
+          pos += 1 + uint(bytes, pos, 1);
+          break; // bin8 / str8
+        case 0xc5:
+        case 0xda:
+          pos += 2 + uint(bytes, pos, 2);
+          break; // bin16 / str16
+        case 0xc6:
+        case 0xdb:
+          pos += 4 + uint(bytes, pos, 4);
+          break; // bin32 / str32
+        case 0xc7:
+          pos += 2 + uint(bytes, pos, 1);
+          break; // ext8
+        case 0xc8:
+          pos += 3 + uint(bytes, pos, 2);
+          break; // ext16
+        case 0xc9:
+          pos += 5 + uint(bytes, pos, 4);
+          break; // ext32
+        case 0xca:
+          pos += 4;
+          break; // float32
+        case 0xcb:
+          pos += 8;
+          break; // float64
+        case 0xcc:
+        case 0xd0:
+          pos += 1;
+          break;
+        case 0xcd:
+        case 0xd1:
+          pos += 2;
+          break;
+        case 0xce:
+        case 0xd2:
+          pos += 4;
+          break;
+        case 0xcf:
+        case 0xd3:
+          pos += 8;
+          break;
+        case 0xd4:
+          pos += 2;
+          break; // fixext1..16: type byte + data
+        case 0xd5:
+          pos += 3;
+          break;
+        case 0xd6:
+          pos += 5;
+          break;
+        case 0xd7:
+          pos += 9;
+          break;
+        case 0xd8:
+          pos += 17;
+          break;
+        case 0xdc:
+          pending += uint(bytes, pos, 2);
+          pos += 2;
+          break;
+        case 0xdd:
+          pending += uint(bytes, pos, 4);
+          pos += 4;
+          break;
+        case 0xde:
+          pending += 2 * uint(bytes, pos, 2);
+          pos += 2;
+          break;
+        case 0xdf:
+          pending += 2 * uint(bytes, pos, 4);
+          pos += 4;
+          break;
         default:
-          throw new MsgpackStructureError(`byte 0x${t.toString(16)} at ${pos - 1} is not a msgpack type (corrupt data)`, pos - 1);
+          throw new MsgpackStructureError(
+            `byte 0x${t.toString(16)} at ${pos - 1} is not a msgpack type (corrupt data)`,
+            pos - 1,
+          );
       }
     }
     if (pos > bytes.length) need(bytes, bytes.length, pos - bytes.length);
@@ -227,7 +286,21 @@ type StructKind = 'micro_batch' | 'sample';
 // ---------------------------------------------------------------------------------------------
 // Tensors and the multimodal fields.
 
-const DTYPE_BYTES: Record<string, number> = { int64: 8, uint64: 8, int32: 4, uint32: 4, int16: 2, uint16: 2, int8: 1, uint8: 1, float64: 8, float32: 4, float16: 2, bfloat16: 2, bool: 1 };
+const DTYPE_BYTES: Record<string, number> = {
+  int64: 8,
+  uint64: 8,
+  int32: 4,
+  uint32: 4,
+  int16: 2,
+  uint16: 2,
+  int8: 1,
+  uint8: 1,
+  float64: 8,
+  float32: 4,
+  float16: 2,
+  bfloat16: 2,
+  bool: 1,
+};
 
 /** Numbers of an integer or float tensor (little-endian, as numpy's `tobytes()` on x86/ARM), or why not. */
 export function decodeTensorNumbers(tensor: EncodedTensor): number[] | string {
@@ -235,23 +308,46 @@ export function decodeTensorNumbers(tensor: EncodedTensor): number[] | string {
   const itemSize = DTYPE_BYTES[dtype];
   if (itemSize === undefined) return `unsupported dtype "${dtype}"`;
   const count = shape.reduce((a, b) => a * b, 1);
-  if (data.length !== count * itemSize) return `shape [${shape.join(', ')}] of ${dtype} needs ${count * itemSize} bytes, data has ${data.length}`;
+  if (data.length !== count * itemSize)
+    return `shape [${shape.join(', ')}] of ${dtype} needs ${count * itemSize} bytes, data has ${data.length}`;
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   const out = new Array<number>(count);
   for (let i = 0; i < count; i++) {
     const at = i * itemSize;
     switch (dtype) {
-      case 'int64': out[i] = Number(view.getBigInt64(at, true)); break;
-      case 'uint64': out[i] = Number(view.getBigUint64(at, true)); break;
-      case 'int32': out[i] = view.getInt32(at, true); break;
-      case 'uint32': out[i] = view.getUint32(at, true); break;
-      case 'int16': out[i] = view.getInt16(at, true); break;
-      case 'uint16': out[i] = view.getUint16(at, true); break;
-      case 'int8': out[i] = view.getInt8(at); break;
-      case 'uint8': case 'bool': out[i] = view.getUint8(at); break;
-      case 'float64': out[i] = view.getFloat64(at, true); break;
-      case 'float32': out[i] = view.getFloat32(at, true); break;
-      default: return `dtype "${dtype}" is not decoded here`;
+      case 'int64':
+        out[i] = Number(view.getBigInt64(at, true));
+        break;
+      case 'uint64':
+        out[i] = Number(view.getBigUint64(at, true));
+        break;
+      case 'int32':
+        out[i] = view.getInt32(at, true);
+        break;
+      case 'uint32':
+        out[i] = view.getUint32(at, true);
+        break;
+      case 'int16':
+        out[i] = view.getInt16(at, true);
+        break;
+      case 'uint16':
+        out[i] = view.getUint16(at, true);
+        break;
+      case 'int8':
+        out[i] = view.getInt8(at);
+        break;
+      case 'uint8':
+      case 'bool':
+        out[i] = view.getUint8(at);
+        break;
+      case 'float64':
+        out[i] = view.getFloat64(at, true);
+        break;
+      case 'float32':
+        out[i] = view.getFloat32(at, true);
+        break;
+      default:
+        return `dtype "${dtype}" is not decoded here`;
     }
   }
   return out;
@@ -274,7 +370,12 @@ function gridsFromMmKwargs(kwargs: MmKwargs): GridThw[] | string | undefined {
  * when `mm_token_type_ids` cannot say how many images each packed sample holds. */
 const QWEN_IMAGE_PAD = 151655;
 
-function runsOf(values: readonly number[], wanted: number, from = 0, to = values.length): { offset: number; length: number }[] {
+function runsOf(
+  values: readonly number[],
+  wanted: number,
+  from = 0,
+  to = values.length,
+): { offset: number; length: number }[] {
   const runs: { offset: number; length: number }[] = [];
   for (let i = from; i < to; i++) {
     if (values[i] !== wanted) continue;
@@ -316,7 +417,8 @@ function toMask(values: readonly (boolean | number)[]): number[] {
 function fileIdentity(file: string): { prefix: string; step?: number; rank?: number } {
   const norm = file.split(path.sep).join('/');
   const m = /(?:^|\/)(?:([^/]+)\/rollouts\/)?step_(\d+)\/rank_(\d+)\.bin$/.exec(norm);
-  if (m) return { prefix: `${m[1] ? `${m[1]}/` : ''}step_${m[2]}/rank_${m[3]}`, step: Number(m[2]), rank: Number(m[3]) };
+  if (m)
+    return { prefix: `${m[1] ? `${m[1]}/` : ''}step_${m[2]}/rank_${m[3]}`, step: Number(m[2]), rank: Number(m[3]) };
   const r = /rank_(\d+)\.bin$/.exec(norm);
   return { prefix: path.basename(file).replace(/\.[^.]+$/, ''), ...(r ? { rank: Number(r[1]) } : {}) };
 }
@@ -326,7 +428,8 @@ function fileIdentity(file: string): { prefix: string; step?: number; rank?: num
 function trajectoryFrom(parts: SampleParts, id: string, file: string, line: number): TrajectoryInput {
   const turns = turnsFromMask({ tokens: parts.tokens, scope: 'full', mask: parts.mask, logprobs: parts.logprobs });
   const limitations = [LIMITATION, ...parts.limitations];
-  if (!parts.mask.includes(1)) limitations.push('no trainable token: prime-rl masks every token of a trace that ended in an error');
+  if (!parts.mask.includes(1))
+    limitations.push('no trainable token: prime-rl masks every token of a trace that ended in an error');
   return {
     id,
     source: { file, line, format: 'prime-rl' },
@@ -352,7 +455,12 @@ function trajectoryFrom(parts: SampleParts, id: string, file: string, line: numb
 }
 
 /** Image counts per sample, from `mm_token_type_ids` image runs, else from `<|image_pad|>` runs. */
-function imagesPerSample(bounds: readonly [number, number][], tokens: readonly number[], types: readonly number[] | undefined, total: number): number[] {
+function imagesPerSample(
+  bounds: readonly [number, number][],
+  tokens: readonly number[],
+  types: readonly number[] | undefined,
+  total: number,
+): number[] {
   if (types) {
     const byTypes = bounds.map(([s, e]) => runsOf(types, 1, s, Math.min(e, types.length)).length);
     if (byTypes.reduce((a, b) => a + b, 0) === total) return byTypes;
@@ -374,7 +482,8 @@ interface StructContext {
 function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]): TrajectoryInput[] {
   const { file, where, firstLine } = ctx;
   const total = mb.input_ids.length;
-  const fail = (field: string, message: string) => errors.push({ file, line: firstLine, field: `${where}.${field}`, message: `${where}.${field}: ${message}` });
+  const fail = (field: string, message: string) =>
+    errors.push({ file, line: firstLine, field: `${where}.${field}`, message: `${where}.${field}: ${message}` });
 
   // Sample boundaries: `sequence_lengths`, else `seq_lens`, else where `position_ids` restart at 0.
   let lengths = mb.sequence_lengths ?? mb.seq_lens ?? undefined;
@@ -391,7 +500,11 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
   lengths ??= [total];
   const sum = lengths.reduce((a, b) => a + b, 0);
   const exact = sum === total;
-  if (!exact) fail('sequence_lengths', `the lengths add up to ${sum} but input_ids has ${total} tokens; only samples that fit are read`);
+  if (!exact)
+    fail(
+      'sequence_lengths',
+      `the lengths add up to ${sum} but input_ids has ${total} tokens; only samples that fit are read`,
+    );
   const bounds: [number, number][] = [];
   let at = 0;
   for (const len of lengths) {
@@ -414,8 +527,14 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
 
   const limitations: string[] = [];
   const lastSampleNotes: string[] = [];
-  for (const [name, arr] of [['loss_mask', mb.loss_mask], ['inference_logprobs', mb.inference_logprobs]] as const) {
-    if (exact && arr.length !== total) lastSampleNotes.push(`the micro-batch's ${name} has ${arr.length} entries for ${total} tokens; the difference is left on this, its last sample`);
+  for (const [name, arr] of [
+    ['loss_mask', mb.loss_mask],
+    ['inference_logprobs', mb.inference_logprobs],
+  ] as const) {
+    if (exact && arr.length !== total)
+      lastSampleNotes.push(
+        `the micro-batch's ${name} has ${arr.length} entries for ${total} tokens; the difference is left on this, its last sample`,
+      );
   }
   if (kwargs?.video_grid_thw) limitations.push('videos (video_grid_thw) are not inspected');
 
@@ -427,7 +546,9 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
       const counts = imagesPerSample(bounds, mb.input_ids, mb.mm_token_type_ids ?? undefined, grids.length);
       const counted = counts.reduce((a, b) => a + b, 0);
       if (counted !== grids.length) {
-        limitations.push(`image_grid_thw has ${grids.length} rows for ${counted} image pad runs in the micro-batch; rows were handed out in order, the rest to the last sample`);
+        limitations.push(
+          `image_grid_thw has ${grids.length} rows for ${counted} image pad runs in the micro-batch; rows were handed out in order, the rest to the last sample`,
+        );
       }
       gridsBySample = [];
       let g = 0;
@@ -445,7 +566,10 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
     refs[0].forEach(([url, offset, length], j) => {
       const k = bounds.findIndex(([s, e]) => offset >= s && offset < e);
       if (k < 0) {
-        fail(`mm_refs.images.${j}.offset`, `image ref at micro-batch position ${offset} lies in no packed sample (the micro-batch has ${total} tokens)`);
+        fail(
+          `mm_refs.images.${j}.offset`,
+          `image ref at micro-batch position ${offset} lies in no packed sample (the micro-batch has ${total} tokens)`,
+        );
         return;
       }
       imagesBySample[k]!.push({ url });
@@ -460,7 +584,13 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
     const mask = toMask(cut(mb.loss_mask, k));
     const firstTrained = mask.indexOf(1);
     // `env_names` is per token in current prime-rl and was per sample before.
-    const envName = envNames ? (envNames.length === total ? envNames[s] : envNames.length === bounds.length ? envNames[k] : undefined) : undefined;
+    const envName = envNames
+      ? envNames.length === total
+        ? envNames[s]
+        : envNames.length === bounds.length
+          ? envNames[k]
+          : undefined
+      : undefined;
     const parts: SampleParts = {
       tokens: mb.input_ids.slice(s, e),
       mask,
@@ -480,7 +610,10 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
 }
 
 function stepRank(ctx: StructContext): Record<string, number> {
-  return { ...(ctx.identity.step !== undefined ? { step: ctx.identity.step } : {}), ...(ctx.identity.rank !== undefined ? { rank: ctx.identity.rank } : {}) };
+  return {
+    ...(ctx.identity.step !== undefined ? { step: ctx.identity.step } : {}),
+    ...(ctx.identity.rank !== undefined ? { rank: ctx.identity.rank } : {}),
+  };
 }
 
 function trainingSampleTrajectory(ts: TrainingSampleStruct, ctx: StructContext, errors: ReadError[]): TrajectoryInput {
@@ -498,7 +631,13 @@ function trainingSampleTrajectory(ts: TrainingSampleStruct, ctx: StructContext, 
     }
   } else if (multimodal) {
     const g = gridsFromMmKwargs(multimodal as MmKwargs);
-    if (typeof g === 'string') errors.push({ file, line: firstLine, field: `${where}.mm_kwargs.image_grid_thw`, message: `${where}.mm_kwargs.image_grid_thw: ${g}` });
+    if (typeof g === 'string')
+      errors.push({
+        file,
+        line: firstLine,
+        field: `${where}.mm_kwargs.image_grid_thw`,
+        message: `${where}.mm_kwargs.image_grid_thw: ${g}`,
+      });
     else grids = g;
   }
   const mask = toMask(ts.mask);
@@ -514,7 +653,8 @@ function trainingSampleTrajectory(ts: TrainingSampleStruct, ctx: StructContext, 
     envName: ts.env_name ?? undefined,
     advantage: ts.advantages && firstTrained >= 0 ? ts.advantages[firstTrained] : undefined,
     temperature: ts.temperatures?.[0],
-    limitations: !Array.isArray(multimodal) && multimodal?.video_grid_thw ? ['videos (video_grid_thw) are not inspected'] : [],
+    limitations:
+      !Array.isArray(multimodal) && multimodal?.video_grid_thw ? ['videos (video_grid_thw) are not inspected'] : [],
     meta: { ...stepRank(ctx), sample: ctx.index },
   };
   return trajectoryFrom(parts, `${ctx.identity.prefix}/s${ctx.index}`, file, firstLine);
@@ -529,7 +669,9 @@ function structKind(fields: readonly unknown[], otherwise: StructKind): StructKi
   return typeof fields[4] === 'string' ? 'sample' : 'micro_batch';
 }
 
-type StructRead = { fields: unknown[]; end: number } | { fields: unknown[]; failedAt: number; error: MsgpackStructureError };
+type StructRead =
+  | { fields: unknown[]; end: number }
+  | { fields: unknown[]; failedAt: number; error: MsgpackStructureError };
 
 /** Decode one array-like struct field by field, so that a structural failure can name the field it happened in. */
 function readStructFields(bytes: Uint8Array, pos: number, count: number): StructRead {
@@ -563,7 +705,8 @@ function structWhere(kind: StructKind, index: number): string {
 export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): ImportResult {
   const out: ImportResult = { trajectories: [], errors: [] };
   const identity = fileIdentity(file);
-  const fileError = (message: string, field?: string, line = 0) => out.errors.push({ file, line, ...(field ? { field } : {}), message });
+  const fileError = (message: string, field?: string, line = 0) =>
+    out.errors.push({ file, line, ...(field ? { field } : {}), message });
   if (bytes.length === 0) {
     fileError('empty file (prime-rl writes rank_<r>.bin.tmp and renames it when complete)');
     return out;
@@ -576,7 +719,9 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
     return out;
   }
   if (!top) {
-    fileError(`not a prime-rl batch: the file holds ${msgpackTypeName(bytes, 0)}, not a msgpack list of MicroBatch / TrainingSample arrays`);
+    fileError(
+      `not a prime-rl batch: the file holds ${msgpackTypeName(bytes, 0)}, not a msgpack list of MicroBatch / TrainingSample arrays`,
+    );
     return out;
   }
 
@@ -585,7 +730,9 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
   try {
     const first = top.count > 0 ? arrayHeader(bytes, top.body) : undefined;
     const firstInner = first && first.count > 0 ? bytes[first.body] : undefined;
-    const innerIsNumber = firstInner !== undefined && (firstInner <= 0x7f || firstInner >= 0xe0 || (firstInner >= 0xcc && firstInner <= 0xd3));
+    const innerIsNumber =
+      firstInner !== undefined &&
+      (firstInner <= 0x7f || firstInner >= 0xe0 || (firstInner >= 0xcc && firstInner <= 0xd3));
     if (innerIsNumber) list = { count: 1, body: 0 };
   } catch {
     // Cut short inside the first element: the element loop below reports where.
@@ -606,12 +753,20 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
       header = arrayHeader(bytes, pos);
     } catch (e) {
       const where = structWhere(fileKind, index);
-      fileError(`${where}: ${(e as Error).message}; ${out.trajectories.length} sample(s) before it were read, nothing after it can be`, where, line);
+      fileError(
+        `${where}: ${(e as Error).message}; ${out.trajectories.length} sample(s) before it were read, nothing after it can be`,
+        where,
+        line,
+      );
       return out;
     }
     if (!header) {
       const where = structWhere(fileKind, index);
-      fileError(`${where} is ${msgpackTypeName(bytes, pos)}, not a MicroBatch / TrainingSample array; skipped`, where, line);
+      fileError(
+        `${where} is ${msgpackTypeName(bytes, pos)}, not a MicroBatch / TrainingSample array; skipped`,
+        where,
+        line,
+      );
       try {
         pos = msgpackValueEnd(bytes, pos);
         continue;
@@ -626,7 +781,11 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
     const where = structWhere(kind, index);
     if ('failedAt' in read) {
       const field = `${where}.${names[read.failedAt] ?? `field ${read.failedAt}`}`;
-      fileError(`${field}: ${read.error.message}; ${out.trajectories.length} sample(s) before it were read, nothing after it can be`, field, line);
+      fileError(
+        `${field}: ${read.error.message}; ${out.trajectories.length} sample(s) before it were read, nothing after it can be`,
+        field,
+        line,
+      );
       return out;
     }
     pos = read.end;
@@ -638,9 +797,14 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
     const parsed = (kind === 'sample' ? TrainingSampleStruct : MicroBatch).safeParse(record);
     if (!parsed.success) {
       // The position-6/11 field is reported under the name it really has: an array there is `mm_refs`.
-      const rename = (text: string) => (Array.isArray(record.mm_kwargs) ? text.replace(`${where}.mm_kwargs`, `${where}.mm_refs`) : text);
+      const rename = (text: string) =>
+        Array.isArray(record.mm_kwargs) ? text.replace(`${where}.mm_kwargs`, `${where}.mm_refs`) : text;
       for (const e of zodErrors(file, line, parsed.error, where)) {
-        out.errors.push({ ...e, field: e.field && rename(e.field), message: `${rename(e.message)} (this ${kind === 'sample' ? 'sample' : 'micro-batch'} is skipped)` });
+        out.errors.push({
+          ...e,
+          field: e.field && rename(e.field),
+          message: `${rename(e.message)} (this ${kind === 'sample' ? 'sample' : 'micro-batch'} is skipped)`,
+        });
       }
       // Keep later ordinals where they would have been when the skipped micro-batch says how many samples it packed.
       const packed = kind === 'sample' ? undefined : IntList.safeParse(record.sequence_lengths);
@@ -656,20 +820,25 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
       line += samples.length;
     }
   }
-  if (pos < bytes.length) fileError(`${bytes.length - pos} byte(s) after the end of the list were ignored`, undefined, line);
+  if (pos < bytes.length)
+    fileError(`${bytes.length - pos} byte(s) after the end of the list were ignored`, undefined, line);
   return out;
 }
 
 export const primeRlImporter: Importer = {
   format: 'prime-rl',
-  description: 'prime-rl training batches: rollouts/step_<n>/rank_<r>.bin, msgpack list[MicroBatch] (or list[TrainingSample]) in msgspec array-like layout',
+  description:
+    'prime-rl training batches: rollouts/step_<n>/rank_<r>.bin, msgpack list[MicroBatch] (or list[TrainingSample]) in msgspec array-like layout',
   container: 'binary',
   fileNamePattern: /^rank_\d+\.bin$/,
   sniff() {
     return 'binary msgpack format: recognised by its file name rank_<r>.bin';
   },
   importRecords(_records, { file }): ImportResult {
-    return { trajectories: [], errors: [{ file, line: 0, message: 'prime-rl files are binary msgpack; they are read with importBytes' }] };
+    return {
+      trajectories: [],
+      errors: [{ file, line: 0, message: 'prime-rl files are binary msgpack; they are read with importBytes' }],
+    };
   },
   importBytes: importPrimeRlBytes,
 };

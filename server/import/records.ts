@@ -99,7 +99,8 @@ export function isGzipFile(file: string): boolean {
 
 /** The file's bytes, decompressed when it is gzip (offsets then count decompressed bytes). */
 function openBytes(file: string, gzip: boolean, start: number, end: number | undefined): Readable {
-  if (!gzip) return fs.createReadStream(file, { start, ...(end !== undefined ? { end: end - 1 } : {}), highWaterMark: 1 << 20 });
+  if (!gzip)
+    return fs.createReadStream(file, { start, ...(end !== undefined ? { end: end - 1 } : {}), highWaterMark: 1 << 20 });
   const raw = fs.createReadStream(file, { highWaterMark: 1 << 20 });
   const gunzip = zlib.createGunzip({ chunkSize: 1 << 16 });
   pipeline(raw, gunzip, () => undefined); // errors surface on `gunzip` itself
@@ -108,7 +109,8 @@ function openBytes(file: string, gzip: boolean, start: number, end: number | und
 
 function gzipMessage(e: unknown): string {
   const err = e as NodeJS.ErrnoException;
-  if (err.code === 'Z_BUF_ERROR' || /unexpected end/i.test(err.message)) return 'compressed data ends early (file truncated?)';
+  if (err.code === 'Z_BUF_ERROR' || /unexpected end/i.test(err.message))
+    return 'compressed data ends early (file truncated?)';
   if (err.code === 'Z_DATA_ERROR') return `corrupt compressed data (${err.message})`;
   return err.message;
 }
@@ -121,13 +123,22 @@ function gzipMessage(e: unknown): string {
  */
 export async function* readLines(
   file: string,
-  opts: { maxLineBytes?: number; start?: number; end?: number; firstLine?: number; whole?: boolean; limits?: Partial<ReadLimits> } = {},
+  opts: {
+    maxLineBytes?: number;
+    start?: number;
+    end?: number;
+    firstLine?: number;
+    whole?: boolean;
+    limits?: Partial<ReadLimits>;
+  } = {},
 ): AsyncGenerator<RecordLine> {
   const limits = readLimits(opts.limits);
   const maxLineBytes = opts.maxLineBytes ?? limits.maxLineBytes;
   const gzip = isGzipFile(file);
   const start = opts.start ?? 0;
-  const maxDecompressed = gzip ? Math.max(limits.minGzipAllowance, limits.maxGzipRatio * fs.statSync(file).size) : Infinity;
+  const maxDecompressed = gzip
+    ? Math.max(limits.minGzipAllowance, limits.maxGzipRatio * fs.statSync(file).size)
+    : Infinity;
   const stream = openBytes(file, gzip, start, opts.end);
   // For gzip, offsets are in the decompressed stream: skip to `start`, stop at `end`.
   let skip = gzip ? start : 0;
@@ -142,8 +153,17 @@ export async function* readLines(
     if (!isUtf8(buf)) {
       const bad = firstInvalidUtf8(buf)!;
       // A file cut mid-character is a truncation, not an encoding problem.
-      if (!terminated && bad.incompleteAtEnd) return { line, offset, length, text: buf.subarray(0, bad.at).toString('utf8'), problem: 'unterminated' };
-      return { line, offset, length, text: buf.subarray(0, bad.at).toString('utf8'), problem: 'invalid_utf8', badByte: bad.at, field: fieldAt(buf.subarray(0, bad.at)) };
+      if (!terminated && bad.incompleteAtEnd)
+        return { line, offset, length, text: buf.subarray(0, bad.at).toString('utf8'), problem: 'unterminated' };
+      return {
+        line,
+        offset,
+        length,
+        text: buf.subarray(0, bad.at).toString('utf8'),
+        problem: 'invalid_utf8',
+        badByte: bad.at,
+        field: fieldAt(buf.subarray(0, bad.at)),
+      };
     }
     const text = buf.toString('utf8');
     if (text.trim() === '') return undefined;
@@ -170,7 +190,8 @@ export async function* readLines(
           skip -= n;
           chunk = chunk.subarray(n);
         }
-        if (opts.end !== undefined && offset + partBytes + chunk.length > opts.end) chunk = chunk.subarray(0, Math.max(0, opts.end - offset - partBytes));
+        if (opts.end !== undefined && offset + partBytes + chunk.length > opts.end)
+          chunk = chunk.subarray(0, Math.max(0, opts.end - offset - partBytes));
       }
       let from = 0;
       while (from < chunk.length) {
@@ -187,7 +208,16 @@ export async function* readLines(
         partBytes += endAt - from;
         if (nl < 0) break;
         const length = partBytes;
-        if (tooLong) yield { line, offset, length, text: '', problem: 'too_long', reason: `over the ${maxLineBytes}-byte limit for one record`, ...(tooLong.field ? { field: tooLong.field } : {}) };
+        if (tooLong)
+          yield {
+            line,
+            offset,
+            length,
+            text: '',
+            problem: 'too_long',
+            reason: `over the ${maxLineBytes}-byte limit for one record`,
+            ...(tooLong.field ? { field: tooLong.field } : {}),
+          };
         else {
           const l = lineAt(parts.length === 1 ? parts[0]! : Buffer.concat(parts), length, true);
           if (l) yield l;
@@ -203,13 +233,29 @@ export async function* readLines(
     }
   } catch (e) {
     const reason = gzip ? gzipMessage(e) : (e as Error).message;
-    yield { line, offset, length: partBytes, text: '', problem: 'unreadable', reason: `cannot read further: ${reason}` };
+    yield {
+      line,
+      offset,
+      length: partBytes,
+      text: '',
+      problem: 'unreadable',
+      reason: `cannot read further: ${reason}`,
+    };
     return;
   } finally {
     stream.destroy();
   }
   if (partBytes > 0) {
-    if (tooLong) yield { line, offset, length: partBytes, text: '', problem: 'too_long', reason: `over the ${maxLineBytes}-byte limit for one record`, ...(tooLong.field ? { field: tooLong.field } : {}) };
+    if (tooLong)
+      yield {
+        line,
+        offset,
+        length: partBytes,
+        text: '',
+        problem: 'too_long',
+        reason: `over the ${maxLineBytes}-byte limit for one record`,
+        ...(tooLong.field ? { field: tooLong.field } : {}),
+      };
     else {
       const l = lineAt(Buffer.concat(parts), partBytes, opts.whole === true);
       if (l) yield l;
@@ -336,7 +382,9 @@ export function fieldAt(bytes: Uint8Array | readonly Uint8Array[]): string | und
   }
   if (path.length === 0) return undefined;
   // 256 levels of `0.0.0…` say less than their count.
-  return path.length > 16 ? `${path.slice(0, 8).join('.')}.…(${path.length - 12} more levels)….${path.slice(-4).join('.')}` : path.join('.');
+  return path.length > 16
+    ? `${path.slice(0, 8).join('.')}.…(${path.length - 12} more levels)….${path.slice(-4).join('.')}`
+    : path.join('.');
 }
 
 const STRUCTURAL = new Uint8Array(256);
@@ -376,7 +424,10 @@ export class JsonLimitError extends Error {
  * One linear pass over a JSON text before JSON.parse allocates anything: nesting depth, array
  * sizes, and whether Python's bare NaN/Infinity occur outside strings. Costs ~10% of the parse.
  */
-export function scanJson(text: string, limits: Pick<ReadLimits, 'maxDepth' | 'maxArrayEntries'> = DEFAULT_LIMITS): { nonFinite: boolean } {
+export function scanJson(
+  text: string,
+  limits: Pick<ReadLimits, 'maxDepth' | 'maxArrayEntries'> = DEFAULT_LIMITS,
+): { nonFinite: boolean } {
   const n = text.length;
   const entries = new Int32Array(limits.maxDepth + 2);
   const isArray = new Uint8Array(limits.maxDepth + 2);
@@ -402,10 +453,17 @@ export function scanJson(text: string, limits: Pick<ReadLimits, 'maxDepth' | 'ma
     } else if (c === 0x2c) {
       if (isArray[depth] && ++entries[depth]! >= limits.maxArrayEntries) {
         // Positioned at the array's `[`, so the field named is the array itself.
-        throw new JsonLimitError(`array has more than ${limits.maxArrayEntries} entries (the limit; no rollout list is that long)`, opened[depth]!);
+        throw new JsonLimitError(
+          `array has more than ${limits.maxArrayEntries} entries (the limit; no rollout list is that long)`,
+          opened[depth]!,
+        );
       }
     } else if (c === 0x5b || c === 0x7b) {
-      if (++depth > limits.maxDepth) throw new JsonLimitError(`nested more than ${limits.maxDepth} levels deep (the limit; real records nest < 20)`, i);
+      if (++depth > limits.maxDepth)
+        throw new JsonLimitError(
+          `nested more than ${limits.maxDepth} levels deep (the limit; real records nest < 20)`,
+          i,
+        );
       entries[depth] = 0;
       isArray[depth] = c === 0x5b ? 1 : 0;
       opened[depth] = i;
@@ -438,7 +496,12 @@ function markNonFinite(text: string, mark: string): string {
       }
       continue;
     }
-    const word = c === 0x4e && text.startsWith('NaN', i) ? 'NaN' : c === 0x49 && text.startsWith('Infinity', i) ? 'Infinity' : undefined;
+    const word =
+      c === 0x4e && text.startsWith('NaN', i)
+        ? 'NaN'
+        : c === 0x49 && text.startsWith('Infinity', i)
+          ? 'Infinity'
+          : undefined;
     if (!word) continue;
     const negative = i > 0 && text.charCodeAt(i - 1) === 0x2d;
     const from = negative ? i - 1 : i;
@@ -457,7 +520,10 @@ function markNonFinite(text: string, mark: string): string {
  * the position), and never recurses on the input: V8's JSON.parse is iterative, the reviver
  * only runs within the depth limit.
  */
-export function parseJson(text: string, limits: Pick<ReadLimits, 'maxDepth' | 'maxArrayEntries'> = DEFAULT_LIMITS): unknown {
+export function parseJson(
+  text: string,
+  limits: Pick<ReadLimits, 'maxDepth' | 'maxArrayEntries'> = DEFAULT_LIMITS,
+): unknown {
   const { nonFinite } = scanJson(text, limits);
   if (!nonFinite) return JSON.parse(text);
   try {
@@ -523,10 +589,19 @@ function linesBefore(text: string, position: number): number {
 /** Parse one JSONL line (or a whole-file document) into a record, or a ReadError naming line and field. */
 export function parseRecordLine(file: string, l: RecordLine, limits: Partial<ReadLimits> = {}): RawRecord | ReadError {
   const lim = readLimits(limits);
-  const withField = (line: number, field: string | undefined, message: string): ReadError => ({ file, line, ...(field ? { field } : {}), message });
+  const withField = (line: number, field: string | undefined, message: string): ReadError => ({
+    file,
+    line,
+    ...(field ? { field } : {}),
+    message,
+  });
   switch (l.problem) {
     case 'too_long':
-      return withField(l.line, l.field, `record is ${l.length} bytes, ${l.reason ?? 'over the limit'}${l.field ? ` (crossed in ${l.field})` : ''}; skipped without reading it`);
+      return withField(
+        l.line,
+        l.field,
+        `record is ${l.length} bytes, ${l.reason ?? 'over the limit'}${l.field ? ` (crossed in ${l.field})` : ''}; skipped without reading it`,
+      );
     case 'invalid_utf8':
       return withField(
         l.line + linesBefore(l.text, l.text.length),
@@ -544,7 +619,12 @@ export function parseRecordLine(file: string, l: RecordLine, limits: Partial<Rea
     const line = position !== undefined ? l.line + linesBefore(l.text, position) : l.line;
     const where = field ? ` in ${field}` : '';
     if (e instanceof JsonLimitError) return withField(line, field, `${e.message}${where}; record skipped`);
-    if (l.problem === 'unterminated') return withField(line, field, `last line is incomplete (file truncated or still being written)${where}: ${shortMessage(e)}`);
+    if (l.problem === 'unterminated')
+      return withField(
+        line,
+        field,
+        `last line is incomplete (file truncated or still being written)${where}: ${shortMessage(e)}`,
+      );
     if (e instanceof RangeError) return withField(line, field, `record too large to parse: ${shortMessage(e)}`);
     return withField(line, field, `not valid JSON${where}: ${shortMessage(e)}`);
   }
@@ -586,7 +666,10 @@ function bulkEntries(value: unknown, depthLimit: number): number {
  * abort-early mode (the first issue of each container; zod uses it for `z.validate`), the rest
  * with the full issue list.
  */
-export function safeParseBounded<T>(schema: ZodType<T>, value: unknown): { success: true; data: T } | { success: false; error: ZodError } {
+export function safeParseBounded<T>(
+  schema: ZodType<T>,
+  value: unknown,
+): { success: true; data: T } | { success: false; error: ZodError } {
   const bulky = bulkEntries(value, DEFAULT_LIMITS.maxDepth) > FULL_REPORT_ENTRIES;
   // `abortEarly` is honoured by zod's parser (core/schemas.js) but not part of its public types.
   const ctx = bulky ? ({ abortEarly: true } as unknown as Parameters<ZodType<T>['safeParse']>[1]) : undefined;
@@ -595,7 +678,13 @@ export function safeParseBounded<T>(schema: ZodType<T>, value: unknown): { succe
 }
 
 /** Validate one record against a zod schema: the value, or ReadErrors naming line and field. */
-export function validateRecord<T>(schema: ZodType<T>, value: unknown, file: string, line: number, fieldPrefix = ''): { data: T } | { errors: ReadError[] } {
+export function validateRecord<T>(
+  schema: ZodType<T>,
+  value: unknown,
+  file: string,
+  line: number,
+  fieldPrefix = '',
+): { data: T } | { errors: ReadError[] } {
   const r = safeParseBounded(schema, value);
   return r.success ? { data: r.data } : { errors: zodErrors(file, line, r.error, fieldPrefix) };
 }

@@ -19,7 +19,19 @@ import { Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts'
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './records.ts';
-import { ImageEntry, LogprobValues, MaskValues, ProcessorOutputs, fileStem, gridsOf, idAllocator, imageRefOf, smallValues, statedModel, turnsFromMask } from './turns-from-mask.ts';
+import {
+  ImageEntry,
+  LogprobValues,
+  MaskValues,
+  ProcessorOutputs,
+  fileStem,
+  gridsOf,
+  idAllocator,
+  imageRefOf,
+  smallValues,
+  statedModel,
+  turnsFromMask,
+} from './turns-from-mask.ts';
 
 export const SlimeSample = z
   .object({
@@ -66,7 +78,10 @@ function isSlimeSample(x: unknown): boolean {
   return isObject(x) && Array.isArray(x.tokens) && typeof x.response_length === 'number';
 }
 
-export function slimeTrajectory(s: SlimeSample, where: { file: string; line: number; id: string; rollout?: unknown }): TrajectoryInput {
+export function slimeTrajectory(
+  s: SlimeSample,
+  where: { file: string; line: number; id: string; rollout?: unknown },
+): TrajectoryInput {
   const turns = turnsFromMask({
     tokens: s.tokens,
     scope: 'response',
@@ -79,10 +94,12 @@ export function slimeTrajectory(s: SlimeSample, where: { file: string; line: num
   const last = turns[turns.length - 1];
   if (last && status && FINISH_REASON[status]) last.finishReason = FINISH_REASON[status];
   // The decoded response is the generated text only when the response is one generation.
-  if (turns.length === 1 && last && !last.observationIds && typeof s.response === 'string') last.generatedText = s.response;
+  if (turns.length === 1 && last && !last.observationIds && typeof s.response === 'string')
+    last.generatedText = s.response;
 
   const limitations: string[] = [];
-  if (s.multimodal_inputs?.videos) limitations.push('the sample has videos (multimodal_inputs.videos); rollscope checks image placeholders only');
+  if (s.multimodal_inputs?.videos)
+    limitations.push('the sample has videos (multimodal_inputs.videos); rollscope checks image placeholders only');
 
   const meta = smallValues({
     rollout_id: s.rollout_id ?? where.rollout,
@@ -117,16 +134,20 @@ export function slimeTrajectory(s: SlimeSample, where: { file: string; line: num
 
 export const slimeImporter: Importer = {
   format: 'slime',
-  description: 'slime / vime Sample.to_dict() as JSON or JSONL ({"tokens", "response_length", "loss_mask", ...}), or the dump {"rollout_id", "samples": [...]}',
+  description:
+    'slime / vime Sample.to_dict() as JSON or JSONL ({"tokens", "response_length", "loss_mask", ...}), or the dump {"rollout_id", "samples": [...]}',
   container: 'jsonl',
   sniff(record) {
     if (!isObject(record)) return 'not a JSON object';
     if (Array.isArray(record.samples)) {
       if (record.samples.length === 0) return '"samples" is empty: no slime Sample to look at';
-      return isSlimeSample(record.samples[0]) ? true : '"samples"[0] has no "tokens" array with a numeric "response_length" (slime Sample)';
+      return isSlimeSample(record.samples[0])
+        ? true
+        : '"samples"[0] has no "tokens" array with a numeric "response_length" (slime Sample)';
     }
     if (!Array.isArray(record.tokens)) return 'no "tokens" array (slime Sample)';
-    if (typeof record.response_length !== 'number') return 'has "tokens" but no numeric "response_length" (slime Sample)';
+    if (typeof record.response_length !== 'number')
+      return 'has "tokens" but no numeric "response_length" (slime Sample)';
     return true;
   },
   importRecords(records, { file }): ImportResult {

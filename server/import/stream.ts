@@ -9,7 +9,18 @@ import path from 'node:path';
 import { Trajectory, type FormatName, type ReadError } from '../model/trajectory.ts';
 import type { Importer } from './importer.ts';
 import { IMPORTERS, importerFor, importIsolated, loadFile, type LoadedFile, type LoadOptions } from './index.ts';
-import { isReadError, parseJson, parseRecordLine, readLimits, readLines, safeParseBounded, zodErrors, type RawRecord, type ReadLimits, type RecordLine } from './records.ts';
+import {
+  isReadError,
+  parseJson,
+  parseRecordLine,
+  readLimits,
+  readLines,
+  safeParseBounded,
+  zodErrors,
+  type RawRecord,
+  type ReadLimits,
+  type RecordLine,
+} from './records.ts';
 
 export type FileChunk =
   /** Raw lines of a record-local JSONL file, in order; import them with `importLines`. */
@@ -33,12 +44,22 @@ export interface ChunkOptions extends LoadOptions {
 async function streamingImporter(file: string, opts: LoadOptions, limits: ReadLimits): Promise<Importer | undefined> {
   if (opts.format) {
     const imp = importerFor(opts.format);
-    return imp?.recordLocal && imp.container === 'jsonl' && !imp.importBytes ? ((await firstLineIsRecord(file, limits)) ? imp : undefined) : undefined;
+    return imp?.recordLocal && imp.container === 'jsonl' && !imp.importBytes
+      ? (await firstLineIsRecord(file, limits))
+        ? imp
+        : undefined
+      : undefined;
   }
   const name = path.basename(file).replace(/\.gz$/i, '');
   if (/\.(bin|msgpack|mpk|parquet)$/i.test(name)) return undefined;
   const byName = IMPORTERS.find((i) => i.fileNamePattern?.test(name));
-  if (byName) return byName.recordLocal && byName.container === 'jsonl' && !byName.importBytes && (await firstLineIsRecord(file, limits)) ? byName : undefined;
+  if (byName)
+    return byName.recordLocal &&
+      byName.container === 'jsonl' &&
+      !byName.importBytes &&
+      (await firstLineIsRecord(file, limits))
+      ? byName
+      : undefined;
   // By structure, on the same sample `loadFile` looks at (the first three readable records); the
   // first importer that accepts a record wins there, so it must win here for the plan to hold.
   const sample: RawRecord[] = [];
@@ -52,7 +73,8 @@ async function streamingImporter(file: string, opts: LoadOptions, limits: ReadLi
   }
   for (const imp of IMPORTERS) {
     if (imp.container === 'binary') continue;
-    if (sample.some((r) => imp.sniff(r.value) === true)) return imp.recordLocal && imp.container === 'jsonl' && !imp.importBytes ? imp : undefined;
+    if (sample.some((r) => imp.sniff(r.value) === true))
+      return imp.recordLocal && imp.container === 'jsonl' && !imp.importBytes ? imp : undefined;
   }
   return undefined;
 }
@@ -78,7 +100,10 @@ async function firstLineIsRecord(file: string, limits: ReadLimits): Promise<bool
  * error `loadFile` reports.
  */
 export async function* readFileChunks(file: string, opts: ChunkOptions = {}): AsyncGenerator<FileChunk> {
-  const limits = readLimits({ ...opts.limits, ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}) });
+  const limits = readLimits({
+    ...opts.limits,
+    ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}),
+  });
   let importer: Importer | undefined;
   try {
     importer = fs.statSync(file).isFile() ? await streamingImporter(file, opts, limits) : undefined;
@@ -110,7 +135,12 @@ export async function* readFileChunks(file: string, opts: ChunkOptions = {}): As
  * limits, import, validate into the internal model), with the same errors; a record the importer
  * throws on costs that record only.
  */
-export function importLines(file: string, format: FormatName, lines: readonly RecordLine[], limits: Partial<ReadLimits> = {}): { trajectories: Trajectory[]; errors: ReadError[] } {
+export function importLines(
+  file: string,
+  format: FormatName,
+  lines: readonly RecordLine[],
+  limits: Partial<ReadLimits> = {},
+): { trajectories: Trajectory[]; errors: ReadError[] } {
   const importer = importerFor(format);
   if (!importer?.recordLocal) throw new Error(`importLines: the ${format} importer does not read records one by one`);
   const lim = readLimits(limits);

@@ -66,7 +66,9 @@ export function turnsFromMask(s: MaskedStream): TurnInput[] {
 
 /** Loss masks are written as ints, floats or booleans (prime-rl/msgspec and some converters write bools). */
 export const MaskValues = z.array(
-  z.union([z.number(), z.boolean()], { error: 'expected a mask value (0/1 or a boolean)' }).transform((v) => (v === true ? 1 : v === false ? 0 : v)),
+  z
+    .union([z.number(), z.boolean()], { error: 'expected a mask value (0/1 or a boolean)' })
+    .transform((v) => (v === true ? 1 : v === false ? 0 : v)),
 );
 
 /** Logprobs as the core model takes them (NaN is a finding, not a read error), with a message that says what was expected. */
@@ -79,8 +81,14 @@ export const GridList = z.union([z.array(GridThw), GridThw.transform((g) => [g])
 
 /** Processor outputs: one dict, or one per turn (concatenated in order). Only `image_grid_thw` is read. */
 export const ProcessorOutputs = z.union(
-  [z.object({ image_grid_thw: GridList.nullish() }).passthrough(), z.array(z.object({ image_grid_thw: GridList.nullish() }).passthrough())],
-  { error: 'expected processor outputs {"image_grid_thw": [[t, h, w], ...]} or a list of them, image_grid_thw rows being 3 positive integers' },
+  [
+    z.object({ image_grid_thw: GridList.nullish() }).passthrough(),
+    z.array(z.object({ image_grid_thw: GridList.nullish() }).passthrough()),
+  ],
+  {
+    error:
+      'expected processor outputs {"image_grid_thw": [[t, h, w], ...]} or a list of them, image_grid_thw rows being 3 positive integers',
+  },
 );
 
 /** The grids of processor outputs stated as one dict or a list of them. */
@@ -111,9 +119,17 @@ export const ImageEntry = z.union([
       max_pixels: z.number().int().positive().optional(),
     })
     .passthrough()
-    .refine((d) => d.image !== undefined || d.bytes !== undefined || d.path !== undefined || d.url !== undefined || d.image_url !== undefined, {
-      message: 'image entry has none of "image", "bytes", "path", "url", "image_url"',
-    }),
+    .refine(
+      (d) =>
+        d.image !== undefined ||
+        d.bytes !== undefined ||
+        d.path !== undefined ||
+        d.url !== undefined ||
+        d.image_url !== undefined,
+      {
+        message: 'image entry has none of "image", "bytes", "path", "url", "image_url"',
+      },
+    ),
 ]);
 export type ImageEntry = z.infer<typeof ImageEntry>;
 
@@ -123,7 +139,8 @@ function mimeOf(base64: string): string {
   if (head[0] === 0x89 && head[1] === 0x50 && head[2] === 0x4e && head[3] === 0x47) return 'image/png';
   if (head[0] === 0xff && head[1] === 0xd8) return 'image/jpeg';
   if (head.subarray(0, 3).toString('latin1') === 'GIF') return 'image/gif';
-  if (head.subarray(0, 4).toString('latin1') === 'RIFF' && head.subarray(8, 12).toString('latin1') === 'WEBP') return 'image/webp';
+  if (head.subarray(0, 4).toString('latin1') === 'RIFF' && head.subarray(8, 12).toString('latin1') === 'WEBP')
+    return 'image/webp';
   return 'application/octet-stream';
 }
 
@@ -173,7 +190,11 @@ export function fileStem(file: string): string {
 }
 
 /** Small values of a free-form dict worth keeping in `meta` (large blobs and tensors are left out). */
-export function smallValues(dict: Record<string, unknown>, skip: readonly string[] = [], maxChars = 1000): Record<string, unknown> {
+export function smallValues(
+  dict: Record<string, unknown>,
+  skip: readonly string[] = [],
+  maxChars = 1000,
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(dict)) {
     if (skip.includes(k) || v === undefined) continue;

@@ -28,7 +28,10 @@ export const VerlDumpRecord = z
   .passthrough();
 export type VerlDumpRecord = z.infer<typeof VerlDumpRecord>;
 
-export function verlDumpTrajectory(d: VerlDumpRecord, where: { file: string; line: number; id: string }): TrajectoryInput {
+export function verlDumpTrajectory(
+  d: VerlDumpRecord,
+  where: { file: string; line: number; id: string },
+): TrajectoryInput {
   const meta = smallValues({ step: d.step, input: d.input, gts: d.gts }, [], Infinity);
   Object.assign(meta, smallValues(d, ['input', 'output', 'score', 'step', 'gts', 'request_id']));
   return {
@@ -44,19 +47,23 @@ export function verlDumpTrajectory(d: VerlDumpRecord, where: { file: string; lin
 
 export const verlDumpImporter: Importer = {
   format: 'verl-dump',
-  description: "verl rollout_data_dir dump, <step>.jsonl ({\"input\", \"output\", \"score\", \"step\", ...}; text only, special tokens stripped)",
+  description:
+    'verl rollout_data_dir dump, <step>.jsonl ({"input", "output", "score", "step", ...}; text only, special tokens stripped)',
   container: 'jsonl',
   sniff(record) {
     if (!isObject(record)) return 'not a JSON object';
-    if (typeof record.input !== 'string' || typeof record.output !== 'string') return 'no string "input" and "output" (verl rollout_data_dir dump)';
-    if (!('score' in record) && !('step' in record)) return 'has "input"/"output" but neither "score" nor "step" (verl rollout_data_dir dump)';
+    if (typeof record.input !== 'string' || typeof record.output !== 'string')
+      return 'no string "input" and "output" (verl rollout_data_dir dump)';
+    if (!('score' in record) && !('step' in record))
+      return 'has "input"/"output" but neither "score" nor "step" (verl rollout_data_dir dump)';
     return true;
   },
   importRecords(records, { file }): ImportResult {
     const allocate = idAllocator();
     const stem = fileStem(file);
     return importEachRecord(records, file, VerlDumpRecord, (d, r) => {
-      const base = d.request_id ?? (d.step !== undefined && d.step !== null ? `step-${d.step}:${r.line}` : `${stem}:${r.line}`);
+      const base =
+        d.request_id ?? (d.step !== undefined && d.step !== null ? `step-${d.step}:${r.line}` : `${stem}:${r.line}`);
       return verlDumpTrajectory(d, { file, line: r.line, id: allocate(base) });
     });
   },

@@ -14,7 +14,19 @@ import { z } from 'zod';
 import { Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { importEachRecord, isObject } from './importer.ts';
-import { ImageEntry, LogprobValues, MaskValues, ProcessorOutputs, fileStem, gridsOf, idAllocator, imageRefOf, smallValues, statedModel, turnsFromMask } from './turns-from-mask.ts';
+import {
+  ImageEntry,
+  LogprobValues,
+  MaskValues,
+  ProcessorOutputs,
+  fileStem,
+  gridsOf,
+  idAllocator,
+  imageRefOf,
+  smallValues,
+  statedModel,
+  turnsFromMask,
+} from './turns-from-mask.ts';
 
 export const VerlAgentLoopOutput = z
   .object({
@@ -24,7 +36,12 @@ export const VerlAgentLoopOutput = z
     response_logprobs: LogprobValues.nullish(),
     // verl's datasets name the key `image` (RLHFDataset) and the agent loop `images`.
     multi_modal_data: z
-      .object({ images: z.array(ImageEntry).nullish(), image: z.array(ImageEntry).nullish(), videos: z.unknown().optional(), video: z.unknown().optional() })
+      .object({
+        images: z.array(ImageEntry).nullish(),
+        image: z.array(ImageEntry).nullish(),
+        videos: z.unknown().optional(),
+        video: z.unknown().optional(),
+      })
       .passthrough()
       .nullish(),
     multi_modal_inputs: ProcessorOutputs.nullish(),
@@ -40,18 +57,32 @@ export const VerlAgentLoopOutput = z
   .passthrough();
 export type VerlAgentLoopOutput = z.infer<typeof VerlAgentLoopOutput>;
 
-export function verlTrajectory(o: VerlAgentLoopOutput, where: { file: string; line: number; id: string }): TrajectoryInput {
+export function verlTrajectory(
+  o: VerlAgentLoopOutput,
+  where: { file: string; line: number; id: string },
+): TrajectoryInput {
   const tokens = [...o.prompt_ids, ...o.response_ids];
   const logprobs = o.response_logprobs ?? undefined;
-  const turns = turnsFromMask({ tokens, scope: 'response', responseLength: o.response_ids.length, mask: o.response_mask, logprobs });
+  const turns = turnsFromMask({
+    tokens,
+    scope: 'response',
+    responseLength: o.response_ids.length,
+    mask: o.response_mask,
+    logprobs,
+  });
   const rawPrompt = o.extra_fields?.raw_prompt;
   if (Array.isArray(rawPrompt) && turns[0]) turns[0].messages = rawPrompt;
 
   const images = o.multi_modal_data?.images ?? o.multi_modal_data?.image ?? [];
   const limitations: string[] = [];
-  if (o.multi_modal_data?.videos || o.multi_modal_data?.video) limitations.push('the trajectory has videos (multi_modal_data.videos); rollscope checks image placeholders only');
+  if (o.multi_modal_data?.videos || o.multi_modal_data?.video)
+    limitations.push('the trajectory has videos (multi_modal_data.videos); rollscope checks image placeholders only');
   const extra = o.extra_fields ? smallValues(o.extra_fields, ['raw_prompt']) : {};
-  const meta = smallValues({ num_turns: o.num_turns, metrics: o.metrics, extra_fields: Object.keys(extra).length > 0 ? extra : undefined });
+  const meta = smallValues({
+    num_turns: o.num_turns,
+    metrics: o.metrics,
+    extra_fields: Object.keys(extra).length > 0 ? extra : undefined,
+  });
   return {
     id: where.id,
     source: { file: where.file, line: where.line, format: 'verl' },
@@ -75,20 +106,24 @@ export function verlTrajectory(o: VerlAgentLoopOutput, where: { file: string; li
 
 export const verlImporter: Importer = {
   format: 'verl',
-  description: 'verl agent-loop output as JSON/JSONL ({"prompt_ids", "response_ids", "response_mask", "response_logprobs", "multi_modal_data", ...})',
+  description:
+    'verl agent-loop output as JSON/JSONL ({"prompt_ids", "response_ids", "response_mask", "response_logprobs", "multi_modal_data", ...})',
   container: 'jsonl',
   sniff(record) {
     if (!isObject(record)) return 'not a JSON object';
-    if (!Array.isArray(record.prompt_ids) || !Array.isArray(record.response_ids)) return 'no "prompt_ids" and "response_ids" arrays (verl AgentLoopOutput)';
+    if (!Array.isArray(record.prompt_ids) || !Array.isArray(record.response_ids))
+      return 'no "prompt_ids" and "response_ids" arrays (verl AgentLoopOutput)';
     // Agent Lightning's verl daemon writes prompt_ids/response_ids too, but never a response_mask.
-    if (!Array.isArray(record.response_mask)) return 'has "prompt_ids"/"response_ids" but no "response_mask" array (every verl AgentLoopOutput has one)';
+    if (!Array.isArray(record.response_mask))
+      return 'has "prompt_ids"/"response_ids" but no "response_mask" array (every verl AgentLoopOutput has one)';
     return true;
   },
   importRecords(records, { file }): ImportResult {
     const allocate = idAllocator();
     const stem = fileStem(file);
     return importEachRecord(records, file, VerlAgentLoopOutput, (o, r) => {
-      const requestId = o.request_id ?? (typeof o.extra_fields?.request_id === 'string' ? o.extra_fields.request_id : undefined);
+      const requestId =
+        o.request_id ?? (typeof o.extra_fields?.request_id === 'string' ? o.extra_fields.request_id : undefined);
       return verlTrajectory(o, { file, line: r.line, id: allocate(requestId ?? `${stem}:${r.line}`) });
     });
   },

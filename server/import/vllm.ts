@@ -18,7 +18,13 @@
 //   chat request that was rendered (vLLM's `DerenderChatRequest` names it so).
 // Calls are grouped by an explicit id when the line carries one, else by prefix chaining (chain.ts).
 import { z } from 'zod';
-import { Message, type ImageRef, type ProcessorSettings, type ReadError, type TrajectoryInput } from '../model/trajectory.ts';
+import {
+  Message,
+  type ImageRef,
+  type ProcessorSettings,
+  type ReadError,
+  type TrajectoryInput,
+} from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './records.ts';
@@ -31,7 +37,9 @@ const TokenIdArray = z.array(z.number().int().nonnegative());
 const AnyNumber = z.custom<number>((v) => typeof v === 'number', { message: 'expected a number' });
 const PositiveInt = z.number().int().positive();
 
-const ChatLogprob = z.object({ token: z.string().nullable().optional(), logprob: AnyNumber.nullable().optional() }).passthrough();
+const ChatLogprob = z
+  .object({ token: z.string().nullable().optional(), logprob: AnyNumber.nullable().optional() })
+  .passthrough();
 const ChoiceLogprobs = z
   .object({
     content: z.array(ChatLogprob).nullable().optional(),
@@ -58,7 +66,9 @@ const VllmResponse = z
   })
   .passthrough();
 
-const PlaceholderRanges = z.array(z.object({ offset: z.number().int().nonnegative(), length: z.number().int().nonnegative() }).passthrough());
+const PlaceholderRanges = z.array(
+  z.object({ offset: z.number().int().nonnegative(), length: z.number().int().nonnegative() }).passthrough(),
+);
 const PlaceholdersByModality = z.record(z.string(), PlaceholderRanges);
 const Features = z.object({ mm_placeholders: PlaceholdersByModality.nullable().optional() }).passthrough();
 const MmProcessorKwargs = z
@@ -66,7 +76,10 @@ const MmProcessorKwargs = z
     min_pixels: PositiveInt.optional(),
     max_pixels: PositiveInt.optional(),
     // Qwen3-VL's processor states the bounds as `size` (formats.md §1.2).
-    size: z.object({ shortest_edge: PositiveInt.optional(), longest_edge: PositiveInt.optional() }).passthrough().optional(),
+    size: z
+      .object({ shortest_edge: PositiveInt.optional(), longest_edge: PositiveInt.optional() })
+      .passthrough()
+      .optional(),
   })
   .passthrough();
 /** A chat/completions request, or a `GenerateRequest` (render result / generate body). */
@@ -119,7 +132,8 @@ export function explicitId(line: Record<string, unknown>): { field: string; valu
     if (!isObject(obj)) continue;
     for (const field of ID_FIELDS) {
       const v = obj[field];
-      if ((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v))) return { field: prefix + field, value: String(v) };
+      if ((typeof v === 'string' && v !== '') || (typeof v === 'number' && Number.isFinite(v)))
+        return { field: prefix + field, value: String(v) };
     }
   }
   return undefined;
@@ -145,7 +159,8 @@ export function imagesInMessages(messages: readonly unknown[]): ImageRef[] {
     for (const part of m.content) {
       if (!isObject(part) || !(part.type === 'image' || 'image' in part || 'image_url' in part)) continue;
       const url = imageUrlOf(part);
-      const img: ImageRef = url !== undefined ? { url } : { unavailable: 'the record names the image but does not carry it (no URL)' };
+      const img: ImageRef =
+        url !== undefined ? { url } : { unavailable: 'the record names the image but does not carry it (no URL)' };
       if (typeof part.min_pixels === 'number' && part.min_pixels > 0) img.minPixels = Math.round(part.min_pixels);
       if (typeof part.max_pixels === 'number' && part.max_pixels > 0) img.maxPixels = Math.round(part.max_pixels);
       out.push(img);
@@ -166,10 +181,15 @@ export function imagesOfTurns(turns: readonly Pick<TurnInput, 'messages'>[]): Im
   return images;
 }
 
-function placeholdersOf(byModality: z.infer<typeof PlaceholdersByModality> | null | undefined): { offset: number; length: number }[] | undefined {
+function placeholdersOf(
+  byModality: z.infer<typeof PlaceholdersByModality> | null | undefined,
+): { offset: number; length: number }[] | undefined {
   if (!byModality) return undefined;
   // Qwen placeholders cover exactly the pad runs (formats.md §4.2); image and video runs together, in token order.
-  const ranges = [...(byModality.image ?? []), ...(byModality.video ?? [])].map((r) => ({ offset: r.offset, length: r.length }));
+  const ranges = [...(byModality.image ?? []), ...(byModality.video ?? [])].map((r) => ({
+    offset: r.offset,
+    length: r.length,
+  }));
   return ranges.sort((a, b) => a.offset - b.offset);
 }
 
@@ -183,7 +203,10 @@ function processorOf(kwargs: z.infer<typeof MmProcessorKwargs> | null | undefine
 
 function viewOfObject(r: RequestObject): RequestView {
   const features = isObject(r.features) ? (r.features as z.infer<typeof Features>) : undefined;
-  const promptFromCompletions = Array.isArray(r.prompt) && r.prompt.length > 0 && r.prompt.every((x) => Number.isInteger(x) && (x as number) >= 0) ? (r.prompt as number[]) : undefined;
+  const promptFromCompletions =
+    Array.isArray(r.prompt) && r.prompt.length > 0 && r.prompt.every((x) => Number.isInteger(x) && (x as number) >= 0)
+      ? (r.prompt as number[])
+      : undefined;
   return {
     model: r.model ?? undefined,
     messages: r.messages,
@@ -245,18 +268,32 @@ export interface VllmCall {
  * choice, or ReadErrors naming the field (`within` prefixes field names when the call sits
  * inside another record, e.g. an Agent Lightning event's `data`).
  */
-export function readVllmCall(value: unknown, file: string, line: number, within = ''): { calls: VllmCall[]; errors: ReadError[] } {
+export function readVllmCall(
+  value: unknown,
+  file: string,
+  line: number,
+  within = '',
+): { calls: VllmCall[]; errors: ReadError[] } {
   const at = (field: string) => (within ? `${within}.${field}` : field);
   const fail = (field: string | undefined, message: string) => ({
     calls: [],
-    errors: [{ file, line, ...(field || within ? { field: field ? at(field) : within } : {}), message: `${field ? at(field) : within || 'record'}: ${message}` }],
+    errors: [
+      {
+        file,
+        line,
+        ...(field || within ? { field: field ? at(field) : within } : {}),
+        message: `${field ? at(field) : within || 'record'}: ${message}`,
+      },
+    ],
   });
   if (!isObject(value)) return fail(undefined, 'not a JSON object (expected {"request": ..., "response": ...})');
   const response = value.response;
-  if (response === undefined || response === null) return fail('response', 'missing (the call has no response: it failed, or the logger wrote only the request)');
+  if (response === undefined || response === null)
+    return fail('response', 'missing (the call has no response: it failed, or the logger wrote only the request)');
   // A call the server refused or that failed carries no tokens; Agent Lightning drops such calls too
   // (agentlightning/verl/agl_rollout_manager.py skips `status == "error"` / `http_status >= 400`).
-  if (isObject(response) && !('choices' in response) && (response.object === 'error' || 'error' in response)) return { calls: [], errors: [] };
+  if (isObject(response) && !('choices' in response) && (response.object === 'error' || 'error' in response))
+    return { calls: [], errors: [] };
   const parsedResponse = VllmResponse.safeParse(response);
   const errors: ReadError[] = parsedResponse.success ? [] : zodErrors(file, line, parsedResponse.error, at('response'));
   const views: RequestView[] = [];
@@ -275,8 +312,15 @@ export function readVllmCall(value: unknown, file: string, line: number, within 
   const calls = res.choices.map((choice, i): VllmCall => {
     const promptIds = choice.prompt_token_ids ?? res.prompt_token_ids ?? pick('promptIds');
     const lp = choice.logprobs;
-    const generatedIds = choice.token_ids ?? idsFromTokenStrings(lp?.content?.map((c) => c.token)) ?? idsFromTokenStrings(lp?.tokens ?? undefined);
-    const generatedLogprobs = lp?.content ? lp.content.map((c) => c.logprob ?? NaN) : lp?.token_logprobs ? lp.token_logprobs.map((x) => x ?? NaN) : undefined;
+    const generatedIds =
+      choice.token_ids ??
+      idsFromTokenStrings(lp?.content?.map((c) => c.token)) ??
+      idsFromTokenStrings(lp?.tokens ?? undefined);
+    const generatedLogprobs = lp?.content
+      ? lp.content.map((c) => c.logprob ?? NaN)
+      : lp?.token_logprobs
+        ? lp.token_logprobs.map((x) => x ?? NaN)
+        : undefined;
     const generatedText = choice.message?.content ?? choice.text ?? undefined;
     const messages = pick('messages');
     const placeholders = pick('placeholders');
@@ -318,9 +362,14 @@ function assemble(file: string, calls: readonly VllmCall[], group: Group): Traje
   const lines = [...new Set(members.map((c) => c.line))];
   const limitations: string[] = [];
   if (turns.some((t) => !t.promptIds)) {
-    limitations.push('no prompt_token_ids (requests sent without return_token_ids): the prompt is rendered from the messages and prefix checks cannot run');
+    limitations.push(
+      'no prompt_token_ids (requests sent without return_token_ids): the prompt is rendered from the messages and prefix checks cannot run',
+    );
   }
-  if (turns.some((t) => !t.generatedIds)) limitations.push('no generated token ids (neither token_ids nor "token_id:N" logprob tokens): only the text is known');
+  if (turns.some((t) => !t.generatedIds))
+    limitations.push(
+      'no generated token ids (neither token_ids nor "token_id:N" logprob tokens): only the text is known',
+    );
   const model = members.find((c) => c.model)?.model;
   const reward = [...members].reverse().find((c) => c.reward !== undefined)?.reward;
   const id = first.key ? first.key.value : `line ${first.line}${first.choice !== undefined ? `#${first.choice}` : ''}`;
@@ -353,7 +402,12 @@ function groupCalls(calls: readonly VllmCall[]): Group[] {
   const chained = chainCalls(
     unkeyed.map((i) => {
       const t = calls[i]!.turn;
-      return { promptIds: t.promptIds ?? [], generatedIds: t.generatedIds ?? [], messages: t.messages, answerText: t.generatedText };
+      return {
+        promptIds: t.promptIds ?? [],
+        generatedIds: t.generatedIds ?? [],
+        messages: t.messages,
+        answerText: t.generatedText,
+      };
     }),
     { padIds: QWEN_VL_PAD_IDS },
   ).map((ch) => ({ calls: ch.calls.map((j) => unkeyed[j]!), breaks: ch.breaks }));
@@ -362,12 +416,15 @@ function groupCalls(calls: readonly VllmCall[]): Group[] {
 
 export const vllmImporter: Importer = {
   format: 'vllm',
-  description: 'vLLM request/response logs: JSONL, one {"request", "response"} per call (chat, completions, render + /inference/v1/generate)',
+  description:
+    'vLLM request/response logs: JSONL, one {"request", "response"} per call (chat, completions, render + /inference/v1/generate)',
   container: 'jsonl',
   sniff(record) {
     if (!isObject(record)) return 'not a JSON object';
-    if (!('request' in record) && !('render' in record)) return 'no "request" (a vLLM call log line is {"request": ..., "response": ...})';
-    if (!isObject(record.response) || !Array.isArray(record.response.choices)) return 'no "response" object with "choices"';
+    if (!('request' in record) && !('render' in record))
+      return 'no "request" (a vLLM call log line is {"request": ..., "response": ...})';
+    if (!isObject(record.response) || !Array.isArray(record.response.choices))
+      return 'no "response" object with "choices"';
     return true;
   },
   importRecords(records, { file }): ImportResult {

@@ -22,7 +22,11 @@ export type FormatName = z.infer<typeof FormatName>;
 export const TokenId = z.number().int().nonnegative();
 export const TokenIds = z.array(TokenId);
 /** Logprobs may legitimately be any finite number <= 0; NaN/Infinity/positive values are findings, not schema errors. */
-export const Logprob = z.union([z.number(), z.nan(), z.custom<number>((v) => v === Infinity || v === -Infinity, 'an infinite number')]);
+export const Logprob = z.union([
+  z.number(),
+  z.nan(),
+  z.custom<number>((v) => v === Infinity || v === -Infinity, 'an infinite number'),
+]);
 export const Logprobs = z.array(Logprob);
 
 export const Source = z.object({
@@ -64,7 +68,10 @@ export const Message = z
   .passthrough();
 export type Message = z.infer<typeof Message>;
 
-export const PlaceholderRange = z.object({ offset: z.number().int().nonnegative(), length: z.number().int().nonnegative() });
+export const PlaceholderRange = z.object({
+  offset: z.number().int().nonnegative(),
+  length: z.number().int().nonnegative(),
+});
 export type PlaceholderRange = z.infer<typeof PlaceholderRange>;
 
 export const GridThw = z.tuple([z.number().int().positive(), z.number().int().positive(), z.number().int().positive()]);

@@ -8,8 +8,13 @@ import { Source, Trajectory } from './trajectory.ts';
 
 export function trajectoryJsonSchema(): string {
   // `source` is where rollscope read the record; a file may omit it (it is replaced on import).
-  const schema = z.toJSONSchema(Trajectory.extend({ source: Source.optional() }), { io: 'input', unrepresentable: 'any' });
-  return JSON.stringify({ title: 'rollscope trajectory (native format, one per JSONL line)', ...schema }, null, 2) + '\n';
+  const schema = z.toJSONSchema(Trajectory.extend({ source: Source.optional() }), {
+    io: 'input',
+    unrepresentable: 'any',
+  });
+  return (
+    JSON.stringify({ title: 'rollscope trajectory (native format, one per JSONL line)', ...schema }, null, 2) + '\n'
+  );
 }
 
 const isMain = process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);

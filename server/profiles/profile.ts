@@ -83,7 +83,8 @@ const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 function specialTokens(tok: TokenizerHandle, where: string): SpecialTokens {
   const id = (content: string): number => {
     const v = tok.tokenToId(content);
-    if (v === undefined) throw new Error(`${where}: the tokenizer has no ${content} token; rollscope supports Qwen-VL tokenizers`);
+    if (v === undefined)
+      throw new Error(`${where}: the tokenizer has no ${content} token; rollscope supports Qwen-VL tokenizers`);
     return v;
   };
   const imEnd = id('<|im_end|>');
@@ -132,7 +133,10 @@ const PreprocessorConfig = z
     min_pixels: z.number().int().positive().optional(),
     max_pixels: z.number().int().positive().optional(),
     size: z
-      .object({ shortest_edge: z.number().int().positive().optional(), longest_edge: z.number().int().positive().optional() })
+      .object({
+        shortest_edge: z.number().int().positive().optional(),
+        longest_edge: z.number().int().positive().optional(),
+      })
       .partial()
       .optional(),
   })
@@ -165,7 +169,9 @@ function folderTemplate(dir: string): string {
       if (named && typeof named.template === 'string') return named.template;
     }
   }
-  throw new Error(`${dir}: no chat template found (chat_template.jinja, chat_template.json or tokenizer_config.json chat_template)`);
+  throw new Error(
+    `${dir}: no chat template found (chat_template.jinja, chat_template.json or tokenizer_config.json chat_template)`,
+  );
 }
 
 function loadFolder(dir: string): ModelProfile {
@@ -180,7 +186,8 @@ function loadFolder(dir: string): ModelProfile {
   if (fs.existsSync(ppFile)) {
     ppText = fs.readFileSync(ppFile, 'utf8');
     const parsed = PreprocessorConfig.safeParse(readJson(ppFile));
-    if (!parsed.success) throw new Error(`${ppFile}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    if (!parsed.success)
+      throw new Error(`${ppFile}: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     const pp = parsed.data;
     const patchSize = pp.patch_size ?? vision.patchSize;
     if (patchSize === 16) family = 'qwen3-vl';
@@ -201,7 +208,11 @@ function loadFolder(dir: string): ModelProfile {
     templateSource,
     special: specialTokens(tokenizer, dir),
     vision,
-    hashes: { tokenizer: tokenizer.sha256, template: sha(templateSource), preprocessor: sha(ppText || JSON.stringify(vision)) },
+    hashes: {
+      tokenizer: tokenizer.sha256,
+      template: sha(templateSource),
+      preprocessor: sha(ppText || JSON.stringify(vision)),
+    },
   };
 }
 
@@ -215,7 +226,9 @@ export function loadProfile(spec: string): ModelProfile {
   let profile: ModelProfile;
   if (key !== spec || path.isAbsolute(spec)) profile = loadFolder(key);
   else {
-    const name = (BUILTIN_PROFILES as readonly string[]).includes(spec) ? (spec as BuiltinProfileName) : inferProfileName(spec);
+    const name = (BUILTIN_PROFILES as readonly string[]).includes(spec)
+      ? (spec as BuiltinProfileName)
+      : inferProfileName(spec);
     if (!name) {
       throw new Error(
         `unknown model "${spec}": give one of ${BUILTIN_PROFILES.join(', ')}, a Qwen-VL model name, or a local model folder`,

@@ -54,7 +54,9 @@ const probeEnv = new Environment();
 let probeCount = 0;
 function classOf<T extends RV, A extends unknown[]>(sample: RV, expected: string): new (...args: A) => T {
   if (sample.type !== expected) throw new Error(`@huggingface/jinja changed: expected ${expected}, got ${sample.type}`);
-  return sample.constructor as unknown as new (...args: A) => T;
+  return sample.constructor as unknown as new (
+    ...args: A
+  ) => T;
 }
 function probe(value: unknown): RV {
   return probeEnv.set(`probe${probeCount++}`, value);
@@ -67,7 +69,10 @@ const NullValue = classOf<NullRV, []>(probe(null), 'NullValue');
 const UndefinedValue = classOf<UndefinedRV, []>(probe(undefined), 'UndefinedValue');
 const ArrayValue = classOf<ArrayRV, [RV[]]>(probe([]), 'ArrayValue');
 const ObjectValue = classOf<MapRV, [Map<string, RV>]>(probe({}), 'ObjectValue');
-const FunctionValue = classOf<FunctionRV, [NativeFunction]>(probe(() => null), 'FunctionValue');
+const FunctionValue = classOf<FunctionRV, [NativeFunction]>(
+  probe(() => null),
+  'FunctionValue',
+);
 const namespaceFn = probeEnv.lookupVariable('namespace');
 if (!(namespaceFn instanceof FunctionValue)) throw new Error('@huggingface/jinja changed: no namespace()');
 const NamespaceValue = classOf<MapRV, [Map<string, RV>]>(namespaceFn.value([], probeEnv), 'NamespaceValue');
@@ -163,7 +168,17 @@ function isWrapper(node: Statement): node is Statement & WrapperNode {
 }
 
 /** Statements whose value is not printed by the enclosing block. */
-const NOT_OUTPUT = new Set(['Set', 'If', 'For', 'Macro', 'Break', 'Continue', 'Comment', 'CallStatement', 'FilterStatement']);
+const NOT_OUTPUT = new Set([
+  'Set',
+  'If',
+  'For',
+  'Macro',
+  'Break',
+  'Continue',
+  'Comment',
+  'CallStatement',
+  'FilterStatement',
+]);
 
 function pythonizeBlock(body: Statement[]): void {
   for (let i = 0; i < body.length; i++) {
@@ -178,7 +193,12 @@ function pythonizeBlock(body: Statement[]): void {
       else node.iterable = wrap(ITERATE, iterable);
       pythonizeBlock(node.body);
       pythonizeBlock(node.defaultBlock);
-    } else if (isNode(node, 'Set') || isNode(node, 'Macro') || isNode(node, 'CallStatement') || isNode(node, 'FilterStatement')) {
+    } else if (
+      isNode(node, 'Set') ||
+      isNode(node, 'Macro') ||
+      isNode(node, 'CallStatement') ||
+      isNode(node, 'FilterStatement')
+    ) {
       pythonizeBlock(node.body);
     } else if (!NOT_OUTPUT.has(node.type) && node.type !== 'StringLiteral') {
       // Template text is a StringLiteral and prints as itself; skip the wrapper for speed.
@@ -242,7 +262,11 @@ class PythonInterpreter extends Interpreter {
       // jinja2 do_join: str(d).join(map(str, value)); only without `attribute=`.
       if (keyword.has('attribute')) throw new Error('join(attribute=…) is not supported');
       const sep = param(0, 'd');
-      return new StringValue(iterate(operand).map(pyStr).join(sep === undefined ? '' : pyStr(sep)));
+      return new StringValue(
+        iterate(operand)
+          .map(pyStr)
+          .join(sep === undefined ? '' : pyStr(sep)),
+      );
     }
     // transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
     return new StringValue(
@@ -280,7 +304,14 @@ function iterate(value: RV): RV[] {
 
 function installGlobals(env: Environment): void {
   // jinja2 parses these as literals; the library resolves them as variables.
-  for (const [name, value] of [['true', true], ['false', false], ['none', null], ['True', true], ['False', false], ['None', null]] as const) {
+  for (const [name, value] of [
+    ['true', true],
+    ['false', false],
+    ['none', null],
+    ['True', true],
+    ['False', false],
+    ['None', null],
+  ] as const) {
     env.setVariable(name, toRuntime(value));
   }
   env.setVariable(
@@ -289,7 +320,10 @@ function installGlobals(env: Environment): void {
       throw new TemplateError(args[0] === undefined ? '' : pyStr(args[0]));
     }),
   );
-  env.setVariable('strftime_now', new FunctionValue((args) => new StringValue(strftime(new Date(), args[0] ? pyStr(args[0]) : ''))));
+  env.setVariable(
+    'strftime_now',
+    new FunctionValue((args) => new StringValue(strftime(new Date(), args[0] ? pyStr(args[0]) : ''))),
+  );
   env.setVariable('range', new FunctionValue(pythonRange));
   env.setVariable('dict', new FunctionValue(pythonDict));
 }
@@ -319,13 +353,28 @@ function pythonDict(args: RV[]): RV {
 }
 
 const DAYS = ['Sunday', 'Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday'];
-const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'];
+const MONTHS = [
+  'January',
+  'February',
+  'March',
+  'April',
+  'May',
+  'June',
+  'July',
+  'August',
+  'September',
+  'October',
+  'November',
+  'December',
+];
 
 /** datetime.now().strftime for the common directives, C locale (Python's default). */
 function strftime(d: Date, format: string): string {
   const pad = (n: number, width = 2): string => String(n).padStart(width, '0');
   const startOfYear = new Date(d.getFullYear(), 0, 1);
-  const dayOfYear = Math.round((new Date(d.getFullYear(), d.getMonth(), d.getDate()).getTime() - startOfYear.getTime()) / 86_400_000) + 1;
+  const dayOfYear =
+    Math.round((new Date(d.getFullYear(), d.getMonth(), d.getDate()).getTime() - startOfYear.getTime()) / 86_400_000) +
+    1;
   const hour12 = d.getHours() % 12 === 0 ? 12 : d.getHours() % 12;
   const fields: Record<string, () => string> = {
     a: () => (DAYS[d.getDay()] ?? '').slice(0, 3),
@@ -567,7 +616,15 @@ function pythonJsonFloat(x: number): string {
   return pythonFloatRepr(x);
 }
 
-const JSON_SHORT_ESCAPES: Record<string, string> = { '"': '\\"', '\\': '\\\\', '\n': '\\n', '\r': '\\r', '\t': '\\t', '\b': '\\b', '\f': '\\f' };
+const JSON_SHORT_ESCAPES: Record<string, string> = {
+  '"': '\\"',
+  '\\': '\\\\',
+  '\n': '\\n',
+  '\r': '\\r',
+  '\t': '\\t',
+  '\b': '\\b',
+  '\f': '\\f',
+};
 
 /**
  * Python's json string encoder: with ensure_ascii=False only `"`, `\` and C0 controls are escaped
@@ -664,7 +721,8 @@ class PythonJsonParser {
       case 'I':
         return this.literal('Infinity', new PyFloat(Infinity));
       default:
-        if (c === '-' && this.s.startsWith('-Infinity', this.i)) return this.literal('-Infinity', new PyFloat(-Infinity));
+        if (c === '-' && this.s.startsWith('-Infinity', this.i))
+          return this.literal('-Infinity', new PyFloat(-Infinity));
         return this.number();
     }
   }
@@ -676,7 +734,8 @@ class PythonJsonParser {
     const text = m[0];
     this.i += text.length;
     if (m[1] !== undefined || m[2] !== undefined) return new PyFloat(Number(text));
-    if (text.replace('-', '').length > MAX_INT_DIGITS) this.fail(`Exceeds the limit (${MAX_INT_DIGITS} digits) for integer string conversion`);
+    if (text.replace('-', '').length > MAX_INT_DIGITS)
+      this.fail(`Exceeds the limit (${MAX_INT_DIGITS} digits) for integer string conversion`);
     const n = Number(text);
     if (Number.isSafeInteger(n)) return n === 0 ? 0 : n; // Python has no int -0
     return BigInt(text);

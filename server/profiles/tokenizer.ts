@@ -31,7 +31,15 @@ const CHAR_TO_BYTE = byteLevelAlphabet();
 const SEGMENT_CACHE_CHARS = 8 * 1024 * 1024;
 
 export interface TokenizerJson {
-  added_tokens?: { id: number; content: string; special?: boolean; lstrip?: boolean; rstrip?: boolean; single_word?: boolean; normalized?: boolean }[];
+  added_tokens?: {
+    id: number;
+    content: string;
+    special?: boolean;
+    lstrip?: boolean;
+    rstrip?: boolean;
+    single_word?: boolean;
+    normalized?: boolean;
+  }[];
   decoder?: { type?: string } | null;
   [key: string]: unknown;
 }
@@ -118,7 +126,10 @@ export class TokenizerHandle {
     if (missing.length > 0) {
       const ids = await this.encodeBatch(missing);
       const adding = missing.reduce((n, m) => n + m.length, 0);
-      if (this.segmentCache.size + missing.length > 200_000 || this.segmentCacheChars + adding > this.segmentCacheLimit) {
+      if (
+        this.segmentCache.size + missing.length > 200_000 ||
+        this.segmentCacheChars + adding > this.segmentCacheLimit
+      ) {
         this.segmentCache.clear();
         this.segmentCacheChars = 0;
       }
@@ -192,7 +203,9 @@ export class TokenizerHandle {
     try {
       return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
     } catch {
-      return Array.from(bytes, (b) => (b < 0x80 ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`)).join('');
+      return Array.from(bytes, (b) =>
+        b < 0x80 ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`,
+      ).join('');
     }
   }
 

@@ -66,7 +66,11 @@ describe('export from the browser', () => {
     expect(manifest.counts.read).toBe(shown);
     expect(manifest.counts.exported + manifest.counts.rejected).toBe(shown);
     expect(manifest.settings.selection).toBe('filter status="ok"');
-    const rows = (await downloaded(batch)).toString('utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id: string });
+    const rows = (await downloaded(batch))
+      .toString('utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { id: string });
     expect(rows.length).toBe(manifest.counts.exported);
     expect(manifest.output.file).toBe(batch.suggestedFilename());
     // Every row is one of the trajectories the filter showed.
@@ -92,7 +96,9 @@ describe('export from the browser', () => {
     await page.locator('[data-testid=select-all]').check();
     expect(await page.locator('[data-testid=picked-count]').textContent()).toContain(`${all.total} selected`);
     await page.click('[data-testid=open-export]');
-    expect(await page.locator('.export-dialog .choice:has(input:checked)').textContent()).toContain(`${all.total} ticked`);
+    expect(await page.locator('.export-dialog .choice:has(input:checked)').textContent()).toContain(
+      `${all.total} ticked`,
+    );
     await page.click('.export-dialog button:has-text("Parquet")');
     const download = page.waitForEvent('download');
     await page.click('[data-testid=export-start]');

@@ -9,7 +9,12 @@ import { findVisionSpans } from '../../server/analysis/vision-spans.ts';
 import type { Trajectory } from '../../server/model/trajectory.ts';
 import { buildTrajectory, geometryScript } from '../support/build.ts';
 
-export const IDS = { clean: 'geo-clean', duplicatedEos: 'geo-duplicated-eos', wrongPads: 'geo-wrong-pads', truncated: 'geo-truncated' } as const;
+export const IDS = {
+  clean: 'geo-clean',
+  duplicatedEos: 'geo-duplicated-eos',
+  wrongPads: 'geo-wrong-pads',
+  truncated: 'geo-truncated',
+} as const;
 
 async function diagram(width: number, height: number): Promise<Buffer> {
   const svg = `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}">
@@ -37,10 +42,24 @@ export async function writeFixtureRun(dir: string): Promise<string> {
   const wrongScript = { ...geometryScript(IDS.wrongPads), images: [{ width: 800, height: 600 }] };
   const wrong = withImage(await buildTrajectory(profile, wrongScript, 'canonical'));
   // The prompt cut inside the image's pad run (max_prompt_length truncation).
-  const base = await buildTrajectory(profile, { ...geometryScript(IDS.truncated), turns: [{ answer: 'AC = 5.' }] }, 'canonical');
+  const base = await buildTrajectory(
+    profile,
+    { ...geometryScript(IDS.truncated), turns: [{ answer: 'AC = 5.' }] },
+    'canonical',
+  );
   const prompt = base.turns[0]!.promptIds!;
   const span = findVisionSpans(prompt, profile.special)[0]!;
-  const truncated: Trajectory = withImage({ ...base, turns: [{ ...base.turns[0]!, promptIds: prompt.slice(0, span.padStart + 200), generatedIds: undefined, generatedLogprobs: undefined }] });
+  const truncated: Trajectory = withImage({
+    ...base,
+    turns: [
+      {
+        ...base.turns[0]!,
+        promptIds: prompt.slice(0, span.padStart + 200),
+        generatedIds: undefined,
+        generatedLogprobs: undefined,
+      },
+    ],
+  });
   const file = path.join(dir, 'run.rollscope.jsonl');
   fs.writeFileSync(file, [clean, dup, wrong, truncated].map((t) => JSON.stringify(t)).join('\n') + '\n');
   return file;

@@ -5,7 +5,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Browser, Page } from 'playwright-core';
 import { checkPaths } from '../../server/pipeline.ts';
 import type { ImageInfo, TrajectoryDetail, TrajectoryList } from '../../server/http/api.ts';
-import { SCREENSHOT_DIR, startServe, waitForLoaded, type ServerProcess, openInspector, type InspectorSession } from './support.ts';
+import {
+  SCREENSHOT_DIR,
+  startServe,
+  waitForLoaded,
+  type ServerProcess,
+  openInspector,
+  type InspectorSession,
+} from './support.ts';
 
 const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
@@ -88,7 +95,10 @@ describe('image overlay', () => {
     const list = await api<TrajectoryList>('/api/trajectories?sort=id&order=asc');
     // Prefer a trajectory whose image has a finding, so the overlay shows it; any image will do.
     const withImages = list.items.filter((s) => s.images > 0);
-    const pick = withImages.find((s) => s.findings.kind.image_truncated) ?? withImages.find((s) => s.findings.kind.placeholder_count) ?? withImages[0]!;
+    const pick =
+      withImages.find((s) => s.findings.kind.image_truncated) ??
+      withImages.find((s) => s.findings.kind.placeholder_count) ??
+      withImages[0]!;
     const image = await api<ImageInfo>(`/api/trajectories/${encodeURIComponent(pick.id)}/images/0`);
     const layout = image.layout!;
     await page.goto(`${server.url}#/t/${encodeURIComponent(pick.id)}?view=stream`);
@@ -137,7 +147,9 @@ describe('keyboard', () => {
     await page.keyboard.press('j');
     await page.keyboard.press('Enter');
     const at = (id: string, step: string) =>
-      expect.poll(() => decodeURIComponent(new URL(page.url()).hash), { timeout: 10_000, message: step }).toBe(`#/t/${id}?view=stream`);
+      expect
+        .poll(() => decodeURIComponent(new URL(page.url()).hash), { timeout: 10_000, message: step })
+        .toBe(`#/t/${id}?view=stream`);
     await at(ids[1]!, 'j then Enter in the overview');
     await page.keyboard.press('j');
     await at(ids[2]!, 'j on a trajectory');
@@ -157,7 +169,11 @@ describe('serve without PATH', () => {
     const demo = await startServe([]);
     try {
       await waitForLoaded(demo.url);
-      const info = (await (await fetch(`${demo.url}api/run`)).json()) as { demo: boolean; trajectories: number; health: { ok: number; error: number } };
+      const info = (await (await fetch(`${demo.url}api/run`)).json()) as {
+        demo: boolean;
+        trajectories: number;
+        health: { ok: number; error: number };
+      };
       expect(info.demo).toBe(true);
       expect(info.health.ok).toBeGreaterThan(0);
       expect(info.health.error).toBeGreaterThan(0);

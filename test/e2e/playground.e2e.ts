@@ -36,7 +36,8 @@ interface Message {
   content: string | { type?: string; text?: string }[];
 }
 
-const tokenCount = async () => Number((await page.locator('[data-testid=pg-token-count]').textContent())?.replace(/,/g, ''));
+const tokenCount = async () =>
+  Number((await page.locator('[data-testid=pg-token-count]').textContent())?.replace(/,/g, ''));
 
 describe('playground', () => {
   it('renders a trajectory first turn to its prompt, and shows where a pasted edit parts from it', async () => {
@@ -60,7 +61,9 @@ describe('playground', () => {
     await page.goto(`${server.url}#/t/${encodeURIComponent(id)}?view=playground`);
     await page.locator('[data-testid=pg-verdict]').waitFor();
     expect(await tokenCount()).toBe(promptLength);
-    expect(await page.locator('[data-testid=pg-verdict]').textContent()).toContain('✓ identical to turn 0 prompt + generation');
+    expect(await page.locator('[data-testid=pg-verdict]').textContent()).toContain(
+      '✓ identical to turn 0 prompt + generation',
+    );
 
     // Paste an edited conversation: one more sentence at the end of the last user message.
     const prefill = await api<PlaygroundPrefill>(`/api/playground/conversation?id=${encodeURIComponent(id)}`);
@@ -82,7 +85,9 @@ describe('playground', () => {
 
     // The new text sits before the user turn's closing `<|im_end|>\n<|im_start|>assistant\n` (5 tokens).
     const divergesAt = promptLength - 5;
-    await expect.poll(() => page.locator('[data-testid=pg-verdict]').textContent()).toContain(`differs from turn 0 prompt + generation at token ${divergesAt}`);
+    await expect
+      .poll(() => page.locator('[data-testid=pg-verdict]').textContent())
+      .toContain(`differs from turn 0 prompt + generation at token ${divergesAt}`);
     await page.locator('[data-testid=divergence]').waitFor();
     expect(await page.locator('.div-where').textContent()).toContain(`at token ${divergesAt} of rendered here`);
     await page.click('[data-testid=first-divergence]');

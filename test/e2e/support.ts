@@ -7,7 +7,17 @@ import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { writeFixtureRun } from './fixture.ts';
 
-export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-dev-shm-usage'];
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-dev-shm-usage',
+];
 
 export function launchChromium(): Promise<Browser> {
   return chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
@@ -34,7 +44,9 @@ export interface ServerProcess {
 
 /** `node bin/rollscope.js serve --no-open --port 0 ARGS`, resolved once it prints its URL. */
 export function startServe(args: string[]): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ['bin/rollscope.js', 'serve', '--no-open', '--port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['bin/rollscope.js', 'serve', '--no-open', '--port', '0', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   return new Promise((resolve, reject) => {
@@ -71,7 +83,9 @@ export async function waitForLoaded(url: string): Promise<void> {
  * never edits tracked files; docs/screenshots when ROLLSCOPE_UPDATE_SCREENSHOTS=1 refreshes the
  * README's pictures.
  */
-export const SCREENSHOT_DIR = path.resolve(process.env.ROLLSCOPE_UPDATE_SCREENSHOTS === '1' ? 'docs/screenshots' : 'test-results/screenshots');
+export const SCREENSHOT_DIR = path.resolve(
+  process.env.ROLLSCOPE_UPDATE_SCREENSHOTS === '1' ? 'docs/screenshots' : 'test-results/screenshots',
+);
 
 export interface InspectorSession {
   runDir: string;
@@ -91,7 +105,10 @@ export async function openInspector(opts: { acceptDownloads?: boolean } = {}): P
   const server = await startServe([runDir]);
   await waitForLoaded(server.url);
   const browser = await launchChromium();
-  const page = await browser.newPage({ viewport: { width: 1440, height: 900 }, acceptDownloads: opts.acceptDownloads ?? false });
+  const page = await browser.newPage({
+    viewport: { width: 1440, height: 900 },
+    acceptDownloads: opts.acceptDownloads ?? false,
+  });
   page.on('pageerror', (e) => {
     throw e;
   });

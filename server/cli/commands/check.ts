@@ -15,6 +15,17 @@ ${COMMON_USAGE}
   async run(argv) {
     const { values, positionals } = parse(argv, { ...COMMON_OPTIONS, workers: { type: 'string' } });
     if (positionals.length === 0) throw new UsageError('check needs at least one PATH');
-    return runCheck(positionals, { json: values.json === true, model: values.model, format: values.format, processor: processorOptions(values), workers: workerCount(values.workers), allowRemoteImages: values['allow-remote-images'] === true }, process.stdout);
+    return runCheck(
+      positionals,
+      {
+        json: values.json === true,
+        model: values.model,
+        format: values.format,
+        processor: processorOptions(values),
+        workers: workerCount(values.workers),
+        allowRemoteImages: values['allow-remote-images'] === true,
+      },
+      process.stdout,
+    );
   },
 };

@@ -31,7 +31,10 @@ ${MODEL_USAGE}
     });
     return answering('decode', async () => {
       const profile = requireModel(values.model);
-      const words = positionals.length === 0 || (positionals.length === 1 && positionals[0] === '-') ? [readInputText(positionals[0], 'IDS').text] : positionals;
+      const words =
+        positionals.length === 0 || (positionals.length === 1 && positionals[0] === '-')
+          ? [readInputText(positionals[0], 'IDS').text]
+          : positionals;
       const ids = parseTokenIds(words, profile);
       const result = await decodeIds(profile, ids, { skipSpecialTokens: values['skip-special-tokens'] === true });
       if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);

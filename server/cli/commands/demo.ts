@@ -22,17 +22,21 @@ into DIR, created if missing. The same bytes on every run.
       force: { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     });
-    if (positionals.length > 0) throw new UsageError(`unexpected argument "${positionals[0]}"; give the folder with --out DIR`);
+    if (positionals.length > 0)
+      throw new UsageError(`unexpected argument "${positionals[0]}"; give the folder with --out DIR`);
     const out = values.out;
     if (!out) throw new UsageError('demo needs --out DIR');
     if (fs.existsSync(out)) {
       if (!fs.statSync(out).isDirectory()) throw new UsageError(`${out} exists and is not a folder`);
-      if (fs.readdirSync(out).length > 0 && !values.force) throw new UsageError(`${out} is not empty; pass --force to write into it anyway`);
+      if (fs.readdirSync(out).length > 0 && !values.force)
+        throw new UsageError(`${out} is not empty; pass --force to write into it anyway`);
     }
     const { files, trajectories } = await writeDemoRun(out);
     const ids = Object.keys(DEMO_DESCRIPTION);
     const width = Math.max(...ids.map((id) => id.length));
-    process.stdout.write(`wrote ${trajectories} trajectories and ${files.filter((f) => f.endsWith('.png')).length} images to ${out}\n\n`);
+    process.stdout.write(
+      `wrote ${trajectories} trajectories and ${files.filter((f) => f.endsWith('.png')).length} images to ${out}\n\n`,
+    );
     for (const id of ids) process.stdout.write(`  ${id.padEnd(width)}  ${DEMO_DESCRIPTION[id]}\n`);
     const relative = path.relative(process.cwd(), path.resolve(out)) || '.';
     const shown = relative.startsWith('..') ? path.resolve(out) : relative;

@@ -31,7 +31,8 @@ function progressLine(p: ExportProgress): string {
 
 export const command: Command = {
   name: 'export',
-  summary: 'write a validated training batch (JSONL or Parquet) from the canonical re-alignment, with a manifest and rejects',
+  summary:
+    'write a validated training batch (JSONL or Parquet) from the canonical re-alignment, with a manifest and rejects',
   usage: `rollscope export PATH... --out FILE [--model M] [--format jsonl|parquet] [--include-warnings] [--force]
                  [--images embed|path] [--position-ids qwen|verl] [--input-format F] [--min-pixels N] [--max-pixels N]
                  [--workers N] [--json]
@@ -66,10 +67,13 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
     if (!values.out) throw new UsageError('export needs --out FILE');
     const missing = positionals.filter((p) => !fs.existsSync(p));
     if (missing.length > 0) throw new UsageError(`no such file or folder: ${missing.join(', ')}`);
-    const format = values.format === undefined ? formatFor(values.out) : oneOf('format', values.format, ExportFormat.options);
+    const format =
+      values.format === undefined ? formatFor(values.out) : oneOf('format', values.format, ExportFormat.options);
     const ext = path.extname(values.out).toLowerCase();
     if ((ext === '.parquet' && format === 'jsonl') || (ext === '.jsonl' && format === 'parquet')) {
-      throw new UsageError(`--format ${format} does not match the file name ${path.basename(values.out)} (rollscope reads Parquet back by its .parquet name)`);
+      throw new UsageError(
+        `--format ${format} does not match the file name ${path.basename(values.out)} (rollscope reads Parquet back by its .parquet name)`,
+      );
     }
     const images = oneOf('images', values.images, ['embed', 'path'] as const);
     const positionIds = oneOf('position-ids', values['position-ids'], ['qwen', 'verl'] as const);

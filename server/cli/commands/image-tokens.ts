@@ -4,7 +4,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { parse, processorOptions, UsageError, type Command } from '../command.ts';
-import { AskInputError, ImageTokensReport, imageTokensFor, localImageSizer, parseSizeSpec } from '../../analysis/ask.ts';
+import {
+  AskInputError,
+  ImageTokensReport,
+  imageTokensFor,
+  localImageSizer,
+  parseSizeSpec,
+} from '../../analysis/ask.ts';
 import { ImageUnavailable } from '../../images/resolve.ts';
 import type { ModelProfile } from '../../profiles/profile.ts';
 import type { ProcessorSettings } from '../../model/trajectory.ts';
@@ -14,7 +20,9 @@ import { answering, imageLine, MODEL_USAGE, PIXELS_USAGE, requireModel } from '.
 /** `image-tokens --json`: one entry per argument, in order. */
 export const ImageTokensOutput = z.object({
   model: z.string(),
-  images: z.array(z.union([ImageTokensReport.extend({ input: z.string() }), z.object({ input: z.string(), error: z.string() })])),
+  images: z.array(
+    z.union([ImageTokensReport.extend({ input: z.string() }), z.object({ input: z.string(), error: z.string() })]),
+  ),
 });
 export type ImageTokensOutput = z.infer<typeof ImageTokensOutput>;
 
@@ -31,7 +39,9 @@ async function sizeOf(arg: string): Promise<{ width: number; height: number }> {
   try {
     return await localImageSizer({ baseDir: process.cwd(), roots: [dir] })(arg);
   } catch (e) {
-    throw new AskInputError(e instanceof ImageUnavailable ? e.message : `cannot read image: ${(e as Error).message}`, { source: arg.startsWith('data:') ? 'data: URL' : arg });
+    throw new AskInputError(e instanceof ImageUnavailable ? e.message : `cannot read image: ${(e as Error).message}`, {
+      source: arg.startsWith('data:') ? 'data: URL' : arg,
+    });
   }
 }
 
@@ -51,10 +61,15 @@ function printEntry(e: Entry, processor: ProcessorSettings): string {
   const p = e.processor;
   const from = (set: number | undefined) => (set !== undefined ? ' (given)' : '');
   let out = `${e.input}: ${imageLine(e)}\n`;
-  out += paint.dim(`  processor: patch_size ${p.patch_size}, merge_size ${p.merge_size}, min_pixels ${p.min_pixels}${from(processor.minPixels)}, max_pixels ${p.max_pixels}${from(processor.maxPixels)}\n`);
+  out += paint.dim(
+    `  processor: patch_size ${p.patch_size}, merge_size ${p.merge_size}, min_pixels ${p.min_pixels}${from(processor.minPixels)}, max_pixels ${p.max_pixels}${from(processor.maxPixels)}\n`,
+  );
   const b = e.qwen_vl_utils;
   if (b && 'error' in b) out += paint.yellow(`  qwen-vl-utils smart_resize: ${b.error}\n`);
-  else if (b) out += paint.yellow(`  qwen-vl-utils smart_resize differs: ${b.resized_width}×${b.resized_height}, image_grid_thw [${b.image_grid_thw.join(', ')}], ${b.pad_count} <|image_pad|>\n`);
+  else if (b)
+    out += paint.yellow(
+      `  qwen-vl-utils smart_resize differs: ${b.resized_width}×${b.resized_height}, image_grid_thw [${b.image_grid_thw.join(', ')}], ${b.pad_count} <|image_pad|>\n`,
+    );
   return out;
 }
 

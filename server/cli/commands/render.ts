@@ -3,7 +3,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse, processorOptions, UsageError, type Command } from '../command.ts';
-import { AskInputError, localImageSizer, parseConversation, parseTools, renderConversation, type ImageTokensReport, type RenderResult } from '../../analysis/ask.ts';
+import {
+  AskInputError,
+  localImageSizer,
+  parseConversation,
+  parseTools,
+  renderConversation,
+  type ImageTokensReport,
+  type RenderResult,
+} from '../../analysis/ask.ts';
 import { inferProfileName, loadProfile, type ModelProfile } from '../../profiles/profile.ts';
 import { paint } from '../output.ts';
 
@@ -15,7 +23,8 @@ export const PIXELS_USAGE = `  --min-pixels N     image processor min_pixels (de
 /** Text of a FILE argument, or stdin for `-` / no argument. Bytes are decoded as UTF-8 and not altered otherwise. */
 export function readInputText(arg: string | undefined, what: string): { text: string; source: string; dir: string } {
   if (arg === undefined || arg === '-') {
-    if (arg === undefined && process.stdin.isTTY) throw new UsageError(`give ${what} as an argument, or pipe it in (use - for stdin)`);
+    if (arg === undefined && process.stdin.isTTY)
+      throw new UsageError(`give ${what} as an argument, or pipe it in (use - for stdin)`);
     return { text: readAll(0, '-'), source: '-', dir: process.cwd() };
   }
   return { text: readAll(arg, arg), source: arg, dir: path.dirname(path.resolve(arg)) };
@@ -26,7 +35,14 @@ function readAll(file: string | number, label: string): string {
     return fs.readFileSync(file, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new AskInputError(code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a directory, not a file' : `cannot read: ${(e as Error).message}`, { source: label });
+    throw new AskInputError(
+      code === 'ENOENT'
+        ? 'no such file'
+        : code === 'EISDIR'
+          ? 'is a directory, not a file'
+          : `cannot read: ${(e as Error).message}`,
+      { source: label },
+    );
   }
 }
 
@@ -43,7 +59,8 @@ export async function answering(name: string, body: () => Promise<number>): Prom
 
 export function requireModel(model: string | undefined, fallback?: string): ModelProfile {
   const spec = model ?? (fallback !== undefined ? inferProfileName(fallback) : undefined);
-  if (spec === undefined) throw new UsageError('--model is required (qwen2-vl, qwen2.5-vl, qwen3-vl or a model folder)');
+  if (spec === undefined)
+    throw new UsageError('--model is required (qwen2-vl, qwen2.5-vl, qwen3-vl or a model folder)');
   return loadProfile(spec);
 }
 
@@ -57,10 +74,16 @@ function printRendered(out: NodeJS.WritableStream, r: RenderResult): void {
   out.write(paint.dim(`── ${r.token_ids.length} token ids ──\n`));
   out.write(`${r.token_ids.join(' ')}\n`);
   if (r.images.length > 0) {
-    out.write(paint.dim(`── ${r.token_ids_expanded.length} token ids with ${r.images.length} image${r.images.length === 1 ? '' : 's'} expanded ──\n`));
+    out.write(
+      paint.dim(
+        `── ${r.token_ids_expanded.length} token ids with ${r.images.length} image${r.images.length === 1 ? '' : 's'} expanded ──\n`,
+      ),
+    );
     r.images.forEach((img, i) => {
       const p = img.processor;
-      out.write(`image ${i + 1} (${img.field}, ${img.source}): ${imageLine(img)}  [min_pixels ${p.min_pixels}, max_pixels ${p.max_pixels}]\n`);
+      out.write(
+        `image ${i + 1} (${img.field}, ${img.source}): ${imageLine(img)}  [min_pixels ${p.min_pixels}, max_pixels ${p.max_pixels}]\n`,
+      );
     });
   }
   for (const note of r.notes) out.write(paint.yellow(`note: ${note}\n`));
@@ -105,7 +128,10 @@ ${PIXELS_USAGE}
       const input = readInputText(positionals[0], 'a conversation FILE');
       const conversation = parseConversation(input.text, input.source);
       const profile = requireModel(values.model, conversation.model);
-      const tools = values.tools !== undefined ? parseTools(readInputText(values.tools, '--tools FILE').text, values.tools) : undefined;
+      const tools =
+        values.tools !== undefined
+          ? parseTools(readInputText(values.tools, '--tools FILE').text, values.tools)
+          : undefined;
       const roots = [input.dir, process.cwd(), ...(values['image-root'] ?? [])];
       const result = await renderConversation(profile, conversation, {
         addGenerationPrompt: values['add-generation-prompt'] === true,

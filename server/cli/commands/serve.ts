@@ -14,7 +14,8 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../
 /** The embedded demo run, written to a fresh folder under the system temp dir. */
 async function writeDemo(): Promise<string> {
   const module = path.join(repoRoot, 'server/demo/write.ts');
-  if (!fs.existsSync(module)) throw new UsageError('the embedded demo run is not available in this build; give a PATH to serve');
+  if (!fs.existsSync(module))
+    throw new UsageError('the embedded demo run is not available in this build; give a PATH to serve');
   const { writeDemoRun } = (await import(module)) as { writeDemoRun: (dir: string) => Promise<unknown> };
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-demo-'));
   await writeDemoRun(dir);
@@ -24,7 +25,10 @@ async function writeDemo(): Promise<string> {
 function openBrowser(url: string): void {
   // Best effort: no browser (a server, CI) is fine, the URL is printed.
   try {
-    const child = spawn(process.platform === 'darwin' ? 'open' : 'xdg-open', [url], { stdio: 'ignore', detached: true });
+    const child = spawn(process.platform === 'darwin' ? 'open' : 'xdg-open', [url], {
+      stdio: 'ignore',
+      detached: true,
+    });
     child.on('error', () => undefined);
     child.unref();
   } catch {
@@ -70,7 +74,8 @@ loads every trajectory file in it and picks up records appended while it runs.
       'require-token': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     });
-    const portArg = values.port === undefined ? DEFAULT_PORT : values.port === '0' ? 0 : positiveInt('port', values.port)!;
+    const portArg =
+      values.port === undefined ? DEFAULT_PORT : values.port === '0' ? 0 : positiveInt('port', values.port)!;
     if (portArg > 65535) throw new UsageError(`--port must be at most 65535, got ${portArg}`);
     const appDir = path.join(repoRoot, 'dist/app');
     if (!fs.existsSync(path.join(appDir, 'index.html'))) {
@@ -80,14 +85,29 @@ loads every trajectory file in it and picks up records appended while it runs.
     const demo = positionals.length === 0;
     const paths = demo ? [await writeDemo()] : positionals;
     for (const p of paths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
-    const store = openRunStore(paths, { model: values.model, format: values.format, processor: processorOptions(values), demo, allowRemoteImages: values['allow-remote-images'] === true });
+    const store = openRunStore(paths, {
+      model: values.model,
+      format: values.format,
+      processor: processorOptions(values),
+      demo,
+      allowRemoteImages: values['allow-remote-images'] === true,
+    });
     const host = values.host ?? '127.0.0.1';
     // Beyond the loopback names other users (or machines) can connect: a token, as Jupyter does.
     const token = needsToken(host) || values['require-token'] ? newToken() : undefined;
-    const server = await startServer({ store, port: portArg, host, appDir, fallbackPort: values.port === undefined, token });
+    const server = await startServer({
+      store,
+      port: portArg,
+      host,
+      appDir,
+      fallbackPort: values.port === undefined,
+      token,
+    });
     process.stdout.write(`rollscope serving ${demo ? 'the demo run' : paths.join(', ')} at ${server.openUrl}\n`);
     if (token) {
-      process.stderr.write(`rollscope: listening on ${host}: every request needs the token in the URL above (then a cookie) or Authorization: Bearer ${token}\n`);
+      process.stderr.write(
+        `rollscope: listening on ${host}: every request needs the token in the URL above (then a cookie) or Authorization: Bearer ${token}\n`,
+      );
     }
     if (!values['no-open']) openBrowser(server.openUrl);
     await new Promise<void>((resolve) => {
