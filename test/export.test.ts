@@ -313,7 +313,7 @@ describe('export of built trajectories', () => {
 
   it('position_ids follow the mrope.md worked example, and verl layout adds the text row', async () => {
     const worked = jsonl.rows.find((r) => r.id === 'worked')!;
-    // Indices 0–10 are §2.5's table verbatim (<|im_start|> user \n <|vision_start|>, 2×3 pads, <|vision_end|>);
+    // Indices 0–10: docs/reference/mrope.md's table (<|im_start|> user \n <|vision_start|>, 2×3 pads, <|vision_end|>);
     // the rest of this sequence (<|im_end|> \n <|im_start|> assistant \n Hi <|im_end|>) continues as text from 8.
     const t = [0, 1, 2, 3, 4, 4, 4, 4, 4, 4, 7, 8, 9, 10, 11, 12, 13, 14];
     const h = [0, 1, 2, 3, 4, 4, 4, 5, 5, 5, 7, 8, 9, 10, 11, 12, 13, 14];
