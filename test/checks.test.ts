@@ -23,7 +23,7 @@ describe('canonical trajectories', () => {
     const last = t.turns[1]!;
     expect(r.alignment.tokens).toEqual([...last.promptIds!, ...last.generatedIds!]);
     expect(r.alignment.promptLength).toBe(t.turns[0]!.promptIds!.length);
-    // 640×480 on Qwen2.5-VL defaults: 391 pads (formats.md §1.5).
+    // 640×480 on Qwen2.5-VL defaults: 391 pads (docs/reference/image-math.md#worked-examples).
     expect(r.alignment.tokens.filter((x) => x === PAD)).toHaveLength(391);
     expect(r.alignment.placeholderRanges).toHaveLength(1);
     expect(r.alignment.imageGridThw).toEqual([[1, 34, 46]]);

@@ -118,7 +118,7 @@ function verifyRows(rows: ExportRow[], checked: Map<string, CheckedTrajectory>, 
     expect(row.mm_token_type_ids).toEqual(row.tokens.map((_, i) => (inRun.has(i) ? 1 : 0)));
     expect(row.position_ids).toHaveLength(positionRows);
     for (const r of row.position_ids) expect(r).toHaveLength(row.tokens.length);
-    if (runs.length === 0) for (const r of row.position_ids.slice(-3)) expect(r).toEqual(row.tokens.map((_, i) => i)); // formats.md §2.1: text only → 0..L−1
+    if (runs.length === 0) for (const r of row.position_ids.slice(-3)) expect(r).toEqual(row.tokens.map((_, i) => i)); // docs/reference/mrope.md: text → 0..L−1
   }
 }
 
@@ -138,7 +138,7 @@ beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-export-'));
   fs.writeFileSync(path.join(dir, 'diagram.png'), await png(640, 480, 200));
   fs.writeFileSync(path.join(dir, 'big.png'), await png(1920, 1080, 30));
-  // 84×56 on Qwen2.5-VL defaults resizes to 56×84: grid [1, 4, 6], 6 pads (formats.md §2.5).
+  // 84×56 on Qwen2.5-VL defaults resizes to 56×84: grid [1, 4, 6], 6 pads (docs/reference/mrope.md#worked-example).
   fs.writeFileSync(path.join(dir, 'tiny.png'), await png(84, 56, 120));
   const qwen3Png = await png(640, 480, 300);
 
@@ -254,7 +254,7 @@ describe('export of built trajectories', () => {
 
     const wrong = rejects[1]!;
     expect(wrong.reasons).toEqual(['unfixable_finding', 'warning', 'grid_unknown']);
-    // 1920×1080 on Qwen2.5-VL defaults: 2691 pads (formats.md §1.5); the stream holds 640×480's 391.
+    // 1920×1080 on Qwen2.5-VL defaults: 2691 pads (docs/reference/image-math.md); the stream holds 640×480's 391.
     expect(wrong.findings).toContainEqual(
       expect.objectContaining({ kind: 'placeholder_count', expected: 2691, actual: 391 }),
     );
@@ -292,7 +292,7 @@ describe('export of built trajectories', () => {
     expect(tr.tokens[p + firstZero - 1]).not.toBe(EOS);
     expect(tr.tokens.slice(p + firstZero, p + firstZero + 3)).toEqual([EOS, NL, IM_START]);
     expect(tr.status).toBe('completed');
-    // Image math of formats.md §1.5: 640×480 → [1, 34, 46] / 391 pads (Qwen2.5-VL), [1, 30, 40] / 300 (Qwen3-VL).
+    // docs/reference/image-math.md: 640×480 → [1, 34, 46] / 391 pads (Qwen2.5-VL), [1, 30, 40] / 300 (Qwen3-VL).
     expect(byId.get('clean')!.image_grid_thw).toEqual([[1, 34, 46]]);
     expect(byId.get('clean')!.placeholder_ranges[0]!.length).toBe(391);
     expect(byId.get('qwen3')!.image_grid_thw).toEqual([[1, 30, 40]]);
@@ -311,9 +311,9 @@ describe('export of built trajectories', () => {
     });
   });
 
-  it('position_ids follow the worked example of formats.md §2.5, and verl layout adds the text row', async () => {
+  it('position_ids follow the mrope.md worked example, and verl layout adds the text row', async () => {
     const worked = jsonl.rows.find((r) => r.id === 'worked')!;
-    // Indices 0–10 are §2.5's table verbatim (<|im_start|> user \n <|vision_start|>, 2×3 pads, <|vision_end|>);
+    // Indices 0–10: docs/reference/mrope.md's table (<|im_start|> user \n <|vision_start|>, 2×3 pads, <|vision_end|>);
     // the rest of this sequence (<|im_end|> \n <|im_start|> assistant \n Hi <|im_end|>) continues as text from 8.
     const t = [0, 1, 2, 3, 4, 4, 4, 4, 4, 4, 7, 8, 9, 10, 11, 12, 13, 14];
     const h = [0, 1, 2, 3, 4, 4, 4, 5, 5, 5, 7, 8, 9, 10, 11, 12, 13, 14];

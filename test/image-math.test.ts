@@ -1,4 +1,4 @@
-// Tests for server/analysis/image-math.ts against formats.md §1.3–§1.5, plus an exact comparison
+// Tests for server/analysis/image-math.ts against docs/reference/image-math.md, plus an exact comparison
 // with a literal Python port of both smart_resize variants (run by python3, pure stdlib) over a
 // seeded random sweep — Python's own round()/float ops are the reference, not our TS.
 import { spawnSync } from 'node:child_process';
@@ -44,7 +44,7 @@ function runPython(src: string, input: unknown): unknown {
   return JSON.parse(r.stdout);
 }
 
-// Straight from the formats.md §1.3 pseudocode; Python's round() is half-to-even.
+// Straight from the pseudocode in docs/reference/image-math.md#smart_resize; Python's round() is half-to-even.
 const PY_SMART_RESIZE = String.raw`
 import sys, json
 sys.path.insert(0, sys.argv[1])
@@ -90,7 +90,7 @@ describe('roundHalfEven', () => {
   });
 });
 
-describe('smartResize: formats.md §1.5 worked examples', () => {
+describe('smartResize: the worked examples of docs/reference/image-math.md', () => {
   // [config, W, H, resized H, resized W, grid, pads]
   const table: [string, VisionConfig, number, number, number, number, [number, number, number], number][] = [
     ['qwen2.5', QWEN25, 640, 480, 476, 644, [1, 34, 46], 391],
@@ -125,7 +125,7 @@ describe('smartResize: formats.md §1.5 worked examples', () => {
   }
 
   it('700×70: JS Math.round would have given 84×700 → 75 pads', () => {
-    // The naive port formats.md warns about: identical except for Math.round.
+    // The naive port docs/reference/image-math.md#smart_resize warns about: identical except for Math.round.
     const naive = (h: number, w: number, f: number) => [Math.round(h / f) * f, Math.round(w / f) * f] as const;
     const [nh, nw] = naive(70, 700, 28);
     expect([nh, nw]).toEqual([84, 700]);

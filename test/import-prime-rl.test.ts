@@ -157,7 +157,7 @@ describe('field by field', () => {
       });
       k += n;
     });
-    // 640×480 on Qwen2.5-VL defaults: grid [1, 34, 46], 391 pads (formats.md §1.5).
+    // 640×480 on Qwen2.5-VL defaults: grid [1, 34, 46], 391 pads (docs/reference/image-math.md#worked-examples).
     expect(trajectories[0]!.sample!.imageGridThw).toEqual([[1, 34, 46]]);
     // The last micro-batch holds text only: no multimodal fields at all.
     expect(trajectories[6]!.sample!.imageGridThw).toBeUndefined();

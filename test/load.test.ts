@@ -1,4 +1,4 @@
-// Under load (issue 7): bench/serve-load.ts in its quick mode, from the suite. 50 concurrent
+// Under load: bench/serve-load.ts in its quick mode, from the suite. 50 concurrent
 // clients browse a served 400-trajectory run (generated with the real tokenizer, template and
 // PNGs by bench/generate.ts) for 10 s on 127.0.0.1; the figures are printed. Asserted: no failed
 // request, the UI answered during and after, memory at the end of the load not above its level at

@@ -1,4 +1,4 @@
-// Tests for server/analysis/mrope.ts: formats.md §2.5 worked example, hand-computed cases, and an
+// Tests for server/analysis/mrope.ts: the worked example of docs/reference/mrope.md, hand-computed cases, and an
 // exact comparison with a torch-free Python port of transformers' Qwen2-VL get_rope_index (same
 // control flow: vision_start counting, list.index search, "previous block max + 1").
 import { spawnSync } from 'node:child_process';
@@ -17,7 +17,7 @@ const range = (a: number, b: number) => Array.from({ length: b - a }, (_, i) => 
 const hasPython = spawnSync('python3', ['--version']).status === 0;
 
 describe('mropePositionIds', () => {
-  it('formats.md §2.5: grid [1,4,6] → 6 pads, delta −3', () => {
+  it('docs/reference/mrope.md worked example: grid [1,4,6] → 6 pads, delta −3', () => {
     const USER = 872;
     const NL = 198;
     const HI = 13048;

@@ -1,4 +1,4 @@
-// `rollscope serve` against hostile requests (issue 7, docs/security.md §The server): the real
+// `rollscope serve` against hostile requests (docs/security.md §The server): the real
 // server, in-process and as the CLI child, on a real run. Every request goes to loopback only:
 // 127.0.0.1, and 127.0.0.2 (a loopback alias) to stand for "another address" in the token cases.
 // Requests are written byte for byte on a socket, so the paths arrive exactly as an attacker

@@ -1,4 +1,4 @@
-// Hostile image references (issue 7, docs/security.md §Images): local paths stay inside the
+// Hostile image references (docs/security.md §Images): local paths stay inside the
 // roots whatever the spelling, data: URLs and pixel counts are bounded, and http(s) images are
 // fetched only with --allow-remote-images, then never from loopback/private/link-local addresses.
 // Every server here listens on loopback; the happy paths reach it through the test-only

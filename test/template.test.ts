@@ -563,7 +563,7 @@ describe('ChatTemplate matches Python jinja2 (transformers setup)', () => {
 });
 
 describe('templates', () => {
-  it('are the verbatim reference files (formats.md §3)', () => {
+  it('are the verbatim reference files (docs/reference/chat-templates.md#the-files)', () => {
     const sha = (file: string): string =>
       createHash('sha256')
         .update(readFileSync(new URL(`../server/profiles/templates/${file}`, import.meta.url)))
@@ -573,7 +573,7 @@ describe('templates', () => {
     expect(sha('qwen2.5-vl.jinja')).toBe(sha('qwen2-vl.jinja'));
   });
 
-  it('renders the formats.md §3 examples', () => {
+  it('renders the examples of docs/reference/chat-templates.md', () => {
     const qwen2 = new ChatTemplate(templateSource('qwen2-vl.jinja'));
     expect(
       qwen2.render({

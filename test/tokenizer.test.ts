@@ -47,7 +47,7 @@ describe('tokenizer', () => {
     );
   });
 
-  it('the vision special tokens have the ids of formats.md §1.1 in every profile', () => {
+  it('the vision special tokens have the ids of docs/reference/tokens.md in every profile', () => {
     for (const p of [q2, q25, q3]) {
       expect(p.special).toMatchObject({
         endOfText: 151643,

@@ -8,7 +8,7 @@
 // vllm/entrypoints/chat_utils.py `_postprocess_messages`), then the profile's template renders them
 // as transformers' `apply_chat_template` does, the tokenizer encodes the text, and each
 // `<|image_pad|>` is expanded to the image's pad count (transformers processing_qwen2_vl.py /
-// vLLM `get_replacement_qwen2vl`: one pad per merged patch, formats.md §1.4).
+// vLLM `get_replacement_qwen2vl`: one pad per merged patch, docs/reference/image-math.md#pad-count).
 import { z } from 'zod';
 import { Message, type ProcessorSettings } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
@@ -335,7 +335,7 @@ export const ImageTokensReport = z.object({
   height: z.number().int(),
   ...ResizeResult.shape,
   processor: ProcessorUsed,
-  /** Present only when qwen-vl-utils' smart_resize (formats.md §1.3 variant B) gives another answer with the same settings. */
+  /** Set only when qwen-vl-utils' smart_resize (docs/reference/image-math.md) answers otherwise with the same settings. */
   qwen_vl_utils: z.union([ResizeResult, z.object({ error: z.string() })]).optional(),
 });
 export type ImageTokensReport = z.infer<typeof ImageTokensReport>;

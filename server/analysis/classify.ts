@@ -1,4 +1,4 @@
-// Why two token streams diverge, in the terms of formats.md §6: a duplicated or missing
+// Why two token streams diverge, in the terms of docs/reference/prefix-stability.md: a duplicated or missing
 // `<|im_end|>`, a missing `\n` after it, the same text tokenized differently, a template that
 // rewrote history (special tokens, stripped whitespace or reasoning, re-serialized tool-call
 // JSON), or image pad runs of another length.

@@ -1,7 +1,7 @@
 // Image → token math for Qwen2-VL / Qwen2.5-VL / Qwen3-VL: smart_resize, image_grid_thw,
 // <|image_pad|> counts and the pad-token ↔ pixel-rectangle mapping used by overlays.
 //
-// Pure functions, no I/O. Sources (see formats.md in the shared reference, §1.3–§1.5):
+// Pure functions, no I/O. Sources (summarized in docs/reference/image-math.md):
 // - Variant A: huggingface/transformers src/transformers/models/qwen2_vl/image_processing_qwen2_vl.py
 //   `smart_resize` (v5); vLLM imports the same function (vllm/model_executor/models/qwen2_vl.py).
 // - Variant B: QwenLM/Qwen2.5-VL and QwenLM/Qwen3-VL qwen-vl-utils/src/qwen_vl_utils/vision_process.py
@@ -57,7 +57,7 @@ function assertPositiveInteger(name: string, v: number): void {
  * `variant`:
  * - `'transformers'` (default; HF processor and vLLM): clamps to `factor` only in the shrink branch.
  * - `'qwen-vl-utils'`: clamps the rounded sides to `factor` up-front, no clamp when shrinking.
- * They differ only when a side rounds to 0 (side < factor/2), see formats.md §1.3.
+ * They differ only when a side rounds to 0 (side < factor/2), see docs/reference/image-math.md#smart_resize.
  *
  * The expression order (`h / beta / factor`, `h * beta / factor`) is kept from Python on purpose:
  * with the same IEEE-754 operations in the same order the results are bit-identical.
@@ -198,7 +198,7 @@ export interface PadCellInfo {
 
 /**
  * Which part of the image the k-th pad token (0-based, within this image's pad run) covers.
- * Patches are flattened (t, h/m, w/m, m, m) and merged per m×m block (formats.md §1.4), so
+ * Patches are flattened (t, h/m, w/m, m, m) and merged per m×m block (docs/reference/image-math.md), so
  * row = k // cellsWide, col = k % cellsWide within each temporal slice.
  */
 export function padCell(k: number, tokens: ImageTokens, originalWidth: number, originalHeight: number): PadCellInfo {

@@ -1,6 +1,6 @@
 // mRoPE (3-D rotary) position ids for Qwen-VL sequences, as computed by `get_rope_index`.
 //
-// Pure, O(n). Sources (see formats.md in the shared reference, §2.1, §2.4, §2.5):
+// Pure, O(n). Sources (summarized in docs/reference/mrope.md):
 // - huggingface/transformers models/qwen2_vl/modeling_qwen2_vl.py `Qwen2VLModel.get_rope_index`
 //   (copied as QwenLM/Qwen3-VL qwen-vl-finetune/qwenvl/data/rope2d.py `get_rope_index_2`;
 //   verl verl/models/transformers/qwen3_vl.py `get_rope_index`).
@@ -9,7 +9,7 @@
 // Scope: images, for which Qwen2-VL, Qwen2.5-VL and Qwen3-VL agree. Video runs get Qwen2-VL
 // semantics (temporal index = 0..grid_t−1). Qwen2.5-VL scales the video temporal index by
 // second_per_grid_t·tokens_per_second, which is not modelled here; Qwen3-VL splits videos per frame
-// (formats.md §2.3), which this function handles if the caller passes one [1, h, w] grid per frame.
+// (docs/reference/mrope.md#qwen3-vl), which this function handles if the caller passes one [1, h, w] grid per frame.
 
 import { padCountFromGrid } from './image-math.ts';
 
@@ -129,7 +129,7 @@ export function mropePositionIds(
 
 /**
  * verl 0.8's per-sample `(4, seq_len)` position ids: row 0 = text positions 0..n−1 (unpadded
- * sequence), rows 1–3 = `mropePositionIds` (formats.md §2.4).
+ * sequence), rows 1–3 = `mropePositionIds` (docs/reference/mrope.md#verls-4-row-layout).
  */
 export function verlPositionIds(tokens: readonly number[], grids: readonly Grid[], opts: MropeOptions): VerlPositions {
   const m = mropePositionIds(tokens, grids, opts);

@@ -4,7 +4,7 @@
 // template's suffix, EOS-aware: no second `<|im_end|>` when the generation already ended with
 // one, `<|im_end|>\n` when it did not (a length-truncated turn). Observation tokens get mask 0
 // and logprob 0.0. This is the fix the field converged on (vime #331/#341, verl agent loop,
-// prime-rl renderers; formats.md §6).
+// prime-rl renderers; docs/reference/prefix-stability.md#canonical-re-alignment).
 import type { GridThw, Message, PlaceholderRange, Trajectory } from '../model/trajectory.ts';
 import type { AnalysisContext } from './context.ts';
 import { expectedPadCounts } from './context.ts';

@@ -1,5 +1,5 @@
 // Rendering conversations to token ids the way a serving stack does: chat template ->
-// tokenizer -> each `<|image_pad|>` expanded to the image's pad count (formats.md §1.4, §3).
+// tokenizer -> each `<|image_pad|>` expanded to its pad count (docs/reference/chat-templates.md, image-math.md).
 import type { Message } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { expandImagePads, countToken } from './vision-spans.ts';

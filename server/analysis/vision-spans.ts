@@ -1,5 +1,5 @@
 // Vision spans in a token stream: `<|vision_start|>` + a run of `<|image_pad|>` (or
-// `<|video_pad|>`) + `<|vision_end|>` (formats.md §1.4). A span cut by truncation has no end.
+// `<|video_pad|>`) + `<|vision_end|>` (docs/reference/image-math.md#pad-count). A span cut by truncation has no end.
 import type { SpecialTokens } from '../profiles/profile.ts';
 
 export interface VisionSpan {

@@ -1,7 +1,7 @@
 // Builds trajectories the way a real rollout loop does, with the real tokenizer and template.
 // Three ways of building the next turn's prompt, as frameworks do it:
 // - `canonical`: keep the generated ids and append the EOS-aware observation suffix (the fix the
-//   field converged on: vime #331/#341, verl agent loop, prime-rl renderers; formats.md §6);
+//   field converged on: vime #331/#341, verl agent loop, prime-rl renderers; docs/reference/prefix-stability.md);
 // - `legacy`: decode each answer *with* special tokens and re-render the whole conversation, so
 //   the template closes the turn a second time (vime #331's duplicated `<|im_end|>`);
 // - `rerender`: decode *without* special tokens (or keep the assistant message as the framework

@@ -199,7 +199,7 @@ async function applyFault(
  * The trajectory as a chat-completions client logs it: one `{"request", "response"}` line per call,
  * tied together by `trajectory_id`; vLLM's extras `prompt_token_ids` / `choices[].token_ids` and,
  * with `return_tokens_as_token_ids`, logprob tokens written as `"token_id:N"` (field names from
- * vllm-project/vllm `vllm/entrypoints/openai/chat_completion/protocol.py`; formats.md §4.1).
+ * vllm-project/vllm `vllm/entrypoints/openai/chat_completion/protocol.py`; docs/reference/vllm-api.md).
  */
 async function vllmCallLines(s: DemoScenario, traj: TrajectoryType): Promise<string[]> {
   if (s.sample || s.group || s.fault)

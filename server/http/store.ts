@@ -435,9 +435,9 @@ interface LineIndex {
 }
 
 /**
- * Re-reading one trajectory under load (issue 7, found by bench/serve-load.ts): re-loading the
- * whole file for every trajectory not in the cache made 50 clients run 50 whole-file loads at
- * once (3 GB RSS and 30 s timeouts on a 28 MB run). Now a file of a record-local format gets a
+ * Re-reading one trajectory under load (measured by bench/serve-load.ts): re-loading the
+ * whole file for every trajectory not in the cache would make 50 clients run 50 whole-file loads at
+ * once (3 GB RSS and 30 s timeouts on a 28 MB run). So a file of a record-local format gets a
  * line index on the first re-load (one streamed pass, no parsing) and each re-load reads and
  * imports one line; other formats (grouping, whole-file, binary) still load the file, at most
  * `WHOLE_RELOADS` at a time, one load shared by everyone asking for the same file.

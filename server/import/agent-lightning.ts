@@ -1,4 +1,4 @@
-// Agent Lightning (microsoft/agent-lightning) triplets and events, formats.md §5.6. Two generations:
+// Agent Lightning (microsoft/agent-lightning) triplets and events (docs/reference/frameworks.md). Two generations:
 // - v0.2.x: `Triplet{prompt: {token_ids, raw_content?, image_urls?}, response: {token_ids,
 //   raw_content?, logprobs?}, reward?, metadata}` (agentlightning/adapter/triplet.py
 //   `span_to_triplet`: `raw_content` is the unflattened `gen_ai.prompt.*` attributes, message
@@ -271,8 +271,8 @@ function readEvent(value: Record<string, unknown>, at: Where, out: Collected): v
 }
 
 /**
- * A rollout-wide reward applies to every trajectory of the rollout: a NaN or infinite one (found
- * by fuzzing) would make all of them fail validation, including the valid records that share the
+ * A rollout-wide reward applies to every trajectory of the rollout: a NaN or infinite one
+ * would make all of them fail validation, including the valid records that share the
  * rollout id. It is reported on its own line instead and not applied.
  */
 function finiteReward(value: number, field: string, at: Where, out: Collected): number | undefined {
@@ -290,7 +290,7 @@ function readRollout(value: Record<string, unknown>, at: Where, out: Collected):
     typeof value.final_reward === 'number'
       ? finiteReward(value.final_reward, join(at.within, 'final_reward'), at, out)
       : undefined;
-  // Found by fuzzing: keyed by rollout id only, another record reusing the id replaced this rollout's reward; its own calls now carry it.
+  // The calls carry their rollout's reward: keyed by rollout id only, another record reusing the id would replace it.
   const here: Where = { ...at, rollout: id, ...(finalReward !== undefined ? { rolloutReward: finalReward } : {}) };
   if (finalReward !== undefined) out.finalRewards.set(id, finalReward);
   if (Array.isArray(value.triplets) && value.triplets.length > 0) {
@@ -300,7 +300,7 @@ function readRollout(value: Record<string, unknown>, at: Where, out: Collected):
   // No triplets (a rollout that produced none, or a dump without them): fall back to its events.
   const field = Array.isArray(value.triplet_events) && value.triplet_events.length > 0 ? 'triplet_events' : 'events';
   const events = value[field];
-  // Found by fuzzing: a rollout with nothing to read vanished without a word; say so (issue 7: an error or a trajectory per record).
+  // A rollout with nothing to read must not vanish without a word: every record gives a trajectory or an error.
   if (!Array.isArray(events) || events.length === 0) {
     out.errors.push({
       file: at.file,
@@ -315,7 +315,7 @@ function readRollout(value: Record<string, unknown>, at: Where, out: Collected):
 
 function readItem(value: unknown, at: Where, out: Collected): void {
   if (Array.isArray(value)) {
-    // Found by fuzzing: an empty list loaded nothing and said nothing.
+    // An empty list would load nothing and say nothing.
     if (value.length === 0) {
       out.errors.push({
         file: at.file,

@@ -1,7 +1,7 @@
 // AReaL's rollout dump (`dump_to_file`): `<log_path>/rollout/<tail_version>/<task_id>.jsonl`
 // (`eval-rollout/` for evaluation), one object per sample, `{task_id, sample_idx, seqlen,
 // prompt_len, head_version, tail_version, reward, prompt, completion}` (inclusionAI/AReaL:
-// areal/infra/workflow_executor.py::_dump_trajectory; formats.md §5.4). `prompt`/`completion` are
+// areal/infra/workflow_executor.py::_dump_trajectory; docs/reference/frameworks.md#areal). `prompt`/`completion` are
 // decoded WITH special tokens (`skip_special_tokens=False`), split at `prompt_len = seqlen −
 // sum(loss_mask)`; head/tail_version are min/max over all `versions` (prompt tokens are −1);
 // samples whose last mask bit is 0 are not written. No ids, masks, logprobs or images are saved,

@@ -1,6 +1,6 @@
 // AReaL trajectories as JSON or JSONL: the tensor dict a rollout workflow returns, tensors written
 // as nested lists with the batch dimension first (inclusionAI/AReaL: areal/workflow/vision_rlvr.py
-// ::arun_episode, checked by areal/infra/workflow_executor.py::check_trajectory_format; formats.md §5.4):
+// ::arun_episode, checked by areal/infra/workflow_executor.py::check_trajectory_format; docs/reference/frameworks.md):
 //   input_ids          [B, L] prompt ⧺ output ids (prompt from the HF processor, pads expanded)
 //   loss_mask          [B, L] 0 prompt (and, with the `concat` export, observations), 1 output
 //   logprobs           [B, L] 0.0 prompt, sampled logprobs for output

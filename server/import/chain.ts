@@ -37,7 +37,7 @@ export interface ChainOptions {
   padIds?: readonly number[];
 }
 
-/** `<|image_pad|>`, `<|video_pad|>`: the same ids in Qwen2-VL, Qwen2.5-VL and Qwen3-VL (formats.md §1.1). */
+/** `<|image_pad|>`, `<|video_pad|>`: the same ids in Qwen2-VL, Qwen2.5-VL and Qwen3-VL (docs/reference/tokens.md). */
 export const QWEN_VL_PAD_IDS: readonly number[] = [151655, 151656];
 
 // Rolling hash over token ids in 32-bit integer arithmetic (each step a bijection of the previous

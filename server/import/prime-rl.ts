@@ -6,7 +6,7 @@
 //
 // Every struct is `msgspec.Struct, array_like=True`: a msgpack ARRAY with the fields by position,
 // unset optional fields written as nil (msgspec does not apply `omit_defaults` to array-like
-// structs; formats.md §5.5). Newer versions append fields, older ones stop earlier: extra trailing
+// structs; docs/reference/frameworks.md). Newer versions append fields, older ones stop earlier: extra trailing
 // fields are ignored and missing trailing fields are unset. Field order
 // (src/prime_rl/transports/rollouts/types.py and transports/batch/types.py):
 //   MicroBatch     = [input_ids, loss_mask, advantages, inference_logprobs, position_ids, sequence_lengths,
@@ -366,7 +366,7 @@ function gridsFromMmKwargs(kwargs: MmKwargs): GridThw[] | string | undefined {
   return grids;
 }
 
-/** Qwen-VL's `<|image_pad|>` (shared by Qwen2-VL, Qwen2.5-VL and Qwen3-VL; formats.md §1.1): used only
+/** Qwen-VL's `<|image_pad|>` (shared by Qwen2-VL, Qwen2.5-VL and Qwen3-VL; docs/reference/tokens.md): used only
  * when `mm_token_type_ids` cannot say how many images each packed sample holds. */
 const QWEN_IMAGE_PAD = 151655;
 
@@ -738,7 +738,7 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
     // Cut short inside the first element: the element loop below reports where.
   }
 
-  // Found by fuzzing: an empty list read as nothing, without a word.
+  // An empty list would otherwise read as nothing, without a word.
   if (list.count === 0) {
     fileError('the batch is an empty list: no micro-batches or samples');
     return out;

@@ -1,7 +1,7 @@
 // slime / vime `Sample` records as JSON or JSONL: one `Sample.to_dict()` per line, a JSON array of
 // them, or the debug-dump wrapper `{"rollout_id", "samples": [...]}` that `--save-debug-rollout-data`
 // writes (with torch.save; a converter turns it into JSON with images as paths or data: URLs).
-// Fields (THUDM/slime: slime/utils/types.py; vllm-project/vime: vime/utils/types.py; formats.md §5.1–5.2):
+// Fields (THUDM/slime: slime/utils/types.py; vllm-project/vime: vime/utils/types.py; docs/reference/frameworks.md):
 //   tokens            prompt ⧺ response ids (image pads expanded by the HF processor)
 //   response_length   the response is the last `response_length` tokens
 //   loss_mask         per response token, 1 = sampled by the model, 0 = tool/env tokens; None = all 1

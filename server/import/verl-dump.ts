@@ -4,7 +4,7 @@
 // `input`/`output` come from `tokenizer.batch_decode(..., skip_special_tokens=True)` of the padded
 // prompts and responses (ray_trainer.py::_log_rollout_data), so every special token — turn
 // markers, `<|im_end|>`, `<|vision_start|>` and all image pads — is gone and no ids, masks,
-// logprobs or images are saved (formats.md §5.3). Tokenizing the text again would not give the
+// logprobs or images are saved (docs/reference/frameworks.md). Tokenizing the text again would not give the
 // ids verl trained on, so these load as text with their limitations stated.
 import { z } from 'zod';
 import type { TrajectoryInput } from '../model/trajectory.ts';

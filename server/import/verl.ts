@@ -1,5 +1,5 @@
 // verl agent-loop output as JSON or JSONL: one `AgentLoopOutput` per record (volcengine/verl:
-// verl/experimental/agent_loop/agent_loop.py, v0.8; formats.md §5.3), unpadded:
+// verl/experimental/agent_loop/agent_loop.py, v0.8; docs/reference/frameworks.md#verl-agent-loop), unpadded:
 //   prompt_ids          prompt ids from the HF processor (image pads expanded)
 //   response_ids        everything after the prompt: LLM tokens and tool/observation tokens
 //   response_mask       per response token, 1 = LLM generated, 0 = tool response

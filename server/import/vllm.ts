@@ -1,4 +1,4 @@
-// vLLM request/response logs (formats.md §4): JSONL, one line per call, `{"request", "response"}`
+// vLLM request/response logs (docs/reference/vllm-api.md): JSONL, one line per call, `{"request", "response"}`
 // plus whatever ids the logger added. Shapes read (field names from vllm-project/vllm
 // `vllm/entrypoints/openai/chat_completion/protocol.py`, `.../completion/protocol.py`,
 // `vllm/entrypoints/scale_out/token_in_token_out/protocol.py`; they moved between versions):
@@ -75,7 +75,7 @@ const MmProcessorKwargs = z
   .object({
     min_pixels: PositiveInt.optional(),
     max_pixels: PositiveInt.optional(),
-    // Qwen3-VL's processor states the bounds as `size` (formats.md §1.2).
+    // Qwen3-VL's processor states the bounds as `size` (docs/reference/image-math.md#processor-parameters).
     size: z
       .object({ shortest_edge: PositiveInt.optional(), longest_edge: PositiveInt.optional() })
       .passthrough()
@@ -115,7 +115,7 @@ interface RequestView {
   placeholders?: { offset: number; length: number }[];
 }
 
-/** Fields a logger puts the trajectory's id in, and where (formats.md §4: "whatever id fields the logger added"). */
+/** Fields a logger (or vLLM's `session_id`) puts the trajectory's id in, and where (docs/reference/vllm-api.md). */
 export const ID_FIELDS = ['trajectory_id', 'session_id', 'rollout_id'] as const;
 
 export function explicitId(line: Record<string, unknown>): { field: string; value: string } | undefined {
@@ -185,7 +185,7 @@ function placeholdersOf(
   byModality: z.infer<typeof PlaceholdersByModality> | null | undefined,
 ): { offset: number; length: number }[] | undefined {
   if (!byModality) return undefined;
-  // Qwen placeholders cover exactly the pad runs (formats.md §4.2); image and video runs together, in token order.
+  // Qwen placeholders cover exactly the pad runs (docs/reference/vllm-api.md); image and video runs together, in order.
   const ranges = [...(byModality.image ?? []), ...(byModality.video ?? [])].map((r) => ({
     offset: r.offset,
     length: r.length,

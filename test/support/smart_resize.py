@@ -1,4 +1,4 @@
-"""smart_resize in Python, straight from the pseudocode of formats.md §1.3: the reference the
+"""smart_resize in Python, straight from the pseudocode in docs/reference/image-math.md: the reference the
 TypeScript image math is tested against. Python's round() is half-to-even, which is the point.
 
 Variant A is transformers' (image_processing_qwen2_vl.py), used by the HF processor and vLLM;

@@ -1,5 +1,5 @@
 // `rollscope image-tokens`: how the model's image processor sizes an image and how many
-// <|image_pad|> tokens it becomes (smart_resize, image_grid_thw, pad count; formats.md §1.3–1.4).
+// <|image_pad|> tokens it becomes (smart_resize, image_grid_thw, pad count; docs/reference/image-math.md).
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
