@@ -5,14 +5,18 @@
 // would turn them into `null`, which is not a number).
 import type { Trajectory } from './trajectory.ts';
 
-const MARK = '__rollscope_non_finite__';
-const NON_FINITE = new RegExp(`"${MARK}(NaN|Infinity|-Infinity)"`, 'g');
-
 /** One native JSONL record (no trailing newline). */
 export function nativeJsonLine(t: Trajectory): string {
+  const plain = JSON.stringify(t);
+  if (!plain.includes('null')) return plain; // JSON.stringify writes every non-finite number as null
+  // Non-finite numbers go out as a marker string, then the quoted marker becomes the bare word.
+  // The marker is one the record's own text does not contain, so no string value is touched.
+  let n = 0;
+  while (plain.includes(`~non-finite-${n}~`)) n++;
+  const mark = `~non-finite-${n}~`;
   return JSON.stringify(t, (_k, v: unknown) =>
-    typeof v === 'number' && !Number.isFinite(v) ? `${MARK}${String(v)}` : v,
-  ).replace(NON_FINITE, '$1');
+    typeof v === 'number' && !Number.isFinite(v) ? `${mark}${String(v)}` : v,
+  ).replace(new RegExp(`"${mark}(NaN|Infinity|-Infinity)"`, 'g'), '$1');
 }
 
 /** A whole native JSONL file: one line per trajectory, each ending in a newline. */

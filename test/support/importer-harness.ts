@@ -94,7 +94,7 @@ export async function checkImporterSnapshot(file: string, opts: ImporterSnapshot
     await expectSameUnderNeutralName(run, opts, tmp);
     const name = opts.name ?? path.relative(FIXTURES_DIR, path.resolve(file));
     if (name.startsWith('..')) throw new Error(`${file} is outside test/fixtures: give the snapshot a name`);
-    const snapshot = path.join(SNAPSHOT_DIR, `${name}.json`);
+    const snapshot = path.join(SNAPSHOT_DIR, `${name}.snap.json`);
     // vitest writes a missing snapshot unless CI is set; say what to do rather than "mismatched".
     if (process.env.CI && !fs.existsSync(snapshot))
       throw new Error(
