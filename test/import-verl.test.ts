@@ -1,7 +1,6 @@
 // verl agent-loop outputs (JSONL) and verl's rollout_data_dir dump (text only): every fixture
 // through the importer harness (detection, model integrity, file snapshot, native round trip),
 // then field by field, planted faults at their tokens, malformed records by file, line and field.
-import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { analyzeTrajectory } from '../server/pipeline.ts';
