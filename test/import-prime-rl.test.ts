@@ -85,12 +85,13 @@ describe('prime-rl fixtures', () => {
     }
   });
 
-  // Ids and step/rank come from the path (`<run>/rollouts/step_<n>/rank_<r>.bin`), so they change under a neutral name.
-  it.each([MAIN, REFS, SAMPLES])('%s through the importer harness', async (name) => {
-    const { loaded } = await checkImporterSnapshot(path.join(FIXTURE_DIR, name), {
-      format: 'prime-rl',
-      fromName: ['id', 'meta.step', 'meta.rank'],
-    });
+  // Ids, step and rank come from the path (`[<run>/rollouts/]step_<n>/rank_<r>.bin`): a neutral name changes them.
+  it.each([
+    [MAIN, ['id', 'meta.step', 'meta.rank']],
+    [REFS, ['id', 'meta.step', 'meta.rank']],
+    [SAMPLES, ['id', 'meta.rank']],
+  ])('%s through the importer harness', async (name, fromName) => {
+    const { loaded } = await checkImporterSnapshot(path.join(FIXTURE_DIR, name), { format: 'prime-rl', fromName });
     expect(loaded.trajectories).toHaveLength(fixture(name).samples.length);
   });
 

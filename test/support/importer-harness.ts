@@ -128,9 +128,22 @@ async function expectSameUnderNeutralName(run: ImporterRun, opts: ImporterSnapsh
   expect(comparable(again.trajectories, neutral), 'same trajectories under a neutral name').toEqual(
     comparable(run.loaded.trajectories, run.file),
   );
+  // A field declared as taken from the name must really change with it, or the declaration hides nothing.
+  for (const field of opts.fromName ?? []) {
+    const values = (ts: readonly Trajectory[]) => ts.map((t) => JSON.stringify(getPath(t, field)));
+    expect(values(again.trajectories), `${field} is declared to come from the file name`).not.toEqual(
+      values(run.loaded.trajectories),
+    );
+  }
   const errorsOf = (l: LoadedFile) =>
     l.errors.map((e) => ({ ...e, file: '<file>', message: scrub(e.message, l.file) }));
   expect(errorsOf(again), 'same read errors under a neutral name').toEqual(errorsOf(run.loaded));
+}
+
+function getPath(obj: unknown, dotted: string): unknown {
+  let at = obj;
+  for (const k of dotted.split('.')) at = (at as Record<string, unknown> | undefined)?.[k];
+  return at;
 }
 
 function deletePath(obj: unknown, dotted: string) {
