@@ -1,13 +1,12 @@
-// Agent Lightning triplets and events: both generations' shapes imported and checked field by
-// field against the generator's conversations (real tokenizer and template), aggregated by the
-// strict prefix rule with breaks kept, planted faults found, bad records reported.
+// Agent Lightning triplets and events: every fixture through the importer harness (detection,
+// model integrity, file snapshot, native round trip); both generations' shapes imported and
+// checked field by field against the generator's conversations (real tokenizer and template),
+// aggregated by the strict prefix rule with breaks kept, planted faults found, bad records reported.
 import fs from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadProfile } from '../server/profiles/profile.ts';
-import { loadFile } from '../server/import/index.ts';
 import { agentLightningImporter } from '../server/import/agent-lightning.ts';
-import { analyzeTrajectory } from '../server/pipeline.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
 import { parseJson } from '../server/import/records.ts';
 import type { Message, Trajectory } from '../server/model/trajectory.ts';
@@ -23,6 +22,7 @@ import {
   type ConversationName,
   type ImageName,
 } from './fixtures/generate-vllm.ts';
+import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const { eos: EOS } = profile.special;
@@ -37,17 +37,15 @@ beforeAll(async () => {
 }, 60_000);
 
 const fixture = (name: string) => path.join(AGL_DIR, name);
-async function load(name: string) {
-  const loaded = await loadFile(fixture(name));
-  expect(loaded.format).toBe('agent-lightning');
-  return loaded;
-}
+/** The file as `loadFile` reads it (loaded and checked once, shared with the harness). */
+const load = async (name: string) => (await importerRun(fixture(name))).loaded;
 const byId = (ts: readonly Trajectory[], id: string) => {
   const t = ts.find((x) => x.id === id);
   if (!t) throw new Error(`no trajectory "${id}" among ${ts.map((x) => x.id).join(', ')}`);
   return t;
 };
-const analyze = (t: Trajectory) => analyzeTrajectory(t, {}, [AGL_DIR]);
+/** The pipeline's analysis of a loaded trajectory, from the same run. */
+const analyze = async (t: Trajectory) => (await importerRun(t.source.file)).byId(t.id);
 const boundaryAt = (t: Trajectory) => t.turns[0]!.promptIds!.length + t.turns[0]!.generatedIds!.length;
 
 function expectTurns(
@@ -68,10 +66,22 @@ function expectTurns(
   });
 }
 
+describe('every Agent Lightning fixture through the importer harness', () => {
+  it.each([
+    'triplets-v02.jsonl',
+    'triplets.json',
+    'rollout-v02.json',
+    'events-triplet.json',
+    'completed-rollouts.jsonl',
+    'malformed.jsonl',
+  ])('%s', async (name) => {
+    await checkImporterSnapshot(fixture(name), { format: 'agent-lightning' });
+  });
+});
+
 describe('v0.2 triplets, one per line', () => {
   it('chains the interleaved triplets of two conversations by the strict prefix rule', async () => {
-    const { trajectories: ts, errors } = await load('triplets-v02.jsonl');
-    expect(errors).toEqual([]);
+    const { trajectories: ts } = await load('triplets-v02.jsonl');
     expect(ts.map((t) => [t.id, t.source.lines, t.meta?.groupedBy, t.reward])).toEqual([
       ['line 1', [1, 3, 5], 'strict prefix chain', 1.0],
       ['line 2', [2, 4], 'strict prefix chain', 0.0],
@@ -108,8 +118,7 @@ describe('v0.2 triplets, one per line', () => {
 
 describe('a JSON array of triplets', () => {
   it('is one trajectory; the missing newline after <|im_end|> is found', async () => {
-    const { trajectories: ts, errors } = await load('triplets.json');
-    expect(errors).toEqual([]);
+    const { trajectories: ts } = await load('triplets.json');
     expect(ts.map((t) => [t.id, t.turns.length, t.reward])).toEqual([['line 1', 2, 0.5]]);
     expectTurns(ts[0]!, conv['missing-newline']);
     const at = boundaryAt(ts[0]!);
@@ -123,8 +132,7 @@ describe('a JSON array of triplets', () => {
 
 describe('a v0.2 rollout object with triplets', () => {
   it('takes the rollout id and final reward; the wrong pad count breaks the chain, is attached and found', async () => {
-    const { trajectories: ts, errors } = await load('rollout-v02.json');
-    expect(errors).toEqual([]);
+    const { trajectories: ts } = await load('rollout-v02.json');
     expect(ts.map((t) => [t.id, t.reward, t.meta?.groupedBy, t.meta?.attachedAfterBreak])).toEqual([
       ['ro-wrong-pads', 0.0, 'rollout, then strict prefix chain', [1]],
     ]);
@@ -151,8 +159,7 @@ describe('a v0.2 rollout object with triplets', () => {
 
 describe('GET /rollouts/{id}/events?format=triplet', () => {
   it('reads the trimmed model_request events, ignores other events, takes the reward event', async () => {
-    const { trajectories: ts, errors } = await load('events-triplet.json');
-    expect(errors).toEqual([]);
+    const { trajectories: ts } = await load('events-triplet.json');
     expect(ts.map((t) => [t.id, t.reward, t.model])).toEqual([['ro-42', 1.0, MODEL]]);
     const t = ts[0]!;
     // The trimmed events carry token ids and logprobs only.
@@ -233,8 +240,7 @@ describe('raw model_request events (the gateway stores the vLLM request and resp
 
 describe('CompletedRollout lines (current generation)', () => {
   it('one trajectory per rollout, image_urls once each, final reward; the retokenized sibling is attached by tokens alone and found', async () => {
-    const { trajectories: ts, errors } = await load('completed-rollouts.jsonl');
-    expect(errors).toEqual([]);
+    const { trajectories: ts } = await load('completed-rollouts.jsonl');
     expect(ts.map((t) => [t.id, t.source.line, t.reward, t.meta?.attachedAfterBreak])).toEqual([
       ['ro-clean', 1, 1.0, undefined],
       ['ro-sibling', 2, 0.0, [1]],

@@ -1,11 +1,11 @@
-// AReaL trajectory tensors (whole-file JSON array of [1, L] nested lists) and AReaL's rollout dump.
+// AReaL trajectory tensors (whole-file JSON array of [1, L] nested lists) and AReaL's rollout dump:
+// every fixture through the importer harness (detection, model integrity, file snapshot, native
+// round trip), then field by field, planted faults at their tokens, malformed records.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadFile } from '../server/import/index.ts';
 import { AREAL_DUMP_LIMITATION, imagePadRuns } from '../server/import/areal-dump.ts';
-import { analyzeTrajectory } from '../server/pipeline.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import type { Trajectory } from '../server/model/trajectory.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
@@ -17,21 +17,34 @@ import {
   type Fault,
   type SampleName,
 } from './fixtures/generate-trainers.ts';
+import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const DIR = path.join(FIXTURES, 'areal');
 const rel = (f: string) => path.relative(process.cwd(), f);
-const analyze = (t: Trajectory) => analyzeTrajectory(t, { workers: 0 }, [DIR]);
+/** The file as `loadFile` reads it (loaded and checked once, shared with the harness). */
+const load = async (file: string) => (await importerRun(file)).loaded;
+/** The pipeline's analysis of a loaded trajectory, from the same run. */
+const analyze = async (t: Trajectory) => (await importerRun(t.source.file)).byId(t.id);
 type Rows = number[][];
+
+describe('every AReaL fixture through the importer harness', () => {
+  it.each([
+    ['trajectories.json', 'areal'],
+    [path.join('rollout', '4', '17.jsonl'), 'areal-dump'],
+    [path.join('rollout', '3', '18.jsonl'), 'areal-dump'],
+    ['malformed.jsonl', 'areal'],
+  ] as const)('%s', async (name, format) => {
+    await checkImporterSnapshot(rel(path.join(DIR, name)), { format });
+  });
+});
 
 describe('AReaL trajectories', () => {
   const file = path.join(DIR, 'trajectories.json');
   const raw = () => JSON.parse(fs.readFileSync(file, 'utf8')) as Record<string, unknown>[];
 
   it('imports every [1, L] tensor field by field, masks and logprobs over the full sequence', async () => {
-    const loaded = await loadFile(rel(file));
-    expect(loaded.errors).toEqual([]);
-    expect(loaded.format).toBe('areal');
+    const loaded = await load(rel(file));
     const rs = raw();
     // Samples of one task are numbered in order, as the rollout dump's sample_idx.
     expect(loaded.trajectories.map((t) => t.id)).toEqual([
@@ -68,7 +81,7 @@ describe('AReaL trajectories', () => {
   });
 
   it('turn 0 is everything before the first trained token; observations are the zero runs between', async () => {
-    const [multi] = (await loadFile(rel(file))).trajectories;
+    const [multi] = (await load(rel(file))).trajectories;
     const mask = multi!.sample!.lossMask!;
     const tokens = multi!.sample!.tokens;
     expect(multi!.turns).toHaveLength(3);
@@ -82,7 +95,7 @@ describe('AReaL trajectories', () => {
   });
 
   it('mm_token_type_ids runs cover the pad runs; clean samples check clean; every planted fault is found', async () => {
-    const loaded = await loadFile(rel(file));
+    const loaded = await load(rel(file));
     for (const [i, name] of SAMPLE_NAMES.entries()) {
       const t = loaded.trajectories[i]!;
       const types = t.sample!.mmTokenTypeIds!;
@@ -132,7 +145,12 @@ describe('AReaL trajectories', () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-areal-'));
     const f = path.join(tmp, 'batch.jsonl');
     fs.writeFileSync(f, JSON.stringify(two) + '\n');
-    const loaded = await loadFile(f);
+    // Ids of records without a task_id come from the file name.
+    const { loaded } = await checkImporterSnapshot(f, {
+      format: 'areal',
+      name: 'areal/two-row-batch.jsonl',
+      fromName: ['id'],
+    });
     expect(loaded.errors).toEqual([]);
     expect(loaded.trajectories.map((t) => [t.id, t.sample!.tokens.length, t.reward, t.meta?.row])).toEqual([
       ['batch:1/0', rowA.length, 1, 0],
@@ -147,9 +165,7 @@ describe('AReaL trajectories', () => {
 describe("AReaL's rollout dump", () => {
   it('loads as text with its limitations; seqlen, prompt_len and versions recorded as stated', async () => {
     const file = path.join(DIR, 'rollout', '4', '17.jsonl');
-    const loaded = await loadFile(rel(file));
-    expect(loaded.errors).toEqual([]);
-    expect(loaded.format).toBe('areal-dump');
+    const loaded = await load(rel(file));
     const lines = fs
       .readFileSync(file, 'utf8')
       .trim()
@@ -179,9 +195,9 @@ describe("AReaL's rollout dump", () => {
   });
 
   it('agrees with the trajectories it was dumped from: seqlen, prompt_len = seqlen − sum(mask), pad runs', async () => {
-    const dump = (await loadFile(rel(path.join(DIR, 'rollout', '4', '17.jsonl')))).trajectories;
-    const single = (await loadFile(rel(path.join(DIR, 'rollout', '3', '18.jsonl')))).trajectories;
-    const full = (await loadFile(rel(path.join(DIR, 'trajectories.json')))).trajectories;
+    const dump = (await load(rel(path.join(DIR, 'rollout', '4', '17.jsonl')))).trajectories;
+    const single = (await load(rel(path.join(DIR, 'rollout', '3', '18.jsonl')))).trajectories;
+    const full = (await load(rel(path.join(DIR, 'trajectories.json')))).trajectories;
     const byName = new Map(SAMPLE_NAMES.map((n, i) => [n, full[i]!]));
     const dumped = [...dump, ...single];
     // rollout/4/17.jsonl holds task 17's samples in order, rollout/3/18.jsonl the single-turn one.
@@ -204,7 +220,7 @@ describe("AReaL's rollout dump", () => {
 describe('malformed AReaL records', () => {
   it('name the file, line and field; the readable records load', async () => {
     const file = rel(path.join(DIR, 'malformed.jsonl'));
-    const loaded = await loadFile(file);
+    const loaded = await load(file);
     expect(loaded.trajectories.map((t) => [t.id, t.source.line])).toEqual([['task-18/0', 1]]);
     expect(loaded.errors).toEqual([
       expect.objectContaining({ file, line: 2, field: 'loss_mask', message: 'loss_mask: 2 rows but input_ids has 1' }),

@@ -1,5 +1,6 @@
 // The prime-rl importer on the committed fixtures (built by test/fixtures/generate-prime-rl.ts with
-// the real tokenizer and template): field by field, through the core checks with each planted
+// the real tokenizer and template): through the importer harness (detection, model integrity,
+// file snapshot, native round trip), field by field, through the core checks with each planted
 // fault found, and on broken bytes (cut short, corrupt, wrong types, shorter/longer structs).
 import fs from 'node:fs';
 import path from 'node:path';
@@ -7,9 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { encode } from '@msgpack/msgpack';
 import { Trajectory } from '../server/model/trajectory.ts';
 import type { Finding } from '../server/model/finding.ts';
-import { loadFile } from '../server/import/index.ts';
 import { importPrimeRlBytes, msgpackValueEnd, primeRlImporter } from '../server/import/prime-rl.ts';
-import { analyzeTrajectory } from '../server/pipeline.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import {
   buildPrimeRlFixtures,
@@ -20,6 +19,7 @@ import {
   type BuiltSample,
   type PrimeRlFixture,
 } from './fixtures/generate-prime-rl.ts';
+import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const EOS = profile.special.eos;
@@ -85,19 +85,23 @@ describe('prime-rl fixtures', () => {
     }
   });
 
-  it('are recognised by file name and load through loadFile with no errors', async () => {
+  // Ids, step and rank come from the path (`[<run>/rollouts/]step_<n>/rank_<r>.bin`): a neutral name changes them.
+  it.each([
+    [MAIN, ['id', 'meta.step', 'meta.rank']],
+    [REFS, ['id', 'meta.step', 'meta.rank']],
+    [SAMPLES, ['id', 'meta.rank']],
+  ])('%s through the importer harness', async (name, fromName) => {
+    const { loaded } = await checkImporterSnapshot(path.join(FIXTURE_DIR, name), { format: 'prime-rl', fromName });
+    expect(loaded.trajectories).toHaveLength(fixture(name).samples.length);
+  });
+
+  it('are recognised by file name', async () => {
     expect(primeRlImporter.fileNamePattern!.test('rank_0.bin')).toBe(true);
     expect(primeRlImporter.fileNamePattern!.test('rank_12.bin')).toBe(true);
     expect(primeRlImporter.fileNamePattern!.test('rank_0.bin.tmp')).toBe(false);
-    for (const f of fixtures) {
-      const loaded = await loadFile(path.join(FIXTURE_DIR, f.file));
-      expect(loaded.errors).toEqual([]);
-      expect(loaded.format).toBe('prime-rl');
-      expect(loaded.trajectories).toHaveLength(f.samples.length);
-    }
     // Every run has a step_0/rank_0.bin: the run folder's name keeps the ids apart.
-    const main = await loadFile(path.join(FIXTURE_DIR, MAIN));
-    const refs = await loadFile(path.join(FIXTURE_DIR, REFS));
+    const { loaded: main } = await importerRun(path.join(FIXTURE_DIR, MAIN));
+    const { loaded: refs } = await importerRun(path.join(FIXTURE_DIR, REFS));
     expect(main.trajectories[0]!.id).toBe('prime-rl/step_0/rank_0/mb0/s0');
     expect(refs.trajectories[0]!.id).toBe('mm-refs/step_0/rank_0/mb0/s0');
   });
@@ -192,14 +196,11 @@ describe('field by field', () => {
 });
 
 describe('core checks on the imported samples', () => {
-  const roots = [FIXTURE_DIR];
-
+  /** The committed file loaded and checked (once, shared with the harness), with what the generator built. */
   async function checked(name: string) {
     const f = fixture(name);
-    const { trajectories } = importBytes(f.bytes, path.join(FIXTURE_DIR, f.file));
-    return Promise.all(
-      trajectories.map(async (t, k) => ({ built: f.samples[k]!, c: await analyzeTrajectory(t, {}, roots) })),
-    );
+    const run = await importerRun(path.join(FIXTURE_DIR, f.file));
+    return run.checked.map((c, k) => ({ built: f.samples[k]!, c }));
   }
 
   function expectPlanted(built: BuiltSample, findings: Finding[]) {

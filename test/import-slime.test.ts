@@ -1,11 +1,13 @@
-// slime / vime Sample records: JSONL, the debug-dump wrapper, malformed lines; and the sniffing
-// of all five trainer formats (slime, verl, verl-dump, AReaL, AReaL dump) against each other.
+// slime / vime Sample records: every fixture through the importer harness (detection, model
+// integrity, file snapshot, native round trip); then JSONL, the debug-dump wrapper and malformed
+// lines field by field; and the sniffing of all five trainer formats (slime, verl, verl-dump,
+// AReaL, AReaL dump) against each other.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadFile, IMPORTERS } from '../server/import/index.ts';
-import { analyzeTrajectory, checkPaths } from '../server/pipeline.ts';
+import { checkPaths } from '../server/pipeline.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import type { Trajectory } from '../server/model/trajectory.ts';
 import { turnsFromMask } from '../server/import/turns-from-mask.ts';
@@ -18,15 +20,23 @@ import {
   type Fault,
 } from './fixtures/generate-trainers.ts';
 import { jsonlRecords } from './support/jsonl.ts';
+import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const DIR = path.join(FIXTURES, 'slime');
 const rel = (f: string) => path.relative(process.cwd(), f);
 const records = jsonlRecords;
 
-async function analyze(t: Trajectory) {
-  return analyzeTrajectory(t, { workers: 0 }, [DIR]);
-}
+/** The file as `loadFile` reads it (loaded and checked once, shared with the harness). */
+const load = async (file: string) => (await importerRun(file)).loaded;
+/** The pipeline's analysis of a loaded trajectory, from the same run. */
+const analyze = async (t: Trajectory) => (await importerRun(t.source.file)).byId(t.id);
+
+describe('every slime fixture through the importer harness', () => {
+  it.each(['samples.jsonl', path.join('rollout_data', '3.json'), 'malformed.jsonl'])('%s', async (name) => {
+    await checkImporterSnapshot(rel(path.join(DIR, name)), { format: 'slime' });
+  });
+});
 
 /** Every token of a turn stream is accounted for once: prompts extend one another, the last turn ends the sample. */
 function expectTurnsCover(t: Trajectory, mask: readonly number[], logprobs: readonly number[]) {
@@ -87,9 +97,7 @@ describe('slime Sample JSONL', () => {
   const file = path.join(DIR, 'samples.jsonl');
 
   it('imports every sample field by field', async () => {
-    const loaded = await loadFile(rel(file));
-    expect(loaded.errors).toEqual([]);
-    expect(loaded.format).toBe('slime');
+    const loaded = await load(rel(file));
     const raw = records(file);
     expect(loaded.trajectories.map((t) => t.id)).toEqual(SAMPLE_NAMES.map((_, i) => `sample-${i}`));
     loaded.trajectories.forEach((t, i) => {
@@ -121,7 +129,7 @@ describe('slime Sample JSONL', () => {
   });
 
   it('derives the turns from the mask runs: prompts, generated ids with their logprobs, observations', async () => {
-    const loaded = await loadFile(rel(file));
+    const loaded = await load(rel(file));
     const [multi, single] = loaded.trajectories;
     const raw = records(file);
     expect(multi!.turns).toHaveLength(3);
@@ -147,7 +155,7 @@ describe('slime Sample JSONL', () => {
   });
 
   it('clean samples check clean; every planted fault is found with its kind, cause and index', async () => {
-    const loaded = await loadFile(rel(file));
+    const loaded = await load(rel(file));
     for (const [i, name] of SAMPLE_NAMES.entries()) {
       const t = loaded.trajectories[i]!;
       const { findings, trajectory } = await analyze(t);
@@ -182,9 +190,7 @@ describe('slime debug-dump wrapper {"rollout_id", "samples"}', () => {
   const file = path.join(DIR, 'rollout_data', '3.json');
 
   it('reads the whole-file JSON, keeps the rollout id, takes a string prompt as text only', async () => {
-    const loaded = await loadFile(rel(file));
-    expect(loaded.errors).toEqual([]);
-    expect(loaded.format).toBe('slime');
+    const loaded = await load(rel(file));
     const wrapper = JSON.parse(fs.readFileSync(file, 'utf8')) as {
       rollout_id: number;
       samples: Record<string, unknown>[];
@@ -204,7 +210,7 @@ describe('slime debug-dump wrapper {"rollout_id", "samples"}', () => {
   });
 
   it('finds the duplicated <|im_end|> in the wrapped sample, and nothing in the clean ones', async () => {
-    const loaded = await loadFile(rel(file));
+    const loaded = await load(rel(file));
     for (const [i, name] of WRAPPER_SAMPLES.entries()) {
       const t = loaded.trajectories[i]!;
       const { findings } = await analyze(t);
@@ -219,7 +225,7 @@ describe('slime debug-dump wrapper {"rollout_id", "samples"}', () => {
 describe('malformed slime records', () => {
   it('name the file, line and field; the readable records load; a truncated last line is reported', async () => {
     const file = rel(path.join(DIR, 'malformed.jsonl'));
-    const loaded = await loadFile(file);
+    const loaded = await load(file);
     expect(loaded.trajectories.map((t) => [t.id, t.source.line])).toEqual([
       ['sample-0', 1],
       ['sample-5', 6],
@@ -280,9 +286,8 @@ describe('trainer formats are told apart by structure', () => {
     }
   });
 
-  it('detection picks the format from the structure; a file of none lists why each did not match', async () => {
-    for (const [name, file] of Object.entries(fixtures))
-      expect((await loadFile(file)).format, name).toBe(name.replace('-wrapper', ''));
+  // That detection picks each of these formats by structure, under a neutral file name, is the harness's check.
+  it('a file of none of the formats lists why each did not match', async () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-sniff-'));
     const file = path.join(tmp, 'other.jsonl');
     fs.writeFileSync(file, JSON.stringify({ prompt_ids: [1], response_ids: [2], image_urls: [] }) + '\n');

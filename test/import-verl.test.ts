@@ -1,8 +1,8 @@
-// verl agent-loop outputs (JSONL) and verl's rollout_data_dir dump (text only).
-import fs from 'node:fs';
+// verl agent-loop outputs (JSONL) and verl's rollout_data_dir dump (text only): every fixture
+// through the importer harness (detection, model integrity, file snapshot, native round trip),
+// then field by field, planted faults at their tokens, malformed records by file, line and field.
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadFile } from '../server/import/index.ts';
 import { analyzeTrajectory } from '../server/pipeline.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { Trajectory } from '../server/model/trajectory.ts';
@@ -17,20 +17,32 @@ import {
   type Fault,
 } from './fixtures/generate-trainers.ts';
 import { jsonlRecords } from './support/jsonl.ts';
+import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const DIR = path.join(FIXTURES, 'verl');
 const rel = (f: string) => path.relative(process.cwd(), f);
 const records = jsonlRecords;
-const analyze = (t: Trajectory) => analyzeTrajectory(t, { workers: 0 }, [DIR]);
+/** The file as `loadFile` reads it (loaded and checked once, shared with the harness). */
+const load = async (file: string) => (await importerRun(file)).loaded;
+/** The pipeline's analysis of a loaded trajectory, from the same run. */
+const analyze = async (t: Trajectory) => (await importerRun(t.source.file)).byId(t.id);
+
+describe('every verl fixture through the importer harness', () => {
+  it.each([
+    ['agent_loop.jsonl', 'verl'],
+    [path.join('rollout_data', '12.jsonl'), 'verl-dump'],
+    ['malformed.jsonl', 'verl'],
+  ] as const)('%s', async (name, format) => {
+    await checkImporterSnapshot(rel(path.join(DIR, name)), { format });
+  });
+});
 
 describe('verl agent-loop output', () => {
   const file = path.join(DIR, 'agent_loop.jsonl');
 
   it('imports every record field by field', async () => {
-    const loaded = await loadFile(rel(file));
-    expect(loaded.errors).toEqual([]);
-    expect(loaded.format).toBe('verl');
+    const loaded = await load(rel(file));
     const raw = records(file);
     expect(loaded.trajectories.map((t) => t.id)).toEqual(SAMPLE_NAMES.map((n) => `req-${n}`));
     loaded.trajectories.forEach((t, i) => {
@@ -65,7 +77,7 @@ describe('verl agent-loop output', () => {
   });
 
   it('turns come from response_mask: prompt_ids is turn 0, generated runs carry their logprobs', async () => {
-    const loaded = await loadFile(rel(file));
+    const loaded = await load(rel(file));
     const raw = records(file);
     const multi = loaded.trajectories[0]!;
     const r = raw[0]!;
@@ -86,7 +98,7 @@ describe('verl agent-loop output', () => {
   });
 
   it('clean records check clean; every planted fault is found with its kind, cause and index', async () => {
-    const loaded = await loadFile(rel(file));
+    const loaded = await load(rel(file));
     for (const [i, name] of SAMPLE_NAMES.entries()) {
       const t = loaded.trajectories[i]!;
       const { findings, trajectory } = await analyze(t);
@@ -109,11 +121,11 @@ describe('verl agent-loop output', () => {
   });
 
   it("the images' own max_pixels are what make the pad runs right", async () => {
-    const clean = (await loadFile(rel(file))).trajectories[1]!;
+    const clean = (await load(rel(file))).trajectories[1]!;
     const pads = padRuns(clean.sample!.tokens, profile.special);
     expect(pads.map((p) => p.length)).toEqual([234]); // 640×480 under max_pixels 200704
     const withoutSettings = Trajectory.parse({ ...clean, images: clean.images.map((img) => ({ url: img.url })) });
-    const { findings } = await analyze(withoutSettings);
+    const { findings } = await analyzeTrajectory(withoutSettings, { workers: 0 }, [DIR]);
     // The model default (391 pads) disagrees with the run; the stored grid agrees with it, so a warning.
     expect(findings).toContainEqual(
       expect.objectContaining({
@@ -131,9 +143,7 @@ describe("verl's rollout_data_dir dump", () => {
   const file = path.join(DIR, 'rollout_data', '12.jsonl');
 
   it('loads as text with its limitations stated; no check can run and none pretends to', async () => {
-    const loaded = await loadFile(rel(file));
-    expect(loaded.errors).toEqual([]);
-    expect(loaded.format).toBe('verl-dump');
+    const loaded = await load(rel(file));
     const raw = records(file);
     expect(loaded.trajectories).toHaveLength(SAMPLE_NAMES.length);
     for (const [i, t] of loaded.trajectories.entries()) {
@@ -158,8 +168,8 @@ describe("verl's rollout_data_dir dump", () => {
   });
 
   it('the dump is the decoded agent-loop output: same text, no ids', async () => {
-    const dump = (await loadFile(rel(file))).trajectories;
-    const full = (await loadFile(rel(path.join(DIR, 'agent_loop.jsonl')))).trajectories;
+    const dump = (await load(rel(file))).trajectories;
+    const full = (await load(rel(path.join(DIR, 'agent_loop.jsonl')))).trajectories;
     for (const [i, t] of full.entries()) {
       const responseIds = t.sample!.tokens.slice(t.sample!.tokens.length - t.sample!.responseLength!);
       expect(dump[i]!.turns[0]!.generatedText).toBe(await profile.tokenizer.decode(responseIds, true));
@@ -171,7 +181,7 @@ describe('malformed verl records', () => {
   const file = rel(path.join(DIR, 'malformed.jsonl'));
 
   it('name the file, line and field; the readable records load', async () => {
-    const loaded = await loadFile(file);
+    const loaded = await load(file);
     expect(loaded.trajectories[0]!.source.line).toBe(1);
     const broken = loaded.errors.filter((e) => e.line !== 5);
     expect(broken).toEqual([
@@ -192,7 +202,7 @@ describe('malformed verl records', () => {
   });
 
   it("Python's NaN logprob (json.dumps writes it bare) loads and is an invalid_value finding, not a read error", async () => {
-    const loaded = await loadFile(file);
+    const loaded = await load(file);
     expect(loaded.errors.filter((e) => e.line === 5)).toEqual([]);
     expect(loaded.trajectories.map((t) => t.source.line)).toEqual([1, 5]);
     const nan = loaded.trajectories[1]!;

@@ -1,12 +1,11 @@
-// vLLM call logs: every fixture shape imported and checked field by field against the
+// vLLM call logs: every fixture through the importer harness (detection, model integrity, file
+// snapshot, native round trip), then imported and checked field by field against the
 // conversations the generator built with the real tokenizer and template; the planted faults
 // found by the core checks at the right token; bad lines reported by file, line and field.
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadProfile } from '../server/profiles/profile.ts';
-import { loadFile } from '../server/import/index.ts';
-import { analyzeTrajectory } from '../server/pipeline.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
 import { CheckReport } from '../server/cli/check.ts';
 import { chainCalls } from '../server/import/chain.ts';
@@ -24,6 +23,7 @@ import {
   type ConversationName,
   type ImageName,
 } from './fixtures/generate-vllm.ts';
+import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const { eos: EOS, imStart: IM_START, imagePad: PAD } = profile.special;
@@ -37,17 +37,28 @@ beforeAll(async () => {
 }, 60_000);
 
 const fixture = (name: string) => path.join(VLLM_DIR, name);
-async function load(name: string) {
-  const loaded = await loadFile(fixture(name));
-  expect(loaded.format).toBe('vllm');
-  return loaded;
-}
+/** The file as `loadFile` reads it (loaded and checked once, shared with the harness). */
+const load = async (name: string) => (await importerRun(fixture(name))).loaded;
 const byId = (ts: readonly Trajectory[], id: string) => {
   const t = ts.find((x) => x.id === id);
   if (!t) throw new Error(`no trajectory "${id}" among ${ts.map((x) => x.id).join(', ')}`);
   return t;
 };
-const analyze = (t: Trajectory) => analyzeTrajectory(t, {}, [VLLM_DIR]);
+/** The pipeline's analysis of a loaded trajectory, from the same run. */
+const analyze = async (t: Trajectory) => (await importerRun(t.source.file)).byId(t.id);
+
+describe('every vLLM fixture through the importer harness', () => {
+  it.each([
+    'chat-by-id.jsonl',
+    'chat-chained.jsonl',
+    'completions.jsonl',
+    'token-ids-as-strings.jsonl',
+    'tito.jsonl',
+    'malformed.jsonl',
+  ])('%s', async (name) => {
+    await checkImporterSnapshot(fixture(name), { format: 'vllm' });
+  });
+});
 
 /** Imported turns against the generator's: ids, logprobs, finish reasons, answer text, messages. */
 function expectTurns(
@@ -74,8 +85,7 @@ const boundaryAt = (t: Trajectory) => t.turns[0]!.promptIds!.length + t.turns[0]
 
 describe('chat completions grouped by the ids the logger added', () => {
   it('three interleaved conversations become three trajectories, each by its own id field', async () => {
-    const { trajectories: ts, errors } = await load('chat-by-id.jsonl');
-    expect(errors).toEqual([]);
+    const { trajectories: ts } = await load('chat-by-id.jsonl');
     expect(ts.map((t) => [t.id, t.source.line, t.source.lines, t.meta?.groupedBy])).toEqual([
       ['geo-clean', 1, [1, 4, 7], 'trajectory_id'],
       ['sess-dup-eos', 2, [2, 5], 'request.metadata.session_id'],
@@ -148,8 +158,7 @@ describe('chat completions grouped by the ids the logger added', () => {
 
 describe('chat completions without ids: prefix chaining', () => {
   it('chains calls whose prompt extends an earlier prompt ⧺ generation; n = 2 gives one trajectory per choice', async () => {
-    const { trajectories: ts, errors } = await load('chat-chained.jsonl');
-    expect(errors).toEqual([]);
+    const { trajectories: ts } = await load('chat-chained.jsonl');
     expect(ts.map((t) => [t.id, t.source.lines ?? [t.source.line], t.turns.length, t.meta?.groupedBy])).toEqual([
       ['line 1', [1, 6, 8], 3, 'prefix chain'],
       ['line 2', [2, 4], 2, 'prefix chain'],
@@ -213,8 +222,7 @@ describe('chat completions without ids: prefix chaining', () => {
 
 describe('completions', () => {
   it('reads prompt and generated ids inside each choice and the legacy logprobs; chained, clean', async () => {
-    const { trajectories: ts, errors } = await load('completions.jsonl');
-    expect(errors).toEqual([]);
+    const { trajectories: ts } = await load('completions.jsonl');
     expect(ts).toHaveLength(1);
     expect(ts[0]!.source.lines).toEqual([1, 2]);
     expectTurns(ts[0]!, conv.text, { messages: false });
@@ -225,8 +233,7 @@ describe('completions', () => {
 
 describe('return_tokens_as_token_ids', () => {
   it('takes the generated ids from "token_id:N" logprob tokens; no prompt ids, so the prompt is rendered with the stated max_pixels', async () => {
-    const { trajectories: ts, errors } = await load('token-ids-as-strings.jsonl');
-    expect(errors).toEqual([]);
+    const { trajectories: ts } = await load('token-ids-as-strings.jsonl');
     expect(ts.map((t) => [t.id, t.meta?.groupedBy])).toEqual([['ro-token-strings', 'metadata.rollout_id']]);
     const t = ts[0]!;
     expectTurns(t, conv.truncated, { prompts: false });
@@ -243,8 +250,7 @@ describe('return_tokens_as_token_ids', () => {
 
 describe('token-in/token-out: render result + /inference/v1/generate', () => {
   it('reads GenerateRequest ids and features.mm_placeholders, and the [conversation, engine_prompts] variant', async () => {
-    const { trajectories: ts, errors } = await load('tito.jsonl');
-    expect(errors).toEqual([]);
+    const { trajectories: ts } = await load('tito.jsonl');
     expect(ts.map((t) => [t.id, t.source.lines])).toEqual([
       ['line 1', [1, 3, 5]],
       ['line 2', [2, 4]],

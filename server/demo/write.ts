@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { TrainingSample, Trajectory as TrajectoryType } from '../model/trajectory.ts';
 import { Trajectory } from '../model/trajectory.ts';
+import { nativeJsonLine } from '../model/native-jsonl.ts';
 import { loadProfile, type ModelProfile } from '../profiles/profile.ts';
 import { imageTokens } from '../analysis/image-math.ts';
 import { buildTrajectory, trainingSample, type Script } from './build.ts';
@@ -42,7 +43,7 @@ export async function writeDemoRun(dir: string): Promise<{ files: string[]; traj
   const images = await renderImages();
   const native = DEMO_SCENARIOS.filter((s) => (s.recordedAs ?? 'native') === 'native');
   const vllm = DEMO_SCENARIOS.filter((s) => s.recordedAs === 'vllm');
-  const nativeLines = await Promise.all(native.map(async (s, i) => toJsonLine(await buildScenario(s, i + 1))));
+  const nativeLines = await Promise.all(native.map(async (s, i) => nativeJsonLine(await buildScenario(s, i + 1))));
   const vllmLines = (
     await Promise.all(vllm.map(async (s) => await vllmCallLines(s, await buildScenario(s, 1))))
   ).flat();
@@ -249,14 +250,4 @@ function seedOf(id: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193) >>> 0;
   return h;
-}
-
-const NAN_MARK = '__rollscope_demo_NaN__';
-
-/** One JSONL record. NaN is written as the bare `NaN` that Python's json module writes and rollscope reads. */
-function toJsonLine(t: TrajectoryType): string {
-  return JSON.stringify(t, (_k, v: unknown) => (typeof v === 'number' && Number.isNaN(v) ? NAN_MARK : v)).replaceAll(
-    `"${NAN_MARK}"`,
-    'NaN',
-  );
 }
