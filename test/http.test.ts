@@ -102,6 +102,32 @@ describe('one trajectory', () => {
     });
   });
 
+  it("each finding says where to see it, and its diff diverges at the finding's token", async () => {
+    const d = TrajectoryDetail.parse((await get(`/api/trajectories/${IDS.duplicatedEos}`)).body);
+    const prefix = d.findings.find((f) => f.kind === 'prefix_break')!;
+    expect(prefix.target).toEqual({ view: 'diff', a: 'prompt', b: 'prompt', turn: 1, side: 'b', token: prefix.index });
+    const rerender = d.findings.find((f) => f.kind === 'rerender_mismatch')!;
+    expect(rerender.target).toMatchObject({ view: 'diff', a: 'canonical', b: 'rerender', side: 'a' });
+    // The diff the server points at is built from the same expected stream as the check.
+    for (const f of [prefix, rerender]) {
+      const t = f.target!;
+      if (t.view !== 'diff') throw new Error('expected a diff target');
+      const diff = DiffResult.parse(
+        (await get(`/api/trajectories/${IDS.duplicatedEos}/diff?a=${t.a}&b=${t.b}&turn=${t.turn}`)).body,
+      );
+      expect(t.side === 'a' ? diff.divergence?.aIndex : diff.divergence?.bIndex, f.kind).toBe(f.index);
+    }
+    // A finding no diff shows opens its own stream at its token.
+    const pads = TrajectoryDetail.parse((await get(`/api/trajectories/${IDS.wrongPads}`)).body);
+    const count = pads.findings.find((f) => f.kind === 'placeholder_count')!;
+    expect(count.target).toEqual({
+      view: 'stream',
+      stream: count.stream,
+      turn: count.stream === 'prompt' ? count.turn : -1,
+      token: count.index >= 0 ? count.index : null,
+    });
+  });
+
   it('the stream has visible pieces, mask, logprobs, turn marks and vision spans', async () => {
     const s = TokenStream.parse((await get(`/api/trajectories/${IDS.clean}/stream?name=canonical`)).body);
     // One piece per distinct id, whitespace made visible.
@@ -121,7 +147,14 @@ describe('one trajectory', () => {
     expect(s.lossMask![gen.index - 1]).toBe(0);
     expect(s.logprobs![gen.index]).toBeLessThan(0);
     expect(s.vision).toHaveLength(1);
-    expect(s.vision[0]).toMatchObject({ image: 0, padLength: 391, expectedPads: 391, gridThw: [1, 34, 46] });
+    // One row of pads per row of merged cells: grid_w / merge_size = 46 / 2.
+    expect(s.vision[0]).toMatchObject({
+      image: 0,
+      padLength: 391,
+      expectedPads: 391,
+      gridThw: [1, 34, 46],
+      cellsWide: 23,
+    });
   });
 
   it('a stream cut inside its image shows the open span and the expected count', async () => {
@@ -170,6 +203,9 @@ describe('one trajectory', () => {
       '/api/trajectories/nope',
       `/api/trajectories/${IDS.clean}/images/7`,
       `/api/trajectories/${IDS.clean}/stream?name=sample`,
+      `/api/trajectories/${IDS.clean}/images/first`,
+      `/api/trajectories/${IDS.clean}/nothing`,
+      '/api/trajectories/nope/stream',
       '/api/nothing',
     ]) {
       const r = await get(p);
@@ -211,9 +247,9 @@ describe('boundaries', () => {
   it('serves the app folder and nothing outside it', async () => {
     const port = Number(new URL(server.url).port);
     expect((await rawGet(port, '/', `127.0.0.1:${port}`)).body).toContain('<title>app</title>');
-    const escape = await rawGet(port, '/..%2f..%2f..%2fetc%2fpasswd', `127.0.0.1:${port}`);
-    expect(escape.status).toBe(404);
-    expect(escape.body).not.toContain('root:');
+    const outside = await rawGet(port, '/..%2f..%2f..%2fetc%2fpasswd', `127.0.0.1:${port}`);
+    expect(outside.status).toBe(404);
+    expect(outside.body).not.toContain('root:');
   });
 });
 
