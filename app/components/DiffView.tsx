@@ -3,8 +3,8 @@
 import { useEffect, useMemo, useRef } from 'react';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
 import type { DiffResult, TrajectoryDetail } from '../../server/http/api.ts';
-import { useRoute, type Params } from '../stores/route.ts';
-import { diffKey, useTrajectory } from '../stores/trajectory.ts';
+import { useSetParams, type Params } from '../stores/route.ts';
+import { useDiff, useLoadDiff } from '../stores/trajectory.ts';
 import { causeLabel } from './labels.ts';
 import { isSpecial, pieceAt } from './TokenStreamView.tsx';
 
@@ -32,13 +32,13 @@ function rowState(d: DiffResult, r: number, aEndRow: number): 'eq' | 'del' | 'in
 }
 
 export function DiffView({ detail, params }: { detail: TrajectoryDetail; params: Params }) {
-  const setParams = useRoute((r) => r.set);
-  const { diffs, loadDiff } = useTrajectory();
+  const setParams = useSetParams();
+  const loadDiff = useLoadDiff();
   const fallback = detail.diffs[0];
   const a = params.a ?? fallback?.a ?? 'canonical';
   const b = params.b ?? fallback?.b ?? 'rerender';
   const turn = params.dturn !== undefined ? Number(params.dturn) : a === 'prompt' ? (fallback?.turn ?? 1) : 0;
-  const d = diffs[diffKey(a, b, turn)];
+  const d = useDiff(a, b, turn);
   const token = params.token !== undefined ? Number(params.token) : -1;
   const side = params.side === 'a' ? 'a' : 'b';
 
@@ -131,7 +131,7 @@ export function DiffBody({
         <div className="divergence" data-testid="divergence">
           <div className="div-head">
             <span className="div-title">First divergence: {causeLabel(d.divergence.cause)}</span>
-            <button className="jump" data-testid="first-divergence" onClick={jump}>
+            <button type="button" className="jump" data-testid="first-divergence" onClick={jump}>
               ⤓ Jump to first divergence
             </button>
           </div>

@@ -1,10 +1,10 @@
 // Export from the overview: the current filter or the ticked trajectories become a training batch
 // (the same export as `rollscope export`), with a progress bar while the server re-checks them,
 // then the batch downloads and its manifest and rejects are offered beside it.
-import { useEffect, useState } from 'react';
+import { useEffect, useRef, useState } from 'react';
 import type { ExportJob, ListFilter } from '../../server/http/api.ts';
-import { useExport } from '../stores/export.ts';
-import { useSelection } from '../stores/selection.ts';
+import { useExportActions, useExportError, useExportJob } from '../stores/export.ts';
+import { usePicked } from '../stores/selection.ts';
 import { causeLabel, kindLabel } from './labels.ts';
 import './Export.css';
 
@@ -115,20 +115,22 @@ function Done({ job }: { job: ExportJob }) {
 }
 
 export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: number }) {
-  const { job, error, hide, start, cancel, reset } = useExport();
-  const selected = useSelection((s) => s.ids);
+  const job = useExportJob();
+  const error = useExportError();
+  const { hide, start, cancel, reset } = useExportActions();
+  const selected = usePicked();
+  const dialog = useRef<HTMLDialogElement>(null);
   const [scope, setScope] = useState<Scope>(selected.size > 0 ? 'selection' : 'filter');
   const [format, setFormat] = useState<Format>('jsonl');
   const [includeWarnings, setIncludeWarnings] = useState(false);
   const running = job?.state === 'running';
 
+  // A modal <dialog>: the page behind is inert, focus stays inside, Esc closes it (onCancel).
   useEffect(() => {
-    const onKey = (e: KeyboardEvent) => {
-      if (e.key === 'Escape') hide();
-    };
-    window.addEventListener('keydown', onKey);
-    return () => window.removeEventListener('keydown', onKey);
-  }, [hide]);
+    const d = dialog.current;
+    if (d && !d.open) d.showModal();
+    return () => d?.close();
+  }, []);
 
   const count = scope === 'filter' ? shown : selected.size;
   const go = () =>
@@ -139,17 +141,28 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
     });
 
   return (
-    <div className="modal-backdrop" onClick={hide}>
-      <div
-        className="modal export-dialog"
-        role="dialog"
-        aria-label="Export a training batch"
-        data-testid="export-dialog"
-        onClick={(e) => e.stopPropagation()}
-      >
+    <dialog
+      ref={dialog}
+      className="modal-dialog"
+      aria-label="Export a training batch"
+      onCancel={(e) => {
+        e.preventDefault();
+        hide();
+      }}
+      // Esc closes, and so does a click on the backdrop (it lands on the dialog itself: its content fills it).
+      onKeyDown={(e) => {
+        if (e.key !== 'Escape') return;
+        e.preventDefault();
+        hide();
+      }}
+      onClick={(e) => {
+        if (e.target === e.currentTarget) hide();
+      }}
+    >
+      <div className="modal export-dialog" data-testid="export-dialog">
         <header>
           <h2>Export a training batch</h2>
-          <button className="close" onClick={hide} aria-label="close">
+          <button type="button" className="close" onClick={hide} aria-label="close">
             ×
           </button>
         </header>
@@ -180,14 +193,25 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
             </div>
             <div className="field">
               <div className="legend">Format</div>
-              <span className="seg" role="group" aria-label="format">
-                <button className={format === 'jsonl' ? 'active' : ''} onClick={() => setFormat('jsonl')}>
+              <fieldset className="seg">
+                <legend className="sr-only">format</legend>
+                <button
+                  type="button"
+                  className={format === 'jsonl' ? 'active' : ''}
+                  aria-pressed={format === 'jsonl'}
+                  onClick={() => setFormat('jsonl')}
+                >
                   JSONL
                 </button>
-                <button className={format === 'parquet' ? 'active' : ''} onClick={() => setFormat('parquet')}>
+                <button
+                  type="button"
+                  className={format === 'parquet' ? 'active' : ''}
+                  aria-pressed={format === 'parquet'}
+                  onClick={() => setFormat('parquet')}
+                >
                   Parquet
                 </button>
-              </span>
+              </fieldset>
               <label className="check">
                 <input
                   type="checkbox"
@@ -203,8 +227,10 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
               The files are written to a temporary folder on the server, never beside your data.
             </p>
             <div className="actions">
-              <button onClick={hide}>Close</button>
-              <button className="primary" data-testid="export-start" disabled={count === 0} onClick={go}>
+              <button type="button" onClick={hide}>
+                Close
+              </button>
+              <button type="button" className="primary" data-testid="export-start" disabled={count === 0} onClick={go}>
                 Export {count.toLocaleString()} trajector{count === 1 ? 'y' : 'ies'} as{' '}
                 {format === 'jsonl' ? 'JSONL' : 'Parquet'}
               </button>
@@ -228,11 +254,15 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
             )}
             <div className="actions">
               {running ? (
-                <button onClick={() => void cancel()}>Cancel export</button>
+                <button type="button" onClick={() => void cancel()}>
+                  Cancel export
+                </button>
               ) : (
                 <>
-                  <button onClick={reset}>New export</button>
-                  <button className="primary" onClick={hide}>
+                  <button type="button" onClick={reset}>
+                    New export
+                  </button>
+                  <button type="button" className="primary" onClick={hide}>
                     Close
                   </button>
                 </>
@@ -242,6 +272,6 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
         )}
         {error && <div className="banner error">{error}</div>}
       </div>
-    </div>
+    </dialog>
   );
 }
