@@ -15,6 +15,9 @@ export function targetParams(t: FindingTarget | null): Record<string, string | n
   return { view: 'stream', stream: t.stream, turn: t.stream === 'prompt' ? t.turn : undefined, token };
 }
 
+/** The params a finding's place is made of: opening another finding drops them first (a stream token is not a diff row). */
+export const PLACE_PARAMS = ['token', 'side', 'stream', 'turn', 'a', 'b', 'dturn', 'image'] as const;
+
 /** Set a trajectory page's params to show finding `index` (shared with clicks in the findings panel). */
 export function findingParams(index: number): Record<string, string> | undefined {
   const f = useTrajectory.getState().detail?.findings[index];
@@ -28,7 +31,7 @@ export function findingParams(index: number): Record<string, string> | undefined
 function mergeParams(
   params: Record<string, string>,
   changes: Record<string, string | undefined>,
-  drop: string[],
+  drop: readonly string[],
 ): Record<string, string> {
   const next = { ...params };
   for (const k of drop) delete next[k];
@@ -63,7 +66,7 @@ export function installKeyboard(): void {
       if (params)
         window.location.hash = formatHash({
           ...route,
-          params: mergeParams(route.params, params, ['token', 'side', 'stream', 'turn', 'a', 'b', 'dturn', 'image']),
+          params: mergeParams(route.params, params, PLACE_PARAMS),
         });
     } else if (e.key === 'Escape') window.location.hash = '#/';
   });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DiffResult, ImageInfo, RunInfo, TokenStream, TrajectoryDetail, TrajectoryList } from '../server/http/api.ts';
 import { openRunStore } from '../server/http/store.ts';
 import { startServer, type RunningServer } from '../server/http/server.ts';
-import { tokenStream } from '../server/http/views.ts';
+import { findingTarget, tokenStream } from '../server/http/views.ts';
 import { IDS, writeFixtureRun } from './e2e/fixture.ts';
 
 const EOS = 151645;
@@ -126,6 +126,28 @@ describe('one trajectory', () => {
       turn: count.stream === 'prompt' ? count.turn : -1,
       token: count.index >= 0 ? count.index : null,
     });
+  });
+
+  it('a finding whose diff the trajectory lacks opens its stream; one no stream holds opens nothing', () => {
+    const prefix = {
+      kind: 'prefix_break',
+      severity: 'error',
+      turn: 2,
+      index: 40,
+      stream: 'prompt',
+      message: 'm',
+    } as const;
+    const streams = [{ name: 'prompt', turn: 2, length: 50, label: 'turn 2' }] as const;
+    const promptDiff = [{ a: 'prompt', b: 'prompt', turn: 2 }] as const;
+    expect(findingTarget(prefix, promptDiff, streams)).toMatchObject({ view: 'diff', turn: 2, side: 'b', token: 40 });
+    // The pair of another turn does not show this break.
+    expect(findingTarget(prefix, [{ a: 'prompt', b: 'prompt', turn: 1 }], streams)).toEqual({
+      view: 'stream',
+      stream: 'prompt',
+      turn: 2,
+      token: 40,
+    });
+    expect(findingTarget({ ...prefix, kind: 'invalid_value', stream: 'sample', index: -1 }, [], streams)).toBeNull();
   });
 
   it('the stream has visible pieces, mask, logprobs, turn marks and vision spans', async () => {

@@ -110,7 +110,11 @@ export function DiffBody({
     if (selectedRow >= 0) ref.current?.scrollToIndex({ index: selectedRow, align: 'center' });
   }, [selectedRow]);
   // Opened without a token: show the rows around the first divergence (still marked, not selected).
-  const initialRow = d.divergence && token < 0 ? Math.max(0, d.divergence.row - 6) : 0;
+  // Opened on a token (a finding, a link): start there, as the diff may arrive after the token was set.
+  const initialLocation =
+    selectedRow >= 0
+      ? { index: selectedRow, align: 'center' as const }
+      : { index: d.divergence ? Math.max(0, d.divergence.row - 6) : 0, align: 'start' as const };
 
   const jump = () => {
     if (!d.divergence) return;
@@ -157,7 +161,7 @@ export function DiffBody({
         ref={ref}
         className="rows diffrows"
         totalCount={d.rowsA.length}
-        initialTopMostItemIndex={initialRow}
+        initialTopMostItemIndex={initialLocation}
         increaseViewportBy={400}
         itemContent={(r) => {
           const ai = d.rowsA[r]!;

@@ -2,14 +2,15 @@
 // (the same export as `rollscope export`), with a progress bar while the server re-checks them,
 // then the batch downloads and its manifest and rejects are offered beside it.
 import { useEffect, useRef, useState } from 'react';
-import type { ExportJob, ListFilter } from '../../server/http/api.ts';
+import type { ExportJob, ExportRequest, ListFilter } from '../../server/http/api.ts';
+import type { RejectReason } from '../../server/export/policy.ts';
 import { useExportActions, useExportError, useExportJob } from '../stores/export.ts';
 import { usePicked } from '../stores/selection.ts';
 import { causeLabel, kindLabel } from './labels.ts';
 import './Export.css';
 
 type Scope = 'filter' | 'selection';
-type Format = 'jsonl' | 'parquet';
+type Format = ExportRequest['format'];
 
 export function formatBytes(n: number): string {
   if (n < 1024) return `${n} B`;
@@ -36,7 +37,8 @@ function filterWords(f: ListFilter): string {
   return parts.length > 0 ? parts.join(' · ') : 'no filter: the whole run';
 }
 
-const REASON_WORDS: Record<string, string> = {
+/** Every reason a trajectory is not exported, in words (the compiler asks for one when a reason is added). */
+const REASON_WORDS: Readonly<Record<RejectReason, string>> = {
   unfixable_finding: 'an error re-alignment cannot repair',
   warning: 'warnings (not included)',
   no_generated_ids: 'no generated ids',
@@ -50,6 +52,9 @@ const REASON_WORDS: Record<string, string> = {
   recheck_failed: 'failed the re-check',
   unreadable: 'unreadable',
 };
+
+const reasonWords = (r: string): string =>
+  Object.hasOwn(REASON_WORDS, r) ? REASON_WORDS[r as RejectReason] : r.replace(/_/g, ' ');
 
 function Progress({ job }: { job: ExportJob }) {
   const p = job.progress;
@@ -83,7 +88,7 @@ function Done({ job }: { job: ExportJob }) {
         <ul className="reasons small" title="a rejected trajectory may have several reasons">
           {reasons.map(([r, n]) => (
             <li key={r}>
-              {n} × {REASON_WORDS[r] ?? r.replace(/_/g, ' ')}
+              {n} × {reasonWords(r)}
             </li>
           ))}
         </ul>

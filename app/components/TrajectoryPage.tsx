@@ -10,7 +10,7 @@ import { queryFromParams } from './Overview.tsx';
 import { TokenStreamView } from './TokenStreamView.tsx';
 import { DiffView } from './DiffView.tsx';
 import { FindingsPanel } from './FindingsPanel.tsx';
-import { findingParams } from '../keyboard.ts';
+import { findingParams, PLACE_PARAMS } from '../keyboard.ts';
 import { ImagePanel } from './ImagePanel.tsx';
 import { Playground } from './Playground.tsx';
 import { causeLabel, kindLabel } from './labels.ts';
@@ -52,19 +52,7 @@ export function TrajectoryPage() {
 
   const openFinding = (index: number) => {
     const params = findingParams(index);
-    // Drop the previous finding's place (a stream token is not a diff row).
-    if (params)
-      setParams({
-        token: undefined,
-        side: undefined,
-        stream: undefined,
-        turn: undefined,
-        a: undefined,
-        b: undefined,
-        dturn: undefined,
-        image: undefined,
-        ...params,
-      });
+    if (params) setParams({ ...Object.fromEntries(PLACE_PARAMS.map((k) => [k, undefined])), ...params });
   };
 
   const back = () => {

@@ -4,14 +4,11 @@
 // the user edits it.
 import { create } from 'zustand';
 import { useShallow } from 'zustand/react/shallow';
-import type { PlaygroundResult } from '../../server/http/api.ts';
-import type { StreamName } from '../../server/model/finding.ts';
+import type { PlaygroundPrefill, PlaygroundResult } from '../../server/http/api.ts';
 import { api, ApiFailure } from '../api.ts';
 
-export interface CompareTarget {
-  stream: StreamName;
-  turn: number;
-}
+/** A stream of the trajectory to diff against (as the server prefills it). */
+export type CompareTarget = PlaygroundPrefill['target'];
 
 interface PlaygroundState {
   text: string;
