@@ -2,18 +2,28 @@
 // finding, Esc back to the run. One listener for the app's lifetime that reads the address and
 // the stores at key time, so keys pressed right after a navigation act on where the user is,
 // not on what React last rendered.
-import { findingTarget } from './components/FindingsPanel.tsx';
+import type { FindingTarget } from '../server/http/api.ts';
 import { formatHash, parseHash } from './stores/route.ts';
 import { useRun } from './stores/run.ts';
 import { useTrajectory } from './stores/trajectory.ts';
 
+/** The address params that show a finding's target (the server says where it is seen). */
+export function targetParams(t: FindingTarget | null): Record<string, string | number | undefined> {
+  if (!t) return {};
+  const token = t.token ?? undefined;
+  if (t.view === 'diff') return { view: 'diff', a: t.a, b: t.b, dturn: t.turn, side: t.side, token };
+  return { view: 'stream', stream: t.stream, turn: t.stream === 'prompt' ? t.turn : undefined, token };
+}
+
+/** The params a finding's place is made of: opening another finding drops them first (a stream token is not a diff row). */
+export const PLACE_PARAMS = ['token', 'side', 'stream', 'turn', 'a', 'b', 'dturn', 'image'] as const;
+
 /** Set a trajectory page's params to show finding `index` (shared with clicks in the findings panel). */
 export function findingParams(index: number): Record<string, string> | undefined {
-  const detail = useTrajectory.getState().detail;
-  const f = detail?.findings[index];
-  if (!detail || !f) return undefined;
+  const f = useTrajectory.getState().detail?.findings[index];
+  if (!f) return undefined;
   const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...findingTarget(f, detail.diffs), finding: index, image: f.image }))
+  for (const [k, v] of Object.entries({ ...targetParams(f.target), finding: index, image: f.image }))
     if (v !== undefined) out[k] = String(v);
   return out;
 }
@@ -21,7 +31,7 @@ export function findingParams(index: number): Record<string, string> | undefined
 function mergeParams(
   params: Record<string, string>,
   changes: Record<string, string | undefined>,
-  drop: string[],
+  drop: readonly string[],
 ): Record<string, string> {
   const next = { ...params };
   for (const k of drop) delete next[k];
@@ -56,7 +66,7 @@ export function installKeyboard(): void {
       if (params)
         window.location.hash = formatHash({
           ...route,
-          params: mergeParams(route.params, params, ['token', 'side', 'stream', 'turn', 'a', 'b', 'dturn', 'image']),
+          params: mergeParams(route.params, params, PLACE_PARAMS),
         });
     } else if (e.key === 'Escape') window.location.hash = '#/';
   });

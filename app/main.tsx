@@ -1,7 +1,7 @@
 import { StrictMode, useEffect } from 'react';
 import { createRoot } from 'react-dom/client';
-import { useRoute } from './stores/route.ts';
-import { useRun } from './stores/run.ts';
+import { usePage } from './stores/route.ts';
+import { useLoadInfo, useRunLoading } from './stores/run.ts';
 import { Overview } from './components/Overview.tsx';
 import { TrajectoryPage } from './components/TrajectoryPage.tsx';
 import { PlaygroundPage } from './components/PlaygroundPage.tsx';
@@ -11,9 +11,9 @@ import './styles.css';
 installKeyboard();
 
 function App() {
-  const page = useRoute((r) => r.page);
-  const loadInfo = useRun((r) => r.loadInfo);
-  const loading = useRun((r) => r.info?.loading);
+  const page = usePage();
+  const loadInfo = useLoadInfo();
+  const loading = useRunLoading();
   useEffect(() => {
     void loadInfo();
   }, [loadInfo]);

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DiffResult, ImageInfo, RunInfo, TokenStream, TrajectoryDetail, TrajectoryList } from '../server/http/api.ts';
 import { openRunStore } from '../server/http/store.ts';
 import { startServer, type RunningServer } from '../server/http/server.ts';
-import { tokenStream } from '../server/http/views.ts';
+import { findingTarget, tokenStream } from '../server/http/views.ts';
 import { IDS, writeFixtureRun } from './e2e/fixture.ts';
 
 const EOS = 151645;
@@ -102,6 +102,54 @@ describe('one trajectory', () => {
     });
   });
 
+  it("each finding says where to see it, and its diff diverges at the finding's token", async () => {
+    const d = TrajectoryDetail.parse((await get(`/api/trajectories/${IDS.duplicatedEos}`)).body);
+    const prefix = d.findings.find((f) => f.kind === 'prefix_break')!;
+    expect(prefix.target).toEqual({ view: 'diff', a: 'prompt', b: 'prompt', turn: 1, side: 'b', token: prefix.index });
+    const rerender = d.findings.find((f) => f.kind === 'rerender_mismatch')!;
+    expect(rerender.target).toMatchObject({ view: 'diff', a: 'canonical', b: 'rerender', side: 'a' });
+    // The diff the server points at is built from the same expected stream as the check.
+    for (const f of [prefix, rerender]) {
+      const t = f.target!;
+      if (t.view !== 'diff') throw new Error('expected a diff target');
+      const diff = DiffResult.parse(
+        (await get(`/api/trajectories/${IDS.duplicatedEos}/diff?a=${t.a}&b=${t.b}&turn=${t.turn}`)).body,
+      );
+      expect(t.side === 'a' ? diff.divergence?.aIndex : diff.divergence?.bIndex, f.kind).toBe(f.index);
+    }
+    // A finding no diff shows opens its own stream at its token.
+    const pads = TrajectoryDetail.parse((await get(`/api/trajectories/${IDS.wrongPads}`)).body);
+    const count = pads.findings.find((f) => f.kind === 'placeholder_count')!;
+    expect(count.target).toEqual({
+      view: 'stream',
+      stream: count.stream,
+      turn: count.stream === 'prompt' ? count.turn : -1,
+      token: count.index >= 0 ? count.index : null,
+    });
+  });
+
+  it('a finding whose diff the trajectory lacks opens its stream; one no stream holds opens nothing', () => {
+    const prefix = {
+      kind: 'prefix_break',
+      severity: 'error',
+      turn: 2,
+      index: 40,
+      stream: 'prompt',
+      message: 'm',
+    } as const;
+    const streams = [{ name: 'prompt', turn: 2, length: 50, label: 'turn 2' }] as const;
+    const promptDiff = [{ a: 'prompt', b: 'prompt', turn: 2 }] as const;
+    expect(findingTarget(prefix, promptDiff, streams)).toMatchObject({ view: 'diff', turn: 2, side: 'b', token: 40 });
+    // The pair of another turn does not show this break.
+    expect(findingTarget(prefix, [{ a: 'prompt', b: 'prompt', turn: 1 }], streams)).toEqual({
+      view: 'stream',
+      stream: 'prompt',
+      turn: 2,
+      token: 40,
+    });
+    expect(findingTarget({ ...prefix, kind: 'invalid_value', stream: 'sample', index: -1 }, [], streams)).toBeNull();
+  });
+
   it('the stream has visible pieces, mask, logprobs, turn marks and vision spans', async () => {
     const s = TokenStream.parse((await get(`/api/trajectories/${IDS.clean}/stream?name=canonical`)).body);
     // One piece per distinct id, whitespace made visible.
@@ -121,7 +169,14 @@ describe('one trajectory', () => {
     expect(s.lossMask![gen.index - 1]).toBe(0);
     expect(s.logprobs![gen.index]).toBeLessThan(0);
     expect(s.vision).toHaveLength(1);
-    expect(s.vision[0]).toMatchObject({ image: 0, padLength: 391, expectedPads: 391, gridThw: [1, 34, 46] });
+    // One row of pads per row of merged cells: grid_w / merge_size = 46 / 2.
+    expect(s.vision[0]).toMatchObject({
+      image: 0,
+      padLength: 391,
+      expectedPads: 391,
+      gridThw: [1, 34, 46],
+      cellsWide: 23,
+    });
   });
 
   it('a stream cut inside its image shows the open span and the expected count', async () => {
@@ -170,6 +225,9 @@ describe('one trajectory', () => {
       '/api/trajectories/nope',
       `/api/trajectories/${IDS.clean}/images/7`,
       `/api/trajectories/${IDS.clean}/stream?name=sample`,
+      `/api/trajectories/${IDS.clean}/images/first`,
+      `/api/trajectories/${IDS.clean}/nothing`,
+      '/api/trajectories/nope/stream',
       '/api/nothing',
     ]) {
       const r = await get(p);
@@ -211,9 +269,9 @@ describe('boundaries', () => {
   it('serves the app folder and nothing outside it', async () => {
     const port = Number(new URL(server.url).port);
     expect((await rawGet(port, '/', `127.0.0.1:${port}`)).body).toContain('<title>app</title>');
-    const escape = await rawGet(port, '/..%2f..%2f..%2fetc%2fpasswd', `127.0.0.1:${port}`);
-    expect(escape.status).toBe(404);
-    expect(escape.body).not.toContain('root:');
+    const outside = await rawGet(port, '/..%2f..%2f..%2fetc%2fpasswd', `127.0.0.1:${port}`);
+    expect(outside.status).toBe(404);
+    expect(outside.body).not.toContain('root:');
   });
 });
 

@@ -3,8 +3,8 @@
 import { useEffect, useMemo, useRef } from 'react';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
 import type { DiffResult, TrajectoryDetail } from '../../server/http/api.ts';
-import { useRoute, type Params } from '../stores/route.ts';
-import { diffKey, useTrajectory } from '../stores/trajectory.ts';
+import { useSetParams, type Params } from '../stores/route.ts';
+import { useDiff, useLoadDiff } from '../stores/trajectory.ts';
 import { causeLabel } from './labels.ts';
 import { isSpecial, pieceAt } from './TokenStreamView.tsx';
 
@@ -32,13 +32,13 @@ function rowState(d: DiffResult, r: number, aEndRow: number): 'eq' | 'del' | 'in
 }
 
 export function DiffView({ detail, params }: { detail: TrajectoryDetail; params: Params }) {
-  const setParams = useRoute((r) => r.set);
-  const { diffs, loadDiff } = useTrajectory();
+  const setParams = useSetParams();
+  const loadDiff = useLoadDiff();
   const fallback = detail.diffs[0];
   const a = params.a ?? fallback?.a ?? 'canonical';
   const b = params.b ?? fallback?.b ?? 'rerender';
   const turn = params.dturn !== undefined ? Number(params.dturn) : a === 'prompt' ? (fallback?.turn ?? 1) : 0;
-  const d = diffs[diffKey(a, b, turn)];
+  const d = useDiff(a, b, turn);
   const token = params.token !== undefined ? Number(params.token) : -1;
   const side = params.side === 'a' ? 'a' : 'b';
 
@@ -110,7 +110,11 @@ export function DiffBody({
     if (selectedRow >= 0) ref.current?.scrollToIndex({ index: selectedRow, align: 'center' });
   }, [selectedRow]);
   // Opened without a token: show the rows around the first divergence (still marked, not selected).
-  const initialRow = d.divergence && token < 0 ? Math.max(0, d.divergence.row - 6) : 0;
+  // Opened on a token (a finding, a link): start there, as the diff may arrive after the token was set.
+  const initialLocation =
+    selectedRow >= 0
+      ? { index: selectedRow, align: 'center' as const }
+      : { index: d.divergence ? Math.max(0, d.divergence.row - 6) : 0, align: 'start' as const };
 
   const jump = () => {
     if (!d.divergence) return;
@@ -131,7 +135,7 @@ export function DiffBody({
         <div className="divergence" data-testid="divergence">
           <div className="div-head">
             <span className="div-title">First divergence: {causeLabel(d.divergence.cause)}</span>
-            <button className="jump" data-testid="first-divergence" onClick={jump}>
+            <button type="button" className="jump" data-testid="first-divergence" onClick={jump}>
               ⤓ Jump to first divergence
             </button>
           </div>
@@ -157,7 +161,7 @@ export function DiffBody({
         ref={ref}
         className="rows diffrows"
         totalCount={d.rowsA.length}
-        initialTopMostItemIndex={initialRow}
+        initialTopMostItemIndex={initialLocation}
         increaseViewportBy={400}
         itemContent={(r) => {
           const ai = d.rowsA[r]!;

@@ -1,15 +1,16 @@
 // Export from the overview: the current filter or the ticked trajectories become a training batch
 // (the same export as `rollscope export`), with a progress bar while the server re-checks them,
 // then the batch downloads and its manifest and rejects are offered beside it.
-import { useEffect, useState } from 'react';
-import type { ExportJob, ListFilter } from '../../server/http/api.ts';
-import { useExport } from '../stores/export.ts';
-import { useSelection } from '../stores/selection.ts';
+import { useEffect, useRef, useState } from 'react';
+import type { ExportJob, ExportRequest, ListFilter } from '../../server/http/api.ts';
+import type { RejectReason } from '../../server/export/policy.ts';
+import { useExportActions, useExportError, useExportJob } from '../stores/export.ts';
+import { usePicked } from '../stores/selection.ts';
 import { causeLabel, kindLabel } from './labels.ts';
 import './Export.css';
 
 type Scope = 'filter' | 'selection';
-type Format = 'jsonl' | 'parquet';
+type Format = ExportRequest['format'];
 
 export function formatBytes(n: number): string {
   if (n < 1024) return `${n} B`;
@@ -36,7 +37,8 @@ function filterWords(f: ListFilter): string {
   return parts.length > 0 ? parts.join(' · ') : 'no filter: the whole run';
 }
 
-const REASON_WORDS: Record<string, string> = {
+/** Every reason a trajectory is not exported, in words (the compiler asks for one when a reason is added). */
+const REASON_WORDS: Readonly<Record<RejectReason, string>> = {
   unfixable_finding: 'an error re-alignment cannot repair',
   warning: 'warnings (not included)',
   no_generated_ids: 'no generated ids',
@@ -50,6 +52,9 @@ const REASON_WORDS: Record<string, string> = {
   recheck_failed: 'failed the re-check',
   unreadable: 'unreadable',
 };
+
+const reasonWords = (r: string): string =>
+  Object.hasOwn(REASON_WORDS, r) ? REASON_WORDS[r as RejectReason] : r.replace(/_/g, ' ');
 
 function Progress({ job }: { job: ExportJob }) {
   const p = job.progress;
@@ -83,7 +88,7 @@ function Done({ job }: { job: ExportJob }) {
         <ul className="reasons small" title="a rejected trajectory may have several reasons">
           {reasons.map(([r, n]) => (
             <li key={r}>
-              {n} × {REASON_WORDS[r] ?? r.replace(/_/g, ' ')}
+              {n} × {reasonWords(r)}
             </li>
           ))}
         </ul>
@@ -115,20 +120,22 @@ function Done({ job }: { job: ExportJob }) {
 }
 
 export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: number }) {
-  const { job, error, hide, start, cancel, reset } = useExport();
-  const selected = useSelection((s) => s.ids);
+  const job = useExportJob();
+  const error = useExportError();
+  const { hide, start, cancel, reset } = useExportActions();
+  const selected = usePicked();
+  const dialog = useRef<HTMLDialogElement>(null);
   const [scope, setScope] = useState<Scope>(selected.size > 0 ? 'selection' : 'filter');
   const [format, setFormat] = useState<Format>('jsonl');
   const [includeWarnings, setIncludeWarnings] = useState(false);
   const running = job?.state === 'running';
 
+  // A modal <dialog>: the page behind is inert, focus stays inside, Esc closes it (onCancel).
   useEffect(() => {
-    const onKey = (e: KeyboardEvent) => {
-      if (e.key === 'Escape') hide();
-    };
-    window.addEventListener('keydown', onKey);
-    return () => window.removeEventListener('keydown', onKey);
-  }, [hide]);
+    const d = dialog.current;
+    if (d && !d.open) d.showModal();
+    return () => d?.close();
+  }, []);
 
   const count = scope === 'filter' ? shown : selected.size;
   const go = () =>
@@ -139,17 +146,28 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
     });
 
   return (
-    <div className="modal-backdrop" onClick={hide}>
-      <div
-        className="modal export-dialog"
-        role="dialog"
-        aria-label="Export a training batch"
-        data-testid="export-dialog"
-        onClick={(e) => e.stopPropagation()}
-      >
+    <dialog
+      ref={dialog}
+      className="modal-dialog"
+      aria-label="Export a training batch"
+      onCancel={(e) => {
+        e.preventDefault();
+        hide();
+      }}
+      // Esc closes, and so does a click on the backdrop (it lands on the dialog itself: its content fills it).
+      onKeyDown={(e) => {
+        if (e.key !== 'Escape') return;
+        e.preventDefault();
+        hide();
+      }}
+      onClick={(e) => {
+        if (e.target === e.currentTarget) hide();
+      }}
+    >
+      <div className="modal export-dialog" data-testid="export-dialog">
         <header>
           <h2>Export a training batch</h2>
-          <button className="close" onClick={hide} aria-label="close">
+          <button type="button" className="close" onClick={hide} aria-label="close">
             ×
           </button>
         </header>
@@ -180,14 +198,25 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
             </div>
             <div className="field">
               <div className="legend">Format</div>
-              <span className="seg" role="group" aria-label="format">
-                <button className={format === 'jsonl' ? 'active' : ''} onClick={() => setFormat('jsonl')}>
+              <fieldset className="seg">
+                <legend className="sr-only">format</legend>
+                <button
+                  type="button"
+                  className={format === 'jsonl' ? 'active' : ''}
+                  aria-pressed={format === 'jsonl'}
+                  onClick={() => setFormat('jsonl')}
+                >
                   JSONL
                 </button>
-                <button className={format === 'parquet' ? 'active' : ''} onClick={() => setFormat('parquet')}>
+                <button
+                  type="button"
+                  className={format === 'parquet' ? 'active' : ''}
+                  aria-pressed={format === 'parquet'}
+                  onClick={() => setFormat('parquet')}
+                >
                   Parquet
                 </button>
-              </span>
+              </fieldset>
               <label className="check">
                 <input
                   type="checkbox"
@@ -203,8 +232,10 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
               The files are written to a temporary folder on the server, never beside your data.
             </p>
             <div className="actions">
-              <button onClick={hide}>Close</button>
-              <button className="primary" data-testid="export-start" disabled={count === 0} onClick={go}>
+              <button type="button" onClick={hide}>
+                Close
+              </button>
+              <button type="button" className="primary" data-testid="export-start" disabled={count === 0} onClick={go}>
                 Export {count.toLocaleString()} trajector{count === 1 ? 'y' : 'ies'} as{' '}
                 {format === 'jsonl' ? 'JSONL' : 'Parquet'}
               </button>
@@ -228,11 +259,15 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
             )}
             <div className="actions">
               {running ? (
-                <button onClick={() => void cancel()}>Cancel export</button>
+                <button type="button" onClick={() => void cancel()}>
+                  Cancel export
+                </button>
               ) : (
                 <>
-                  <button onClick={reset}>New export</button>
-                  <button className="primary" onClick={hide}>
+                  <button type="button" onClick={reset}>
+                    New export
+                  </button>
+                  <button type="button" className="primary" onClick={hide}>
                     Close
                   </button>
                 </>
@@ -242,6 +277,6 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
         )}
         {error && <div className="banner error">{error}</div>}
       </div>
-    </div>
+    </dialog>
   );
 }

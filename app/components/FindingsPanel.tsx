@@ -1,36 +1,21 @@
-// Every finding of the trajectory; a click moves the stream or the diff to its token.
-import type { Finding } from '../../server/model/finding.ts';
-import type { TrajectoryDetail } from '../../server/http/api.ts';
+// Every finding of the trajectory; a click moves the stream or the diff to where the server says
+// the finding is seen (its target).
+import { useMemo } from 'react';
+import type { LocatedFinding } from '../../server/http/api.ts';
+import { contentKeys } from './keys.ts';
 import { causeLabel, kindLabel } from './labels.ts';
 
-/** Where a finding is best seen: the diff for divergences, else its stream at its token. */
-export function findingTarget(
-  f: Finding,
-  diffs: TrajectoryDetail['diffs'],
-): Record<string, string | number | undefined> {
-  if (f.kind === 'prefix_break' && diffs.some((d) => d.a === 'prompt' && d.turn === f.turn)) {
-    return { view: 'diff', a: 'prompt', b: 'prompt', dturn: f.turn, side: 'b', token: f.index };
-  }
-  if (f.kind === 'rerender_mismatch')
-    return { view: 'diff', a: 'canonical', b: 'rerender', dturn: undefined, side: 'a', token: f.index };
-  if (f.kind === 'sample_mismatch')
-    return { view: 'diff', a: 'canonical', b: 'sample', dturn: undefined, side: 'b', token: f.index };
-  return {
-    view: 'stream',
-    stream: f.stream ?? 'canonical',
-    turn: f.stream === 'prompt' ? f.turn : undefined,
-    token: f.index >= 0 ? f.index : undefined,
-  };
-}
+const findingKey = (f: LocatedFinding) => `${f.kind}:${f.stream}:${f.turn}:${f.index}:${f.image}:${f.message}`;
 
 export function FindingsPanel(props: {
-  findings: Finding[];
+  findings: LocatedFinding[];
   active: number;
-  onOpen(f: Finding, i: number): void;
+  onOpen(index: number): void;
   limitations: string[];
   notes: string[];
 }) {
   const { findings, active, onOpen } = props;
+  const keys = useMemo(() => contentKeys(findings, findingKey), [findings]);
   return (
     <section className="panel findings" aria-label="findings">
       <h2>
@@ -40,21 +25,23 @@ export function FindingsPanel(props: {
       <ol>
         {findings.map((f, i) => (
           <li
-            key={i}
+            key={keys[i]}
             className={`finding ${f.severity} ${i === active ? 'active' : ''}`}
             data-kind={f.kind}
-            onClick={() => onOpen(f, i)}
+            aria-current={i === active ? 'true' : undefined}
           >
-            <div className="finding-head">
-              <span className={`chip kind kind-${f.kind}`}>{kindLabel(f.kind)}</span>
-              {f.cause && <span className="chip cause">{causeLabel(f.cause)}</span>}
-              <span className="muted small">
-                {f.turn >= 0 ? `turn ${f.turn}` : 'whole'}
-                {f.index >= 0 ? ` · token ${f.index}` : ''}
-                {f.stream ? ` · ${f.stream}` : ''}
-              </span>
-            </div>
-            <div className="finding-msg">{f.message}</div>
+            <button type="button" className="finding-open" onClick={() => onOpen(i)}>
+              <div className="finding-head">
+                <span className={`chip kind kind-${f.kind}`}>{kindLabel(f.kind)}</span>
+                {f.cause && <span className="chip cause">{causeLabel(f.cause)}</span>}
+                <span className="muted small">
+                  {f.turn >= 0 ? `turn ${f.turn}` : 'whole'}
+                  {f.index >= 0 ? ` · token ${f.index}` : ''}
+                  {f.stream ? ` · ${f.stream}` : ''}
+                </span>
+              </div>
+              <div className="finding-msg">{f.message}</div>
+            </button>
           </li>
         ))}
       </ol>

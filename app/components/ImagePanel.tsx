@@ -7,8 +7,8 @@ import type { Finding } from '../../server/model/finding.ts';
 import type { ImageInfo, TrajectoryDetail } from '../../server/http/api.ts';
 // The same pure pad↔cell mapping the server's checks use, not a re-implementation.
 import { cellToPad, padCell, type ImageTokens } from '../../server/analysis/image-math.ts';
-import { useHover } from '../stores/hover.ts';
-import { useRoute } from '../stores/route.ts';
+import { useLitPad, useSetHover } from '../stores/hover.ts';
+import { useParam } from '../stores/route.ts';
 import { api } from '../api.ts';
 
 const PREVIEW_WIDTH = 720;
@@ -16,8 +16,8 @@ const MAX_HEIGHT = 440;
 
 function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectoryId: string; findings: Finding[] }) {
   const layout = info.layout as ImageTokens | null;
-  const hover = useHover((h) => h.hover);
-  const litPad = useHover((h) => (h.image === info.index ? h.pad : null));
+  const hover = useSetHover();
+  const litPad = useLitPad(info.index);
   const [failed, setFailed] = useState(false);
   const W = info.width ?? layout?.resizedWidth ?? 1;
   const H = info.height ?? layout?.resizedHeight ?? 1;
@@ -41,7 +41,7 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
     if (k !== litPad) hover(info.index, k, 'image');
   };
 
-  const lit = layout && litPad !== null && litPad < cells ? padCell(litPad, layout, W, H) : null;
+  const lit = layout && litPad >= 0 && litPad < cells ? padCell(litPad, layout, W, H) : null;
   const lines: string[] = [];
   if (layout) {
     for (let c = 1; c < layout.cellsWide; c++) {
@@ -83,7 +83,7 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
         {info.hasPreview && !failed ? (
           <img
             src={api.previewUrl(trajectoryId, info.index, PREVIEW_WIDTH)}
-            alt={`image ${info.index}`}
+            alt={`input ${info.index} of the trajectory, ${W}×${H}`}
             onError={() => setFailed(true)}
           />
         ) : (
@@ -97,6 +97,7 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
             onMouseLeave={() => hover(null, null, null)}
             data-testid={`grid-${info.index}`}
           >
+            <title>{`merged-cell grid of input ${info.index}: point at a cell to light its pad token`}</title>
             <path d={lines.join('')} className="gridlines" vectorEffect="non-scaling-stroke" />
             {missingRects}
             {lit && (
@@ -128,9 +129,9 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
                   {layout.cellSize}px
                 </td>
               </tr>
-              <tr className={countWrong || truncated || dropped ? 'bad' : ''}>
+              <tr>
                 <th>pads expected / actual</th>
-                <td data-testid={`pads-${info.index}`}>
+                <td className={countWrong || truncated || dropped ? 'bad' : ''} data-testid={`pads-${info.index}`}>
                   {info.expectedPads ?? '?'} / {actual ?? 'none'}
                   {extra > 0 && <b className="badnote"> · {extra} extra pads have no cell</b>}
                   {dropped && <b className="badnote"> · this image has no pad tokens in the stream: it was dropped</b>}
@@ -173,7 +174,7 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
 }
 
 export function ImagePanel({ detail, findings }: { detail: TrajectoryDetail; findings: Finding[] }) {
-  const focus = useRoute((r) => r.params.image);
+  const focus = useParam('image');
   if (detail.images.length === 0) return null;
   const order = detail.images
     .slice()

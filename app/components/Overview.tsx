@@ -3,12 +3,13 @@
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { TableVirtuoso, type TableComponents, type TableVirtuosoHandle } from 'react-virtuoso';
 import type { ListQueryInput, SortKey, TrajectorySummary } from '../../server/http/api.ts';
-import { useRoute } from '../stores/route.ts';
-import { useRun } from '../stores/run.ts';
+import { useGo, useParams, useSetParams } from '../stores/route.ts';
+import { useLoadList, useRunError, useRunInfo, useRunItems, useRunTotal } from '../stores/run.ts';
 import { causeLabel, kindLabel } from './labels.ts';
-import { useSelection } from '../stores/selection.ts';
-import { useExport } from '../stores/export.ts';
+import { useClearPicked, usePicked, useSelection, useSetPicked, useTogglePicked } from '../stores/selection.ts';
+import { useExport, useExportActions, useExportOpen } from '../stores/export.ts';
 import { ExportDialog } from './ExportDialog.tsx';
+import { contentKeys } from './keys.ts';
 
 const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
   { key: 'findings', label: 'health' },
@@ -62,28 +63,42 @@ interface RowContext {
   picked: ReadonlySet<string>;
 }
 
-// Stable component types (defined once), so scrolling and re-renders do not remount rows.
+// Stable component types (defined once), so scrolling and re-renders do not remount rows. A click
+// anywhere on a row opens it (but the checkbox cell, which ticks it); by keyboard, j/k and Enter
+// do, and the id is a link.
 const TABLE_COMPONENTS: TableComponents<TrajectorySummary, RowContext> = {
   TableRow: ({ item, context, ...rest }) => (
     <tr
       {...rest}
       data-id={item.id}
       className={`trow health-row-${item.health}${rest['data-index'] === context.cursor ? ' cursor' : ''}${context.picked.has(item.id) ? ' picked' : ''}`}
-      onClick={() => context.open(item.id)}
+      onClick={(e) => {
+        if (!(e.target as HTMLElement).closest('.pick')) context.open(item.id);
+      }}
     />
   ),
 };
 
 export function Overview() {
-  const params = useRoute((r) => r.params);
-  const setParams = useRoute((r) => r.set);
-  const go = useRoute((r) => r.go);
-  const { info, items, total, loadList, error } = useRun();
+  const params = useParams();
+  const setParams = useSetParams();
+  const go = useGo();
+  const info = useRunInfo();
+  const items = useRunItems();
+  const total = useRunTotal();
+  const loadList = useLoadList();
+  const error = useRunError();
   const query = useMemo(() => queryFromParams(params), [params]);
-  const picked = useSelection((s) => s.ids);
-  const { toggle: togglePicked, setMany: setPicked, clear: clearPicked } = useSelection();
-  const exportOpen = useExport((s) => s.open);
-  const showExport = useExport((s) => s.show);
+  const picked = usePicked();
+  const togglePicked = useTogglePicked();
+  const setPicked = useSetPicked();
+  const clearPicked = useClearPicked();
+  const exportOpen = useExportOpen();
+  const { show: showExport } = useExportActions();
+  const errorKeys = useMemo(
+    () => contentKeys(info?.errors ?? [], (e) => `${e.file}:${e.line}:${e.field ?? ''}:${e.message}`),
+    [info?.errors],
+  );
   const allShownPicked = items.length > 0 && items.every((s) => picked.has(s.id));
   const someShownPicked = !allShownPicked && items.some((s) => picked.has(s.id));
   // Reload when the run grows (files still loading or being written), once the run is known.
@@ -160,6 +175,7 @@ export function Overview() {
       {info && (
         <section className="counts" aria-label="finding counts">
           <button
+            type="button"
             className={`count health-ok ${params.status === 'ok' ? 'active' : ''}`}
             onClick={() =>
               setParams({ status: params.status === 'ok' ? undefined : 'ok', kind: undefined, cause: undefined }, true)
@@ -168,6 +184,7 @@ export function Overview() {
             <b>{info.health.ok}</b> clean
           </button>
           <button
+            type="button"
             className={`count health-error ${params.status === 'error' ? 'active' : ''}`}
             onClick={() =>
               setParams(
@@ -180,6 +197,7 @@ export function Overview() {
           </button>
           {info.health.warning > 0 && (
             <button
+              type="button"
               className={`count health-warning ${params.status === 'warning' ? 'active' : ''}`}
               onClick={() =>
                 setParams(
@@ -195,6 +213,7 @@ export function Overview() {
             .sort((a, b) => b[1] - a[1])
             .map(([k, n]) => (
               <button
+                type="button"
                 key={k}
                 data-kind={k}
                 className={`count kind kind-${k} ${params.kind === k ? 'active' : ''}`}
@@ -205,6 +224,7 @@ export function Overview() {
             ))}
           {Object.entries(info.counts.cause).map(([c, n]) => (
             <button
+              type="button"
               key={c}
               data-cause={c}
               className={`count cause ${params.cause === c ? 'active' : ''}`}
@@ -231,6 +251,7 @@ export function Overview() {
         </span>
         {(query.kind || query.cause || query.status || query.q) && (
           <button
+            type="button"
             className="link"
             onClick={() => setParams({ kind: undefined, cause: undefined, status: undefined, q: undefined }, true)}
           >
@@ -240,12 +261,12 @@ export function Overview() {
         {picked.size > 0 && (
           <span className="small" data-testid="picked-count">
             {picked.size.toLocaleString()} selected
-            <button className="link" onClick={clearPicked}>
+            <button type="button" className="link" onClick={clearPicked}>
               clear
             </button>
           </span>
         )}
-        <button className="export-button" data-testid="open-export" onClick={showExport} disabled={!info}>
+        <button type="button" className="export-button" data-testid="open-export" onClick={showExport} disabled={!info}>
           Export…
         </button>
         <span className="muted small keys">j/k move · x select · Enter opens</span>
@@ -261,7 +282,7 @@ export function Overview() {
           <summary>{info.errors.length} records could not be read</summary>
           <ul>
             {info.errors.slice(0, 50).map((e, i) => (
-              <li key={i}>
+              <li key={errorKeys[i]}>
                 {e.file}:{e.line}
                 {e.field ? ` (${e.field})` : ''}: {e.message}
               </li>
@@ -297,11 +318,12 @@ export function Overview() {
               <th
                 key={c.key}
                 className={c.numeric ? 'num' : ''}
-                onClick={() => sortBy(c.key)}
                 aria-sort={query.sort === c.key ? (query.order === 'asc' ? 'ascending' : 'descending') : 'none'}
               >
-                {c.label}
-                {query.sort === c.key ? (query.order === 'asc' ? ' ▲' : ' ▼') : ''}
+                <button type="button" className="sort" onClick={() => sortBy(c.key)}>
+                  {c.label}
+                  {query.sort === c.key ? (query.order === 'asc' ? ' ▲' : ' ▼') : ''}
+                </button>
               </th>
             ))}
             <th>findings</th>
@@ -309,7 +331,7 @@ export function Overview() {
         )}
         itemContent={(_, s) => (
           <>
-            <td className="pick" onClick={(e) => e.stopPropagation()}>
+            <td className="pick">
               <input
                 type="checkbox"
                 aria-label={`select ${s.id}`}
@@ -321,7 +343,13 @@ export function Overview() {
               <HealthDot health={s.health} />
             </td>
             <td className="id">
-              <a href={`#/t/${encodeURIComponent(s.id)}?view=stream`} onClick={(e) => (e.preventDefault(), open(s.id))}>
+              <a
+                href={`#/t/${encodeURIComponent(s.id)}?view=stream`}
+                onClick={(e) => {
+                  e.preventDefault();
+                  open(s.id);
+                }}
+              >
                 {s.id}
               </a>
             </td>

@@ -1,12 +1,12 @@
 // The playground: paste an OpenAI-style conversation, render it with the run's model profile
 // (the server's `renderConversation`, as `rollscope render`), see the text, the tokens with each
 // image's pads expanded, the ids, and where they part from one of a trajectory's streams.
-import { useEffect, useMemo, useState } from 'react';
-import { Virtuoso } from 'react-virtuoso';
+import { useEffect, useId, useMemo, useRef, useState } from 'react';
+import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
 import type { PlaygroundResult, TrajectoryDetail } from '../../server/http/api.ts';
 import type { StreamName } from '../../server/model/finding.ts';
-import { usePlayground } from '../stores/playground.ts';
-import { buildRows, isSpecial, pieceAt } from './TokenStreamView.tsx';
+import { usePlaygroundActions, usePlaygroundView } from '../stores/playground.ts';
+import { buildRows, focusChipSoon, isSpecial, pieceAt } from './TokenStreamView.tsx';
 import { DiffBody, DiffSummary } from './DiffView.tsx';
 import { causeLabel } from './labels.ts';
 import './Playground.css';
@@ -22,11 +22,29 @@ const PLACEHOLDER = `{"messages": [
 
 /** Token chips of the rendered ids: rows break after newlines; each image's pad run is one chip. */
 function TokenChips({ r, flagged }: { r: PlaygroundResult; flagged: number }) {
-  const rows = useMemo(
-    () => buildRows({ ids: r.ids, pieces: r.pieces, turns: [], vision: r.vision }, {}, () => 1),
-    [r],
-  );
+  const rows = useMemo(() => buildRows({ ids: r.ids, pieces: r.pieces, turns: [], vision: r.vision }, {}), [r]);
   const [selected, setSelected] = useState(-1);
+  const listbox = useRef<HTMLDivElement>(null);
+  const virtuoso = useRef<VirtuosoHandle>(null);
+  // Keyboard selection: bring the selected chip into view and move focus to it (roving tabindex).
+  useEffect(() => {
+    const box = listbox.current;
+    if (selected < 0 || !box?.contains(document.activeElement)) return;
+    const row = rows.findIndex((x) => x.kind === 'tokens' && selected >= x.start && selected < x.end);
+    if (row >= 0) virtuoso.current?.scrollIntoView({ index: row });
+    focusChipSoon(box, selected);
+  }, [selected, rows]);
+  // One handler for every chip: a click selects the chip's token, ←/→ the previous/next one.
+  const onClick = (e: React.MouseEvent) => {
+    const i = (e.target as HTMLElement).closest<HTMLElement>('.tok')?.dataset.i;
+    if (i !== undefined) setSelected(Number(i));
+  };
+  const onKeyDown = (e: React.KeyboardEvent) => {
+    const step = e.key === 'ArrowLeft' ? -1 : e.key === 'ArrowRight' ? 1 : 0;
+    if (step === 0 || r.ids.length === 0) return;
+    e.preventDefault();
+    setSelected((t) => Math.max(0, Math.min(r.ids.length - 1, t < 0 ? 0 : t + step)));
+  };
   return (
     <div className="pg-tokens">
       <div className="small pg-selected" data-testid="pg-selected-token">
@@ -38,50 +56,63 @@ function TokenChips({ r, flagged }: { r: PlaygroundResult; flagged: number }) {
           <span className="muted">click a token for its index and id</span>
         )}
       </div>
-      <Virtuoso
-        className="rows"
-        data={rows}
-        increaseViewportBy={400}
-        itemContent={(_, row) => {
-          if (row.kind === 'tokens') {
-            const out = [];
-            for (let i = row.start; i < row.end; i++) {
-              out.push(
-                <span
-                  key={i}
-                  data-i={i}
-                  className={`tok${isSpecial(r, i) ? ' special' : ''}${i === flagged ? ' flagged' : ''}${i === selected ? ' selected' : ''}`}
-                  title={`#${i} · id ${r.ids[i]}${i === flagged ? '\n⚠ first divergence' : ''}`}
-                  onClick={() => setSelected(i)}
-                >
-                  {pieceAt(r, i) || '∅'}
-                </span>,
+      <div
+        ref={listbox}
+        className="rowswrap"
+        role="listbox"
+        aria-label="rendered tokens"
+        tabIndex={0}
+        onClick={onClick}
+        onKeyDown={onKeyDown}
+      >
+        <Virtuoso
+          ref={virtuoso}
+          className="rows"
+          data={rows}
+          increaseViewportBy={400}
+          itemContent={(_, row) => {
+            if (row.kind === 'tokens') {
+              const out = [];
+              for (let i = row.start; i < row.end; i++) {
+                out.push(
+                  <span
+                    key={i}
+                    data-i={i}
+                    className={`tok${isSpecial(r, i) ? ' special' : ''}${i === flagged ? ' flagged' : ''}${i === selected ? ' selected' : ''}`}
+                    role="option"
+                    aria-selected={i === selected}
+                    tabIndex={i === selected ? 0 : -1}
+                    title={`#${i} · id ${r.ids[i]}${i === flagged ? '\n⚠ first divergence' : ''}`}
+                  >
+                    {pieceAt(r, i) || '∅'}
+                  </span>,
+                );
+              }
+              return <div className="row">{out}</div>;
+            }
+            if (row.kind === 'pads') {
+              const v = r.vision[row.span]!;
+              const img = r.images[v.image];
+              return (
+                <div className="row">
+                  <span
+                    className={`padchip${flagged >= v.padStart && flagged < v.padStart + v.padLength ? ' bad' : ''}`}
+                    data-span={v.image}
+                    title={`tokens #${v.padStart}–#${v.padStart + v.padLength - 1}`}
+                  >
+                    <b>image {v.image}</b> · {v.padLength} pads
+                    {v.gridThw ? ` · grid [${v.gridThw.join(', ')}]` : ''}
+                    {img
+                      ? ` · ${img.width}×${img.height} → ${img.resizedWidth}×${img.resizedHeight} (${img.source})`
+                      : ''}
+                  </span>
+                </div>
               );
             }
-            return <div className="row">{out}</div>;
-          }
-          if (row.kind === 'pads') {
-            const v = r.vision[row.span]!;
-            const img = r.images[v.image];
-            return (
-              <div className="row">
-                <span
-                  className={`padchip${flagged >= v.padStart && flagged < v.padStart + v.padLength ? ' bad' : ''}`}
-                  data-span={v.image}
-                  title={`tokens #${v.padStart}–#${v.padStart + v.padLength - 1}`}
-                >
-                  <b>image {v.image}</b> · {v.padLength} pads
-                  {v.gridThw ? ` · grid [${v.gridThw.join(', ')}]` : ''}
-                  {img
-                    ? ` · ${img.width}×${img.height} → ${img.resizedWidth}×${img.resizedHeight} (${img.source})`
-                    : ''}
-                </span>
-              </div>
-            );
-          }
-          return <div />;
-        }}
-      />
+            return <div />;
+          }}
+        />
+      </div>
     </div>
   );
 }
@@ -116,8 +147,11 @@ export function Playground({
   detail: TrajectoryDetail | null;
   split?: boolean;
 }) {
-  const pg = usePlayground();
-  const { text, result, error, busy, target, prefix, addGenerationPrompt, prefillNote, resultFor } = pg;
+  const { text, result, error, busy, target, prefix, addGenerationPrompt, prefillNote, resultFor } =
+    usePlaygroundView();
+  const pg = usePlaygroundActions();
+  const idsId = useId();
+  const tokenIdsId = useId();
   const [tab, setTab] = useState<Tab>('tokens');
   const [diffToken, setDiffToken] = useState<{ token: number; side: 'a' | 'b' }>({ token: -1, side: 'b' });
   const prefill = pg.prefill;
@@ -202,6 +236,7 @@ export function Playground({
           <span className="spacer" />
           {trajectoryId && (
             <button
+              type="button"
               className="link small"
               onClick={() => void prefill(trajectoryId, true)}
               title="replace the text with this trajectory's first-turn messages"
@@ -210,6 +245,7 @@ export function Playground({
             </button>
           )}
           <button
+            type="button"
             className="primary"
             data-testid="pg-render"
             disabled={busy || text.trim() === ''}
@@ -249,6 +285,7 @@ export function Playground({
             <nav className="tabs">
               {(['tokens', 'text', 'ids', 'diff'] as const).map((t) => (
                 <button
+                  type="button"
                   key={t}
                   className={tab === t ? 'active' : ''}
                   disabled={t === 'diff' && !diff}
@@ -268,14 +305,14 @@ export function Playground({
             {tab === 'text' && <pre className="pg-rendered">{result.text}</pre>}
             {tab === 'ids' && (
               <div className="pg-ids">
-                <label className="small muted">
+                <label className="small muted" htmlFor={idsId}>
                   what the model sees: {result.ids.length.toLocaleString()} ids, image pads expanded
                 </label>
-                <textarea readOnly data-testid="pg-ids" value={result.ids.join(' ')} />
-                <label className="small muted">
+                <textarea id={idsId} readOnly data-testid="pg-ids" value={result.ids.join(' ')} />
+                <label className="small muted" htmlFor={tokenIdsId}>
                   as tokenized: {result.tokenIds.length.toLocaleString()} ids, one &lt;|image_pad|&gt; per image
                 </label>
-                <textarea readOnly value={result.tokenIds.join(' ')} />
+                <textarea id={tokenIdsId} readOnly value={result.tokenIds.join(' ')} />
               </div>
             )}
             {tab === 'diff' && diff && (

@@ -3,20 +3,19 @@
 import { useEffect, useState } from 'react';
 import type { TrajectoryDetail } from '../../server/http/api.ts';
 import { api } from '../api.ts';
-import { useRoute } from '../stores/route.ts';
-import { useRun } from '../stores/run.ts';
+import { useGo, useParam, useSetParams } from '../stores/route.ts';
+import { useLoadList, useRunInfo, useRunItems, useRunQuery } from '../stores/run.ts';
 import { Playground } from './Playground.tsx';
 import { queryFromParams } from './Overview.tsx';
 
 export function PlaygroundPage() {
-  const params = useRoute((r) => r.params);
-  const setParams = useRoute((r) => r.set);
-  const go = useRoute((r) => r.go);
-  const info = useRun((r) => r.info);
-  const items = useRun((r) => r.items);
-  const runQuery = useRun((r) => r.query);
-  const loadList = useRun((r) => r.loadList);
-  const id = params.id ?? null;
+  const setParams = useSetParams();
+  const go = useGo();
+  const info = useRunInfo();
+  const items = useRunItems();
+  const runQuery = useRunQuery();
+  const loadList = useLoadList();
+  const id = useParam('id') ?? null;
   const [detail, setDetail] = useState<TrajectoryDetail | null>(null);
   const [error, setError] = useState<string | null>(null);
 
@@ -40,13 +39,9 @@ export function PlaygroundPage() {
   return (
     <div className="playground-page">
       <header className="topbar">
-        <a
-          className="back"
-          href="#/"
-          onClick={(e) => (e.preventDefault(), go({ page: 'overview', id: null, params: {} }))}
-        >
+        <button type="button" className="back" onClick={() => go({ page: 'overview', id: null, params: {} })}>
           ← run
-        </a>
+        </button>
         <h1>Playground</h1>
         <span className="muted small">
           render a conversation with {info ? `the run's profile (${info.profile.name})` : "the run's profile"}

@@ -4,30 +4,35 @@
 // merged cells, so the rows of pads line up with the rows of the image.
 import { memo, useEffect, useMemo, useRef } from 'react';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
-import type { TokenStream, TrajectoryDetail, TurnMark, VisionSpanInfo } from '../../server/http/api.ts';
-import type { Params } from '../stores/route.ts';
-import { useRoute } from '../stores/route.ts';
-import { streamKey, useTrajectory } from '../stores/trajectory.ts';
-import { useSettings } from '../stores/settings.ts';
-import { useHover } from '../stores/hover.ts';
+import type { TokenStream, TrajectoryDetail, TurnMark } from '../../server/http/api.ts';
+import { useSetParams, type Params } from '../stores/route.ts';
+import { useLoadStream, useStream } from '../stores/trajectory.ts';
+import { useExpandedRuns, useToggleExpanded } from '../stores/settings.ts';
+import { useCellHovered, useHover, useLitPad, useSetHover } from '../stores/hover.ts';
 import { api } from '../api.ts';
 
 const ROW_TOKENS = 32;
 
-const specialSets = new WeakMap<object, Set<number>>();
-/** Whether token `i` of a stream (or diff side) is an added/special token. */
-export function isSpecial(s: { ids: number[]; specialIds: number[] }, i: number): boolean {
-  let set = specialSets.get(s);
-  if (!set) specialSets.set(s, (set = new Set(s.specialIds)));
-  return set.has(s.ids[i]!);
+/** A value derived once per object (a stream or diff side), kept as long as the object lives. */
+function derivedOnce<K extends object, V>(derive: (key: K) => V): (key: K) => V {
+  const cache = new WeakMap<K, V>();
+  return (key) => {
+    let value = cache.get(key);
+    if (value === undefined) {
+      value = derive(key);
+      cache.set(key, value);
+    }
+    return value;
+  };
 }
 
-const badSets = new WeakMap<TokenStream, Set<number>>();
-function badSet(s: TokenStream): Set<number> {
-  let set = badSets.get(s);
-  if (!set) badSets.set(s, (set = new Set(s.badLogprobs)));
-  return set;
+const specialSet = derivedOnce((s: { specialIds: number[] }) => new Set(s.specialIds));
+/** Whether token `i` of a stream (or diff side) is an added/special token. */
+export function isSpecial(s: { ids: number[]; specialIds: number[] }, i: number): boolean {
+  return specialSet(s).has(s.ids[i]!);
 }
+
+const badSet = derivedOnce((s: TokenStream) => new Set(s.badLogprobs));
 
 /** The visible piece of token `i`. */
 export const pieceAt = (s: { ids: number[]; pieces: Record<string, string> }, i: number): string =>
@@ -40,16 +45,19 @@ export type Row =
   | { kind: 'padrow'; span: number; start: number; end: number }
   | { kind: 'cut'; span: number };
 
+/**
+ * The rows of a stream. An expanded pad run gets one row per row of the image's merged cells
+ * (the server's `cellsWide`), or rows of ROW_TOKENS pads when the image's grid is unknown.
+ */
 export function buildRows(
   s: Pick<TokenStream, 'ids' | 'pieces' | 'turns' | 'vision'>,
   expanded: Record<number, boolean>,
-  cellsWide: (span: VisionSpanInfo) => number,
 ): Row[] {
   const rows: Row[] = [];
   const marks = new Map<number, TurnMark[]>();
   for (const m of s.turns) marks.set(m.index, [...(marks.get(m.index) ?? []), m]);
   const spanAt = new Map<number, number>();
-  s.vision.forEach((v, i) => spanAt.set(v.padStart, i));
+  for (const [i, v] of s.vision.entries()) spanAt.set(v.padStart, i);
   let start = 0;
   const flush = (end: number) => {
     if (end > start) rows.push({ kind: 'tokens', start, end });
@@ -68,7 +76,7 @@ export function buildRows(
       const span = s.vision[si]!;
       const end = span.padStart + span.padLength;
       if (expanded[span.padStart]) {
-        const w = Math.max(1, cellsWide(span));
+        const w = Math.max(1, span.cellsWide ?? ROW_TOKENS);
         for (let r = span.padStart; r < end; r += w)
           rows.push({ kind: 'padrow', span: si, start: r, end: Math.min(end, r + w) });
       } else rows.push({ kind: 'pads', span: si });
@@ -93,6 +101,15 @@ export function rowOfToken(rows: readonly Row[], s: TokenStream, t: number): num
       return t >= v.padStart && t < v.padStart + v.padLength;
     }
     return false;
+  });
+}
+
+/** Focus the chip of token `i` in `box` as soon as it is rendered (after a scroll, a frame or two later). */
+export function focusChipSoon(box: HTMLElement, i: number, frames = 5): void {
+  requestAnimationFrame(() => {
+    const chip = box.querySelector<HTMLElement>(`.tok[data-i="${i}"]`);
+    if (chip) chip.focus({ preventScroll: true });
+    else if (frames > 1) focusChipSoon(box, i, frames - 1);
   });
 }
 
@@ -135,6 +152,9 @@ function tok(
     <span
       key={i}
       className={`tok${colorClass(s, i, by)}${isSpecial(s, i) ? ' special' : ''}${selected ? ' selected' : ''}${lit ? ' lit' : ''}${pad ? ' pad' : ''}${flag ? ' flagged' : ''}`}
+      role="option"
+      aria-selected={selected}
+      tabIndex={selected ? 0 : -1}
       data-i={i}
       data-pad={pad ? `${pad.image}:${pad.k}` : undefined}
       title={flag ? `${tokTitle(s, i, pad)}\n⚠ ${flag}` : tokTitle(s, i, pad)}
@@ -162,9 +182,10 @@ const RowView = memo(function RowView({
   trajectoryId: string;
   flags: Flags;
 }) {
-  const toggle = useSettings((st) => st.toggleExpanded);
+  const toggle = useToggleExpanded();
   const span = row.kind === 'pads' || row.kind === 'padrow' ? s.vision[row.span]! : undefined;
-  const litPad = useHover((h) => (span && h.image === span.image && h.pad !== null ? h.pad : -1));
+  const litPad = useLitPad(span?.image);
+  const cellHovered = useCellHovered(span?.image);
   if (row.kind === 'mark') {
     const m = row.mark;
     const label =
@@ -201,7 +222,8 @@ const RowView = memo(function RowView({
     return (
       <div className="row">
         <button
-          className={`padrun${bad || v.end < 0 || flagged ? ' bad' : ''}${holdsToken || (litPad >= 0 && useHover.getState().from === 'image') ? ' lit' : ''}`}
+          type="button"
+          className={`padrun${bad || v.end < 0 || flagged ? ' bad' : ''}${holdsToken || cellHovered ? ' lit' : ''}`}
           data-span={v.image}
           onClick={() => toggle(v.padStart, true)}
           title="show every pad token"
@@ -210,7 +232,9 @@ const RowView = memo(function RowView({
             <img
               src={api.previewUrl(trajectoryId, v.image, 96)}
               alt=""
-              onError={(e) => ((e.target as HTMLImageElement).style.display = 'none')}
+              onError={(e) => {
+                (e.target as HTMLImageElement).style.display = 'none';
+              }}
             />
           )}
           <span>
@@ -235,7 +259,7 @@ const RowView = memo(function RowView({
   return (
     <div className="row padrow">
       {row.start === v.padStart && (
-        <button className="link small" onClick={() => toggle(v.padStart, false)}>
+        <button type="button" className="link small" onClick={() => toggle(v.padStart, false)}>
           ▾ collapse image {v.image}
         </button>
       )}
@@ -245,9 +269,10 @@ const RowView = memo(function RowView({
 });
 
 export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; params: Params }) {
-  const setParams = useRoute((r) => r.set);
-  const { streams, loadStream } = useTrajectory();
-  const { expanded, toggleExpanded } = useSettings();
+  const setParams = useSetParams();
+  const loadStream = useLoadStream();
+  const expanded = useExpandedRuns();
+  const toggleExpanded = useToggleExpanded();
   // Part of the address: a link can open the stream coloured by logprob.
   const colorBy = params.color === 'logprob' ? 'logprob' : 'mask';
   const setColorBy = (c: 'mask' | 'logprob') => setParams({ color: c === 'mask' ? undefined : c }, true);
@@ -260,8 +285,9 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
         ? (detail.streams.find((s) => s.name === 'prompt')?.turn ?? 0)
         : -1;
   const token = params.token !== undefined ? Number(params.token) : -1;
-  const s = streams[streamKey(name, turn)];
+  const s = useStream(name, turn);
   const ref = useRef<VirtuosoHandle>(null);
+  const listbox = useRef<HTMLDivElement>(null);
   const trajectoryId = detail.summary.id;
 
   useEffect(() => {
@@ -276,11 +302,7 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
     }
     return m;
   }, [detail.findings, name, turn]);
-  const merge = detail.images[0]?.settings.mergeSize ?? 2;
-  const rows = useMemo(
-    () => (s ? buildRows(s, expanded, (v) => (v.gridThw ? v.gridThw[2] / merge : 32)) : []),
-    [s, expanded, merge],
-  );
+  const rows = useMemo(() => (s ? buildRows(s, expanded) : []), [s, expanded]);
 
   // Deep link / finding click: open the pad run that hides the token, then scroll to it.
   useEffect(() => {
@@ -292,21 +314,35 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
     }
     const r = rowOfToken(rows, s, token);
     if (r >= 0) ref.current?.scrollToIndex({ index: r, align: 'center' });
+    // Keyboard selection: focus follows the selected chip once it is drawn (roving tabindex).
+    const box = listbox.current;
+    if (box?.contains(document.activeElement)) focusChipSoon(box, token);
   }, [s, token, rows, expanded, toggleExpanded]);
 
-  // Event delegation: one handler for all chips instead of one per token.
-  const hover = useHover((h) => h.hover);
+  // Event delegation: one handler for all chips instead of one per token. The handlers read the
+  // hover store when they run; nothing here renders from it.
+  const hover = useSetHover();
   const onClick = (e: React.MouseEvent) => {
     const el = (e.target as HTMLElement).closest<HTMLElement>('.tok');
     if (el?.dataset.i) setParams({ token: el.dataset.i }, true);
   };
-  const onOver = (e: React.MouseEvent) => {
-    const pad = (e.target as HTMLElement).closest<HTMLElement>('.tok.pad')?.dataset.pad;
+  const clearStreamHover = () => {
+    if (useHover.getState().from === 'stream') hover(null, null, null);
+  };
+  const hoverPad = (target: EventTarget) => {
+    const pad = (target as HTMLElement).closest<HTMLElement>('.tok.pad')?.dataset.pad;
+    if (!pad) return clearStreamHover();
+    const [image, k] = pad.split(':').map(Number) as [number, number];
     const cur = useHover.getState();
-    if (pad) {
-      const [image, k] = pad.split(':').map(Number) as [number, number];
-      if (cur.image !== image || cur.pad !== k) hover(image, k, 'stream');
-    } else if (cur.from === 'stream') hover(null, null, null);
+    if (cur.image !== image || cur.pad !== k) hover(image, k, 'stream');
+  };
+  // Keyboard: ←/→ select the previous/next token, Home/End the first/last (a pad run opens as the selection enters it).
+  const onKeyDown = (e: React.KeyboardEvent) => {
+    const steps: Record<string, number> = { ArrowLeft: -1, ArrowRight: 1, Home: -Infinity, End: Infinity };
+    const step = steps[e.key];
+    if (!s || step === undefined || s.ids.length === 0) return;
+    e.preventDefault();
+    setParams({ token: Math.max(0, Math.min(s.ids.length - 1, token < 0 ? 0 : token + step)) }, true);
   };
 
   return (
@@ -328,14 +364,25 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
             ))}
           </select>
         </label>
-        <span className="seg" role="group" aria-label="colour by">
-          <button className={colorBy === 'mask' ? 'active' : ''} onClick={() => setColorBy('mask')}>
+        <fieldset className="seg">
+          <legend className="sr-only">colour by</legend>
+          <button
+            type="button"
+            className={colorBy === 'mask' ? 'active' : ''}
+            aria-pressed={colorBy === 'mask'}
+            onClick={() => setColorBy('mask')}
+          >
             loss mask
           </button>
-          <button className={colorBy === 'logprob' ? 'active' : ''} onClick={() => setColorBy('logprob')}>
+          <button
+            type="button"
+            className={colorBy === 'logprob' ? 'active' : ''}
+            aria-pressed={colorBy === 'logprob'}
+            onClick={() => setColorBy('logprob')}
+          >
             logprob
           </button>
-        </span>
+        </fieldset>
         {colorBy === 'mask' ? (
           <span className="legend">
             <i style={{ background: 'var(--trained)' }} /> trained (mask 1){' '}
@@ -355,11 +402,17 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
         )}
       </div>
       {s && (
+        // A listbox of tokens: click or ←/→ select one; the pointer over a pad lights its image cell.
         <div
+          ref={listbox}
           className="rowswrap"
+          role="listbox"
+          aria-label={`tokens of the ${name} stream`}
+          tabIndex={0}
           onClick={onClick}
-          onMouseOver={onOver}
-          onMouseLeave={() => useHover.getState().from === 'stream' && hover(null, null, null)}
+          onKeyDown={onKeyDown}
+          onMouseMove={(e) => hoverPad(e.target)}
+          onMouseLeave={clearStreamHover}
         >
           <Virtuoso
             ref={ref}

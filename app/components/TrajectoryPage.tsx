@@ -2,30 +2,31 @@
 // the middle, findings and image overlays at the side. j/k move through the run, n jumps to the
 // next finding.
 import { useEffect, useMemo } from 'react';
-import type { Finding } from '../../server/model/finding.ts';
-import { useRoute, type Params } from '../stores/route.ts';
-import { useRun } from '../stores/run.ts';
-import { useTrajectory } from '../stores/trajectory.ts';
-import { useSettings } from '../stores/settings.ts';
+import { useGo, useParams, useRouteId, useSetParams } from '../stores/route.ts';
+import { useLoadList, useRunItems, useRunQuery } from '../stores/run.ts';
+import { useDetail, useOpenTrajectory, useTrajectoryError } from '../stores/trajectory.ts';
+import { useResetExpanded } from '../stores/settings.ts';
 import { queryFromParams } from './Overview.tsx';
 import { TokenStreamView } from './TokenStreamView.tsx';
 import { DiffView } from './DiffView.tsx';
 import { FindingsPanel } from './FindingsPanel.tsx';
-import { findingParams } from '../keyboard.ts';
+import { findingParams, PLACE_PARAMS } from '../keyboard.ts';
 import { ImagePanel } from './ImagePanel.tsx';
 import { Playground } from './Playground.tsx';
 import { causeLabel, kindLabel } from './labels.ts';
 
 export function TrajectoryPage() {
-  const id = useRoute((r) => r.id)!;
-  const params = useRoute((r) => r.params);
-  const setParams = useRoute((r) => r.set);
-  const go = useRoute((r) => r.go);
-  const { detail, error, open } = useTrajectory();
-  const items = useRun((r) => r.items);
-  const runQuery = useRun((r) => r.query);
-  const loadList = useRun((r) => r.loadList);
-  const resetExpanded = useSettings((s) => s.resetExpanded);
+  const id = useRouteId()!;
+  const params = useParams();
+  const setParams = useSetParams();
+  const go = useGo();
+  const detail = useDetail();
+  const error = useTrajectoryError();
+  const open = useOpenTrajectory();
+  const items = useRunItems();
+  const runQuery = useRunQuery();
+  const loadList = useLoadList();
+  const resetExpanded = useResetExpanded();
 
   useEffect(() => {
     void open(id);
@@ -49,21 +50,14 @@ export function TrajectoryPage() {
     };
   }, [items, id]);
 
-  const openFinding = (_f: Finding, index: number) => {
+  const openFinding = (index: number) => {
     const params = findingParams(index);
-    // Drop the previous finding's place (a stream token is not a diff row).
-    if (params)
-      setParams({
-        token: undefined,
-        side: undefined,
-        stream: undefined,
-        turn: undefined,
-        a: undefined,
-        b: undefined,
-        dturn: undefined,
-        image: undefined,
-        ...params,
-      });
+    if (params) setParams({ ...Object.fromEntries(PLACE_PARAMS.map((k) => [k, undefined])), ...params });
+  };
+
+  const back = () => {
+    if (window.history.length > 1) history.back();
+    else go({ page: 'overview', id: null, params: {} });
   };
 
   const worst = findings[0];
@@ -71,16 +65,9 @@ export function TrajectoryPage() {
   return (
     <div className="trajectory">
       <header className="topbar">
-        <a
-          className="back"
-          href="#/"
-          onClick={(e) => (
-            e.preventDefault(),
-            window.history.length > 1 ? history.back() : go({ page: 'overview', id: null, params: {} })
-          )}
-        >
+        <button type="button" className="back" onClick={back}>
           ← run
-        </a>
+        </button>
         <h1 className="tid">{id}</h1>
         {s && <span className={`health health-${s.health}`}>{s.health === 'ok' ? 'clean' : s.health}</span>}
         {s && (
@@ -111,10 +98,15 @@ export function TrajectoryPage() {
       <div className="columns">
         <main className="main">
           <nav className="tabs">
-            <button className={view === 'stream' ? 'active' : ''} onClick={() => setParams({ view: 'stream' })}>
+            <button
+              type="button"
+              className={view === 'stream' ? 'active' : ''}
+              onClick={() => setParams({ view: 'stream' })}
+            >
               Token stream
             </button>
             <button
+              type="button"
               className={view === 'diff' ? 'active' : ''}
               onClick={() => setParams({ view: 'diff' })}
               disabled={!detail || detail.diffs.length === 0}
@@ -122,6 +114,7 @@ export function TrajectoryPage() {
               Diff{detail?.diffs.some((d) => d.diverges) ? ' ●' : ''}
             </button>
             <button
+              type="button"
               className={view === 'playground' ? 'active' : ''}
               onClick={() => setParams({ view: 'playground' })}
               title="render a conversation and compare it with this trajectory"
@@ -130,7 +123,7 @@ export function TrajectoryPage() {
             </button>
           </nav>
           {detail && view === 'stream' && <TokenStreamView detail={detail} params={params} />}
-          {detail && view === 'diff' && <DiffView detail={detail} params={params as Params} />}
+          {detail && view === 'diff' && <DiffView detail={detail} params={params} />}
           {detail && view === 'playground' && <Playground trajectoryId={id} detail={detail} split />}
         </main>
         {/* The playground takes the full width: its conversation beside its rendering. */}

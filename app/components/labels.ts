@@ -1,5 +1,9 @@
-// Words for the finding kinds and causes, so a chip reads as what went wrong.
-export const KIND_LABEL: Record<string, string> = {
+// Words for the finding kinds and causes, so a chip reads as what went wrong. One entry per kind
+// and cause of server/model/finding.ts: the compiler asks for a label when one is added. (The
+// CLI and the JSON report print the names themselves, which `--kind` and the API filter take.)
+import type { DivergenceCause, FindingKind } from '../../server/model/finding.ts';
+
+export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
   prefix_break: 'prefix break',
   rerender_mismatch: 're-render mismatch',
   sample_mismatch: 'sample mismatch',
@@ -12,7 +16,7 @@ export const KIND_LABEL: Record<string, string> = {
   invalid_value: 'invalid value',
 };
 
-export const CAUSE_LABEL: Record<string, string> = {
+export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {
   duplicated_eos: 'duplicated <|im_end|>',
   missing_eos: 'missing <|im_end|>',
   missing_newline: 'missing \\n after <|im_end|>',
@@ -22,5 +26,7 @@ export const CAUSE_LABEL: Record<string, string> = {
   other: 'other',
 };
 
-export const kindLabel = (k: string) => KIND_LABEL[k] ?? k;
-export const causeLabel = (c: string) => CAUSE_LABEL[c] ?? c;
+/** The label of a kind; a name the app does not know (counts are keyed by plain strings) reads as itself. */
+export const kindLabel = (k: string): string => (Object.hasOwn(KIND_LABEL, k) ? KIND_LABEL[k as FindingKind] : k);
+export const causeLabel = (c: string): string =>
+  Object.hasOwn(CAUSE_LABEL, c) ? CAUSE_LABEL[c as DivergenceCause] : c;

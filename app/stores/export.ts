@@ -1,6 +1,7 @@
 // The export dialog: what to export, and the job the server runs (polled until it is done, then
 // its batch downloaded). One job at a time, as the server runs them.
 import { create } from 'zustand';
+import { useShallow } from 'zustand/react/shallow';
 import type { ExportJob, ExportRequestInput } from '../../server/http/api.ts';
 import { api } from '../api.ts';
 
@@ -68,7 +69,7 @@ export const useExport = create<ExportState>((set, get) => {
     },
     async cancel() {
       const job = get().job;
-      if (!job || job.state !== 'running') return;
+      if (job?.state !== 'running') return;
       try {
         await api.cancelExport(job.id);
       } catch (e) {
@@ -81,3 +82,12 @@ export const useExport = create<ExportState>((set, get) => {
     },
   };
 });
+
+// Narrow hooks: a component re-renders only when the part it shows changes.
+
+export const useExportOpen = () => useExport((s) => s.open);
+export const useExportJob = () => useExport((s) => s.job);
+export const useExportError = () => useExport((s) => s.error);
+/** The dialog's actions (stable: created once with the store). */
+export const useExportActions = () =>
+  useExport(useShallow((s) => ({ show: s.show, hide: s.hide, start: s.start, cancel: s.cancel, reset: s.reset })));

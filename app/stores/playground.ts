@@ -3,14 +3,12 @@
 // tab switches; a conversation prefilled from one trajectory is replaced by the next one's until
 // the user edits it.
 import { create } from 'zustand';
-import type { PlaygroundResult } from '../../server/http/api.ts';
-import type { StreamName } from '../../server/model/finding.ts';
+import { useShallow } from 'zustand/react/shallow';
+import type { PlaygroundPrefill, PlaygroundResult } from '../../server/http/api.ts';
 import { api, ApiFailure } from '../api.ts';
 
-export interface CompareTarget {
-  stream: StreamName;
-  turn: number;
-}
+/** A stream of the trajectory to diff against (as the server prefills it). */
+export type CompareTarget = PlaygroundPrefill['target'];
 
 interface PlaygroundState {
   text: string;
@@ -94,3 +92,24 @@ export const usePlayground = create<PlaygroundState>((set, get) => ({
     }
   },
 }));
+
+// Narrow hooks: a component re-renders only when the part it shows changes.
+
+/** What the playground shows: the text and its options, the answer, and how the request went. */
+export const usePlaygroundView = () =>
+  usePlayground(
+    useShallow((s) => ({
+      text: s.text,
+      addGenerationPrompt: s.addGenerationPrompt,
+      target: s.target,
+      prefix: s.prefix,
+      prefillNote: s.prefillNote,
+      result: s.result,
+      resultFor: s.resultFor,
+      error: s.error,
+      busy: s.busy,
+    })),
+  );
+/** The playground's actions (stable: created once with the store). */
+export const usePlaygroundActions = () =>
+  usePlayground(useShallow((s) => ({ setText: s.setText, set: s.set, prefill: s.prefill, render: s.render })));

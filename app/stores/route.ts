@@ -63,3 +63,14 @@ export const useRoute = create<RouteState>((setState, get) => ({
 }));
 
 window.addEventListener('hashchange', () => useRoute.setState(parseHash(window.location.hash)));
+
+// Narrow hooks: a component re-renders only when the part it shows changes.
+
+export const usePage = () => useRoute((r) => r.page);
+/** The trajectory the address names (null off a trajectory page). */
+export const useRouteId = () => useRoute((r) => r.id);
+export const useParams = () => useRoute((r) => r.params);
+/** One param of the address (undefined when absent). */
+export const useParam = (name: string): string | undefined => useRoute((r) => r.params[name]);
+export const useSetParams = () => useRoute((r) => r.set);
+export const useGo = () => useRoute((r) => r.go);

@@ -51,3 +51,17 @@ export const useRun = create<RunState>((set) => ({
     }
   },
 }));
+
+// Narrow hooks: a component re-renders only when the part it shows changes.
+
+export const useRunInfo = () => useRun((s) => s.info);
+/** Whether the server is still checking files. */
+export const useRunLoading = () => useRun((s) => s.info?.loading ?? false);
+/** The trajectories of the list the overview shows, in its order. */
+export const useRunItems = () => useRun((s) => s.items);
+export const useRunTotal = () => useRun((s) => s.total);
+export const useRunError = () => useRun((s) => s.error);
+/** The query the list answers (null before the first list). */
+export const useRunQuery = () => useRun((s) => s.query);
+export const useLoadInfo = () => useRun((s) => s.loadInfo);
+export const useLoadList = () => useRun((s) => s.loadList);

@@ -28,3 +28,12 @@ export const useSelection = create<SelectionState>((set, get) => ({
   },
   clear: () => set({ ids: new Set() }),
 }));
+
+// Narrow hooks: a component re-renders only when the part it shows changes.
+
+/** The ticked ids (a new set on each change). */
+export const usePicked = () => useSelection((s) => s.ids);
+export const usePickedCount = () => useSelection((s) => s.ids.size);
+export const useTogglePicked = () => useSelection((s) => s.toggle);
+export const useSetPicked = () => useSelection((s) => s.setMany);
+export const useClearPicked = () => useSelection((s) => s.clear);

@@ -14,3 +14,10 @@ export const useSettings = create<SettingsState>((set, get) => ({
     set({ expanded: { ...get().expanded, [padStart]: open ?? !get().expanded[padStart] } }),
   resetExpanded: () => set({ expanded: {} }),
 }));
+
+// Narrow hooks: a component re-renders only when the part it shows changes.
+
+/** Pad runs shown token by token, by their first pad index. */
+export const useExpandedRuns = () => useSettings((s) => s.expanded);
+export const useToggleExpanded = () => useSettings((s) => s.toggleExpanded);
+export const useResetExpanded = () => useSettings((s) => s.resetExpanded);

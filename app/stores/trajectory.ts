@@ -57,3 +57,16 @@ export const useTrajectory = create<TrajectoryState>((set, get) => ({
     }
   },
 }));
+
+// Narrow hooks: a component re-renders only when the part it shows changes.
+
+/** The open trajectory's detail (null while it loads). */
+export const useDetail = () => useTrajectory((s) => s.detail);
+export const useTrajectoryError = () => useTrajectory((s) => s.error);
+/** One stream of the open trajectory, once fetched. */
+export const useStream = (name: string, turn: number) => useTrajectory((s) => s.streams[streamKey(name, turn)]);
+/** One diff of the open trajectory, once fetched. */
+export const useDiff = (a: string, b: string, turn: number) => useTrajectory((s) => s.diffs[diffKey(a, b, turn)]);
+export const useOpenTrajectory = () => useTrajectory((s) => s.open);
+export const useLoadStream = () => useTrajectory((s) => s.loadStream);
+export const useLoadDiff = () => useTrajectory((s) => s.loadDiff);

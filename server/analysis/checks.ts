@@ -6,7 +6,8 @@ import type { Message, Trajectory } from '../model/trajectory.ts';
 import type { AnalysisContext } from './context.ts';
 import { expectedPadCounts } from './context.ts';
 import { realign, type Alignment } from './realign.ts';
-import { boundaryIds, renderTokens, turnCloseIds } from './render.ts';
+import { renderTokens, turnCloseIds } from './render.ts';
+import { closedCanonical, expectedNextPrompt } from './expected-streams.ts';
 import { firstDivergence } from './classify.ts';
 import { commonPrefixLength, startsWith } from './diff.ts';
 import { findVisionSpans, padRuns } from './vision-spans.ts';
@@ -116,9 +117,9 @@ export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: 
   for (let k = 0; k + 1 < traj.turns.length; k++) {
     const cur = traj.turns[k]!;
     const next = traj.turns[k + 1]!;
-    if (!cur.promptIds || !next.promptIds) continue;
+    const expected = expectedNextPrompt(cur, closeIds, ctx.profile.special.eos);
+    if (!cur.promptIds || !next.promptIds || !expected) continue;
     const gen = cur.generatedIds ?? [];
-    const expected = [...cur.promptIds, ...gen, ...boundaryIds(gen, closeIds, ctx.profile.special.eos)];
     if (startsWith(next.promptIds, expected)) continue;
     const d = firstDivergence(ctx.profile, expected, next.promptIds, { prefixOnly: true });
     if (!d) continue;
@@ -174,11 +175,7 @@ export function checkRerender(
   rerender: number[],
   closeIds: readonly number[],
 ): Finding[] {
-  const last = traj.turns[traj.turns.length - 1];
-  const lastGen = last?.generatedIds ?? [];
-  const canonical = last?.observationMessages
-    ? alignment.tokens
-    : [...alignment.tokens, ...(lastGen.length ? boundaryIds(lastGen, closeIds, ctx.profile.special.eos) : [])];
+  const canonical = closedCanonical(traj, alignment, closeIds, ctx.profile.special.eos);
   const d = firstDivergence(ctx.profile, canonical, rerender);
   if (!d) return [];
   const stored: number[][] = [];

@@ -38,19 +38,26 @@ export const REJECT_REASONS = [
 export const RejectReason = z.enum(REJECT_REASONS);
 export type RejectReason = z.infer<typeof RejectReason>;
 
-/** Error kinds the canonical re-alignment repairs: they describe how a stored stream was assembled. */
-const REPAIRED_BY_REALIGNMENT: ReadonlySet<FindingKind> = new Set<FindingKind>([
-  'prefix_break',
-  'rerender_mismatch',
-  'sample_mismatch',
-  'mask_mismatch',
-  'placeholder_range',
-  'length_mismatch',
-]);
+/**
+ * Whether the canonical re-alignment repairs an error of each kind: true for kinds that describe
+ * how a stored stream was assembled. Every kind must say (the compiler asks when one is added).
+ */
+const REPAIRED_BY_REALIGNMENT: Readonly<Record<FindingKind, boolean>> = {
+  prefix_break: true,
+  rerender_mismatch: true,
+  sample_mismatch: true,
+  mask_mismatch: true,
+  placeholder_range: true,
+  length_mismatch: true,
+  placeholder_count: false,
+  image_count: false,
+  image_truncated: false,
+  invalid_value: false,
+};
 
-/** True when the re-alignment repairs `f` (any finding not listed is treated as unrepairable). */
+/** True when the re-alignment repairs `f`. */
 export function repairedByRealignment(f: Finding): boolean {
-  if (!REPAIRED_BY_REALIGNMENT.has(f.kind)) return false;
+  if (!REPAIRED_BY_REALIGNMENT[f.kind]) return false;
   // Only the stored sample is rebuilt. Logprobs that do not match a turn's generated ids, or
   // placeholder ranges the engine declared for its own prompt, are what the engine recorded of
   // the generation itself: nothing says what the model really saw.

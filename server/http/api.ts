@@ -115,19 +115,49 @@ export const ImageInfo = z.object({
 });
 export type ImageInfo = z.infer<typeof ImageInfo>;
 
+/** The streams `/diff` compares: `a` against `b`; for the prefix pair (`prompt`/`prompt`), `turn` is the later turn. */
+export const DiffA = z.enum(['canonical', 'prompt', 'sample']);
+export type DiffA = z.infer<typeof DiffA>;
+export const DiffB = z.enum(['rerender', 'prompt', 'sample']);
+export type DiffB = z.infer<typeof DiffB>;
+export const DiffPair = z.object({ a: DiffA, b: DiffB, turn: z.number().int() });
+export type DiffPair = z.infer<typeof DiffPair>;
+
+/**
+ * Where the app shows a finding: the diff of its divergence (its token on `side`), or its own
+ * stream at its token (`token` null when no single token is at fault).
+ */
+export const FindingTarget = z.discriminatedUnion('view', [
+  z.object({
+    view: z.literal('diff'),
+    ...DiffPair.shape,
+    side: z.enum(['a', 'b']),
+    token: z.number().int().nullable(),
+  }),
+  z.object({
+    view: z.literal('stream'),
+    stream: StreamName,
+    turn: z.number().int(),
+    token: z.number().int().nullable(),
+  }),
+]);
+export type FindingTarget = z.infer<typeof FindingTarget>;
+
+/** A finding and where to see it (null: none of the trajectory's streams holds it). */
+export const LocatedFinding = Finding.extend({ target: FindingTarget.nullable() });
+export type LocatedFinding = z.infer<typeof LocatedFinding>;
+
 export const TrajectoryDetail = z.object({
   summary: TrajectorySummary,
   model: z.string().nullable(),
   profile: z.string(),
-  findings: z.array(Finding),
+  findings: z.array(LocatedFinding),
   limitations: z.array(z.string()),
   notes: z.array(z.string()),
   streams: z.array(StreamInfo),
   images: z.array(ImageInfo),
   /** Diffs worth showing, best first (`a`/`b` query values for /diff). */
-  diffs: z.array(
-    z.object({ a: z.string(), b: z.string(), turn: z.number().int(), label: z.string(), diverges: z.boolean() }),
-  ),
+  diffs: z.array(DiffPair.extend({ label: z.string(), diverges: z.boolean() })),
   meta: z.record(z.string(), z.unknown()).nullable(),
 });
 export type TrajectoryDetail = z.infer<typeof TrajectoryDetail>;
@@ -148,6 +178,8 @@ export const VisionSpanInfo = z.object({
   end: z.number().int(),
   expectedPads: z.number().int().nullable(),
   gridThw: GridThw.nullable(),
+  /** Merged cells per row of the image: how many pads make one row of it (null when its grid is unknown). */
+  cellsWide: z.number().int().nullable(),
 });
 export type VisionSpanInfo = z.infer<typeof VisionSpanInfo>;
 
@@ -186,8 +218,8 @@ export const TokenStream = z.object({
 export type TokenStream = z.infer<typeof TokenStream>;
 
 export const DiffQuery = z.object({
-  a: z.enum(['canonical', 'prompt', 'sample']).default('canonical'),
-  b: z.enum(['rerender', 'prompt', 'sample']).default('rerender'),
+  a: DiffA.default('canonical'),
+  b: DiffB.default('rerender'),
   /** For the prefix pair (`a=prompt&b=prompt`): the later turn k+1, compared against turn k's prompt ⧺ generation. */
   turn: z.coerce.number().int().min(0).default(1),
 });

@@ -17,7 +17,7 @@ import {
 } from './api.ts';
 import type { RunStore } from './store.ts';
 import { answer, readJsonBody, RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
-import { availableStreams, idsDiff, pieces } from './views.ts';
+import { availableStreams, cellsWideOfGrid, idsDiff, pieces } from './views.ts';
 import {
   AskInputError,
   dataUrlSizer,
@@ -56,6 +56,7 @@ function visionSpansOf(profile: ModelProfile, ids: readonly number[], rendered: 
       end: s.end,
       expectedPads: img?.pad_count ?? null,
       gridThw: img?.image_grid_thw ?? null,
+      cellsWide: img ? cellsWideOfGrid(img.image_grid_thw, profile.vision.mergeSize) : null,
     };
   });
 }

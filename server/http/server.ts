@@ -1,31 +1,20 @@
-// The HTTP server behind the app: node:http, JSON API validated with the zod schemas of api.ts,
-// the built app from dist/app, and image previews resized with sharp. Loopback by default; every
-// request first passes the gate (gate.ts: Host, Origin, token, state-changing requests) and the
+// The HTTP server behind the app: node:http, a JSON API validated with the zod schemas of api.ts
+// and answered by the route modules (routes-*.ts), and the built app from dist/app. Loopback by
+// default; every request first passes the gate (gate.ts: Host, Origin, token, state-changing requests) and the
 // app's files are opened confined to the app folder. Nothing remote is ever fetched.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
-import sharp from 'sharp';
 import type { z } from 'zod';
 import { ZodError } from 'zod';
-import {
-  DiffQuery,
-  DiffResult,
-  ImageInfo,
-  ListQuery,
-  PreviewQuery,
-  RunInfo,
-  StreamQuery,
-  TokenStream,
-  TrajectoryDetail,
-  TrajectoryList,
-} from './api.ts';
 import type { RunStore } from './store.ts';
-import { imageInfos, NotFound, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
-import { imageBytes, ImageUnavailable, MAX_INPUT_PIXELS } from '../images/resolve.ts';
+import { NotFound } from './views.ts';
+import { ImageUnavailable } from '../images/resolve.ts';
 import { checkRequest, NotServed, openAppFile, servedHosts } from './gate.ts';
+import { RequestError } from './request-body.ts';
+import { trajectoryRoutes } from './routes-trajectories.ts';
 import { exportRoutes } from './routes-export.ts';
 import { askRoutes } from './routes-ask.ts';
 
@@ -48,15 +37,6 @@ export interface RunningServer {
   openUrl: string;
   port: number;
   close(): Promise<void>;
-}
-
-class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 const MIME: Record<string, string> = {
@@ -116,99 +96,19 @@ function sendError(res: http.ServerResponse, status: number, message: string): v
   res.end(JSON.stringify({ error: message }));
 }
 
-function query<S extends z.ZodType>(schema: S, url: URL): z.output<S> {
-  const raw: Record<string, string> = {};
-  for (const [k, v] of url.searchParams) if (v !== '') raw[k] = v;
-  const parsed = schema.safeParse(raw);
-  if (!parsed.success)
-    throw new HttpError(
-      400,
-      `bad query: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'query'}: ${i.message}`).join('; ')}`,
-    );
-  return parsed.data;
-}
-
-/** Resized previews, keyed by image content and width. */
-const previewCache = new Map<string, Buffer>();
-const PREVIEW_CACHE_ENTRIES = 128;
-
-/** Host headers served for a bind address (gate.ts `servedHosts`, without the bound address). */
-export function allowedHosts(host: string, port: number): Set<string> {
-  return servedHosts(host, port);
-}
-
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const { store } = opts;
   let port = opts.port;
   let hosts = new Set<string>();
   const appDir = path.resolve(opts.appDir);
-  // Route modules (export jobs, playground) answer their paths first, POSTs included.
+  // Each route module answers its own paths (the run and its trajectories, export jobs, the playground).
   const tools = { sendJson, sendError, headers: SECURITY_HEADERS };
-  const routes = [exportRoutes(store, tools), askRoutes(store, tools)];
+  const routes = [trajectoryRoutes(store, tools), exportRoutes(store, tools), askRoutes(store, tools)];
   async function routeApi(req: http.IncomingMessage, url: URL, res: http.ServerResponse): Promise<void> {
     for (const r of routes) if (await r.handle(req, res, url)) return;
     if (req.method !== 'GET' && req.method !== 'HEAD')
-      throw new HttpError(405, `no ${req.method} route ${url.pathname}`);
-    return handleApi(url, res);
-  }
-
-  async function handleApi(url: URL, res: http.ServerResponse): Promise<void> {
-    const parts = url.pathname
-      .split('/')
-      .filter(Boolean)
-      .map((p) => decodeURIComponent(p));
-    // parts[0] === 'api'
-    if (parts.length === 2 && parts[1] === 'run') return sendJson(res, RunInfo, store.info());
-    if (parts[1] !== 'trajectories') throw new HttpError(404, `no API route ${url.pathname}`);
-    if (parts.length === 2) return sendJson(res, TrajectoryList, store.list(query(ListQuery, url)));
-    const id = parts[2]!;
-    const summary = store.summary(id);
-    if (!summary) throw new HttpError(404, `no trajectory with id "${id}"`);
-    const checked = await store.get(id);
-    if (!checked) throw new HttpError(404, `trajectory "${id}" is no longer in ${summary.source.file}`);
-    const runOpts = store.options();
-    if (parts.length === 3) return sendJson(res, TrajectoryDetail, await trajectoryDetail(summary, checked, runOpts));
-    if (parts.length === 4 && parts[3] === 'stream') {
-      const q = query(StreamQuery, url);
-      return sendJson(res, TokenStream, tokenStream(checked, q.name, q.turn, runOpts));
-    }
-    if (parts.length === 4 && parts[3] === 'diff')
-      return sendJson(res, DiffResult, await tokenDiff(checked, query(DiffQuery, url)));
-    if (parts[3] === 'images' && parts.length >= 5) {
-      const k = Number(parts[4]);
-      const infos = imageInfos(checked, runOpts);
-      const info = Number.isInteger(k) ? infos[k] : undefined;
-      if (!info) throw new HttpError(404, `trajectory "${id}" has no image ${parts[4]}`);
-      if (parts.length === 5) return sendJson(res, ImageInfo, info);
-      if (parts.length === 6 && parts[5] === 'preview') {
-        const { w } = query(PreviewQuery, url);
-        const img = checked.trajectory.images[k]!;
-        if (!img.url || img.unavailable)
-          throw new HttpError(404, `image ${k} has no readable bytes${img.unavailable ? `: ${img.unavailable}` : ''}`);
-        const key = `${img.sha256 ?? `${checked.trajectory.source.file}\u0000${img.url.slice(0, 512)}`}\u0000${w}`;
-        let png = previewCache.get(key);
-        if (!png) {
-          const baseDir = path.dirname(path.resolve(checked.trajectory.source.file));
-          const { bytes } = imageBytes(img.url, baseDir, store.roots());
-          // rotate() applies EXIF orientation, as the Qwen processors see the image.
-          png = await sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS })
-            .rotate()
-            .resize({ width: w, withoutEnlargement: true })
-            .png()
-            .toBuffer();
-          if (previewCache.size >= PREVIEW_CACHE_ENTRIES) previewCache.delete(previewCache.keys().next().value!);
-          previewCache.set(key, png);
-        }
-        res.writeHead(200, {
-          'Content-Type': 'image/png',
-          'Cache-Control': 'private, max-age=3600',
-          ...SECURITY_HEADERS,
-        });
-        res.end(png);
-        return;
-      }
-    }
-    throw new HttpError(404, `no API route ${url.pathname}`);
+      throw new RequestError(405, `no ${req.method} route ${url.pathname}`);
+    throw new RequestError(404, `no API route ${url.pathname}`);
   }
 
   function serveStatic(url: URL, res: http.ServerResponse): void {
@@ -249,7 +149,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
       return sendError(res, 405, 'only GET (state-changing requests go to the API)');
     const work = api ? routeApi(req, url, res) : (async () => serveStatic(url, res))();
     work.catch((e: unknown) => {
-      if (e instanceof HttpError) return sendError(res, e.status, e.message);
+      if (e instanceof RequestError) return sendError(res, e.status, e.message);
       if (e instanceof URIError) return sendError(res, 400, `malformed URL: ${url.pathname}`);
       if (e instanceof NotServed) return sendError(res, 404, e.message);
       if (e instanceof ImageUnavailable) return sendError(res, 404, e.message);

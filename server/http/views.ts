@@ -1,7 +1,7 @@
 // API views of one checked trajectory: its detail, any of its token streams, a token-aligned
 // diff of two of them, and its images. Everything the app shows is computed here from the
 // shared analysis (checks, realign, classify, image math); the app only lays it out.
-import type { StreamName } from '../model/finding.ts';
+import type { Finding, FindingKind, StreamName } from '../model/finding.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 import { streamTokens } from '../pipeline.ts';
 import { analysisContext, type AnalysisContext } from '../analysis/context.ts';
@@ -9,14 +9,20 @@ import { observedStream } from '../analysis/checks.ts';
 import { findVisionSpans } from '../analysis/vision-spans.ts';
 import { diffTokens, type Hunk } from '../analysis/diff.ts';
 import { firstDivergence } from '../analysis/classify.ts';
-import { boundaryIds, turnCloseIds } from '../analysis/render.ts';
+import { turnCloseIds } from '../analysis/render.ts';
+import { closedCanonical, expectedNextPrompt } from '../analysis/expected-streams.ts';
 import { padCountFromGrid } from '../analysis/image-math.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import type {
+  DiffA,
+  DiffB,
+  DiffPair,
   DiffQuery,
   DiffResult,
+  FindingTarget,
   ImageInfo,
+  LocatedFinding,
   Pieces,
   StreamInfo,
   TokenStream,
@@ -52,54 +58,75 @@ export function availableStreams(c: CheckedTrajectory): StreamInfo[] {
   return out;
 }
 
-/** Pairs worth diffing: every broken prefix, canonical vs re-render, canonical vs stored sample. */
-export async function availableDiffs(c: CheckedTrajectory): Promise<TrajectoryDetail['diffs']> {
-  const out: TrajectoryDetail['diffs'] = [];
-  const broken = new Set(c.findings.filter((f) => f.kind === 'prefix_break').map((f) => f.turn));
-  for (let k = 1; k < c.trajectory.turns.length; k++) {
-    if (!c.trajectory.turns[k - 1]!.promptIds || !c.trajectory.turns[k]!.promptIds) continue;
-    out.push({
-      a: 'prompt',
-      b: 'prompt',
-      turn: k,
-      label: `turn ${k - 1} prompt + generation vs turn ${k} prompt`,
-      diverges: broken.has(k),
-    });
-  }
-  if (c.rerender)
-    out.push({
-      a: 'canonical',
-      b: 'rerender',
-      turn: 0,
-      label: 'canonical vs re-rendered',
-      diverges: c.findings.some((f) => f.kind === 'rerender_mismatch'),
-    });
-  if (c.trajectory.sample)
-    out.push({
-      a: 'canonical',
-      b: 'sample',
-      turn: 0,
-      label: 'canonical vs stored sample',
-      diverges: c.findings.some((f) => f.kind === 'sample_mismatch'),
-    });
-  return out.sort((x, y) => Number(y.diverges) - Number(x.diverges));
+/**
+ * The diff that shows a finding of each kind (its token is on `side`), or null when the
+ * finding is seen best in its own stream at its token. Every kind must say.
+ */
+export const DIFF_OF_KIND: Readonly<Record<FindingKind, { a: DiffA; b: DiffB; side: 'a' | 'b' } | null>> = {
+  prefix_break: { a: 'prompt', b: 'prompt', side: 'b' },
+  rerender_mismatch: { a: 'canonical', b: 'rerender', side: 'a' },
+  sample_mismatch: { a: 'canonical', b: 'sample', side: 'b' },
+  placeholder_count: null,
+  image_count: null,
+  image_truncated: null,
+  placeholder_range: null,
+  length_mismatch: null,
+  mask_mismatch: null,
+  invalid_value: null,
+};
+
+/** The diff of `f`'s divergence, when its kind has one (the prefix pair is the finding's turn). */
+export function diffOfFinding(f: Finding): (DiffPair & { side: 'a' | 'b' }) | undefined {
+  const d = DIFF_OF_KIND[f.kind];
+  return d ? { a: d.a, b: d.b, turn: d.a === 'prompt' ? f.turn : 0, side: d.side } : undefined;
 }
 
-export async function trajectoryDetail(
-  summary: TrajectorySummary,
-  c: CheckedTrajectory,
-  opts: RunOptions,
-): Promise<TrajectoryDetail> {
+const samePair = (x: DiffPair, y: DiffPair) => x.a === y.a && x.b === y.b && x.turn === y.turn;
+
+/** Pairs worth diffing: every consecutive pair of prompts, canonical vs re-render, canonical vs stored sample. */
+export function availableDiffs(c: CheckedTrajectory): TrajectoryDetail['diffs'] {
+  const pairs: (DiffPair & { label: string })[] = [];
+  for (let k = 1; k < c.trajectory.turns.length; k++) {
+    if (!c.trajectory.turns[k - 1]!.promptIds || !c.trajectory.turns[k]!.promptIds) continue;
+    pairs.push({ a: 'prompt', b: 'prompt', turn: k, label: `turn ${k - 1} prompt + generation vs turn ${k} prompt` });
+  }
+  if (c.rerender) pairs.push({ a: 'canonical', b: 'rerender', turn: 0, label: 'canonical vs re-rendered' });
+  if (c.trajectory.sample) pairs.push({ a: 'canonical', b: 'sample', turn: 0, label: 'canonical vs stored sample' });
+  const divergent = c.findings.map(diffOfFinding).filter((d) => d !== undefined);
+  return pairs
+    .map((p) => ({ ...p, diverges: divergent.some((d) => samePair(d, p)) }))
+    .sort((x, y) => Number(y.diverges) - Number(x.diverges));
+}
+
+/** Where the app shows `f`: the diff of its divergence when the trajectory has it, else its stream at its token. */
+export function findingTarget(
+  f: Finding,
+  diffs: readonly DiffPair[],
+  streams: readonly StreamInfo[],
+): FindingTarget | null {
+  const token = f.index >= 0 ? f.index : null;
+  const diff = diffOfFinding(f);
+  if (diff && diffs.some((d) => samePair(d, diff))) return { view: 'diff', ...diff, token };
+  const stream = f.stream ?? 'canonical';
+  const turn = stream === 'prompt' ? f.turn : -1;
+  if (!streams.some((s) => s.name === stream && s.turn === turn)) return null;
+  return { view: 'stream', stream, turn, token };
+}
+
+export function trajectoryDetail(summary: TrajectorySummary, c: CheckedTrajectory, opts: RunOptions): TrajectoryDetail {
+  const streams = availableStreams(c);
+  const diffs = availableDiffs(c);
+  const findings: LocatedFinding[] = c.findings.map((f) => ({ ...f, target: findingTarget(f, diffs, streams) }));
   return {
     summary,
     model: c.trajectory.model ?? null,
     profile: c.profile.name,
-    findings: c.findings,
+    findings,
     limitations: c.trajectory.limitations,
     notes: c.alignment.notes,
-    streams: availableStreams(c),
+    streams,
     images: imageInfos(c, opts),
-    diffs: await availableDiffs(c),
+    diffs,
     meta: c.trajectory.meta ?? null,
   };
 }
@@ -127,6 +154,7 @@ function visionSpans(
     const i = s.kind === 'image' ? image++ : -1;
     const math = ctx.images[i]?.tokens;
     const stored = c.trajectory.sample?.imageGridThw?.[i];
+    const merge = ctx.images[i]?.vision.mergeSize ?? c.profile.vision.mergeSize;
     return {
       image: i,
       kind: s.kind,
@@ -134,13 +162,19 @@ function visionSpans(
       padStart: s.padStart,
       padLength: s.padLength,
       end: s.end,
-      expectedPads: math?.padCount ?? (stored ? safePadCount(stored, c.profile.vision.mergeSize) : null),
+      expectedPads: math?.padCount ?? (stored ? safePadCount(stored, merge) : null),
       gridThw: math?.gridThw ?? stored ?? null,
+      cellsWide: math?.cellsWide ?? (stored ? cellsWideOfGrid(stored, merge) : null),
     };
   });
 }
 
-function safePadCount(grid: [number, number, number], merge: number): number | null {
+/** Merged cells per row of a stored grid (grid_w / merge), null when the grid cannot come from a processor. */
+export function cellsWideOfGrid(grid: readonly [number, number, number], merge: number): number | null {
+  return safePadCount(grid, merge) === null ? null : grid[2] / merge;
+}
+
+function safePadCount(grid: readonly [number, number, number], merge: number): number | null {
   try {
     return padCountFromGrid(grid, merge);
   } catch {
@@ -248,23 +282,18 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
   if (q.a === 'prompt' && q.b === 'prompt') {
     const cur = traj.turns[q.turn - 1];
     const next = traj.turns[q.turn];
-    if (!cur?.promptIds || !next?.promptIds) throw new NotFound(`no prompt ids for turns ${q.turn - 1} and ${q.turn}`);
-    const gen = cur.generatedIds ?? [];
-    // What turn k+1's prompt must start with (the same expectation as checkPrefixes).
-    a = [...cur.promptIds, ...gen, ...boundaryIds(gen, closeIds, profile.special.eos)];
+    // What turn k+1's prompt must start with (the expectation of checkPrefixes).
+    const expected = cur && expectedNextPrompt(cur, closeIds, profile.special.eos);
+    if (!expected || !next?.promptIds) throw new NotFound(`no prompt ids for turns ${q.turn - 1} and ${q.turn}`);
+    a = expected;
     b = next.promptIds;
     labelA = `turn ${q.turn - 1} prompt + generation + boundary`;
     labelB = `turn ${q.turn} prompt`;
     prefixOnly = true;
   } else if (q.a === 'canonical' && q.b === 'rerender') {
     if (!c.rerender) throw new NotFound('this trajectory has no messages to re-render');
-    const last = traj.turns[traj.turns.length - 1];
-    const lastGen = last?.generatedIds ?? [];
-    // Closed the same way checkRerender closes it, so the divergence index matches the finding.
-    a =
-      last?.observationMessages || lastGen.length === 0
-        ? alignment.tokens
-        : [...alignment.tokens, ...boundaryIds(lastGen, closeIds, profile.special.eos)];
+    // Closed as checkRerender closes it, so the divergence index matches the finding.
+    a = closedCanonical(traj, alignment, closeIds, profile.special.eos);
     b = c.rerender;
     labelA = 'canonical';
     labelB = 're-rendered';

@@ -1,8 +1,7 @@
 // The inspector end to end: the real server on a real run, the built app in chromium.
-import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { checkPaths } from '../../server/pipeline.ts';
 import type { ImageInfo, TrajectoryDetail, TrajectoryList } from '../../server/http/api.ts';
 import {
@@ -88,6 +87,20 @@ describe('diff', () => {
     expect(b).toBe(finding.index);
     await page.screenshot({ path: path.join(SHOTS, 'diff.png') });
   });
+
+  it('a click on a finding opens where the server says it is seen: its diff, at its token', async () => {
+    const list = await api<TrajectoryList>('/api/trajectories?kind=prefix_break');
+    const id = list.items[0]!.id;
+    const detail = await api<TrajectoryDetail>(`/api/trajectories/${encodeURIComponent(id)}`);
+    const finding = detail.findings.find((f) => f.kind === 'prefix_break')!;
+    expect(finding.target).toMatchObject({ view: 'diff', a: 'prompt', b: 'prompt', side: 'b' });
+    await page.goto(`${server.url}#/t/${encodeURIComponent(id)}?view=stream`);
+    await page.click('.finding[data-kind="prefix_break"] button');
+    const row = page.locator('.drow.selected');
+    await row.waitFor();
+    expect(Number(await row.getAttribute('data-b'))).toBe(finding.index);
+    expect(page.url()).toContain('view=diff');
+  });
 });
 
 describe('image overlay', () => {
@@ -103,6 +116,10 @@ describe('image overlay', () => {
     const layout = image.layout!;
     await page.goto(`${server.url}#/t/${encodeURIComponent(pick.id)}?view=stream`);
     await page.locator('.padrun').first().click();
+    // One row of pad chips per row of the image's merged cells.
+    const padRows = page.locator('.row.padrow');
+    await padRows.first().waitFor();
+    expect(await padRows.first().locator('.tok.pad').count()).toBe(layout.cellsWide);
     const k = layout.cellsWide + 3; // row 1, col 3
     const chip = page.locator(`[data-pad="0:${k}"]`);
     await chip.hover();
@@ -135,6 +152,14 @@ describe('deep links', () => {
     await page.locator(`.tok.selected[data-i="${token}"]`).waitFor();
     expect(await page.locator('[data-testid=selected-token]').textContent()).toContain(`token #${token}`);
     expect(page.url()).toBe(link);
+    // By keyboard: ← selects the previous token, and focus follows it.
+    await page.locator(`.tok.selected[data-i="${token}"]`).focus();
+    await page.keyboard.press('ArrowLeft');
+    await page.locator(`.tok.selected[data-i="${token - 1}"]`).waitFor();
+    await expect
+      .poll(() => page.evaluate(() => (document.activeElement as HTMLElement | null)?.dataset.i))
+      .toBe(String(token - 1));
+    expect(page.url()).toContain(`token=${token - 1}`);
   });
 });
 

@@ -1,0 +1,31 @@
+// The streams a check compares the data against, built once so that a check and the diff that
+// shows its finding (server/http/views.ts) line up token for token.
+import type { Trajectory, Turn } from '../model/trajectory.ts';
+import type { Alignment } from './realign.ts';
+import { boundaryIds } from './render.ts';
+
+/**
+ * What the next turn's prompt must start with: this turn's prompt ⧺ its generated ids ⧺ the
+ * EOS-aware boundary (`closeIds` from `turnCloseIds`). Undefined when the turn has no prompt ids.
+ */
+export function expectedNextPrompt(turn: Turn, closeIds: readonly number[], eos: number): number[] | undefined {
+  if (!turn.promptIds) return undefined;
+  const generated = turn.generatedIds ?? [];
+  return [...turn.promptIds, ...generated, ...boundaryIds(generated, closeIds, eos)];
+}
+
+/**
+ * The canonical stream closed the way a re-render of the conversation closes it: the EOS-aware
+ * boundary after the last generation, unless observations follow it (they carry their own).
+ */
+export function closedCanonical(
+  traj: Trajectory,
+  alignment: Alignment,
+  closeIds: readonly number[],
+  eos: number,
+): number[] {
+  const last = traj.turns[traj.turns.length - 1];
+  const generated = last?.generatedIds ?? [];
+  if (last?.observationMessages || generated.length === 0) return alignment.tokens;
+  return [...alignment.tokens, ...boundaryIds(generated, closeIds, eos)];
+}
