@@ -14,6 +14,7 @@ export const FORMAT_NAMES = [
   'prime-rl',
   'agent-lightning',
   'export',
+  'slime-train',
 ] as const;
 export const FormatName = z.enum(FORMAT_NAMES);
 export type FormatName = z.infer<typeof FormatName>;
@@ -113,6 +114,13 @@ export const TrainingSample = z.object({
   /** Per response token (slime/verl) or per token (AReaL, prime-rl): see `maskScope`. */
   lossMask: z.array(z.number()).optional(),
   logprobs: Logprobs.optional(),
+  /**
+   * The trainer's side, indexed like `logprobs`: its recomputed logprobs of the same tokens
+   * (slime `log_probs`, verl `old_log_probs`), the reference model's, and per-token advantages.
+   */
+  trainerLogprobs: Logprobs.optional(),
+  refLogprobs: Logprobs.optional(),
+  advantages: z.array(z.number()).optional(),
   /** Whether `lossMask`/`logprobs` cover only the response tail or the whole `tokens`. */
   maskScope: z.enum(['response', 'full']).default('response'),
   imageGridThw: z.array(GridThw).optional(),
