@@ -126,6 +126,8 @@ export const TrainingSample = z.object({
   imageGridThw: z.array(GridThw).optional(),
   placeholderRanges: z.array(PlaceholderRange).optional(),
   mmTokenTypeIds: z.array(z.number().int()).optional(),
+  /** position_ids as the batch stored them: 3 mRoPE rows, or verl's 4 (text, t, h, w), each of len(tokens). */
+  positionIds: z.array(z.array(z.number().int())).optional(),
   /** True when the framework built `tokens` by re-rendering decoded text rather than keeping generated ids. */
   builtFromRerender: z.boolean().optional(),
 });
