@@ -1,6 +1,7 @@
 // The checks: pure functions from a trajectory (and its analysis context) to findings.
 // Each finding names its kind, severity, turn, the stream and absolute token index it points
 // at, what was expected and what was found, and one sentence a person can act on.
+import { logprobMismatch, mismatchFindings } from './logprob-mismatch.ts';
 import { FINDING_KINDS, type Finding, type StreamName } from '../model/finding.ts';
 import type { Message, Trajectory } from '../model/trajectory.ts';
 import type { AnalysisContext } from './context.ts';
@@ -49,6 +50,7 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   findings.push(...checkSample(traj, ctx, alignment));
   findings.push(...checkImages(traj, ctx));
   findings.push(...checkLengthsAndMasks(traj, ctx));
+  findings.push(...mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch));
   // Errors first; then by kind in FINDING_KINDS order (what the engine saw before how a re-render would differ).
   const rank = (f: Finding) => FINDING_KINDS.indexOf(f.kind);
   findings.sort(

@@ -3,6 +3,7 @@
 // over the model's defaults (RL recipes routinely change max_pixels per run).
 import type { ImageRef, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
+import type { MismatchThresholds } from './logprob-mismatch.ts';
 import { imageTokens, type ImageTokens, type VisionConfig } from './image-math.ts';
 
 export interface ImageExpectation {
@@ -17,6 +18,8 @@ export interface AnalysisContext {
   profile: ModelProfile;
   /** One entry per trajectory image, in order of appearance. */
   images: ImageExpectation[];
+  /** Thresholds for rollout-vs-trainer logprobs (`--max-logprob-delta`, `--is-cap`, …); defaults when absent. */
+  mismatch?: MismatchThresholds;
 }
 
 export function visionConfigFor(

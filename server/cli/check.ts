@@ -135,6 +135,7 @@ export function hasTokens(t: Trajectory): boolean {
 export function publicFinding(f: Finding): Record<string, unknown> {
   const o: Record<string, unknown> = { kind: f.kind };
   if (f.cause) o.cause = f.cause;
+  if (f.field) o.field = f.field;
   o.severity = f.severity;
   o.turn = f.turn;
   o.index = f.index;

@@ -180,6 +180,7 @@ export function rowToTrajectory(row: ExportRow, where: { file: string; line: num
       imageGridThw: row.image_grid_thw,
       placeholderRanges: row.placeholder_ranges,
       mmTokenTypeIds: row.mm_token_type_ids,
+      positionIds: row.position_ids,
     },
     reward: row.reward,
     status: row.status,

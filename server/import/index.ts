@@ -27,6 +27,8 @@ import { primeRlImporter } from './prime-rl.ts';
 import { exportRowsImporter } from './export-rows.ts';
 import { vllmImporter } from './vllm.ts';
 import { agentLightningImporter } from './agent-lightning.ts';
+import { torchSaveRecords } from './read/torch-records.ts';
+import { slimeTrainImporter } from './slime-train.ts';
 
 /** Registered importers, most specific first (structure sniffing stops at the first match). */
 // `exportRowsImporter` before slime's: an export row is also a slime Sample, plus `schema_version`.
@@ -34,6 +36,7 @@ export const IMPORTERS: Importer[] = [
   nativeImporter,
   exportRowsImporter,
   slimeImporter,
+  slimeTrainImporter,
   verlImporter,
   arealImporter,
   verlDumpImporter,
@@ -74,10 +77,35 @@ function matchName(file: string): string {
   return path.basename(file).replace(/\.gz$/i, '');
 }
 
+/** torch.save archives: by name, or by the zip magic whatever the name. */
+const TORCH_EXT = /\.(pt|pth)$/i;
+function isTorchSave(file: string): boolean {
+  if (TORCH_EXT.test(file)) return true;
+  const head = Buffer.alloc(4);
+  const fd = fs.openSync(file, 'r');
+  try {
+    fs.readSync(fd, head, 0, 4, 0);
+  } finally {
+    fs.closeSync(fd);
+  }
+  return head.equals(Buffer.from([0x50, 0x4b, 0x03, 0x04]));
+}
+
 async function readRecords(
   file: string,
   opts: LoadOptions,
 ): Promise<{ records: RawRecord[]; errors: ReadError[]; wholeJson: boolean }> {
+  if (isTorchSave(file)) {
+    try {
+      return { records: await torchSaveRecords(file), errors: [], wholeJson: true };
+    } catch (e) {
+      return {
+        records: [],
+        errors: [{ file, line: 0, message: `torch.save file: ${(e as Error).message}` }],
+        wholeJson: true,
+      };
+    }
+  }
   const limits = readLimits({
     ...opts.limits,
     ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}),

@@ -13,6 +13,9 @@ export const FINDING_KINDS = [
   'length_mismatch',
   'mask_mismatch',
   'invalid_value',
+  'logprob_mismatch',
+  'logprob_shift',
+  'trained_mismatch',
 ] as const;
 export const FindingKind = z.enum(FINDING_KINDS);
 export type FindingKind = z.infer<typeof FindingKind>;
@@ -53,6 +56,8 @@ export const Finding = z.object({
   stream: StreamName.optional(),
   expected: z.unknown().optional(),
   actual: z.unknown().optional(),
+  /** For `trained_mismatch`: which field of the trained side differs (`tokens`, `images`, `loss_mask`, …). */
+  field: z.string().optional(),
   /** Image the finding concerns (0-based, order of appearance). */
   image: z.number().int().optional(),
   message: z.string(),

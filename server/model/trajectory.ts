@@ -14,6 +14,7 @@ export const FORMAT_NAMES = [
   'prime-rl',
   'agent-lightning',
   'export',
+  'slime-train',
 ] as const;
 export const FormatName = z.enum(FORMAT_NAMES);
 export type FormatName = z.infer<typeof FormatName>;
@@ -113,11 +114,20 @@ export const TrainingSample = z.object({
   /** Per response token (slime/verl) or per token (AReaL, prime-rl): see `maskScope`. */
   lossMask: z.array(z.number()).optional(),
   logprobs: Logprobs.optional(),
+  /**
+   * The trainer's side, indexed like `logprobs`: its recomputed logprobs of the same tokens
+   * (slime `log_probs`, verl `old_log_probs`), the reference model's, and per-token advantages.
+   */
+  trainerLogprobs: Logprobs.optional(),
+  refLogprobs: Logprobs.optional(),
+  advantages: z.array(z.number()).optional(),
   /** Whether `lossMask`/`logprobs` cover only the response tail or the whole `tokens`. */
   maskScope: z.enum(['response', 'full']).default('response'),
   imageGridThw: z.array(GridThw).optional(),
   placeholderRanges: z.array(PlaceholderRange).optional(),
   mmTokenTypeIds: z.array(z.number().int()).optional(),
+  /** position_ids as the batch stored them: 3 mRoPE rows, or verl's 4 (text, t, h, w), each of len(tokens). */
+  positionIds: z.array(z.array(z.number().int())).optional(),
   /** True when the framework built `tokens` by re-rendering decoded text rather than keeping generated ids. */
   builtFromRerender: z.boolean().optional(),
 });

@@ -1,0 +1,138 @@
+// `rollscope compare ROLLOUT TRAINED [--json]`: did the trainer see what the rollout generated?
+// Both sides go through the one pipeline (any format each); pairs are joined by trajectory id,
+// then by sample index (server/analysis/compare.ts `joinSides`). Exit status as `check`: 1 when a
+// pair differs or a record could not be read, 2 on bad arguments or unreadable paths.
+import { z } from 'zod';
+import { compareTrained, joinKeys, joinSides, TRAINED_FIELDS } from '../analysis/compare.ts';
+import type { ReadError } from '../model/trajectory.ts';
+import { type CheckedTrajectory, checkPaths, type RunOptions } from '../pipeline.ts';
+import { publicFinding } from './check.ts';
+import { paint } from './output.ts';
+
+const Side = z.object({ id: z.string(), file: z.string(), line: z.number().int(), format: z.string() });
+
+/** The stable `--json` contract of compare (docs/compare.md). */
+export const CompareReport = z.object({
+  version: z.literal(1),
+  pairs: z.array(z.object({ rollout: Side, trained: Side, findings: z.array(z.unknown()) })),
+  unmatched: z.object({ rollout: z.array(Side), trained: z.array(Side) }),
+  errors: z.array(
+    z.object({ file: z.string(), line: z.number().int(), field: z.string().optional(), message: z.string() }),
+  ),
+  summary: z.object({
+    pairs: z.number().int(),
+    matching: z.number().int(),
+    differing: z.number().int(),
+    unmatchedRollout: z.number().int(),
+    unmatchedTrained: z.number().int(),
+    differencesByField: z.record(z.string(), z.number().int()),
+  }),
+});
+export type CompareReport = z.infer<typeof CompareReport>;
+
+async function loadSide(
+  paths: readonly string[],
+  opts: RunOptions,
+  errors: ReadError[],
+): Promise<{ checked: CheckedTrajectory[]; fatal: boolean }> {
+  const checked: CheckedTrajectory[] = [];
+  let fatal = false;
+  for await (const ev of checkPaths(paths, opts)) {
+    if (ev.type === 'trajectory') checked.push(ev.checked);
+    else if (ev.type === 'error') {
+      errors.push(ev.error);
+      if (ev.error.line === 0) fatal = true;
+    }
+  }
+  return { checked, fatal };
+}
+
+const side = (c: CheckedTrajectory) => ({
+  id: c.trajectory.id,
+  file: c.trajectory.source.file,
+  line: c.trajectory.source.line,
+  format: c.trajectory.source.format,
+});
+
+export async function compareRuns(
+  rolloutPaths: readonly string[],
+  trainedPaths: readonly string[],
+  opts: RunOptions,
+): Promise<{ report: CompareReport; fatal: boolean }> {
+  const errors: ReadError[] = [];
+  const rollout = await loadSide(rolloutPaths, opts, errors);
+  const trained = await loadSide(trainedPaths, opts, errors);
+  const joined = joinSides(
+    rollout.checked,
+    trained.checked,
+    (c) => joinKeys(c.trajectory),
+    (c) => joinKeys(c.trajectory),
+  );
+  const differencesByField: Record<string, number> = Object.fromEntries(TRAINED_FIELDS.map((f) => [f, 0]));
+  const pairs = joined.pairs.map(([r, t]) => {
+    const findings = compareTrained(
+      { trajectory: r.trajectory, alignment: r.alignment },
+      { trajectory: t.trajectory, profile: t.profile },
+    );
+    for (const f of findings) if (f.field) differencesByField[f.field] = (differencesByField[f.field] ?? 0) + 1;
+    return { rollout: side(r), trained: side(t), findings: findings.map(publicFinding) };
+  });
+  const differing = pairs.filter((p) => p.findings.length > 0).length;
+  const report: CompareReport = {
+    version: 1,
+    pairs,
+    unmatched: { rollout: joined.onlyRollout.map(side), trained: joined.onlyTrained.map(side) },
+    errors: errors.map(({ file, line, field, message }) => ({ file, line, ...(field ? { field } : {}), message })),
+    summary: {
+      pairs: pairs.length,
+      matching: pairs.length - differing,
+      differing,
+      unmatchedRollout: joined.onlyRollout.length,
+      unmatchedTrained: joined.onlyTrained.length,
+      differencesByField,
+    },
+  };
+  return { report, fatal: rollout.fatal || trained.fatal };
+}
+
+export async function runCompare(
+  rolloutPaths: readonly string[],
+  trainedPaths: readonly string[],
+  opts: RunOptions & { json: boolean },
+  out: NodeJS.WritableStream,
+): Promise<number> {
+  const { report, fatal } = await compareRuns(rolloutPaths, trainedPaths, opts);
+  if (opts.json) out.write(`${JSON.stringify(report)}\n`);
+  else printReport(report, out);
+  if (fatal) return 2;
+  return report.summary.differing > 0 || report.errors.length > 0 ? 1 : 0;
+}
+
+function printReport(r: CompareReport, out: NodeJS.WritableStream): void {
+  for (const p of r.pairs) {
+    const where = `${p.rollout.file}:${p.rollout.line} ↔ ${p.trained.file}:${p.trained.line}`;
+    if (p.findings.length === 0) {
+      out.write(`${paint.green('✓')} ${p.rollout.id}  ${paint.dim(where)}\n`);
+      continue;
+    }
+    out.write(
+      `${paint.red('✗')} ${paint.bold(p.rollout.id)}  ${paint.dim(where)}  ${p.findings.length} difference(s)\n`,
+    );
+    for (const f of p.findings as { field: string; index: number; message: string }[]) {
+      out.write(`    ${paint.red(f.field)}${f.index >= 0 ? ` token ${f.index}` : ''}: ${f.message}\n`);
+    }
+  }
+  for (const s of r.unmatched.rollout)
+    out.write(`${paint.yellow('?')} ${s.id}  ${paint.dim(`${s.file}:${s.line}`)}  only in the rollout\n`);
+  for (const s of r.unmatched.trained)
+    out.write(`${paint.yellow('?')} ${s.id}  ${paint.dim(`${s.file}:${s.line}`)}  only on the trained side\n`);
+  for (const e of r.errors) out.write(`${paint.red('error')} ${e.file}${e.line ? `:${e.line}` : ''}: ${e.message}\n`);
+  const s = r.summary;
+  const fields = Object.entries(s.differencesByField)
+    .filter(([, n]) => n > 0)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ');
+  out.write(
+    `\n${s.pairs} pair(s): ${s.matching} the same, ${s.differing} different; ${s.unmatchedRollout} only in the rollout, ${s.unmatchedTrained} only on the trained side${fields ? `\ndifferences: ${fields}` : ''}\n`,
+  );
+}
