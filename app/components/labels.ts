@@ -14,6 +14,9 @@ export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
   length_mismatch: 'length mismatch',
   mask_mismatch: 'mask mismatch',
   invalid_value: 'invalid value',
+  logprob_mismatch: 'logprob mismatch',
+  logprob_shift: 'logprobs shifted',
+  trained_mismatch: 'trained ≠ rollout',
 };
 
 export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {

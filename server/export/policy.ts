@@ -53,6 +53,10 @@ const REPAIRED_BY_REALIGNMENT: Readonly<Record<FindingKind, boolean>> = {
   image_count: false,
   image_truncated: false,
   invalid_value: false,
+  // The trainer's side is not what an export writes; a shifted or drifting trainer is not repaired here.
+  logprob_mismatch: false,
+  logprob_shift: false,
+  trained_mismatch: false,
 };
 
 /** True when the re-alignment repairs `f`. */

@@ -73,6 +73,9 @@ export const DIFF_OF_KIND: Readonly<Record<FindingKind, { a: DiffA; b: DiffB; si
   length_mismatch: null,
   mask_mismatch: null,
   invalid_value: null,
+  logprob_mismatch: null,
+  logprob_shift: null,
+  trained_mismatch: null,
 };
 
 /** The diff of `f`'s divergence, when its kind has one (the prefix pair is the finding's turn). */
