@@ -22,7 +22,7 @@ import fc from 'fast-check';
 import { encode } from '@msgpack/msgpack';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFile } from '../server/import/index.ts';
-import { parseJson } from '../server/import/records.ts';
+import { parseJson } from '../server/import/read/json.ts';
 import { msgpackValueEnd } from '../server/import/prime-rl.ts';
 import { exportRun } from '../server/export/run.ts';
 import type { FormatName, Trajectory } from '../server/model/trajectory.ts';

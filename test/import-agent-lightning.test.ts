@@ -9,7 +9,7 @@ import { loadFile } from '../server/import/index.ts';
 import { agentLightningImporter } from '../server/import/agent-lightning.ts';
 import { analyzeTrajectory } from '../server/pipeline.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
-import { parseJson } from '../server/import/records.ts';
+import { parseJson } from '../server/import/read/json.ts';
 import type { Message, Trajectory } from '../server/model/trajectory.ts';
 import {
   AGL_DIR,

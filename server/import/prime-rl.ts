@@ -33,7 +33,7 @@ import { decode } from '@msgpack/msgpack';
 import { z } from 'zod';
 import type { GridThw, ImageRef, PlaceholderRange, ReadError, TrajectoryInput } from '../model/trajectory.ts';
 import type { FileContext, Importer, ImportResult } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { zodErrors } from './read/validate.ts';
 import { turnsFromMask } from './turns-from-mask.ts';
 
 // ---------------------------------------------------------------------------------------------
