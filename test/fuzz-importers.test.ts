@@ -23,7 +23,7 @@ import { encode } from '@msgpack/msgpack';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFile } from '../server/import/index.ts';
 import { parseJson } from '../server/import/read/json.ts';
-import { msgpackValueEnd } from '../server/import/prime-rl.ts';
+import { msgpackValueEnd } from '../server/import/read/msgpack.ts';
 import { exportRun } from '../server/export/run.ts';
 import type { FormatName, Trajectory } from '../server/model/trajectory.ts';
 import { loadProfile } from '../server/profiles/profile.ts';

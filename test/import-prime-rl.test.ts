@@ -8,7 +8,8 @@ import { encode } from '@msgpack/msgpack';
 import { Trajectory } from '../server/model/trajectory.ts';
 import type { Finding } from '../server/model/finding.ts';
 import { loadFile } from '../server/import/index.ts';
-import { importPrimeRlBytes, msgpackValueEnd, primeRlImporter } from '../server/import/prime-rl.ts';
+import { importPrimeRlBytes, primeRlImporter } from '../server/import/prime-rl.ts';
+import { msgpackValueEnd } from '../server/import/read/msgpack.ts';
 import { analyzeTrajectory } from '../server/pipeline.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import {
