@@ -38,7 +38,7 @@ import {
 } from '../server/analysis/ask.ts';
 import { ImageTokensOutput } from '../server/cli/commands/image-tokens.ts';
 import { loadProfile, type BuiltinProfileName, type ModelProfile } from '../server/profiles/profile.ts';
-import { parsePythonJson } from '../server/profiles/template.ts';
+import { parsePythonJson } from '../server/profiles/python-literal.ts';
 import { mulberry32 } from '../server/util/random.ts';
 
 const require = createRequire(import.meta.url);

@@ -12,7 +12,7 @@
 import { z } from 'zod';
 import { Message, type ProcessorSettings } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
-import { parsePythonJson, PyFloat } from '../profiles/template.ts';
+import { parsePythonJson, PyFloat } from '../profiles/python-literal.ts';
 import { imageBytes, imageSize, ImageUnavailable } from '../images/resolve.ts';
 import { imageTokens, type VisionConfig } from './image-math.ts';
 import { visionConfigFor } from './context.ts';
