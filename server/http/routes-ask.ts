@@ -18,13 +18,8 @@ import {
 import type { RunStore } from './store.ts';
 import { answer, readJsonBody, RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { availableStreams, idsDiff, pieces } from './views.ts';
-import {
-  AskInputError,
-  dataUrlSizer,
-  parseConversation,
-  renderConversation,
-  type RenderResult,
-} from '../analysis/ask.ts';
+import { AskInputError, parseConversation, renderConversation, type RenderResult } from '../analysis/ask.ts';
+import { dataUrlSizer } from '../images/sizers.ts';
 import { findVisionSpans } from '../analysis/vision-spans.ts';
 import { streamTokens, type CheckedTrajectory } from '../pipeline.ts';
 import { profileFor, type ModelProfile } from '../profiles/profile.ts';
