@@ -59,7 +59,7 @@ function lineColumn(text: string, index: number): { line: number; column: number
 }
 
 /** `parsePythonJson` with its `char N` turned into a 1-based line and column. */
-export function parseJsonText(text: string, source: string): unknown {
+function parseJsonText(text: string, source: string): unknown {
   try {
     return parsePythonJson(text);
   } catch (e) {
@@ -255,7 +255,7 @@ export interface ImagePart {
  * in order. `width`/`height` on the part give the size without reading anything; otherwise the
  * source is `image_url` (a string or `{url}`), `image`, or transformers' `url` / `path`.
  */
-export function findImageParts(messages: readonly PyValue[]): ImagePart[] {
+function findImageParts(messages: readonly PyValue[]): ImagePart[] {
   const out: ImagePart[] = [];
   messages.forEach((message, m) => {
     const content = isDict(message) ? message.get('content') : undefined;
@@ -329,7 +329,7 @@ export const ImageTokensReport = z.object({
 });
 export type ImageTokensReport = z.infer<typeof ImageTokensReport>;
 
-export function visionFor(profile: ModelProfile, processor?: ProcessorSettings): VisionConfig {
+function visionFor(profile: ModelProfile, processor?: ProcessorSettings): VisionConfig {
   return visionConfigFor(profile, undefined, undefined, processor);
 }
 
@@ -554,7 +554,7 @@ export const DecodeResult = z.object({
 });
 export type DecodeResult = z.infer<typeof DecodeResult>;
 
-export function tokenInfo(profile: ModelProfile, id: number): TokenInfo {
+function tokenInfo(profile: ModelProfile, id: number): TokenInfo {
   return { id, piece: profile.tokenizer.piece(id), special: profile.tokenizer.isSpecial(id) };
 }
 

@@ -132,11 +132,6 @@ function query<S extends z.ZodType>(schema: S, url: URL): z.output<S> {
 const previewCache = new Map<string, Buffer>();
 const PREVIEW_CACHE_ENTRIES = 128;
 
-/** Host headers served for a bind address (gate.ts `servedHosts`, without the bound address). */
-export function allowedHosts(host: string, port: number): Set<string> {
-  return servedHosts(host, port);
-}
-
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const { store } = opts;
   let port = opts.port;

@@ -36,10 +36,6 @@ export const IMPORTERS: Importer[] = [
   agentLightningImporter,
 ];
 
-export function registerImporter(importer: Importer): void {
-  if (!IMPORTERS.some((i) => i.format === importer.format)) IMPORTERS.push(importer);
-}
-
 export function importerFor(format: string): Importer | undefined {
   return IMPORTERS.find((i) => i.format === format);
 }

@@ -153,7 +153,7 @@ const DTYPE_BYTES: Record<string, number> = {
 };
 
 /** Numbers of an integer or float tensor (little-endian, as numpy's `tobytes()` on x86/ARM), or why not. */
-export function decodeTensorNumbers(tensor: EncodedTensor): number[] | string {
+function decodeTensorNumbers(tensor: EncodedTensor): number[] | string {
   const [dtype, shape, data] = tensor;
   const itemSize = DTYPE_BYTES[dtype];
   if (itemSize === undefined) return `unsupported dtype "${dtype}"`;

@@ -18,7 +18,7 @@ export interface ReadLimits {
   minGzipAllowance: number;
 }
 
-export const DEFAULT_MAX_LINE_BYTES = 128 * 1024 * 1024;
+const DEFAULT_MAX_LINE_BYTES = 128 * 1024 * 1024;
 
 export const DEFAULT_LIMITS: ReadLimits = {
   // A screenshot-heavy agent trajectory with inline base64 images stays under this; 4× it is the

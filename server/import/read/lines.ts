@@ -33,7 +33,7 @@ export interface RecordLine {
 const GZIP_MAGIC = [0x1f, 0x8b];
 
 /** True when the file starts with the gzip magic bytes (whatever its name). */
-export function isGzipFile(file: string): boolean {
+function isGzipFile(file: string): boolean {
   const fd = fs.openSync(file, 'r');
   try {
     const head = Buffer.alloc(2);
