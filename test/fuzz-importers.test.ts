@@ -1,4 +1,4 @@
-// Property-based fuzzing of the importers (issue 7): random and mutated records thrown into a
+// Property-based fuzzing of the importers: random and mutated records thrown into a
 // file among valid ones. For every case: loading never throws; every hostile line ends as an
 // error naming that line or as a valid trajectory from that line; no error points at a valid
 // line; no message is a stack trace; and the valid records are unaffected:

@@ -1,4 +1,4 @@
-// Hostile and broken records (issue 7, docs/security.md §Records): each gets a clear error naming
+// Hostile and broken records (docs/security.md §Records): each gets a clear error naming
 // file, line and field — or, for values the schema admits but the model cannot (ids beyond the
 // vocabulary, NaN logprobs), a finding from the checks — within bounded memory, and every other
 // record of the same file still loads.
