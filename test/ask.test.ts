@@ -608,9 +608,9 @@ describe('render: behaviour worth pinning', () => {
     expect(message).toMatch(/content\[3\]: absolute aspect ratio/);
     // The playground's sizer reads data: URLs only, never a local file.
     const local = j({ messages: [{ role: 'user', content: [{ type: 'image', image: path.join(dir, 'cat.png') }] }] });
-    await expect(renderConversation(q3, parseConversation(local, 'l.json'), { sizeImage: dataUrlSizer })).rejects.toThrow(
-      /only data: URLs/,
-    );
+    await expect(
+      renderConversation(q3, parseConversation(local, 'l.json'), { sizeImage: dataUrlSizer }),
+    ).rejects.toThrow(/only data: URLs/);
     // Without a sizer the analysis reads nothing at all: not the file, not even a data: URL.
     await expect(renderConversation(q3, parseConversation(local, 'l.json'))).rejects.toThrow(/no image reader/);
     const inline = j({ messages: [{ role: 'user', content: [{ type: 'image', image: dataUrl }] }] });

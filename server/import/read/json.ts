@@ -278,4 +278,3 @@ export function syntaxErrorPosition(e: unknown, text: string): number | undefine
   if (after) return snippet.length - context;
   return undefined;
 }
-

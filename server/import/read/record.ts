@@ -73,4 +73,3 @@ export function parseRecordLine(file: string, l: RecordLine, limits: Partial<Rea
 export function isReadError(x: RawRecord | ReadError): x is ReadError {
   return 'message' in x && !('value' in x);
 }
-
