@@ -6,7 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import type { FormatName, Trajectory } from './model/trajectory.ts';
 import { loadProfile, type ModelProfile } from './profiles/profile.ts';
-import type { RecordLine } from './import/records.ts';
+import type { RecordLine } from './import/read/lines.ts';
 import type { ChunkOutcome, CheckedTrajectory, RunEvent, RunOptions } from './pipeline.ts';
 
 /** A checked trajectory as it crosses threads: the profile by name (tokenizers are not transferable). */

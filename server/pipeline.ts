@@ -10,7 +10,7 @@ import { checkTrajectory } from './analysis/checks.ts';
 import type { Alignment } from './analysis/realign.ts';
 import { expandPaths } from './import/index.ts';
 import { importLines, readFileChunks } from './import/stream.ts';
-import type { RecordLine } from './import/records.ts';
+import type { RecordLine } from './import/read/lines.ts';
 import { resolveImages } from './images/resolve.ts';
 import { AnalysisPool } from './analysis-pool.ts';
 

@@ -7,7 +7,7 @@ import type { Finding } from '../model/finding.ts';
 import type { FormatName, ReadError, Trajectory } from '../model/trajectory.ts';
 import { analyzeTrajectory, defaultRoots, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
 import { expandPaths, importerFor, loadFile } from '../import/index.ts';
-import { readLines, type RecordLine } from '../import/records.ts';
+import { readLines, type RecordLine } from '../import/read/lines.ts';
 import { importLines, readFileChunks } from '../import/stream.ts';
 import type { LoadedFile } from '../import/index.ts';
 import { profileFor } from '../profiles/profile.ts';

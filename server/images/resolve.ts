@@ -32,10 +32,6 @@ export class ImageUnavailable extends Error {}
 const REMOTE = /^https?:\/\//i;
 const SCHEME = /^([a-z][a-z0-9+.-]*):\/\//i;
 
-export function isRemoteImageUrl(url: string): boolean {
-  return REMOTE.test(url);
-}
-
 /** Resolve an image reference to bytes, confined to `roots` for local files. Never fetches. */
 export function imageBytes(url: string, baseDir: string, roots: readonly string[]): ImageBytes {
   if (url.startsWith('data:')) return { bytes: dataUrlBytes(url) };

@@ -8,7 +8,7 @@ import { ExportRow, EXPORT_SCHEMA_VERSION, rowToTrajectory } from '../export/row
 import { readParquetRows } from '../export/parquet.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { zodErrors } from './read/validate.ts';
 
 function importRows(
   rows: readonly { line: number; value: unknown }[],

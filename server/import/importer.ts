@@ -3,7 +3,8 @@
 // every record that could not be used.
 import type { FormatName, ReadError, TrajectoryInput } from '../model/trajectory.ts';
 import type { ZodType } from 'zod';
-import { validateRecord, type RawRecord } from './records.ts';
+import type { RawRecord } from './read/record.ts';
+import { validateRecord } from './read/validate.ts';
 
 export interface FileContext {
   /** The file as the user named it (shown in errors and sources). */

@@ -5,18 +5,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Trajectory, type FormatName, type ReadError } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
-import {
-  isReadError,
-  parseJson,
-  parseRecordLine,
-  readLimits,
-  readLines,
-  safeParseBounded,
-  zodErrors,
-  type RawRecord,
-  type ReadLimits,
-  type RecordLine,
-} from './records.ts';
+import { readLimits, type ReadLimits } from './read/limits.ts';
+import { readLines, type RecordLine } from './read/lines.ts';
+import { parseJson } from './read/json.ts';
+import { isReadError, parseRecordLine, type RawRecord } from './read/record.ts';
+import { safeParseBounded, zodErrors } from './read/validate.ts';
 import { nativeImporter } from './native.ts';
 import { slimeImporter } from './slime.ts';
 import { verlImporter } from './verl.ts';
@@ -46,10 +39,6 @@ export const IMPORTERS: Importer[] = [
   agentLightningImporter,
 ];
 
-export function registerImporter(importer: Importer): void {
-  if (!IMPORTERS.some((i) => i.format === importer.format)) IMPORTERS.push(importer);
-}
-
 export function importerFor(format: string): Importer | undefined {
   return IMPORTERS.find((i) => i.format === format);
 }
@@ -64,7 +53,7 @@ export interface LoadedFile {
 export interface LoadOptions {
   format?: string;
   maxLineBytes?: number;
-  /** Read limits (line and document size, nesting, array size, gzip ratio); defaults in records.ts. */
+  /** Read limits (line and document size, nesting, array size, gzip ratio); defaults in read/limits.ts. */
   limits?: Partial<ReadLimits>;
 }
 

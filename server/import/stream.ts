@@ -9,18 +9,11 @@ import path from 'node:path';
 import { Trajectory, type FormatName, type ReadError } from '../model/trajectory.ts';
 import type { Importer } from './importer.ts';
 import { IMPORTERS, importerFor, importIsolated, loadFile, type LoadedFile, type LoadOptions } from './index.ts';
-import {
-  isReadError,
-  parseJson,
-  parseRecordLine,
-  readLimits,
-  readLines,
-  safeParseBounded,
-  zodErrors,
-  type RawRecord,
-  type ReadLimits,
-  type RecordLine,
-} from './records.ts';
+import { readLimits, type ReadLimits } from './read/limits.ts';
+import { readLines, type RecordLine } from './read/lines.ts';
+import { parseJson } from './read/json.ts';
+import { isReadError, parseRecordLine, type RawRecord } from './read/record.ts';
+import { safeParseBounded, zodErrors } from './read/validate.ts';
 
 export type FileChunk =
   /** Raw lines of a record-local JSONL file, in order; import them with `importLines`. */
