@@ -6,7 +6,7 @@
 import { Worker } from 'node:worker_threads';
 import type { FormatName, Trajectory } from './model/trajectory.ts';
 import { loadProfile, type ModelProfile } from './profiles/profile.ts';
-import type { RecordLine } from './import/records.ts';
+import type { RecordLine } from './import/stream.ts';
 import type { CheckedTrajectory, RunEvent } from './analysis/checked.ts';
 import type { ChunkOutcome, RunOptions } from './pipeline/analyze.ts';
 import { packForWire, unpackFromWire, type Job, type Reply, type WireChecked } from './pipeline/wire.ts';

@@ -22,6 +22,8 @@ import {
   type RecordLine,
 } from './records.ts';
 
+export type { RecordLine } from './records.ts';
+
 export type FileChunk =
   /** Raw lines of a record-local JSONL file, in order; import them with `importLines`. */
   | { kind: 'lines'; file: string; format: FormatName; lines: RecordLine[] }

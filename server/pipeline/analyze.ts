@@ -7,8 +7,7 @@ import { profileFor } from '../profiles/profile.ts';
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
-import type { RecordLine } from '../import/records.ts';
-import { importLines } from '../import/stream.ts';
+import { importLines, type RecordLine } from '../import/stream.ts';
 import { resolveImages } from '../images/resolve.ts';
 
 export interface RunOptions {

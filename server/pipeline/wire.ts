@@ -2,8 +2,8 @@
 // analysis-worker.ts): the jobs, the replies, and the packing that moves number arrays without
 // copying them.
 import type { FormatName, Trajectory } from '../model/trajectory.ts';
-import type { RecordLine } from '../import/records.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
+import type { RecordLine } from '../import/stream.ts';
 import type { RunOptions } from './analyze.ts';
 
 /** A checked trajectory as it crosses threads: the profile by name (tokenizers are not transferable). */
