@@ -138,6 +138,21 @@ describe('check, export and serve read the same run the same way', () => {
     }
   });
 
+  it('serve on worker threads lists the same trajectories, ids and finding counts as on the main thread', async () => {
+    const pooled = openRunStore(paths, { pollMs: 0, workers: 2, poolFromBytes: 0 });
+    try {
+      await pooled.ready;
+      const all = (s: RunStore) =>
+        s
+          .list({ sort: 'file', order: 'asc', offset: 0, limit: 100_000 })
+          .items.map((x) => ({ id: x.id, line: x.source.line, findings: x.findings, health: x.health }));
+      expect(all(pooled)).toEqual(all(store));
+      expect(pooled.info().errors).toEqual(store.info().errors);
+    } finally {
+      pooled.close();
+    }
+  });
+
   it('serve reports the same unreadable records', () => {
     const info = RunInfo.parse(store.info());
     const served = new Set(info.errors.filter((e) => e.line > 0).map((e) => where(e.file, e.line)));

@@ -180,6 +180,8 @@ export interface StoreOptions extends RunOptions {
   demo?: boolean;
   /** Full analyses kept in memory. */
   cacheSize?: number;
+  /** With `workers`, a read of at least this many bytes runs on worker threads (default POOL_FROM_BYTES). */
+  poolFromBytes?: number;
 }
 
 /** Loads `paths` in the background and keeps watching them for appended records. */
@@ -317,7 +319,10 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     if (changed.length === 0) return;
     const grown = changed.reduce((n, c) => n + Math.max(0, c.size - Math.max(0, files.get(c.file)?.size ?? 0)), 0);
     // Workers for a large read only, closed after it: idle workers would each hold a tokenizer.
-    const pool = workers > 0 && grown >= POOL_FROM_BYTES && !closed ? new AnalysisPool(workers) : undefined;
+    const pool =
+      workers > 0 && grown >= (opts.poolFromBytes ?? POOL_FROM_BYTES) && !closed
+        ? new AnalysisPool(workers)
+        : undefined;
     if (pool) pools.add(pool);
     async function* inputs(): AsyncGenerator<PipelineInput> {
       for (const { file, size } of changed) {
