@@ -11,13 +11,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CheckReport } from '../server/cli/check.ts';
-import { writeDemoRun } from '../server/demo/write.ts';
 import { RejectEntry } from '../server/export/manifest.ts';
 import { ExportRow } from '../server/export/row.ts';
 import { ExportJob, RunInfo, TrajectoryDetail, TrajectoryList } from '../server/http/api.ts';
 import { startServer, type RunningServer } from '../server/http/server.ts';
 import { openRunStore, type RunStore } from '../server/http/store.ts';
 import { publicFinding } from '../server/model/public-finding.ts';
+import { DEMO_FILE, DEMO_VLLM_FILE, writeDemoRun } from '../server/demo/write.ts';
+import { checkPaths } from '../server/pipeline.ts';
 import { exportRun } from '../server/pipeline/export-run.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -38,16 +39,20 @@ const jsonl = (file: string) =>
 /** A record's place, the same whichever way the path was spelled. */
 const where = (file: string, line: number) => `${path.basename(file)}:${line}`;
 
-async function api(p: string, body?: unknown): Promise<{ status: number; body: unknown; bytes: Buffer }> {
+async function api(
+  p: string,
+  body?: unknown,
+  at: RunningServer = server,
+): Promise<{ status: number; body: unknown; bytes: Buffer }> {
   const init: RequestInit =
     body === undefined
       ? {}
       : {
           method: 'POST',
           body: JSON.stringify(body),
-          headers: { 'Content-Type': 'application/json', Origin: server.url.replace(/\/$/, '') },
+          headers: { 'Content-Type': 'application/json', Origin: at.url.replace(/\/$/, '') },
         };
-  const res = await fetch(server.url + p.replace(/^\//, ''), init);
+  const res = await fetch(at.url + p.replace(/^\//, ''), init);
   const bytes = Buffer.from(await res.arrayBuffer());
   const json = res.headers.get('content-type')?.includes('json') && !res.headers.get('content-disposition');
   return { status: res.status, body: json ? JSON.parse(bytes.toString('utf8')) : undefined, bytes };
@@ -90,6 +95,31 @@ afterAll(async () => {
   await server?.close();
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
+
+/** Export from the browser, wait for it, and read its batch and rejects back. */
+async function browserExport(
+  at: RunningServer,
+  selection: unknown,
+): Promise<{ rows: ExportRow[]; rejects: RejectEntry[] }> {
+  const start = await api('/api/exports', { format: 'jsonl', selection }, at);
+  expect(start.status, JSON.stringify(start.body)).toBe(202);
+  let job = ExportJob.parse(start.body);
+  while (job.state === 'running') {
+    await new Promise((r) => setTimeout(r, 50));
+    job = ExportJob.parse((await api(`/api/exports/${job.id}`, undefined, at)).body);
+  }
+  expect(job.state, job.error ?? '').toBe('done');
+  const file = async (role: 'batch' | 'rejects') =>
+    (await api(job.files.find((f) => f.role === role)!.url, undefined, at)).bytes
+      .toString('utf8')
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => JSON.parse(l) as unknown);
+  return {
+    rows: (await file('batch')).map((r) => ExportRow.parse(r)),
+    rejects: (await file('rejects')).map((r) => RejectEntry.parse(r)),
+  };
+}
 
 /** check --json's findings per id, in the contract's form. */
 const checkFindings = () => new Map(check.trajectories.map((t) => [t.id, t.findings]));
@@ -188,27 +218,59 @@ describe('check, export and serve read the same run the same way', () => {
   });
 
   it("the browser's export names rows and rejects as the API and the CLI export do", async () => {
-    const start = await api('/api/exports', { format: 'jsonl', selection: { kind: 'filter', filter: {} } });
-    expect(start.status, JSON.stringify(start.body)).toBe(202);
-    let job = ExportJob.parse(start.body);
-    while (job.state === 'running') {
-      await new Promise((r) => setTimeout(r, 50));
-      job = ExportJob.parse((await api(`/api/exports/${job.id}`)).body);
-    }
-    expect(job.state, job.error ?? '').toBe('done');
-    const file = async (role: 'batch' | 'rejects') =>
-      (await api(job.files.find((f) => f.role === role)!.url)).bytes
-        .toString('utf8')
-        .split('\n')
-        .filter((l) => l.trim() !== '')
-        .map((l) => JSON.parse(l) as unknown);
-    const rows = (await file('batch')).map((r) => ExportRow.parse(r));
-    const rejects = (await file('rejects')).map((r) => RejectEntry.parse(r));
+    const { rows, rejects } = await browserExport(server, { kind: 'filter', filter: {} });
     const byId = checkFindings();
     expect([...rows.map((r) => r.id), ...rejects.map((r) => r.id!)].sort()).toEqual([...byId.keys()].sort());
     for (const r of rejects) expect(r.findings, r.id!).toEqual(byId.get(r.id!));
 
     const cliRows = jsonl(path.join(dir, 'out', 'batch.jsonl')).map((r) => ExportRow.parse(r).id);
     expect(rows.map((r) => r.id).sort()).toEqual(cliRows.sort());
+
+    // A selection read from the one file that holds it keeps the keys the whole run gave.
+    const copies = check.trajectories.filter((t) => t.source.file.includes('slime-copy')).map((t) => t.id);
+    const picked = await browserExport(server, { kind: 'ids', ids: copies });
+    expect([...picked.rows.map((r) => r.id), ...picked.rejects.map((r) => r.id!)].sort()).toEqual([...copies].sort());
+  });
+});
+
+describe('a growing run keeps its keys', () => {
+  it('a record appended with an id the run has becomes ID#2 in the list, its detail and a browser export, as check names it', async () => {
+    const grow = path.join(dir, 'grow');
+    fs.cpSync(path.join(dir, 'demo'), grow, { recursive: true });
+    fs.rmSync(path.join(grow, DEMO_VLLM_FILE));
+    const file = path.join(grow, DEMO_FILE);
+    const lines = fs.readFileSync(file, 'utf8').trim().split('\n');
+    fs.writeFileSync(file, `${lines[0]}\n${lines[1]}\n`);
+    const growing = openRunStore([grow], { pollMs: 0 });
+    const appDir = path.join(dir, 'app');
+    const at = await startServer({ store: growing, port: 0, host: '127.0.0.1', appDir });
+    try {
+      await growing.ready;
+      const ids = () => growing.list({ sort: 'file', order: 'asc', offset: 0, limit: 100 }).items.map((s) => s.id);
+      const [first, second] = ids();
+      fs.appendFileSync(file, `${lines[0]}\n`);
+      await growing.refresh();
+      expect(ids()).toEqual([first, second, `${first}#2`]);
+
+      const detail = TrajectoryDetail.parse(
+        (await api(`/api/trajectories/${encodeURIComponent(`${first}#2`)}`, undefined, at)).body,
+      );
+      const original = TrajectoryDetail.parse(
+        (await api(`/api/trajectories/${encodeURIComponent(first!)}`, undefined, at)).body,
+      );
+      expect(detail.summary.source.line).toBe(3);
+      expect(detail.findings).toEqual(original.findings);
+
+      const { rows, rejects } = await browserExport(at, { kind: 'ids', ids: [`${first}#2`] });
+      expect([...rows.map((r) => r.id), ...rejects.map((r) => r.id)]).toEqual([`${first}#2`]);
+      expect([...rows.map((r) => r.source.line), ...rejects.map((r) => r.source.line)]).toEqual([3]);
+
+      const checked: string[] = [];
+      for await (const ev of checkPaths([grow], { workers: 0 }))
+        if (ev.type === 'trajectory') checked.push(ev.checked.trajectory.id);
+      expect(checked).toEqual(ids());
+    } finally {
+      await at.close();
+    }
   });
 });
