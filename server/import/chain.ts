@@ -270,12 +270,5 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
   return chains.map((c) => ({ calls: c.calls, breaks: c.breaks }));
 }
 
-/** Trajectory ids made unique within a file: a repeated id gets ` #2`, ` #3`, ... */
-export function uniqueIds(): (base: string) => string {
-  const seen = new Map<string, number>();
-  return (base) => {
-    const n = (seen.get(base) ?? 0) + 1;
-    seen.set(base, n);
-    return n === 1 ? base : `${base} #${n}`;
-  };
-}
+/** Trajectory ids made unique within a file, as everywhere: a repeated id gets `#2`, `#3`, ... */
+export { uniqueIds } from '../model/trajectory-key.ts';

@@ -1,6 +1,7 @@
 // The contract every importer implements (one file per foreign format, like speedscope's
 // src/import/*): records in, trajectories of the one internal model out, and a ReadError for
-// every record that could not be used.
+// every record that could not be used. An importer takes part in detection once it is listed in
+// the format registry (formats.ts).
 import type { FormatName, ReadError, TrajectoryInput } from '../model/trajectory.ts';
 import type { ZodType } from 'zod';
 import type { RawRecord } from './read/record.ts';
