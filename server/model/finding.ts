@@ -13,6 +13,10 @@ export const FINDING_KINDS = [
   'length_mismatch',
   'mask_mismatch',
   'invalid_value',
+  'grouping_ambiguous',
+  'prompt_tokens_mismatch',
+  'chain_split',
+  'chat_format_unrecognized',
 ] as const;
 export const FindingKind = z.enum(FINDING_KINDS);
 export type FindingKind = z.infer<typeof FindingKind>;

@@ -2,6 +2,7 @@
 // `Trajectory`; nothing downstream (checks, alignment, export, server, app) knows
 // which framework wrote the data.
 import { z } from 'zod';
+import { Finding } from './finding.ts';
 
 export const FORMAT_NAMES = [
   'native',
@@ -102,6 +103,8 @@ export const Turn = z.object({
   processor: ProcessorSettings.optional(),
   /** Tool definitions the request carried (they change what the chat template renders). */
   tools: z.array(z.unknown()).optional(),
+  /** Prompt length the engine reported (vLLM `usage.prompt_tokens`, SGLang `meta_info.prompt_tokens`). */
+  statedPromptTokens: z.number().int().nonnegative().optional(),
 });
 export type Turn = z.infer<typeof Turn>;
 
@@ -142,6 +145,8 @@ export const Trajectory = z.object({
   limitations: z.array(z.string()).default([]),
   /** Small free-form metadata worth showing (step, task id, ...). */
   meta: z.record(z.string(), z.unknown()).optional(),
+  /** What the importer saw while reading and grouping (an ambiguous chain, a split merge): reported with the checks' findings. */
+  sourceFindings: z.array(Finding).optional(),
 });
 export type Trajectory = z.infer<typeof Trajectory>;
 export type TrajectoryInput = z.input<typeof Trajectory>;
