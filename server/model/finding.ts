@@ -17,6 +17,7 @@ export const FINDING_KINDS = [
   'prompt_tokens_mismatch',
   'chain_split',
   'chat_format_unrecognized',
+  'non_canonical_split',
 ] as const;
 export const FindingKind = z.enum(FINDING_KINDS);
 export type FindingKind = z.infer<typeof FindingKind>;
@@ -29,6 +30,11 @@ export const DIVERGENCE_CAUSES = [
   'template_changed',
   'image_tokens_changed',
   'other',
+  'reasoning_stripped',
+  'tool_call_reserialized',
+  'secondary_eos',
+  'vision_token_generated',
+  'placeholder_in_text',
 ] as const;
 export const DivergenceCause = z.enum(DIVERGENCE_CAUSES);
 export type DivergenceCause = z.infer<typeof DivergenceCause>;
