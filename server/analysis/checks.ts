@@ -12,6 +12,7 @@ import { commonPrefixLength, startsWith } from './diff.ts';
 import { findVisionSpans, padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
 import { expectedMask } from './mask.ts';
+import { checkSources } from './sources.ts';
 import { checkCanonicalSplits } from './canonical-split.ts';
 
 export interface NamedStream {
@@ -50,6 +51,7 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   findings.push(...checkImages(traj, ctx));
   findings.push(...checkLengthsAndMasks(traj, ctx));
   findings.push(...(await checkCanonicalSplits(traj, ctx)));
+  findings.push(...(await checkSources(traj, ctx)));
   // Errors first; then by kind in FINDING_KINDS order (what the engine saw before how a re-render would differ).
   const rank = (f: Finding) => FINDING_KINDS.indexOf(f.kind);
   findings.sort(

@@ -1,18 +1,66 @@
 // Rendering conversations to token ids the way a serving stack does: chat template ->
 // tokenizer -> each `<|image_pad|>` expanded to the image's pad count (formats.md §1.4, §3).
-import type { Message } from '../model/trajectory.ts';
+import type { Message, Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { expandImagePads, countToken } from './vision-spans.ts';
+
+/**
+ * Whose request handling the render follows: `transformers` renders the messages as given
+ * (`apply_chat_template`); `vllm` first normalizes them as vLLM's chat endpoint does.
+ */
+export type RenderSemantics = 'transformers' | 'vllm';
 
 export interface RenderOptions {
   addGenerationPrompt?: boolean;
   tools?: unknown[];
   addVisionId?: boolean;
+  /** Default `transformers`. */
+  as?: RenderSemantics;
+}
+
+/** The semantics of the server that rendered a trajectory's prompts (vLLM's for vLLM call logs). */
+export function renderSemanticsFor(traj: Pick<Trajectory, 'source'>): RenderSemantics {
+  return traj.source.format === 'vllm' ? 'vllm' : 'transformers';
+}
+
+/**
+ * Assistant tool calls as vLLM hands them to the template (vllm-project/vllm
+ * vllm/entrypoints/chat_utils.py `_postprocess_messages`): an empty `tool_calls` list is dropped,
+ * string `arguments` are decoded with json.loads (the template's `tojson` then re-serializes
+ * them), a missing or empty value becomes `{}`. A call without the `function` wrapper is kept
+ * as written: vLLM's request model rejects it before rendering (`ask.ts` reports that for
+ * `rollscope render --as vllm`). Arguments that are not JSON are left verbatim.
+ */
+export function normalizeMessagesLikeVllm(messages: readonly Message[]): Message[] {
+  return messages.map((m) => {
+    if (m.role !== 'assistant' || !Array.isArray(m.tool_calls)) return m;
+    if (m.tool_calls.length === 0) {
+      const { tool_calls: _, ...rest } = m;
+      return rest as Message;
+    }
+    const calls = m.tool_calls.map((call) => {
+      if (typeof call !== 'object' || call === null) return call;
+      const fn = (call as { function?: unknown }).function;
+      if (typeof fn !== 'object' || fn === null) return call;
+      const args = (fn as { arguments?: unknown }).arguments;
+      let decoded: unknown = args;
+      if (args === undefined || args === null || args === '') decoded = {};
+      else if (typeof args === 'string') {
+        try {
+          decoded = JSON.parse(args) ?? {};
+        } catch {
+          return call;
+        }
+      }
+      return decoded === args ? call : { ...call, function: { ...fn, arguments: decoded } };
+    });
+    return { ...m, tool_calls: calls };
+  });
 }
 
 export function renderText(profile: ModelProfile, messages: readonly Message[], opts: RenderOptions = {}): string {
   return profile.template.render({
-    messages: messages as unknown[],
+    messages: (opts.as === 'vllm' ? normalizeMessagesLikeVllm(messages) : messages) as unknown[],
     ...(opts.tools && opts.tools.length > 0 ? { tools: opts.tools } : {}),
     add_generation_prompt: opts.addGenerationPrompt ?? false,
     add_vision_id: opts.addVisionId ?? false,
