@@ -6,14 +6,15 @@ import type { Message, Trajectory } from '../model/trajectory.ts';
 import type { AnalysisContext } from './context.ts';
 import { expectedPadCounts } from './context.ts';
 import { realign, type Alignment } from './realign.ts';
-import { boundaryIds, renderTokens, turnCloseIds } from './render.ts';
+import { boundaryIds, renderTokens, turnCloseIds, turnStopIds } from './render.ts';
 import { firstDivergence } from './classify.ts';
 import { commonPrefixLength, startsWith } from './diff.ts';
-import { findVisionSpans, padRuns } from './vision-spans.ts';
+import { padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
 import { expectedMask } from './mask.ts';
 import { checkSources } from './sources.ts';
 import { checkCanonicalSplits } from './canonical-split.ts';
+import { checkStrayVisionTokens, imageSpans } from './stray-vision.ts';
 
 export interface NamedStream {
   name: StreamName;
@@ -51,6 +52,7 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   findings.push(...checkImages(traj, ctx));
   findings.push(...checkLengthsAndMasks(traj, ctx));
   findings.push(...(await checkCanonicalSplits(traj, ctx)));
+  findings.push(...checkStrayVisionTokens(traj, ctx));
   findings.push(...(await checkSources(traj, ctx)));
   // Errors first; then by kind in FINDING_KINDS order (what the engine saw before how a re-render would differ).
   const rank = (f: Finding) => FINDING_KINDS.indexOf(f.kind);
@@ -122,9 +124,12 @@ export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: 
     const next = traj.turns[k + 1]!;
     if (!cur.promptIds || !next.promptIds) continue;
     const gen = cur.generatedIds ?? [];
-    const expected = [...cur.promptIds, ...gen, ...boundaryIds(gen, closeIds, ctx.profile.special.eos)];
+    const expected = [...cur.promptIds, ...gen, ...boundaryIds(gen, closeIds, turnStopIds(ctx.profile.special))];
     if (startsWith(next.promptIds, expected)) continue;
-    const d = firstDivergence(ctx.profile, expected, next.promptIds, { prefixOnly: true });
+    const d = firstDivergence(ctx.profile, expected, next.promptIds, {
+      prefixOnly: true,
+      generated: [[cur.promptIds.length, cur.promptIds.length + gen.length]],
+    });
     if (!d) continue;
     const inGenerated = d.expectedIndex >= cur.promptIds.length && d.expectedIndex < cur.promptIds.length + gen.length;
     const where =
@@ -182,8 +187,8 @@ export function checkRerender(
   const lastGen = last?.generatedIds ?? [];
   const canonical = last?.observationMessages
     ? alignment.tokens
-    : [...alignment.tokens, ...(lastGen.length ? boundaryIds(lastGen, closeIds, ctx.profile.special.eos) : [])];
-  const d = firstDivergence(ctx.profile, canonical, rerender);
+    : [...alignment.tokens, ...(lastGen.length ? boundaryIds(lastGen, closeIds, turnStopIds(ctx.profile.special)) : [])];
+  const d = firstDivergence(ctx.profile, canonical, rerender, { generated: alignment.turns.map((s) => s.generated) });
   if (!d) return [];
   const stored: number[][] = [];
   if (traj.sample) stored.push(traj.sample.tokens);
@@ -221,7 +226,9 @@ export function checkRerender(
 /** `sample_mismatch`: the stored training sample must hold the canonical stream (generated ids verbatim where they belong). */
 export function checkSample(traj: Trajectory, ctx: AnalysisContext, alignment: Alignment): Finding[] {
   if (!traj.sample || alignment.promptFrom === 'none') return [];
-  const d = firstDivergence(ctx.profile, alignment.tokens, traj.sample.tokens);
+  const d = firstDivergence(ctx.profile, alignment.tokens, traj.sample.tokens, {
+    generated: alignment.turns.map((s) => s.generated),
+  });
   if (!d) return [];
   const turn = alignment.turns.findIndex((s) => d.expectedIndex < s.observation[1]);
   const inGenerated = alignment.turns.some(
@@ -248,7 +255,7 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const { special, vision } = ctx.profile;
   const observed = observedStream(traj);
   if (!observed) return out;
-  const spans = findVisionSpans(observed.tokens, special).filter((s) => s.kind === 'image');
+  const spans = imageSpans(traj, observed.tokens, special).filter((s) => s.kind === 'image');
   const stream = observed.name;
   const turn = observed.turn;
   const grids = traj.sample?.imageGridThw;

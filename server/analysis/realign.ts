@@ -8,7 +8,14 @@
 import type { GridThw, Message, PlaceholderRange, Trajectory } from '../model/trajectory.ts';
 import type { AnalysisContext } from './context.ts';
 import { expectedPadCounts } from './context.ts';
-import { boundaryIds, observationSuffixText, renderTokens, tokenizeExpanded, turnCloseIds } from './render.ts';
+import {
+  boundaryIds,
+  observationSuffixText,
+  renderTokens,
+  tokenizeExpanded,
+  turnCloseIds,
+  turnStopIds,
+} from './render.ts';
 import { startsWith } from './diff.ts';
 import { findVisionSpans, padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
@@ -101,7 +108,7 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     let obs: number[] = [];
     let observationFrom: TurnSpan['observationFrom'];
     if (hasObservation) {
-      const boundary = boundaryIds(gen, closeIds, special.eos);
+      const boundary = boundaryIds(gen, closeIds, turnStopIds(special));
       const expectedStart = [...tokens, ...boundary];
       const historyMessages = turn.messages;
       const obsMessages: Message[] | undefined =

@@ -84,7 +84,12 @@ export async function tokenizeExpanded(
 ): Promise<RenderedTokens> {
   const ids = await profile.tokenizer.encode(text);
   const imageCount = countToken(ids, profile.special.imagePad);
-  return { text, ids, expanded: expandImagePads(ids, profile.special.imagePad, padCounts, firstImage), imageCount };
+  return {
+    text,
+    ids,
+    expanded: expandImagePads(ids, profile.special.imagePad, padCounts, firstImage, profile.special.visionStart),
+    imageCount,
+  };
 }
 
 export async function renderTokens(
@@ -137,9 +142,27 @@ export function turnCloseIds(profile: ModelProfile): Promise<number[]> {
   return ids;
 }
 
-/** EOS-aware boundary: what must follow generated ids before the next turn's text. */
-export function boundaryIds(generated: readonly number[], closeIds: readonly number[], eos: number): number[] {
-  const endsWithEos = generated.length > 0 && generated[generated.length - 1] === eos;
-  if (endsWithEos && closeIds[0] === eos) return closeIds.slice(1);
+/**
+ * The ids that end a generation the way the model stops: the chat EOS first, then the secondary
+ * EOS of the generation config (`<|endoftext|>` for Qwen), which vLLM also stops at.
+ */
+export function turnStopIds(special: ModelProfile['special']): number[] {
+  return [special.eos, special.endOfText];
+}
+
+/**
+ * EOS-aware boundary: what must follow generated ids before the next turn's text. A generation
+ * that ended with a stop id (`stop`: the chat EOS, or `turnStopIds`) was closed by the model, so
+ * the template's own close loses its leading EOS; one that did not was cut by length.
+ */
+export function boundaryIds(
+  generated: readonly number[],
+  closeIds: readonly number[],
+  stop: number | readonly number[],
+): number[] {
+  const stops = typeof stop === 'number' ? [stop] : stop;
+  const last = generated[generated.length - 1];
+  const endsWithStop = last !== undefined && stops.includes(last);
+  if (endsWithStop && closeIds[0] === stops[0]) return closeIds.slice(1);
   return closeIds.slice();
 }

@@ -9,7 +9,7 @@ import { observedStream } from '../analysis/checks.ts';
 import { findVisionSpans } from '../analysis/vision-spans.ts';
 import { diffTokens, type Hunk } from '../analysis/diff.ts';
 import { firstDivergence } from '../analysis/classify.ts';
-import { boundaryIds, turnCloseIds } from '../analysis/render.ts';
+import { boundaryIds, turnCloseIds, turnStopIds } from '../analysis/render.ts';
 import { padCountFromGrid } from '../analysis/image-math.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
@@ -251,7 +251,7 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
     if (!cur?.promptIds || !next?.promptIds) throw new NotFound(`no prompt ids for turns ${q.turn - 1} and ${q.turn}`);
     const gen = cur.generatedIds ?? [];
     // What turn k+1's prompt must start with (the same expectation as checkPrefixes).
-    a = [...cur.promptIds, ...gen, ...boundaryIds(gen, closeIds, profile.special.eos)];
+    a = [...cur.promptIds, ...gen, ...boundaryIds(gen, closeIds, turnStopIds(profile.special))];
     b = next.promptIds;
     labelA = `turn ${q.turn - 1} prompt + generation + boundary`;
     labelB = `turn ${q.turn} prompt`;
@@ -264,7 +264,7 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
     a =
       last?.observationMessages || lastGen.length === 0
         ? alignment.tokens
-        : [...alignment.tokens, ...boundaryIds(lastGen, closeIds, profile.special.eos)];
+        : [...alignment.tokens, ...boundaryIds(lastGen, closeIds, turnStopIds(profile.special))];
     b = c.rerender;
     labelA = 'canonical';
     labelB = 're-rendered';
