@@ -66,53 +66,117 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   return { findings, alignment, rerender };
 }
 
-/** `invalid_value`: token ids outside the vocabulary, NaN/infinite/positive logprobs. */
+/** A value as JSON can carry it in `actual` (NaN and infinities are not JSON numbers). */
+function jsonValue(v: number | null): number | string | null {
+  return v === null || Number.isFinite(v) ? v : String(v);
+}
+
+/** Why a token id is not one, or undefined when it is. */
+function badTokenId(id: number, vocabSize: number): string | undefined {
+  if (Number.isNaN(id)) return 'is not a number';
+  if (!Number.isInteger(id)) return 'is not an integer';
+  if (id === -100) return "is the loss labels' ignore index, not a token id (labels written where ids belong)";
+  if (id < 0) return 'is negative';
+  if (id >= vocabSize) return `is outside the vocabulary (${vocabSize} tokens)`;
+  return undefined;
+}
+
+/** Why a logprob is not a log-probability, or undefined when it is. */
+function badLogprob(lp: number | null): string | undefined {
+  if (lp === null) return 'is missing (null)';
+  if (Number.isNaN(lp)) return 'is NaN';
+  if (!Number.isFinite(lp)) return lp > 0 ? 'is +Infinity' : 'is -Infinity (a token the sampler gave probability 0)';
+  if (lp > 1e-6) return 'is positive (a log-probability is <= 0)';
+  return undefined;
+}
+
+/**
+ * `invalid_value`: a token id that is not one (NaN, fractional, negative, -100, past the
+ * vocabulary), a logprob that is not a log-probability (null, NaN, infinite, positive), a loss
+ * mask value other than 0/1. One finding per field, at the first bad value (the message counts
+ * the others). A value the turns hold at the same place as the stored sample (turns split from
+ * it) is reported once, on the sample.
+ */
 export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const out: Finding[] = [];
-  const tok = ctx.profile.tokenizer;
-  const scan = (ids: readonly number[] | undefined, stream: StreamName, turn: number, offset = 0) => {
-    if (!ids) return;
-    const bad = ids.findIndex((id) => !tok.isValid(id));
-    if (bad >= 0) {
-      out.push({
-        kind: 'invalid_value',
-        severity: 'error',
-        turn,
-        index: offset + bad,
-        stream,
-        actual: ids[bad],
-        expected: `0..${tok.vocabSize - 1}`,
-        message: `token id ${ids[bad]} is outside the vocabulary (${tok.vocabSize} tokens)`,
-      });
+  const vocab = ctx.profile.tokenizer.vocabSize;
+  const s = traj.sample;
+  const sampleOffset = s ? (s.maskScope === 'full' ? 0 : s.tokens.length - (s.responseLength ?? 0)) : 0;
+  const scan = <T extends number | null>(
+    values: readonly T[] | undefined,
+    why: (v: T) => string | undefined,
+    where: { field: string; what: string; stream: StreamName; turn: number; offset: number; expected: string },
+    inSample?: (index: number, v: T) => boolean,
+  ) => {
+    if (!values) return;
+    let first = -1;
+    let count = 0;
+    for (let i = 0; i < values.length; i++) {
+      if (why(values[i]!) === undefined) continue;
+      if (inSample?.(where.offset + i, values[i]!)) continue;
+      if (first < 0) first = i;
+      count++;
     }
+    if (first < 0) return;
+    const v = values[first]!;
+    const index = where.offset + first;
+    out.push({
+      kind: 'invalid_value',
+      severity: 'error',
+      turn: where.turn,
+      index,
+      stream: where.stream,
+      field: where.field,
+      actual: jsonValue(v),
+      expected: where.expected,
+      message: `${where.what} ${v === null ? 'null' : String(v)} at token ${index} (${where.field}[${first}]) ${why(v)}${
+        count > 1 ? `; ${count - 1} more invalid value${count > 2 ? 's' : ''} in ${where.field}` : ''
+      }`,
+    });
   };
-  const scanLogprobs = (lps: readonly number[] | undefined, stream: StreamName, turn: number, offset: number) => {
-    if (!lps) return;
-    const bad = lps.findIndex((lp) => !Number.isFinite(lp) || lp > 1e-6);
-    if (bad >= 0) {
-      const v = lps[bad]!;
-      out.push({
-        kind: 'invalid_value',
-        severity: 'error',
-        turn,
-        index: offset + bad,
-        stream,
-        actual: Number.isNaN(v) ? 'NaN' : Number.isFinite(v) ? v : String(v),
-        expected: 'a finite logprob <= 0',
-        message: `logprob ${Number.isNaN(v) ? 'NaN' : v} at token ${offset + bad} is not a log-probability`,
-      });
-    }
-  };
-  traj.turns.forEach((t, k) => {
-    scan(t.promptIds, 'prompt', k);
-    scan(t.generatedIds, 'prompt', k, t.promptIds?.length ?? 0);
-    scanLogprobs(t.generatedLogprobs, 'prompt', k, t.promptIds?.length ?? 0);
-  });
-  if (traj.sample) {
-    scan(traj.sample.tokens, 'sample', -1);
-    const offset = traj.sample.maskScope === 'full' ? 0 : traj.sample.tokens.length - (traj.sample.responseLength ?? 0);
-    scanLogprobs(traj.sample.logprobs, 'sample', -1, offset);
+  const idWhy = (id: number) => badTokenId(id, vocab);
+  const idRange = `an integer token id in 0..${vocab - 1}`;
+  const sameAsSample = (index: number, v: number) => !!s && Object.is(s.tokens[index], v);
+  const sameLogprobAsSample = (index: number, v: number | null) =>
+    !!s?.logprobs && index >= sampleOffset && Object.is(s.logprobs[index - sampleOffset], v);
+  if (s) {
+    scan(s.tokens, idWhy, {
+      field: 'sample.tokens',
+      what: 'token id',
+      stream: 'sample',
+      turn: -1,
+      offset: 0,
+      expected: idRange,
+    });
+    scan(s.logprobs, badLogprob, {
+      field: 'sample.logprobs',
+      what: 'logprob',
+      stream: 'sample',
+      turn: -1,
+      offset: sampleOffset,
+      expected: 'a finite logprob <= 0',
+    });
+    scan(s.lossMask, (m) => (m === 0 || m === 1 ? undefined : 'is not 0 or 1'), {
+      field: 'sample.lossMask',
+      what: 'loss mask value',
+      stream: 'sample',
+      turn: -1,
+      offset: sampleOffset,
+      expected: '0 or 1',
+    });
   }
+  traj.turns.forEach((t, k) => {
+    const p = t.promptIds?.length ?? 0;
+    const base = { stream: 'prompt' as const, turn: k, expected: idRange, what: 'token id' };
+    scan(t.promptIds, idWhy, { ...base, field: `turns.${k}.promptIds`, offset: 0 }, sameAsSample);
+    scan(t.generatedIds, idWhy, { ...base, field: `turns.${k}.generatedIds`, offset: p }, sameAsSample);
+    scan(
+      t.generatedLogprobs,
+      badLogprob,
+      { ...base, field: `turns.${k}.generatedLogprobs`, what: 'logprob', offset: p, expected: 'a finite logprob <= 0' },
+      sameLogprobAsSample,
+    );
+  });
   return out;
 }
 

@@ -82,11 +82,13 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
   const logprobs: number[] = new Array<number>(tokens.length).fill(0);
   const spans: TurnSpan[] = [];
 
-  const append = (ids: readonly number[], mask: number, lps?: readonly number[]) => {
+  const append = (ids: readonly number[], mask: number, lps?: readonly (number | null)[]) => {
     for (let i = 0; i < ids.length; i++) {
       tokens.push(ids[i]!);
       lossMask.push(mask);
-      logprobs.push(lps?.[i] ?? 0);
+      // A logprob the data left out (null) stays invalid (NaN) rather than becoming a plausible 0.
+      const lp = lps?.[i];
+      logprobs.push(lp === undefined ? 0 : lp === null ? NaN : lp);
     }
   };
 

@@ -21,6 +21,7 @@ import { padRuns } from '../analysis/vision-spans.ts';
 import { mropePositionIds, verlPositionIds } from '../analysis/mrope.ts';
 import type { CheckedTrajectory } from '../pipeline.ts';
 import { exportImages, imageMime, type ImageMode } from './images.ts';
+import { LogprobValues, MaskValues, TokenIdValues } from '../import/turns-from-mask.ts';
 import { originalRejections, type RejectReason } from './policy.ts';
 
 export const EXPORT_SCHEMA_VERSION = 1;
@@ -77,6 +78,18 @@ export const ExportRow = z.object({
 });
 export type ExportRow = z.infer<typeof ExportRow>;
 
+/**
+ * A row as read back: the written contract, except that per-token values are read leniently (a
+ * batch edited or written by another tool may hold a bad value), so the row still loads and the
+ * checks report the value at its index instead of the whole row being unreadable.
+ */
+export const ExportRowRead = ExportRow.extend({
+  tokens: TokenIdValues,
+  loss_mask: MaskValues,
+  rollout_log_probs: LogprobValues.nullable(),
+});
+export type ExportRowRead = z.infer<typeof ExportRowRead>;
+
 export type PositionIdsLayout = 'qwen' | 'verl';
 
 export interface RowOptions {
@@ -130,7 +143,7 @@ export function mmTokenTypeIds(tokens: readonly number[], special: ModelProfile[
  * tokens (its ids and logprobs), each later turn's prompt being everything before its
  * generation. Used to re-check a row before it is written and to read a batch back.
  */
-export function rowToTrajectory(row: ExportRow, where: { file: string; line: number }): Trajectory {
+export function rowToTrajectory(row: ExportRowRead, where: { file: string; line: number }): Trajectory {
   const promptLength = Math.max(0, row.tokens.length - row.response_length);
   const turns: Turn[] = [];
   let i = promptLength;

@@ -176,7 +176,7 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
   } else if (name === 'sample') {
     const s = c.trajectory.sample!;
     const offset = s.maskScope === 'full' ? 0 : ids.length - (s.responseLength ?? 0);
-    const at = (arr: readonly number[] | undefined, i: number) =>
+    const at = (arr: readonly (number | null)[] | undefined, i: number) =>
       arr && i >= offset ? (arr[i - offset] ?? null) : null;
     lossMask = s.lossMask ? ids.map((_, i) => at(s.lossMask, i)) : null;
     logprobs = s.logprobs ? ids.map((_, i) => at(s.logprobs, i)) : null;

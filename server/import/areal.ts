@@ -12,7 +12,7 @@
 // Masks and logprobs cover every token (`maskScope: 'full'`); the prompt/response split is not
 // stored, so turn 0's prompt is everything before the first masked-in token.
 import { z } from 'zod';
-import { TokenIds, type GridThw, type TrajectoryInput } from '../model/trajectory.ts';
+import type { GridThw, TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './records.ts';
@@ -20,6 +20,7 @@ import {
   GridList,
   LogprobValues,
   MaskValues,
+  TokenIdValues,
   fileStem,
   idAllocator,
   statedModel,
@@ -30,7 +31,7 @@ const Rows = <T extends z.ZodType>(row: T) => z.array(row).min(1);
 
 export const ArealTrajectory = z
   .object({
-    input_ids: Rows(TokenIds),
+    input_ids: Rows(TokenIdValues),
     loss_mask: Rows(MaskValues),
     logprobs: Rows(LogprobValues).nullish(),
     versions: Rows(z.array(z.number().int())).nullish(),
@@ -94,7 +95,10 @@ export function arealTrajectories(
   for (let row = 0; row < rows; row++) {
     const ids = t.input_ids[row]!;
     const seqlen = t.attention_mask ? t.attention_mask[row]!.reduce((a, b) => a + (b ? 1 : 0), 0) : ids.length;
-    const cut = <T>(a: readonly T[] | undefined): T[] | undefined => a?.slice(0, seqlen);
+    // Rows are right-padded to the attention mask's sum. A row whose length differs from input_ids'
+    // is not padding but a fault: it is kept as written, so length_mismatch points at its end.
+    const cut = <T>(a: readonly T[] | undefined): T[] | undefined =>
+      a && a.length === ids.length ? a.slice(0, seqlen) : a?.slice();
     const tokens = ids.slice(0, seqlen);
     const lossMask = cut(t.loss_mask[row])!;
     const logprobs = cut(t.logprobs?.[row]);

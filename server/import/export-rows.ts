@@ -4,7 +4,7 @@
 // rowToTrajectory): the re-aligned stream as the stored sample, one turn per run of trained
 // tokens, the images with their bytes or paths, so a batch goes through the same checks as
 // any rollout.
-import { ExportRow, EXPORT_SCHEMA_VERSION, rowToTrajectory } from '../export/row.ts';
+import { ExportRowRead, EXPORT_SCHEMA_VERSION, rowToTrajectory } from '../export/row.ts';
 import { readParquetRows } from '../export/parquet.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
@@ -30,7 +30,7 @@ function importRows(
       });
       continue;
     }
-    const parsed = ExportRow.safeParse(r.value);
+    const parsed = ExportRowRead.safeParse(r.value);
     if (!parsed.success) {
       out.errors.push(
         ...zodErrors(file, r.line, parsed.error).map((e) =>

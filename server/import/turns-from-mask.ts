@@ -22,7 +22,7 @@ export interface MaskedStream {
   responseLength?: number;
   /** Loss mask in `scope`; absent = every response token is generated (slime's default when `loss_mask` is None). */
   mask?: readonly number[];
-  logprobs?: readonly number[];
+  logprobs?: readonly (number | null)[];
 }
 
 /**
@@ -64,15 +64,44 @@ export function turnsFromMask(s: MaskedStream): TurnInput[] {
 // ---------------------------------------------------------------------------------------------
 // Fields the trainer formats share.
 
-/** Loss masks are written as ints, floats or booleans (prime-rl/msgspec and some converters write bools). */
-export const MaskValues = z.array(
-  z
-    .union([z.number(), z.boolean()], { error: 'expected a mask value (0/1 or a boolean)' })
-    .transform((v) => (v === true ? 1 : v === false ? 0 : v)),
-);
+// Per-token values are read leniently: a record with one bad value must still load, so the checks
+// can report `invalid_value` at its index (server/analysis/checks.ts checkValues). Only the shape
+// (a list) is a schema rule; each entry is kept as the number it is, or NaN when it is none.
 
-/** Logprobs as the core model takes them (NaN is a finding, not a read error), with a message that says what was expected. */
-export const LogprobValues = z.array(z.union([z.number(), z.nan()], { error: 'expected a logprob (a number)' }));
+/** Every entry a number already (the common case: no copy). */
+function allNumbers(values: readonly unknown[]): values is number[] {
+  for (let i = 0; i < values.length; i++) if (typeof values[i] !== 'number') return false;
+  return true;
+}
+
+/** Token ids as written; any number is kept (-100, floats, ids past the vocabulary), anything else is NaN. */
+export const TokenIdValues = z
+  .array(z.unknown(), { error: 'expected a list of token ids' })
+  .transform((ids): number[] => (allNumbers(ids) ? ids : ids.map((v) => (typeof v === 'number' ? v : NaN))));
+
+/** Python's spellings of the non-finite floats, as `str(float)` and numpy/torch write them. */
+const NON_FINITE: Record<string, number> = { nan: NaN, inf: Infinity, infinity: Infinity };
+
+function logprobValue(v: unknown): number | null {
+  if (typeof v === 'number' || v === null) return v;
+  if (typeof v === 'string') {
+    const m = /^\s*([+-]?)(nan|inf|infinity)\s*$/i.exec(v);
+    if (m) return m[1] === '-' ? -NON_FINITE[m[2]!.toLowerCase()]! : NON_FINITE[m[2]!.toLowerCase()]!;
+  }
+  return NaN;
+}
+
+/** Logprobs as written: numbers (NaN/infinite/positive included), null kept as null, `"NaN"`/`"-inf"` strings read as the float they name, anything else NaN. */
+export const LogprobValues = z
+  .array(z.unknown(), { error: 'expected a list of logprobs' })
+  .transform((lps): (number | null)[] => (allNumbers(lps) ? lps : lps.map(logprobValue)));
+
+/** Loss masks are written as ints, floats or booleans (prime-rl/msgspec and some converters write bools); anything else is NaN. */
+export const MaskValues = z
+  .array(z.unknown(), { error: 'expected a list of loss mask values' })
+  .transform((m): number[] =>
+    allNumbers(m) ? m : m.map((v) => (v === true ? 1 : v === false ? 0 : typeof v === 'number' ? v : NaN)),
+  );
 
 /** `image_grid_thw` as nested lists, `[n_images, 3]`; a single `[t, h, w]` is taken as one image. */
 export const GridList = z.union([z.array(GridThw), GridThw.transform((g) => [g])], {

@@ -19,16 +19,26 @@ export const FORMAT_NAMES = [
 export const FormatName = z.enum(FORMAT_NAMES);
 export type FormatName = z.infer<typeof FormatName>;
 
-/** Non-negative integer token id. Range against the vocabulary is a check (`invalid_value`), not a schema rule. */
-export const TokenId = z.number().int().nonnegative();
+/**
+ * A token id as the data states it. Any number is held, NaN included (an id of -100, a float, an
+ * id past the vocabulary, a value an importer could not read as a number): type and range are a
+ * check (`invalid_value` at that index), not a schema rule, so the trajectory still loads.
+ */
+export const TokenId = z.union([z.number(), z.nan()]);
 export const TokenIds = z.array(TokenId);
-/** Logprobs may legitimately be any finite number <= 0; NaN/Infinity/positive values are findings, not schema errors. */
+/**
+ * Logprobs may legitimately be any finite number <= 0; NaN, infinite and positive values, and
+ * `null` (a value the data left out), are findings, not schema errors.
+ */
 export const Logprob = z.union([
   z.number(),
   z.nan(),
+  z.null(),
   z.custom<number>((v) => v === Infinity || v === -Infinity, 'an infinite number'),
 ]);
 export const Logprobs = z.array(Logprob);
+/** Loss-mask values as stored: 0/1 are valid; any other number (NaN for an unreadable entry) is an `invalid_value` finding. */
+export const MaskValue = z.union([z.number(), z.nan()]);
 
 export const Source = z.object({
   file: z.string(),
@@ -114,7 +124,7 @@ export const TrainingSample = z.object({
   /** Number of trailing response tokens; the rest is the prompt. */
   responseLength: z.number().int().nonnegative().optional(),
   /** Per response token (slime/verl) or per token (AReaL, prime-rl): see `maskScope`. */
-  lossMask: z.array(z.number()).optional(),
+  lossMask: z.array(MaskValue).optional(),
   logprobs: Logprobs.optional(),
   /** Whether `lossMask`/`logprobs` cover only the response tail or the whole `tokens`. */
   maskScope: z.enum(['response', 'full']).default('response'),
