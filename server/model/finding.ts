@@ -66,5 +66,7 @@ export const Finding = z.object({
   /** Image the finding concerns (0-based, order of appearance). */
   image: z.number().int().optional(),
   message: z.string(),
+  /** The model field holding the value at fault (`sample.logprobs`, `turns.1.generatedIds`), for `invalid_value`. */
+  field: z.string().optional(),
 });
 export type Finding = z.infer<typeof Finding>;
