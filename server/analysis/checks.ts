@@ -467,11 +467,24 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   return out;
 }
 
+/** How many entries the sample's per-token arrays must have (every token, or the response). */
+function sampleScopeLength(s: NonNullable<Trajectory['sample']>): number {
+  return s.maskScope === 'full' ? s.tokens.length : (s.responseLength ?? s.tokens.length);
+}
+
 /** `length_mismatch` and `mask_mismatch` on the stored training fields. */
 export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const out: Finding[] = [];
+  // Turns split from a stored sample take their logprobs from it: a sample array of the wrong length
+  // is reported once, on the sample, where its first token without a partner is.
+  const sampleLogprobsOff = !!traj.sample?.logprobs && sampleScopeLength(traj.sample) !== traj.sample.logprobs.length;
   traj.turns.forEach((t, k) => {
-    if (t.generatedIds && t.generatedLogprobs && t.generatedLogprobs.length !== t.generatedIds.length) {
+    if (
+      !sampleLogprobsOff &&
+      t.generatedIds &&
+      t.generatedLogprobs &&
+      t.generatedLogprobs.length !== t.generatedIds.length
+    ) {
       out.push({
         kind: 'length_mismatch',
         severity: 'error',
