@@ -12,7 +12,7 @@ import { commonPrefixLength, startsWith } from './diff.ts';
 import { padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
 import { expectedMask } from './mask.ts';
-import { checkSources } from './sources.ts';
+import { checkSources, followsChatFormat } from './sources.ts';
 import { checkCanonicalSplits } from './canonical-split.ts';
 import { checkStrayVisionTokens, imageSpans } from './stray-vision.ts';
 
@@ -183,12 +183,18 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
 /** `prefix_break`: turn k+1's prompt must start with turn k's prompt ⧺ generated ids ⧺ the EOS-aware boundary. */
 export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: readonly number[]): Finding[] {
   const out: Finding[] = [];
+  // Ids outside the chat format (no <|im_start|>) continue by plain concatenation (sources.ts says so once).
+  const plain = followsChatFormat(traj, ctx.profile.special.imStart) === false;
   for (let k = 0; k + 1 < traj.turns.length; k++) {
     const cur = traj.turns[k]!;
     const next = traj.turns[k + 1]!;
     if (!cur.promptIds || !next.promptIds) continue;
     const gen = cur.generatedIds ?? [];
-    const expected = [...cur.promptIds, ...gen, ...boundaryIds(gen, closeIds, turnStopIds(ctx.profile.special))];
+    const expected = [
+      ...cur.promptIds,
+      ...gen,
+      ...(plain ? [] : boundaryIds(gen, closeIds, turnStopIds(ctx.profile.special))),
+    ];
     if (startsWith(next.promptIds, expected)) continue;
     const d = firstDivergence(ctx.profile, expected, next.promptIds, {
       prefixOnly: true,
