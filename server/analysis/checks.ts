@@ -12,6 +12,7 @@ import { commonPrefixLength, startsWith } from './diff.ts';
 import { padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
 import { expectedMask } from './mask.ts';
+import { checkZeroFilledLogprobs } from './zero-logprobs.ts';
 import { checkSources, followsChatFormat } from './sources.ts';
 import { checkCanonicalSplits } from './canonical-split.ts';
 import { checkStrayVisionTokens, imageSpans } from './stray-vision.ts';
@@ -51,6 +52,7 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   findings.push(...checkSample(traj, ctx, alignment));
   findings.push(...checkImages(traj, ctx));
   findings.push(...checkLengthsAndMasks(traj, ctx));
+  findings.push(...checkZeroFilledLogprobs(traj));
   findings.push(...(await checkCanonicalSplits(traj, ctx)));
   findings.push(...checkStrayVisionTokens(traj, ctx));
   findings.push(...(await checkSources(traj, ctx)));
@@ -349,6 +351,8 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   }
 
   spans.forEach((span, i) => {
+    // A stream that starts inside a pad run (cut on the left) is reported by truncation.ts.
+    if (span.start < 0 && span.padStart === 0) return;
     const img = ctx.images[i];
     const grid = grids?.[i];
     const fromGrid = grid ? padCountFromGrid(grid, vision.mergeSize) : undefined;
@@ -471,6 +475,11 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
     }
   }
   return out;
+}
+
+/** How many entries the sample's per-token arrays must have (every token, or the response). */
+function sampleScopeLength(s: NonNullable<Trajectory['sample']>): number {
+  return s.maskScope === 'full' ? s.tokens.length : (s.responseLength ?? s.tokens.length);
 }
 
 /** How many entries the sample's per-token arrays must have (every token, or the response). */

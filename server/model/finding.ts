@@ -35,6 +35,7 @@ export const DIVERGENCE_CAUSES = [
   'secondary_eos',
   'vision_token_generated',
   'placeholder_in_text',
+  'zero_filled_logprobs',
 ] as const;
 export const DivergenceCause = z.enum(DIVERGENCE_CAUSES);
 export type DivergenceCause = z.infer<typeof DivergenceCause>;
