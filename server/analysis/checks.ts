@@ -482,11 +482,6 @@ function sampleScopeLength(s: NonNullable<Trajectory['sample']>): number {
   return s.maskScope === 'full' ? s.tokens.length : (s.responseLength ?? s.tokens.length);
 }
 
-/** How many entries the sample's per-token arrays must have (every token, or the response). */
-function sampleScopeLength(s: NonNullable<Trajectory['sample']>): number {
-  return s.maskScope === 'full' ? s.tokens.length : (s.responseLength ?? s.tokens.length);
-}
-
 /** `length_mismatch` and `mask_mismatch` on the stored training fields. */
 export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const out: Finding[] = [];
