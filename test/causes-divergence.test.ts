@@ -253,6 +253,56 @@ describe('vision tokens that are no image', () => {
     ]);
   });
 
+  it('a vision span the model wrote before a tool returns an image: that image keeps its own pad count', async () => {
+    const t = await buildTrajectory(
+      qwen25,
+      {
+        id: 'gen-vision-then-image',
+        messages: USER,
+        images: [
+          { width: 640, height: 480 },
+          { width: 320, height: 240 },
+        ],
+        turns: [
+          {
+            answer: 'Look at <|vision_start|><|image_pad|><|vision_end|> closely.',
+            observation: [
+              {
+                role: 'user',
+                content: [
+                  { type: 'image', image: 'zoom.png' },
+                  { type: 'text', text: 'Here is the corner.' },
+                ],
+              },
+            ],
+          },
+          { answer: 'AC = 5.' },
+        ],
+      },
+      'canonical',
+    );
+    const p1 = t.turns[1]!.promptIds!;
+    const runs: number[] = [];
+    for (let i = 0; i < p1.length; i++) {
+      if (p1[i] !== qwen25.special.imagePad || p1[i - 1] === qwen25.special.imagePad) continue;
+      let j = i;
+      while (p1[j] === qwen25.special.imagePad) j++;
+      runs.push(j - i);
+    }
+    // 640×480 → 391 pads, the model's own pad, 320×240 → 99 pads.
+    expect(runs).toEqual([391, 1, 99]);
+    const r = await check(t, qwen25);
+    expect(errors(r)).toEqual([
+      expect.objectContaining({ kind: 'image_count', cause: 'vision_token_generated', turn: 0 }),
+    ]);
+    expect(r.alignment.tokens).toEqual([...p1, ...t.turns[1]!.generatedIds!]);
+    // Without turn 1's prompt ids the observation is rendered from the messages: same stream.
+    const { promptIds: _, ...turn1 } = t.turns[1]!;
+    const fromMessages = await check({ ...t, turns: [t.turns[0]!, turn1] }, qwen25);
+    expect(fromMessages.alignment.turns[0]!.observationFrom).toBe('messages');
+    expect(fromMessages.alignment.tokens).toEqual([...p1, ...t.turns[1]!.generatedIds!]);
+  });
+
   it('the user typed the string <|image_pad|>: image_count/placeholder_in_text at it, and the real image keeps its 391 pads', async () => {
     const messages: Message[] = [
       {

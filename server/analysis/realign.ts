@@ -51,8 +51,12 @@ function nthIndexOf(seq: readonly number[], id: number, n: number, from = 0): nu
   return -1;
 }
 
-function imagesSoFar(tokens: readonly number[], ctx: AnalysisContext): number {
-  return findVisionSpans(tokens, ctx.profile.special).filter((s) => s.kind === 'image').length;
+/** Images the stream holds so far; vision tokens inside generated ids are the model's text, not images. */
+function imagesSoFar(tokens: readonly number[], ctx: AnalysisContext, generated: readonly TurnSpan[]): number {
+  const inGenerated = (i: number) => generated.some((s) => i >= s.generated[0] && i < s.generated[1]);
+  return findVisionSpans(tokens, ctx.profile.special).filter(
+    (s) => s.kind === 'image' && !inGenerated(s.start >= 0 ? s.start : s.padStart),
+  ).length;
 }
 
 export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<Alignment> {
@@ -129,7 +133,15 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
         if (!suffix)
           notes.push(`turn ${k}: the template rewrites history; observation rendered after a stand-in history`);
         if (parts) {
-          const rendered = await tokenizeExpanded(profile, parts.delta, padCounts, imagesSoFar(tokens, ctx));
+          const rendered = await tokenizeExpanded(
+            profile,
+            parts.delta,
+            padCounts,
+            imagesSoFar(tokens, ctx, [
+              ...spans,
+              { turn: k, generated: [genStart, genEnd], observation: [genEnd, genEnd] },
+            ]),
+          );
           obs = [...boundary, ...rendered.expanded];
           observationFrom = 'messages';
         }
