@@ -51,7 +51,7 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   if (rerender) findings.push(...checkRerender(traj, ctx, alignment, rerender, closeIds));
   findings.push(...checkSample(traj, ctx, alignment));
   findings.push(...checkImages(traj, ctx));
-  findings.push(...checkLengthsAndMasks(traj, ctx));
+  findings.push(...checkLengthsAndMasks(traj, ctx, alignment));
   findings.push(...checkZeroFilledLogprobs(traj));
   findings.push(...(await checkCanonicalSplits(traj, ctx)));
   findings.push(...checkStrayVisionTokens(traj, ctx));
@@ -483,7 +483,7 @@ function sampleScopeLength(s: NonNullable<Trajectory['sample']>): number {
 }
 
 /** `length_mismatch` and `mask_mismatch` on the stored training fields. */
-export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext): Finding[] {
+export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, alignment?: Alignment): Finding[] {
   const out: Finding[] = [];
   // Turns split from a stored sample take their logprobs from it: a sample array of the wrong length
   // is reported once, on the sample, where its first token without a partner is.
@@ -548,10 +548,19 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext): Fi
     // Assistant turns before the first trained token are prompt history (few-shot, earlier episodes): not judged.
     const promptLength = respLen !== undefined ? total - respLen : Math.max(0, s.lossMask.indexOf(1));
     const expected = expectedMask(s.tokens, ctx.profile.special, promptLength);
+    // Where the chat structure allows either value (an assistant's <|im_end|>: generated when the
+    // model stopped, appended after a turn cut by length), the canonical re-alignment decides: it
+    // knows which tokens were generated. Judged only where the sample holds the canonical stream.
+    const canonicalUpTo = alignment ? commonPrefixLength(s.tokens, alignment.tokens) : 0;
     for (let i = 0; i < scopeLen; i++) {
-      const want = expected[offset + i];
+      const at = offset + i;
+      let want = expected[at];
+      const fromCanonical = (want === undefined || want < 0) && at >= promptLength && at < canonicalUpTo;
+      if (fromCanonical) want = alignment!.lossMask[at];
       const got = s.lossMask[i];
+      if (got !== 0 && got !== 1) continue; // invalid_value (checkValues)
       if (want === undefined || want < 0 || want === got) continue;
+      const eos = s.tokens[at] === ctx.profile.special.eos;
       out.push({
         kind: 'mask_mismatch',
         severity: 'error',
@@ -560,10 +569,13 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext): Fi
         stream: 'sample',
         expected: want,
         actual: got,
-        message:
-          want === 0
-            ? `loss mask is 1 at token ${offset + i}, which belongs to ${describeRole(s.tokens, offset + i, ctx)}: the model would be trained on text it did not generate`
-            : `loss mask is 0 at token ${offset + i}, inside the assistant's generated text: a generated token is left out of training`,
+        message: fromCanonical
+          ? want === 0
+            ? `loss mask is 1 at token ${at}, ${eos ? 'an <|im_end|> appended to close a turn cut by length' : 'a token appended to the generation'}: the model would be trained on a token it did not generate`
+            : `loss mask is 0 at token ${at}, ${eos ? 'the <|im_end|> the model generated to end its turn: the model is not trained to stop' : `a token the model generated (its logprob is the sampler's): it is left out of training`}`
+          : want === 0
+            ? `loss mask is 1 at token ${at}, which belongs to ${describeRole(s.tokens, at, ctx)}: the model would be trained on text it did not generate`
+            : `loss mask is 0 at token ${at}, inside the assistant's generated text: a generated token is left out of training`,
       });
       break;
     }

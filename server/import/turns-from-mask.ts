@@ -39,10 +39,21 @@ export function turnsFromMask(s: MaskedStream): TurnInput[] {
   const n = s.tokens.length;
   const offset = s.scope === 'full' ? 0 : Math.max(0, n - Math.min(n, s.responseLength ?? 0));
   const fallback = s.mask && s.mask.length > 0 ? s.mask[s.mask.length - 1]! : 1;
+  const masked = (i: number): boolean => (s.mask![i - offset] ?? fallback) !== 0;
+  let firstTrained = offset;
+  if (s.mask) while (firstTrained < n && !masked(firstTrained)) firstTrained++;
+  // Frameworks write logprob 0.0 for the tokens they append (observations, turn closes): a token
+  // after the first trained one whose mask is 0 but whose logprob is the sampler's (finite, not
+  // 0) was generated, and its 0 is a mask fault (a generated <|im_end|> left out of training).
+  // The checks report the stored mask against the canonical one, which trains it.
+  const sampled = (i: number): boolean => {
+    const lp = s.logprobs?.[i - offset];
+    return typeof lp === 'number' && Number.isFinite(lp) && lp !== 0;
+  };
   const generated = (i: number): boolean => {
     if (i < offset) return false;
     if (!s.mask) return true;
-    return (s.mask[i - offset] ?? fallback) !== 0;
+    return masked(i) || (i > firstTrained && sampled(i));
   };
   const turns: TurnInput[] = [];
   let i = offset;
