@@ -27,6 +27,8 @@ import { primeRlImporter } from './prime-rl.ts';
 import { exportRowsImporter } from './export-rows.ts';
 import { vllmImporter } from './vllm.ts';
 import { agentLightningImporter } from './agent-lightning.ts';
+import { sglangImporter } from './sglang.ts';
+import { sglangOpenAiImporter } from './sglang-openai.ts';
 
 /** Registered importers, most specific first (structure sniffing stops at the first match). */
 // `exportRowsImporter` before slime's: an export row is also a slime Sample, plus `schema_version`.
@@ -39,6 +41,9 @@ export const IMPORTERS: Importer[] = [
   verlDumpImporter,
   arealDumpImporter,
   primeRlImporter,
+  // SGLang's OpenAI-compatible logs are vLLM-shaped: their sniff (SGLang-only fields) goes first.
+  sglangOpenAiImporter,
+  sglangImporter,
   vllmImporter,
   agentLightningImporter,
 ];

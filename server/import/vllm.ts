@@ -20,6 +20,7 @@
 import { z } from 'zod';
 import {
   Message,
+  type FormatName,
   type ImageRef,
   type ProcessorSettings,
   type ReadError,
@@ -161,6 +162,9 @@ export function explicitId(line: Record<string, unknown>): { field: string; valu
         return { field: prefix + field, value: String(v) };
     }
   }
+  // SGLang's own session (`GenerateReqInput.session_params = {id, rid, offset, replace}`, io_struct.py).
+  const session = isObject(request?.session_params) ? request.session_params.id : undefined;
+  if (typeof session === 'string' && session !== '') return { field: 'request.session_params.id', value: session };
   for (const [field, headers] of [
     ['headers.x-session-id', line.headers],
     ['request.headers.x-session-id', request?.headers],
@@ -293,6 +297,8 @@ export interface VllmCall {
   model?: string;
   tools?: unknown[];
   reward?: number;
+  /** Images the request carried outside its messages (SGLang `image_data`: the history's and the new ones). */
+  images?: ImageRef[];
 }
 
 /**
@@ -422,31 +428,38 @@ export function ambiguityFindings(
   });
 }
 
-function assemble(file: string, calls: readonly VllmCall[], group: Group): TrajectoryInput {
+/** What a call log of one engine says when ids are missing (the fields that engine would have written). */
+export interface CallLogFormat {
+  format: FormatName;
+  noPromptIds: string;
+  noGeneratedIds: string;
+}
+
+const VLLM_LOG: CallLogFormat = {
+  format: 'vllm',
+  noPromptIds:
+    'no prompt_token_ids (requests sent without return_token_ids): the prompt is rendered from the messages and prefix checks cannot run',
+  noGeneratedIds: 'no generated token ids (neither token_ids nor "token_id:N" logprob tokens): only the text is known',
+};
+
+function assemble(file: string, calls: readonly VllmCall[], group: Group, log: CallLogFormat): TrajectoryInput {
   const members = group.calls.map((i) => calls[i]!);
   const first = members[0]!;
   // Tools ride on each turn: the chat template renders them into the system turn.
   const turns = members.map((c) => (c.tools && c.tools.length > 0 ? { ...c.turn, tools: c.tools } : c.turn));
   const lines = [...new Set(members.map((c) => c.line))];
   const limitations: string[] = [];
-  if (turns.some((t) => !t.promptIds)) {
-    limitations.push(
-      'no prompt_token_ids (requests sent without return_token_ids): the prompt is rendered from the messages and prefix checks cannot run',
-    );
-  }
-  if (turns.some((t) => !t.generatedIds))
-    limitations.push(
-      'no generated token ids (neither token_ids nor "token_id:N" logprob tokens): only the text is known',
-    );
+  if (turns.some((t) => !t.promptIds)) limitations.push(log.noPromptIds);
+  if (turns.some((t) => !t.generatedIds)) limitations.push(log.noGeneratedIds);
   const model = members.find((c) => c.model)?.model;
   const reward = [...members].reverse().find((c) => c.reward !== undefined)?.reward;
   const id = first.key ? first.key.value : `line ${first.line}${first.choice !== undefined ? `#${first.choice}` : ''}`;
   return {
     id,
-    source: { file, line: first.line, format: 'vllm', ...(lines.length > 1 ? { lines } : {}) },
+    source: { file, line: first.line, format: log.format, ...(lines.length > 1 ? { lines } : {}) },
     ...(model ? { model } : {}),
     turns,
-    images: imagesOfTurns(turns),
+    images: [...members].reverse().find((c) => c.images)?.images ?? imagesOfTurns(turns),
     ...(reward !== undefined ? { reward } : {}),
     limitations,
     meta: {
@@ -525,11 +538,24 @@ export const vllmImporter: Importer = {
       calls.push(...c);
       out.errors.push(...errors);
     }
-    const unique = uniqueIds();
-    for (const g of groupCalls(calls)) {
-      const t = assemble(file, calls, g);
-      out.trajectories.push({ ...t, id: unique(t.id) });
-    }
+    out.trajectories.push(...trajectoriesFromCalls(file, calls, VLLM_LOG));
     return out;
   },
 };
+
+/**
+ * Calls of one request/response log as trajectories: grouped by the ids the lines state, else by
+ * prefix chaining (ambiguities reported), ids unique within the file. Shared by the engines whose
+ * logs have this shape (vLLM, SGLang).
+ */
+export function trajectoriesFromCalls(
+  file: string,
+  calls: readonly VllmCall[],
+  log: CallLogFormat,
+): TrajectoryInput[] {
+  const unique = uniqueIds();
+  return groupCalls(calls).map((g) => {
+    const t = assemble(file, calls, g, log);
+    return { ...t, id: unique(t.id) };
+  });
+}

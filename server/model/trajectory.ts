@@ -15,6 +15,8 @@ export const FORMAT_NAMES = [
   'prime-rl',
   'agent-lightning',
   'export',
+  'sglang',
+  'sglang-openai',
 ] as const;
 export const FormatName = z.enum(FORMAT_NAMES);
 export type FormatName = z.infer<typeof FormatName>;
