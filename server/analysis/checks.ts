@@ -14,6 +14,7 @@ import { padCountFromGrid } from './image-math.ts';
 import { expectedMask } from './mask.ts';
 import { checkZeroFilledLogprobs } from './zero-logprobs.ts';
 import { checkSources, followsChatFormat } from './sources.ts';
+import { renderSemanticsFor } from './render.ts';
 import { checkCanonicalSplits } from './canonical-split.ts';
 import { checkStrayVisionTokens, imageSpans } from './stray-vision.ts';
 
@@ -237,7 +238,11 @@ export async function rerenderConversation(traj: Trajectory, ctx: AnalysisContex
   const rendered = await renderTokens(
     ctx.profile,
     messages,
-    { addGenerationPrompt: !!last.observationMessages || assistantText === undefined, tools: last.tools },
+    {
+      addGenerationPrompt: !!last.observationMessages || assistantText === undefined,
+      tools: last.tools,
+      as: renderSemanticsFor(traj),
+    },
     expectedPadCounts(ctx),
   );
   return rendered.expanded;

@@ -16,6 +16,7 @@ import {
   turnCloseIds,
   turnStopIds,
 } from './render.ts';
+import { renderSemanticsFor } from './render.ts';
 import { startsWith } from './diff.ts';
 import { findVisionSpans, padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
@@ -74,7 +75,8 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     tokens = first.promptIds.slice();
     promptFrom = 'engine';
   } else if (first?.messages) {
-    tokens = (await renderTokens(profile, first.messages, { addGenerationPrompt: true, tools: first.tools }, padCounts))
+    const opts = { addGenerationPrompt: true, tools: first.tools, as: renderSemanticsFor(traj) };
+    tokens = (await renderTokens(profile, first.messages, opts, padCounts))
       .expanded;
     promptFrom = 'render';
   } else if (traj.sample) {
@@ -128,7 +130,10 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
         obs = next.promptIds.slice(tokens.length);
         observationFrom = 'next_prompt';
       } else if (historyMessages && obsMessages) {
-        const suffix = observationSuffixText(profile, historyMessages, obsMessages, { tools: turn.tools });
+        const suffix = observationSuffixText(profile, historyMessages, obsMessages, {
+          tools: turn.tools,
+          as: renderSemanticsFor(traj),
+        });
         const parts = suffix ?? observationSuffixText(profile, [{ role: 'user', content: 'q' }], obsMessages);
         if (!suffix)
           notes.push(`turn ${k}: the template rewrites history; observation rendered after a stand-in history`);
