@@ -9,20 +9,26 @@
 //   mm_token_type_ids  [B, L] 1 = image pad, 0 otherwise
 //   rewards            [B]
 //   multi_modal_input  [{"pixel_values", "image_grid_thw"}] — processor outputs, not the images
+//   images, messages   what wrappers around the trajectory dict add (the rollout's images as paths,
+//                      data: URLs or image dicts, and the chat messages): read as the other trainer
+//                      formats read them, so the pads are checked against the real images
 // Masks and logprobs cover every token (`maskScope: 'full'`); the prompt/response split is not
 // stored, so turn 0's prompt is everything before the first masked-in token.
 import { z } from 'zod';
-import type { GridThw, TrajectoryInput } from '../model/trajectory.ts';
+import { Message, type GridThw, type ImageRef, type TrajectoryInput } from '../model/trajectory.ts';
+import { imagesInMessages } from './vllm.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './records.ts';
 import {
   GridList,
+  ImageEntry,
   LogprobValues,
   MaskValues,
   TokenIdValues,
   fileStem,
   idAllocator,
+  imageRefOf,
   statedModel,
   turnsFromMask,
 } from './turns-from-mask.ts';
@@ -40,6 +46,9 @@ export const ArealTrajectory = z
     rewards: z.union([z.number(), z.array(z.number()), z.array(z.array(z.number()))]).nullish(),
     multi_modal_input: z.array(z.object({ image_grid_thw: GridList.nullish() }).passthrough()).nullish(),
     task_id: z.union([z.number(), z.string()]).nullish(),
+    // One list for the record (a batch of one), or one list per row.
+    images: z.union([z.array(ImageEntry), z.array(z.array(ImageEntry))]).nullish(),
+    messages: z.union([z.array(Message), z.array(z.array(Message))]).nullish(),
   })
   .passthrough()
   .superRefine((t, ctx) => {
@@ -79,6 +88,14 @@ function versionRange(
   return Number.isFinite(min) ? { min, max } : undefined;
 }
 
+/** A wrapper's list for one row: the whole list for a batch of one, else the row's own list. */
+function perRow<T>(lists: T[] | T[][] | null | undefined, row: number): T[] | undefined {
+  if (!lists || lists.length === 0) return undefined;
+  const nested = Array.isArray(lists[0]);
+  if (!nested) return row === 0 ? (lists as T[]).slice() : undefined;
+  return (lists as T[][])[row]?.slice();
+}
+
 export function arealTrajectories(
   t: ArealTrajectory,
   where: { file: string; line: number; id: (row: number) => string },
@@ -105,7 +122,11 @@ export function arealTrajectories(
     const turns = turnsFromMask({ tokens, scope: 'full', mask: lossMask, logprobs });
     const limitations: string[] = [];
     const imageGridThw = gridsFor(row);
-    if (imageGridThw) {
+    const messages = perRow<Message>(t.messages, row);
+    if (messages && turns[0]) turns[0].messages = messages;
+    const images: ImageRef[] =
+      perRow<ImageEntry>(t.images, row)?.map(imageRefOf) ?? (messages ? imagesInMessages(messages) : []);
+    if (imageGridThw && images.length === 0) {
       limitations.push(
         'AReaL stores processor outputs (image_grid_thw), not the images: pad runs are checked against image_grid_thw, not against image sizes or min/max pixels',
       );
@@ -125,7 +146,7 @@ export function arealTrajectories(
       source: { file: where.file, line: where.line, format: 'areal' },
       model: statedModel(t, ['model', 'metadata.model']),
       turns,
-      images: [],
+      images,
       sample: {
         tokens,
         lossMask,
