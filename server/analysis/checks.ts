@@ -265,7 +265,11 @@ export function checkRerender(
   const canonical = last?.observationMessages
     ? alignment.tokens
     : [...alignment.tokens, ...(lastGen.length ? boundaryIds(lastGen, closeIds, turnStopIds(ctx.profile.special)) : [])];
-  const d = firstDivergence(ctx.profile, canonical, rerender, { generated: alignment.turns.map((s) => s.generated) });
+  // Without the last turn's generated ids the canonical stream ends at its prompt: the re-render may run on.
+  const d = firstDivergence(ctx.profile, canonical, rerender, {
+    generated: alignment.turns.map((s) => s.generated),
+    ...(last && !last.generatedIds ? { prefixOnly: true } : {}),
+  });
   if (!d) return [];
   const stored: number[][] = [];
   if (traj.sample) stored.push(traj.sample.tokens);
