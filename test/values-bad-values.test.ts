@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { encode } from '@msgpack/msgpack';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { loadFile } from '../server/import/index.ts';
-import { analyzeTrajectory } from '../server/pipeline.ts';
+import { analyzeTrajectory, streamTokens } from '../server/pipeline.ts';
+import { tokenStream } from '../server/http/views.ts';
 import { exportRun } from '../server/export/run.ts';
 import { RejectEntry } from '../server/export/manifest.ts';
 import type { Finding } from '../server/model/finding.ts';
@@ -80,6 +81,13 @@ async function verifyFile(
     const f = checked.findings.filter((x) => x.kind === 'invalid_value');
     expect(f, `${format} ${c.bad.name}: one invalid_value`).toHaveLength(1);
     expect(f[0], `${format} ${c.bad.name}`).toMatchObject({ severity: 'error', actual: c.bad.actual, ...c.expect });
+    // The stream the browser opens for the finding holds the bad value at `index`.
+    const ids = streamTokens(checked, f[0]!.stream, f[0]!.turn)!;
+    const view = tokenStream(checked, f[0]!.stream!, f[0]!.turn, {});
+    if (c.bad.field === 'id') expect(Object.is(ids[c.expect.index], Number(c.bad.raw))).toBe(true);
+    else if (c.bad.field === 'mask') expect(view.lossMask?.[c.expect.index]).toBe(Number(c.bad.raw));
+    else if (c.bad.actual === null) expect(view.logprobs?.[c.expect.index]).toBeNull();
+    else expect(view.badLogprobs).toContain(c.expect.index);
   }
   if (!exportable) return;
   const r = await exportRun([file], {
