@@ -18,6 +18,8 @@ const special = loadProfile('qwen2.5-vl').special;
 const rel = (f: string) => path.relative(process.cwd(), f);
 
 const FILES: { format: string; file: string; cases: readonly CauseCase[] }[] = [
+  // Agent Lightning: one rollout per file, one file per case.
+  ...NATIVE_CASES.map((name) => ({ format: 'agent-lightning', file: `agent-lightning/${name}.json`, cases: [name] })),
   { format: 'native', file: 'native/causes.rollscope.jsonl', cases: NATIVE_CASES },
   { format: 'slime', file: 'slime/samples.jsonl', cases: SAMPLE_CASES },
   { format: 'verl', file: 'verl/agent_loop.jsonl', cases: SAMPLE_CASES },
@@ -36,7 +38,7 @@ const NEW_CAUSES = new Set([
 
 describe('cause fixtures, every format', () => {
   for (const { format, file, cases } of FILES) {
-    it(`${format}: each planted cause at its token, the clean trajectory clean`, async () => {
+    it(`${format} ${file}: each planted cause at its token, the clean trajectory clean`, async () => {
       const full = path.join(CAUSES_DIR, file);
       const loaded = await loadFile(rel(full));
       expect(loaded.errors).toEqual([]);
