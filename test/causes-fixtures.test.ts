@@ -26,6 +26,7 @@ const FILES: { format: string; file: string; cases: readonly CauseCase[] }[] = [
   { format: 'areal', file: 'areal/trajectories.json', cases: SAMPLE_CASES },
   { format: 'prime-rl', file: 'prime-rl/rollouts/step_0/rank_0.bin', cases: SAMPLE_CASES },
   { format: 'vllm', file: 'vllm/calls.jsonl', cases: NATIVE_CASES },
+  { format: 'sglang', file: 'sglang/generate.jsonl', cases: NATIVE_CASES },
 ];
 
 const NEW_CAUSES = new Set([
