@@ -321,8 +321,11 @@ function hostileLineRaw(valid: readonly unknown[]): fc.Arbitrary<Hostile> {
 // ---- the property --------------------------------------------------------------------------
 
 /** Lines a trajectory was read from (grouping formats name every call). */
+// Lines its findings name count too: a call that made the grouping ambiguous, a rollout's other chain.
 const linesOf = (t: Trajectory): number[] =>
-  [...new Set([t.source.line, ...(t.source.lines ?? [])])].sort((a, b) => a - b);
+  [...new Set([t.source.line, ...(t.source.lines ?? []), ...((t.meta?.relatedLines as number[] | undefined) ?? [])])].sort(
+    (a, b) => a - b,
+  );
 /**
  * Ids without the line numbers some importers build them from, without ` #2` de-duplication
  * suffixes, and without Agent Lightning's ` (chain 1 of 2)` (a hostile record with the rollout's

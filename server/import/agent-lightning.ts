@@ -437,10 +437,13 @@ function assemble(
   finalReward: number | undefined,
   part: string,
   sourceFindings: readonly Finding[] = [],
+  relatedCalls: readonly AglCall[] = [],
 ): TrajectoryInput {
   const first = members[0]!;
   const turns = members.map((c) => c.turn);
   const lines = [...new Set(members.map((c) => c.line))];
+  // Lines of the rollout's other chains its split findings name.
+  const related = [...new Set(relatedCalls.map((c) => c.line))].filter((l) => !lines.includes(l)).sort((a, b) => a - b);
   const tripletReward = [...members].reverse().find((c) => c.reward !== undefined)?.reward;
   const reward = members.find((c) => c.rolloutReward !== undefined)?.rolloutReward ?? finalReward ?? tripletReward;
   const model = members.find((c) => c.model)?.model;
@@ -461,6 +464,7 @@ function assemble(
       groupedBy: rollout !== undefined ? 'rollout, then strict prefix chain' : 'strict prefix chain',
       ...(rollout !== undefined ? { rollout } : {}),
       ...(breaks.length > 0 ? { attachedAfterBreak: breaks } : {}),
+      ...(related.length > 0 ? { relatedLines: related } : {}),
     },
     ...(sourceFindings.length > 0 ? { sourceFindings: [...sourceFindings] } : {}),
   };
@@ -528,7 +532,16 @@ export const agentLightningImporter: Importer = {
         const part = rollout !== undefined && chains.length > 1 ? ` (chain ${k + 1} of ${chains.length})` : '';
         found.push({
           first: order.get(members[0]!) ?? 0,
-          trajectory: assemble(file, members, ch.breaks, rollout, finalReward, part, splits[k]),
+          trajectory: assemble(
+            file,
+            members,
+            ch.breaks,
+            rollout,
+            finalReward,
+            part,
+            splits[k],
+            splits[k]?.length ? chains.filter((_, j) => j !== k).flatMap((o) => o.calls.map((i) => calls[i]!)) : [],
+          ),
         });
       });
     }

@@ -88,7 +88,10 @@ function allNumbers(values: readonly unknown[]): values is number[] {
 /** Token ids as written; any number is kept (-100, floats, ids past the vocabulary), anything else is NaN. */
 export const TokenIdValues = z
   .array(z.unknown(), { error: 'expected a list of token ids' })
-  .transform((ids): number[] => (allNumbers(ids) ? ids : ids.map((v) => (typeof v === 'number' ? v : NaN))));
+  // An id of ±Infinity (Python's json reads 1e999 so) is held as NaN: the model's ids are numbers or NaN.
+  .transform((ids): number[] =>
+    allNumbers(ids) && ids.every(Number.isFinite) ? ids : ids.map((v) => (typeof v === 'number' && Number.isFinite(v) ? v : NaN)),
+  );
 
 /** Python's spellings of the non-finite floats, as `str(float)` and numpy/torch write them. */
 const NON_FINITE: Record<string, number> = { nan: NaN, inf: Infinity, infinity: Infinity };

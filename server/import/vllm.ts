@@ -410,6 +410,12 @@ interface Group {
   ambiguous?: { turn: number; call: number; others: number[] }[];
 }
 
+/** Lines of other conversations an ambiguity names (the trajectory's grouping depends on them). */
+function relatedLines(group: Group, calls: readonly VllmCall[], own: readonly number[]): number[] {
+  const lines = (group.ambiguous ?? []).flatMap((a) => [calls[a.call]!.line, ...a.others.map((i) => calls[i]!.line)]);
+  return [...new Set(lines)].filter((l) => !own.includes(l)).sort((a, b) => a - b);
+}
+
 /** `grouping_ambiguous` findings: the grouping of these turns is a guess the ids could have settled. */
 export function ambiguityFindings(
   ambiguous: readonly { turn: number; line: number; otherLines: number[] }[],
@@ -465,6 +471,7 @@ function assemble(file: string, calls: readonly VllmCall[], group: Group, log: C
     meta: {
       groupedBy: first.key ? first.key.field : members.length > 1 ? 'prefix chain' : 'single call',
       ...(group.breaks.length > 0 ? { attachedAfterBreak: group.breaks } : {}),
+      ...(group.ambiguous?.length ? { relatedLines: relatedLines(group, calls, lines) } : {}),
     },
     ...(group.ambiguous?.length
       ? {
