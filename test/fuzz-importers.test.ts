@@ -151,6 +151,18 @@ const TARGETS: FuzzTarget[] = [
     fileName: 'fuzz-agl-rollouts.jsonl',
     validRecords: async () => fixtureRecords('agent-lightning/completed-rollouts.jsonl'),
   },
+  {
+    label: 'sglang (/generate)',
+    format: 'sglang',
+    fileName: 'fuzz-sglang.jsonl',
+    validRecords: async () => fixtureRecords('sglang/generate.jsonl'),
+  },
+  {
+    label: 'sglang-openai',
+    format: 'sglang-openai',
+    fileName: 'fuzz-sglang-openai.jsonl',
+    validRecords: async () => fixtureRecords('sglang/openai.jsonl'),
+  },
   { label: 'export rows', format: 'export', fileName: 'fuzz-export.jsonl', validRecords: exportedRows },
 ];
 
