@@ -8,6 +8,8 @@ import { checkTrajectory } from '../server/analysis/checks.ts';
 import { commonPrefixLength } from '../server/analysis/diff.ts';
 import type { Message, Trajectory } from '../server/model/trajectory.ts';
 import { stripReasoning } from '../server/demo/build.ts';
+import { imageInfos, tokenStream } from '../server/http/views.ts';
+import { analyzeTrajectory } from '../server/pipeline.ts';
 import { buildTrajectory, trainingSample, type Script, type ScriptTurn } from './support/build.ts';
 
 const qwen25 = loadProfile('qwen2.5-vl');
@@ -301,6 +303,14 @@ describe('vision tokens that are no image', () => {
     const fromMessages = await check({ ...t, turns: [t.turns[0]!, turn1] }, qwen25);
     expect(fromMessages.alignment.turns[0]!.observationFrom).toBe('messages');
     expect(fromMessages.alignment.tokens).toEqual([...p1, ...t.turns[1]!.generatedIds!]);
+    // The browser's image panel pairs each image with its own pad run, not with the model's pad.
+    const viewed = await analyzeTrajectory(t, { workers: 0 }, []);
+    expect(imageInfos(viewed, {}).map((i) => i.actualPads)).toEqual([391, 99]);
+    const spans = tokenStream(viewed, 'prompt', 1, {}).vision;
+    expect(spans.map((x) => [x.image, x.padLength])).toEqual([
+      [0, 391],
+      [1, 99],
+    ]);
   });
 
   it('the user typed the string <|image_pad|>: image_count/placeholder_in_text at it, and the real image keeps its 391 pads', async () => {

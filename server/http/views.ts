@@ -6,7 +6,7 @@ import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 import { streamTokens } from '../pipeline.ts';
 import { analysisContext, type AnalysisContext } from '../analysis/context.ts';
 import { observedStream } from '../analysis/checks.ts';
-import { findVisionSpans } from '../analysis/vision-spans.ts';
+import { imageSpans } from '../analysis/stray-vision.ts';
 import { diffTokens, type Hunk } from '../analysis/diff.ts';
 import { firstDivergence } from '../analysis/classify.ts';
 import { boundaryIds, turnCloseIds, turnStopIds } from '../analysis/render.ts';
@@ -123,7 +123,8 @@ function visionSpans(
   firstImage = 0,
 ): VisionSpanInfo[] {
   let image = firstImage;
-  return findVisionSpans(ids, c.profile.special).map((s) => {
+  // Vision tokens the model generated are its text, not an image: they take no image's number.
+  return imageSpans(c.trajectory, ids, c.profile.special).map((s) => {
     const i = s.kind === 'image' ? image++ : -1;
     const math = ctx.images[i]?.tokens;
     const stored = c.trajectory.sample?.imageGridThw?.[i];
@@ -339,7 +340,9 @@ export function idsDiff(
 export function imageInfos(c: CheckedTrajectory, opts: RunOptions): ImageInfo[] {
   const ctx = contextOf(c, opts);
   const observed = observedStream(c.trajectory);
-  const spans = observed ? findVisionSpans(observed.tokens, c.profile.special).filter((s) => s.kind === 'image') : [];
+  const spans = observed
+    ? imageSpans(c.trajectory, observed.tokens, c.profile.special).filter((s) => s.kind === 'image')
+    : [];
   return c.trajectory.images.map((img, i) => {
     const e = ctx.images[i];
     const vision = e?.vision ?? c.profile.vision;
