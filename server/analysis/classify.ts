@@ -243,8 +243,6 @@ export function classifyHunk(
   if (looksJson && textA !== textB && sorted(textA) === sorted(textB))
     detail = 'tool-call JSON re-serialized (separators or key order changed)';
   else if (squash(textA) === squash(textB)) detail = 'whitespace changed (stripped or re-indented text)';
-  else if (/<think>|<\/think>/.test(textA) && !/<think>|<\/think>/.test(textB))
-    detail = 'reasoning stripped from the history';
   if (detail || specialA.join() !== specialB.join()) {
     return {
       ...base,
