@@ -8,6 +8,7 @@ import type { Finding } from '../model/finding.ts';
 import {
   FormatName,
   GridThw,
+  PixelValues,
   PlaceholderRange,
   TokenId,
   Trajectory,
@@ -75,6 +76,8 @@ export const ExportRow = z.object({
   mm_token_type_ids: z.array(z.number().int().min(0).max(2)),
   /** mRoPE positions: 3 rows (t, h, w), or verl's 4 rows (text, t, h, w); each of len(tokens). */
   position_ids: z.array(z.array(z.number().int())),
+  /** Processor outputs carried instead of images (`images` is then empty): every image's patches, float32 (below). */
+  pixel_values: PixelValues.nullable().default(null),
 });
 export type ExportRow = z.infer<typeof ExportRow>;
 
@@ -193,6 +196,7 @@ export function rowToTrajectory(row: ExportRowRead, where: { file: string; line:
       imageGridThw: row.image_grid_thw,
       placeholderRanges: row.placeholder_ranges,
       mmTokenTypeIds: row.mm_token_type_ids,
+      ...(row.pixel_values ? { pixelValues: row.pixel_values } : {}),
     },
     reward: row.reward,
     status: row.status,
@@ -230,6 +234,8 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     messages.push('some generated tokens have logprobs and others do not');
   }
   const runs = padRuns(alignment.tokens, special);
+  // A record with processor outputs and no images (AReaL): the pixel values stand for the images.
+  const pixels = traj.images.length === 0 && runs.length > 0 ? traj.sample?.pixelValues : undefined;
   const videoRun = runs.find((r) => alignment.tokens[r.offset] === special.videoPad);
   const grids = alignment.imageGridThw;
   if (videoRun) {
@@ -237,7 +243,7 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     messages.push(
       `a video pad run at token ${videoRun.offset}: video rows are not exported (schema version ${EXPORT_SCHEMA_VERSION} has image fields only)`,
     );
-  } else if (runs.length !== traj.images.length) {
+  } else if (runs.length !== traj.images.length && !pixels) {
     // Every pad run needs its pixels: a run without an image (token ids only) cannot be trained on.
     reasons.push('image_unavailable');
     messages.push(`the tokens hold ${runs.length} image pad run(s) but the data gives ${traj.images.length} image(s)`);
@@ -245,6 +251,11 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     reasons.push('grid_unknown');
     messages.push(
       `no image_grid_thw agrees with pad run ${grids.findIndex((g) => g === null)} (neither the image size nor a stored grid)`,
+    );
+  } else if (pixels && patchesOf(grids) !== pixels.shape[0]) {
+    reasons.push('image_unavailable');
+    messages.push(
+      `pixel_values holds ${pixels.shape[0]} patches but image_grid_thw of the pad runs gives ${patchesOf(grids)}`,
     );
   }
   if (reasons.length > 0)
@@ -292,6 +303,7 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     placeholder_ranges: runs,
     mm_token_type_ids: mmTokenTypeIds(tokens, special),
     position_ids: positionIds,
+    pixel_values: pixels ?? null,
   };
 
   // The re-check: the row as a trajectory of its own, through every check.
@@ -308,6 +320,11 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     };
   }
   return { kind: 'row', row, repaired: checked.findings.filter((f) => f.severity === 'error') };
+}
+
+/** Vision patches before the merge that grids stand for (Σ t·h·w): the first dimension of pixel_values. */
+function patchesOf(grids: readonly (GridThw | null)[]): number {
+  return grids.reduce((n, g) => n + (g ? g[0] * g[1] * g[2] : 0), 0);
 }
 
 function dedupe<T>(xs: T[]): T[] {

@@ -15,7 +15,7 @@
 // Masks and logprobs cover every token (`maskScope: 'full'`); the prompt/response split is not
 // stored, so turn 0's prompt is everything before the first masked-in token.
 import { z } from 'zod';
-import { Message, type GridThw, type ImageRef, type TrajectoryInput } from '../model/trajectory.ts';
+import { Message, type GridThw, type ImageRef, type PixelValues, type TrajectoryInput } from '../model/trajectory.ts';
 import { imagesInMessages } from './vllm.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
@@ -44,7 +44,17 @@ export const ArealTrajectory = z
     attention_mask: Rows(MaskValues).nullish(),
     mm_token_type_ids: Rows(z.array(z.number().int())).nullish(),
     rewards: z.union([z.number(), z.array(z.number()), z.array(z.array(z.number()))]).nullish(),
-    multi_modal_input: z.array(z.object({ image_grid_thw: GridList.nullish() }).passthrough()).nullish(),
+    multi_modal_input: z
+      .array(
+        z
+          .object({
+            image_grid_thw: GridList.nullish(),
+            // [patches, channels·temporal_patch·patch²] as nested lists (a tensor's .tolist()).
+            pixel_values: z.array(z.array(z.number())).nullish(),
+          })
+          .passthrough(),
+      )
+      .nullish(),
     task_id: z.union([z.number(), z.string()]).nullish(),
     // One list for the record (a batch of one), or one list per row.
     images: z.union([z.array(ImageEntry), z.array(z.array(ImageEntry))]).nullish(),
@@ -88,6 +98,17 @@ function versionRange(
   return Number.isFinite(min) ? { min, max } : undefined;
 }
 
+/** The processor outputs' pixel_values of one row, all images in order, as float32 bytes; undefined when absent or ragged. */
+function pixelValuesOf(dicts: readonly { pixel_values?: number[][] | null }[]): PixelValues | undefined {
+  const rows = dicts.flatMap((d) => d.pixel_values ?? []);
+  const width = rows[0]?.length ?? 0;
+  if (rows.length === 0 || width === 0 || rows.some((r) => r.length !== width)) return undefined;
+  const flat = new Float32Array(rows.length * width);
+  rows.forEach((r, i) => flat.set(r, i * width));
+  const bytes = Buffer.from(flat.buffer, flat.byteOffset, flat.byteLength);
+  return { dtype: 'float32', shape: [rows.length, width], data: bytes.toString('base64') };
+}
+
 /** A wrapper's list for one row: the whole list for a batch of one, else the row's own list. */
 function perRow<T>(lists: T[] | T[][] | null | undefined, row: number): T[] | undefined {
   if (!lists || lists.length === 0) return undefined;
@@ -108,6 +129,8 @@ export function arealTrajectories(
     const grids = dicts.flatMap((d) => d.image_grid_thw ?? []);
     return grids.length > 0 ? grids : undefined;
   };
+  const pixelsFor = (row: number): PixelValues | undefined =>
+    pixelValuesOf(rows === 1 ? mmInputs : mmInputs.length === rows ? [mmInputs[row]!] : []);
   const out: TrajectoryInput[] = [];
   for (let row = 0; row < rows; row++) {
     const ids = t.input_ids[row]!;
@@ -153,6 +176,7 @@ export function arealTrajectories(
         logprobs,
         maskScope: 'full',
         imageGridThw,
+        pixelValues: images.length === 0 ? pixelsFor(row) : undefined,
         mmTokenTypeIds: cut(t.mm_token_type_ids?.[row]),
       },
       reward: rowReward(t.rewards, row),

@@ -120,6 +120,18 @@ export const Turn = z.object({
 });
 export type Turn = z.infer<typeof Turn>;
 
+/**
+ * Processor outputs a record carries instead of images (AReaL's `multi_modal_input[].pixel_values`):
+ * the patches of every image in order, `[Σ t·h·w, channels·temporal_patch·patch²]`, as little-endian
+ * float32 bytes in base64. Carried through to export as they are; rollscope does not interpret them.
+ */
+export const PixelValues = z.object({
+  dtype: z.literal('float32'),
+  shape: z.tuple([z.number().int().nonnegative(), z.number().int().positive()]),
+  data: z.string(),
+});
+export type PixelValues = z.infer<typeof PixelValues>;
+
 /** The training sample as the framework stored it, normalised to slime's layout (prompt ⧺ response). */
 export const TrainingSample = z.object({
   tokens: TokenIds,
@@ -135,6 +147,8 @@ export const TrainingSample = z.object({
   mmTokenTypeIds: z.array(z.number().int()).optional(),
   /** True when the framework built `tokens` by re-rendering decoded text rather than keeping generated ids. */
   builtFromRerender: z.boolean().optional(),
+  /** Processor outputs stated instead of images (see PixelValues). */
+  pixelValues: PixelValues.optional(),
 });
 export type TrainingSample = z.infer<typeof TrainingSample>;
 
