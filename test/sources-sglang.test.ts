@@ -62,6 +62,7 @@ describe('/generate logs', () => {
       ['line 2', [2, 5], 'prefix chain'],
       ['sg-nan', [3, 6], 'trajectory_id'],
       ['sg-prompt-tokens', undefined, 'trajectory_id'],
+      ['sg-short', undefined, 'trajectory_id'],
     ]);
     const raw = lines('sglang/generate.jsonl')[0]! as {
       request: { input_ids: number[] };
