@@ -67,6 +67,14 @@ describe('merge mismatches', () => {
   });
 });
 
+describe('a prompt cut on the left by a max prompt length', () => {
+  it('is reported once, at token 0, with the pads missing', async () => {
+    const [c] = await check('agent-lightning/truncated-left.jsonl');
+    expect(c!.findings.filter((f) => f.severity === 'error').map((f) => [f.kind, f.index])).toEqual([['image_truncated', 0]]);
+    expect(c!.findings[0]!.message).toMatch(/10 of its 80 <\|image_pad\|>/);
+  });
+});
+
 describe('token ids outside the chat format', () => {
   it('one warning that the boundary rules were skipped, not an error per turn', async () => {
     const [c] = await check('agent-lightning/plain-text.jsonl');

@@ -136,6 +136,8 @@ describe('echo, usage, truncation, bad values, lengths', () => {
     const f = cut.findings.find((x) => x.kind === 'image_truncated' && x.index === 0)!;
     expect(f.message).toMatch(/cut on the left inside image 0/);
     expect(f.message).toMatch(/10 of its \d+ <\|image_pad\|>/);
+    // Reported once, as the cut (not also as a short pad run of image 0).
+    expect(cut.findings.filter((x) => x.kind === 'placeholder_count')).toEqual([]);
     const whole = checked.find((c) => c.trajectory.id === 'whole')!;
     expect(whole.findings.filter((x) => x.severity === 'error')).toEqual([]);
   });
