@@ -5,6 +5,7 @@
 // are per choice (`CompletionResponseChoice` / `ChatCompletionResponseChoice.prompt_token_ids`,
 // `.token_ids` with `return_token_ids: true`; vLLM's chat response has `prompt_token_ids` at the
 // top level), `choices[].matched_stop` (the stop id or string that ended the generation),
+// `choices[].meta_info` (the /generate meta_info, when the request asks for it),
 // `sglext` (SGLang extensions), `usage.reasoning_tokens`, and request fields vLLM has not
 // (`session_params`, `rid`, `return_hidden_states`). `finish_reason` may be `"abort"`.
 import type { ReadError } from '../model/trajectory.ts';
@@ -29,6 +30,7 @@ export function sglangOpenAiEvidence(record: Record<string, unknown>): string | 
   if ('sglext' in r) return 'response.sglext';
   if (isObject(r.usage) && 'reasoning_tokens' in r.usage) return 'response.usage.reasoning_tokens';
   if (r.choices.some((c) => isObject(c) && 'matched_stop' in c)) return 'choices[].matched_stop';
+  if (r.choices.some((c) => isObject(c) && isObject(c.meta_info))) return 'choices[].meta_info';
   const req = record.request;
   if (isObject(req)) for (const f of REQUEST_ONLY_FIELDS) if (f in req) return `request.${f}`;
   return undefined;
