@@ -233,6 +233,25 @@ describe('vision tokens that are no image', () => {
     ]);
   });
 
+  it('a lone <|vision_start|> the model wrote (no pad) is a warning: no trainer takes it for an image', async () => {
+    const t = await buildTrajectory(
+      qwen25,
+      script('gen-vision-start', [{ answer: 'The figure<|vision_start|> shows AC = 5.' }]),
+      'canonical',
+    );
+    const t0 = t.turns[0]!;
+    const r = await check(t, qwen25);
+    expect(errors(r)).toEqual([]);
+    expect(r.findings.filter((f) => f.kind === 'image_count')).toEqual([
+      expect.objectContaining({
+        kind: 'image_count',
+        cause: 'vision_token_generated',
+        severity: 'warning',
+        index: t0.promptIds!.length + t0.generatedIds!.indexOf(qwen25.special.visionStart),
+      }),
+    ]);
+  });
+
   it('a vision span generated in turn 0 and kept in the next prompt: found in turn 0, the image checks count one image', async () => {
     const said = 'Here: <|vision_start|><|image_pad|><|vision_end|>. I will compute it.';
     const t = await buildTrajectory(

@@ -50,13 +50,14 @@ export function checkStrayVisionTokens(traj: Trajectory, ctx: AnalysisContext): 
     out.push({
       kind: 'image_count',
       cause: 'vision_token_generated',
-      severity: 'error',
+      // Pads are what a trainer pairs with pixels; a lone <|vision_start|>/<|vision_end|> is only odd text.
+      severity: pads > 0 ? 'error' : 'warning',
       turn: k,
       index,
       stream: 'prompt',
       expected: 0,
       actual: n,
-      message: `turn ${k}'s generated text holds ${n} vision token${n === 1 ? '' : 's'} (the first at token ${index}): the model wrote them, no image stands behind them${pads > 0 ? `; a trainer that counts <|image_pad|> tokens finds ${pads} more than the ${images} image${images === 1 ? '' : 's'} it has pixels for` : ''}`,
+      message: `turn ${k}'s generated text holds ${n} vision token${n === 1 ? '' : 's'} (the first at token ${index}): the model wrote ${n === 1 ? 'it' : 'them'}, no image stands behind ${n === 1 ? 'it' : 'them'}${pads > 0 ? `; a trainer that counts <|image_pad|> tokens finds ${pads} more than the ${images} image${images === 1 ? '' : 's'} it has pixels for` : ''}`,
     });
   });
 
