@@ -4,7 +4,7 @@
 // `status`), plus the multimodal fields a Qwen-VL trainer needs. The schema is versioned
 // (docs/export-format.md); a row is written only after it passed every check again.
 import type { Finding } from '../model/finding.ts';
-import type { ProcessorSettings, Trajectory } from '../model/trajectory.ts';
+import type { GridThw, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
 import { inferProfileName, type ModelProfile } from '../profiles/profile.ts';
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
@@ -107,6 +107,8 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     messages.push('some generated tokens have logprobs and others do not');
   }
   const runs = padRuns(alignment.tokens, special);
+  // A record with processor outputs and no images (AReaL): the pixel values stand for the images.
+  const pixels = traj.images.length === 0 && runs.length > 0 ? traj.sample?.pixelValues : undefined;
   const videoRun = runs.find((r) => alignment.tokens[r.offset] === special.videoPad);
   const grids = alignment.imageGridThw;
   if (videoRun) {
@@ -114,7 +116,7 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     messages.push(
       `a video pad run at token ${videoRun.offset}: video rows are not exported (schema version ${EXPORT_SCHEMA_VERSION} has image fields only)`,
     );
-  } else if (runs.length !== traj.images.length) {
+  } else if (runs.length !== traj.images.length && !pixels) {
     // Every pad run needs its pixels: a run without an image (token ids only) cannot be trained on.
     reasons.push('image_unavailable');
     messages.push(`the tokens hold ${runs.length} image pad run(s) but the data gives ${traj.images.length} image(s)`);
@@ -122,6 +124,11 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     reasons.push('grid_unknown');
     messages.push(
       `no image_grid_thw agrees with pad run ${grids.findIndex((g) => g === null)} (neither the image size nor a stored grid)`,
+    );
+  } else if (pixels && patchesOf(grids) !== pixels.shape[0]) {
+    reasons.push('image_unavailable');
+    messages.push(
+      `pixel_values holds ${pixels.shape[0]} patches but image_grid_thw of the pad runs gives ${patchesOf(grids)}`,
     );
   }
   if (reasons.length > 0)
@@ -169,6 +176,7 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     placeholder_ranges: runs,
     mm_token_type_ids: mmTokenTypeIds(tokens, special),
     position_ids: positionIds,
+    pixel_values: pixels ?? null,
   };
 
   // The re-check: the row as a trajectory of its own, through every check.
@@ -185,6 +193,11 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     };
   }
   return { kind: 'row', row, repaired: checked.findings.filter((f) => f.severity === 'error') };
+}
+
+/** Vision patches before the merge that grids stand for (Σ t·h·w): the first dimension of pixel_values. */
+function patchesOf(grids: readonly (GridThw | null)[]): number {
+  return grids.reduce((n, g) => n + (g ? g[0] * g[1] * g[2] : 0), 0);
 }
 
 function dedupe<T>(xs: T[]): T[] {
