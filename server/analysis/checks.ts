@@ -50,7 +50,7 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   findings.push(...checkValues(traj, ctx));
   const closeIds = await turnCloseIds(ctx.profile);
   findings.push(...checkPrefixes(traj, ctx, closeIds));
-  const rerender = await rerenderConversation(traj, ctx);
+  const rerender = await rerenderConversation(traj, ctx, alignment);
   if (rerender) findings.push(...checkRerender(traj, ctx, alignment, rerender, closeIds));
   findings.push(...checkSample(traj, ctx, alignment));
   findings.push(...checkImages(traj, ctx));
@@ -226,7 +226,17 @@ export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: 
 }
 
 /** The conversation rendered again from messages, the way a re-rendering rollout loop builds the next prompt. */
-export async function rerenderConversation(traj: Trajectory, ctx: AnalysisContext): Promise<number[] | undefined> {
+/**
+ * The conversation rendered again from its messages. An image whose size cannot be read (a missing
+ * file, a remote URL not fetched) takes the pad count of its run in the stored stream: the stored
+ * run is the authority (docs/reference/image-math.md), and guessing would report a re-render
+ * mismatch that is only the missing file.
+ */
+export async function rerenderConversation(
+  traj: Trajectory,
+  ctx: AnalysisContext,
+  alignment?: Alignment,
+): Promise<number[] | undefined> {
   const last = traj.turns[traj.turns.length - 1];
   if (!last?.messages) return undefined;
   const assistantText =
@@ -242,7 +252,7 @@ export async function rerenderConversation(traj: Trajectory, ctx: AnalysisContex
       tools: last.tools,
       as: renderSemanticsFor(traj),
     },
-    expectedPadCounts(ctx),
+    expectedPadCounts(ctx).map((n, k) => n ?? alignment?.placeholderRanges[k]?.length),
   );
   return rendered.expanded;
 }
