@@ -10,7 +10,6 @@ import {
   GridThw,
   PixelValues,
   PlaceholderRange,
-  TokenId,
   Trajectory,
   type ProcessorSettings,
   type Turn,
@@ -57,8 +56,8 @@ export const ExportRow = z.object({
   model: z.string(),
   /** GRPO group (samples that share one prompt), when the data states it. */
   group: z.string().nullable(),
-  /** Prompt ⧺ response, image pads expanded. */
-  tokens: z.array(TokenId),
+  /** Prompt ⧺ response, image pads expanded: every id a vocabulary index (a row never carries a bad value). */
+  tokens: z.array(z.number().int().nonnegative()),
   /** Number of trailing response tokens; the prompt is `tokens[:len(tokens) - response_length]`. */
   response_length: z.number().int().nonnegative(),
   /** Per response token: 1 = sampled by the model, 0 = observation / turn boundary. */
@@ -319,6 +318,23 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
       recheck,
     };
   }
+  // The written contract, checked on the row itself: integer ids, 0/1 mask, finite logprobs, each
+  // per-token array as long as what it covers. A row that breaks it is never written.
+  const contract = ExportRow.safeParse(row);
+  const lengthsOk =
+    row.loss_mask.length === row.response_length &&
+    (row.rollout_log_probs === null || row.rollout_log_probs.length === row.response_length) &&
+    row.mm_token_type_ids.length === row.tokens.length;
+  if (!contract.success || !lengthsOk)
+    return {
+      kind: 'rejected',
+      reasons: ['recheck_failed'],
+      messages: [
+        `the re-aligned row breaks the row contract: ${contract.success ? 'per-token array lengths differ' : contract.error.issues[0]?.message}`,
+      ],
+      causes: [],
+      recheck,
+    };
   return { kind: 'row', row, repaired: checked.findings.filter((f) => f.severity === 'error') };
 }
 
