@@ -54,9 +54,9 @@ describe('length_mismatch points at the first token without a partner', () => {
     const file = path.join(dir, 'slime.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
-      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]),
-    );
+    found.forEach((f, i) => {
+      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]);
+    });
   });
 
   it('verl: response_logprobs and response_mask, one short and one long', async () => {
@@ -74,9 +74,9 @@ describe('length_mismatch points at the first token without a partner', () => {
     const file = path.join(dir, 'verl.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
-      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]),
-    );
+    found.forEach((f, i) => {
+      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]);
+    });
   });
 
   it('AReaL: logprobs and loss_mask rows, one short and one long (not cut to the attention mask)', async () => {
@@ -97,9 +97,9 @@ describe('length_mismatch points at the first token without a partner', () => {
     const file = path.join(dir, 'areal.json');
     fs.writeFileSync(file, `[\n${out.join(',\n')}\n]\n`);
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
-      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]),
-    );
+    found.forEach((f, i) => {
+      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]);
+    });
   });
 
   it('prime-rl: TrainingSample logprobs and mask, one short and one long', async () => {
@@ -118,9 +118,9 @@ describe('length_mismatch points at the first token without a partner', () => {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, wire.list(structs));
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
-      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]),
-    );
+    found.forEach((f, i) => {
+      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]);
+    });
   });
 
   it('native: a turn with one logprob too few or too many, at prompt length + min', async () => {
@@ -138,11 +138,11 @@ describe('length_mismatch points at the first token without a partner', () => {
     const file = path.join(dir, 'len.rollscope.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
+    found.forEach((f, i) => {
       expect(f, `case ${i}`).toEqual([
         expect.objectContaining({ stream: 'prompt', turn: i < 2 ? 0 : 1, index: want[i] }),
-      ]),
-    );
+      ]);
+    });
   });
 
   it('export rows read back: loss_mask and rollout_log_probs, one short and one long', async () => {
@@ -177,8 +177,8 @@ describe('length_mismatch points at the first token without a partner', () => {
     const file = path.join(dir, 'batch.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
-      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]),
-    );
+    found.forEach((f, i) => {
+      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]);
+    });
   });
 });

@@ -76,8 +76,7 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     promptFrom = 'engine';
   } else if (first?.messages) {
     const opts = { addGenerationPrompt: true, tools: first.tools, as: renderSemanticsFor(traj) };
-    tokens = (await renderTokens(profile, first.messages, opts, padCounts))
-      .expanded;
+    tokens = (await renderTokens(profile, first.messages, opts, padCounts)).expanded;
     promptFrom = 'render';
   } else if (traj.sample) {
     tokens = traj.sample.tokens.slice(0, traj.sample.tokens.length - (traj.sample.responseLength ?? 0));

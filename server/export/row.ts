@@ -249,7 +249,7 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
   } else if (grids.some((g) => g === null)) {
     reasons.push('grid_unknown');
     messages.push(
-      `no image_grid_thw agrees with pad run ${grids.findIndex((g) => g === null)} (neither the image size nor a stored grid)`,
+      `no image_grid_thw agrees with pad run ${grids.indexOf(null)} (neither the image size nor a stored grid)`,
     );
   } else if (pixels && patchesOf(grids) !== pixels.shape[0]) {
     reasons.push('image_unavailable');

@@ -90,7 +90,9 @@ export const TokenIdValues = z
   .array(z.unknown(), { error: 'expected a list of token ids' })
   // An id of ±Infinity (Python's json reads 1e999 so) is held as NaN: the model's ids are numbers or NaN.
   .transform((ids): number[] =>
-    allNumbers(ids) && ids.every(Number.isFinite) ? ids : ids.map((v) => (typeof v === 'number' && Number.isFinite(v) ? v : NaN)),
+    allNumbers(ids) && ids.every(Number.isFinite)
+      ? ids
+      : ids.map((v) => (typeof v === 'number' && Number.isFinite(v) ? v : NaN)),
   );
 
 /** Python's spellings of the non-finite floats, as `str(float)` and numpy/torch write them. */
