@@ -34,6 +34,7 @@ const PROMISES: { tag: string; kind: FindingKind; cause?: DivergenceCause; prefi
   { tag: 'mask-shifted', kind: 'mask_mismatch' },
   { tag: 'logprobs-short', kind: 'length_mismatch' },
   { tag: 'nan-logprob', kind: 'invalid_value' },
+  { tag: 'zero-filled-logprobs', kind: 'invalid_value', cause: 'zero_filled_logprobs' },
 ];
 
 let dirA = '';

@@ -12,7 +12,8 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFile } from '../server/import/index.ts';
 import { exportRun } from '../server/pipeline/export-run.ts';
-import { ExportRow } from '../server/export/row.ts';
+import { ExportRow, exportRow } from '../server/export/row.ts';
+import { analyzeTrajectory } from '../server/pipeline.ts';
 import type { Trajectory } from '../server/model/trajectory.ts';
 import { writeDemoRun } from '../server/demo/write.ts';
 import { jsonlRecords } from './support/jsonl.ts';
@@ -165,5 +166,60 @@ describe('every exported row is the canonical re-alignment, re-derived independe
     const r = await exportRun([demo], { out: path.join(dir, 'demo.jsonl'), workers: 0 });
     const formats = await verifyBatch(r.out);
     expect(formats.has('native')).toBe(true);
+  });
+
+  it('a re-alignment that is not canonical never becomes a row (the re-check and the row contract catch it)', async () => {
+    const file = path.join('test', 'fixtures', 'prime-rl', 'training-samples', 'rank_0.bin');
+    const loaded = await loadFile(file);
+    const t = loaded.trajectories.find((x) => !x.sample?.mmTokenTypeIds)!;
+    const clean = await analyzeTrajectory(t as Trajectory, {}, [dir]);
+    const opts = {
+      images: 'embed' as const,
+      positionIds: 'qwen' as const,
+      includeWarnings: false,
+      roots: [dir],
+      outDir: dir,
+      imageDir: dir,
+    };
+    expect((await exportRow(clean, opts)).kind).toBe('row');
+    const gen = clean.alignment.turns[0]!.generated;
+    const tamper: [string, (a: typeof clean.alignment) => void][] = [
+      [
+        'a generated token masked 0',
+        (a) => {
+          a.lossMask[gen[0] + 1] = 0;
+        },
+      ],
+      [
+        'an observation token masked 1',
+        (a) => {
+          a.lossMask[gen[1]] = 1;
+        },
+      ],
+      [
+        'a NaN logprob',
+        (a) => {
+          a.logprobs[gen[0]] = Number.NaN;
+        },
+      ],
+      [
+        'a -100 id',
+        (a) => {
+          a.tokens[gen[0]] = -100;
+        },
+      ],
+      [
+        'a mask one long',
+        (a) => {
+          a.lossMask.push(0);
+        },
+      ],
+    ];
+    for (const [name, change] of tamper) {
+      const alignment = structuredClone(clean.alignment);
+      change(alignment);
+      const outcome = await exportRow({ ...clean, alignment }, opts);
+      expect(outcome.kind, name).toBe('rejected');
+    }
   });
 });

@@ -54,9 +54,9 @@ describe('length_mismatch points at the first token without a partner', () => {
     const file = path.join(dir, 'slime.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
-      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]),
-    );
+    found.forEach((f, i) => {
+      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]);
+    });
   });
 
   it('verl: response_logprobs and response_mask, one short and one long', async () => {
@@ -74,9 +74,9 @@ describe('length_mismatch points at the first token without a partner', () => {
     const file = path.join(dir, 'verl.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
-      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]),
-    );
+    found.forEach((f, i) => {
+      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]);
+    });
   });
 
   it('AReaL: logprobs and loss_mask rows, one short and one long (not cut to the attention mask)', async () => {
@@ -97,9 +97,9 @@ describe('length_mismatch points at the first token without a partner', () => {
     const file = path.join(dir, 'areal.json');
     fs.writeFileSync(file, `[\n${out.join(',\n')}\n]\n`);
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
-      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]),
-    );
+    found.forEach((f, i) => {
+      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]);
+    });
   });
 
   it('prime-rl: TrainingSample logprobs and mask, one short and one long', async () => {
@@ -118,9 +118,9 @@ describe('length_mismatch points at the first token without a partner', () => {
     fs.mkdirSync(path.dirname(file), { recursive: true });
     fs.writeFileSync(file, wire.list(structs));
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
-      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]),
-    );
+    found.forEach((f, i) => {
+      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]);
+    });
   });
 
   it('native: a turn with one logprob too few or too many, at prompt length + min', async () => {
@@ -138,10 +138,47 @@ describe('length_mismatch points at the first token without a partner', () => {
     const file = path.join(dir, 'len.rollscope.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
     const found = await lengthFindings(file);
-    found.forEach((f, i) =>
+    found.forEach((f, i) => {
       expect(f, `case ${i}`).toEqual([
         expect.objectContaining({ stream: 'prompt', turn: i < 2 ? 0 : 1, index: want[i] }),
-      ]),
-    );
+      ]);
+    });
+  });
+
+  it('export rows read back: loss_mask and rollout_log_probs, one short and one long', async () => {
+    const s = await canonicalSample(profile, textScript('row-len'));
+    const p = s.mask.indexOf(1);
+    const row = {
+      schema_version: 1,
+      id: 'row',
+      source: { file: 'x.jsonl', line: 1, format: 'native' },
+      model: 'qwen2.5-vl',
+      group: null,
+      tokens: s.tokens,
+      response_length: s.tokens.length - p,
+      loss_mask: s.mask.slice(p),
+      rollout_log_probs: s.logprobs.slice(p),
+      reward: null,
+      status: 'completed',
+      images: [],
+      image_grid_thw: [],
+      placeholder_ranges: [],
+      mm_token_type_ids: s.tokens.map(() => 0),
+      position_ids: [0, 1, 2].map(() => s.tokens.map((_, i) => i)),
+    };
+    const lines: string[] = [];
+    const want: number[] = [];
+    for (const key of ['rollout_log_probs', 'loss_mask'] as const)
+      for (const c of CHANGES) {
+        const arr = c.apply(row[key]);
+        lines.push(JSON.stringify({ ...row, id: `row-${lines.length}`, [key]: arr }));
+        want.push(p + Math.min(arr.length, row.response_length));
+      }
+    const file = path.join(dir, 'batch.jsonl');
+    fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    const found = await lengthFindings(file);
+    found.forEach((f, i) => {
+      expect(f, `case ${i}`).toEqual([expect.objectContaining({ stream: 'sample', index: want[i] })]);
+    });
   });
 });

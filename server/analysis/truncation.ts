@@ -5,7 +5,7 @@
 // `<|vision_end|>` with every pad gone) without its `<|vision_start|>`.
 import type { Finding, StreamName } from '../model/finding.ts';
 import type { Trajectory } from '../model/trajectory.ts';
-import { imagesInMessages } from '../import/vllm.ts';
+import { imagesInMessages } from '../model/message-images.ts';
 import type { AnalysisContext } from './context.ts';
 import { padCountFromGrid } from './image-math.ts';
 import { findVisionSpans } from './vision-spans.ts';

@@ -51,7 +51,9 @@ export type Fault =
   /** Tool messages were tokenized from their text parts only: the returned image never reaches the tokens. */
   | { kind: 'flatten-tool-images' }
   /** The engine returned NaN for one sampled token's logprob. */
-  | { kind: 'nan-logprob'; turn: number; index: number };
+  | { kind: 'nan-logprob'; turn: number; index: number }
+  /** Every logprob of one turn written as 0.0: the sampler's values were missing and zero-filled. */
+  | { kind: 'zero-filled-logprobs'; turn: number };
 
 export interface DemoScenario {
   id: string;
@@ -528,5 +530,18 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
           'The 65° angle at l and the angle above m to the right of t are corresponding angles; angle 1 forms a linear pair with it: m∠1 = 180° − 65° = 115°.\nAnswer: 115',
       },
     ],
+  },
+  {
+    id: 'geo-022-zero-filled-logprobs',
+    description:
+      'The rollout logprobs of the final answer were missing and written as 0.0 (zero-filled): every importance ratio of that turn is computed against probability 1.',
+    profile: 'qwen2.5-vl',
+    problem: 'inscribed-angle',
+    reward: 1,
+    status: 'completed',
+    mode: 'canonical',
+    sample: true,
+    fault: { kind: 'zero-filled-logprobs', turn: 1 },
+    turns: inscribed('The inscribed angle x subtends the same arc as the 110° central angle, so x = 55°.\nAnswer: 55'),
   },
 ];

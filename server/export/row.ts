@@ -15,7 +15,7 @@ import { exportImages, type ImageMode } from './images.ts';
 import { originalRejections, type RejectReason } from './policy.ts';
 import {
   EXPORT_SCHEMA_VERSION,
-  type ExportRow,
+  ExportRow,
   rowToTrajectory,
   SAMPLE_STATUSES,
   type SampleStatus,
@@ -123,7 +123,7 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
   } else if (grids.some((g) => g === null)) {
     reasons.push('grid_unknown');
     messages.push(
-      `no image_grid_thw agrees with pad run ${grids.findIndex((g) => g === null)} (neither the image size nor a stored grid)`,
+      `no image_grid_thw agrees with pad run ${grids.indexOf(null)} (neither the image size nor a stored grid)`,
     );
   } else if (pixels && patchesOf(grids) !== pixels.shape[0]) {
     reasons.push('image_unavailable');
@@ -192,6 +192,23 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
       recheck,
     };
   }
+  // The written contract, checked on the row itself: integer ids, 0/1 mask, finite logprobs, each
+  // per-token array as long as what it covers. A row that breaks it is never written.
+  const contract = ExportRow.safeParse(row);
+  const lengthsOk =
+    row.loss_mask.length === row.response_length &&
+    (row.rollout_log_probs === null || row.rollout_log_probs.length === row.response_length) &&
+    row.mm_token_type_ids.length === row.tokens.length;
+  if (!contract.success || !lengthsOk)
+    return {
+      kind: 'rejected',
+      reasons: ['recheck_failed'],
+      messages: [
+        `the re-aligned row breaks the row contract: ${contract.success ? 'per-token array lengths differ' : contract.error.issues[0]?.message}`,
+      ],
+      causes: [],
+      recheck,
+    };
   return { kind: 'row', row, repaired: checked.findings.filter((f) => f.severity === 'error') };
 }
 

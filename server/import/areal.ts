@@ -16,7 +16,7 @@
 // stored, so turn 0's prompt is everything before the first masked-in token.
 import { z } from 'zod';
 import { Message, type GridThw, type ImageRef, type PixelValues, type TrajectoryInput } from '../model/trajectory.ts';
-import { imagesInMessages } from './vllm.ts';
+import { imagesInMessages } from '../model/message-images.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
@@ -104,7 +104,7 @@ function pixelValuesOf(dicts: readonly { pixel_values?: number[][] | null }[]): 
   const width = rows[0]?.length ?? 0;
   if (rows.length === 0 || width === 0 || rows.some((r) => r.length !== width)) return undefined;
   const flat = new Float32Array(rows.length * width);
-  rows.forEach((r, i) => flat.set(r, i * width));
+  for (let i = 0; i < rows.length; i++) flat.set(rows[i]!, i * width);
   const bytes = Buffer.from(flat.buffer, flat.byteOffset, flat.byteLength);
   return { dtype: 'float32', shape: [rows.length, width], data: bytes.toString('base64') };
 }

@@ -17,6 +17,7 @@
 //   render result may be the line's `request` or a separate `render`; `chat_request` holds the
 //   chat request that was rendered (vLLM's `DerenderChatRequest` names it so).
 // Calls are grouped by an explicit id when the line carries one, else by prefix chaining (chain.ts).
+import { imagesInMessages } from '../model/message-images.ts';
 import { z } from 'zod';
 import {
   Message,
@@ -178,36 +179,6 @@ export function explicitId(line: Record<string, unknown>): { field: string; valu
     if (v !== undefined) return { field, value: v };
   }
   return undefined;
-}
-
-function imageUrlOf(part: Record<string, unknown>): string | undefined {
-  const u = part.image_url;
-  if (typeof u === 'string') return u;
-  if (isObject(u) && typeof u.url === 'string') return u.url;
-  if (typeof part.image === 'string') return part.image;
-  return undefined;
-}
-
-/**
- * Images of OpenAI-style messages in order of appearance: what the Qwen templates render as a
- * vision span (`type == 'image'`, or an `image` / `image_url` key), with qwen-vl-utils'
- * per-image `min_pixels`/`max_pixels` when stated.
- */
-export function imagesInMessages(messages: readonly unknown[]): ImageRef[] {
-  const out: ImageRef[] = [];
-  for (const m of messages) {
-    if (!isObject(m) || !Array.isArray(m.content)) continue;
-    for (const part of m.content) {
-      if (!isObject(part) || !(part.type === 'image' || 'image' in part || 'image_url' in part)) continue;
-      const url = imageUrlOf(part);
-      const img: ImageRef =
-        url !== undefined ? { url } : { unavailable: 'the record names the image but does not carry it (no URL)' };
-      if (typeof part.min_pixels === 'number' && part.min_pixels > 0) img.minPixels = Math.round(part.min_pixels);
-      if (typeof part.max_pixels === 'number' && part.max_pixels > 0) img.maxPixels = Math.round(part.max_pixels);
-      out.push(img);
-    }
-  }
-  return out;
 }
 
 /** Trajectory images: the first turn's, then only those in each later turn's new messages (history repeats the rest). */
