@@ -10,7 +10,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadFile } from '../server/import/index.ts';
+import { expandPaths, loadFile } from '../server/import/index.ts';
+import { TrajectoryKeys } from '../server/model/trajectory-key.ts';
 import { exportRun } from '../server/pipeline/export-run.ts';
 import { ExportRow, exportRow } from '../server/export/row.ts';
 import { analyzeTrajectory } from '../server/pipeline.ts';
@@ -114,20 +115,22 @@ function derive(t: Trajectory, row: ExportRow): Derived | undefined {
   return { tokens, promptLength: prompt.length, mask, logprobs: hasLogprobs ? logprobs : null };
 }
 
-async function sources(files: Iterable<string>): Promise<Map<string, Trajectory>> {
+/** The run's trajectories by where they were read and their run-level key, as the pipeline names them. */
+async function sources(inputs: readonly string[]): Promise<Map<string, Trajectory>> {
   const out = new Map<string, Trajectory>();
-  for (const f of files) {
+  const keys = new TrajectoryKeys();
+  for (const f of expandPaths(inputs).files) {
     const loaded = await loadFile(f);
     for (const t of loaded.trajectories)
-      out.set(`${path.resolve(f)}\u0000${t.source.line}\u0000${t.id}`, t as Trajectory);
+      out.set(`${path.resolve(f)}\u0000${t.source.line}\u0000${keys.keyOf(t)}`, t as Trajectory);
   }
   return out;
 }
 
 /** Each row against its source, field by field; returns the formats that had rows. */
-async function verifyBatch(batch: string): Promise<Set<string>> {
+async function verifyBatch(batch: string, inputs: readonly string[]): Promise<Set<string>> {
   const rows = jsonlRecords(batch).map((r) => ExportRow.parse(r));
-  const bySource = await sources(new Set(rows.map((r) => r.source.file)));
+  const bySource = await sources(inputs);
   const formats = new Set<string>();
   for (const row of rows) {
     const src = bySource.get(`${path.resolve(row.source.file)}\u0000${row.source.line}\u0000${row.id}`);
@@ -151,20 +154,20 @@ async function verifyBatch(batch: string): Promise<Set<string>> {
 describe('every exported row is the canonical re-alignment, re-derived independently', () => {
   it('the importer fixtures of every format', async () => {
     const r = await exportRun([path.join('test', 'fixtures')], { out: path.join(dir, 'fixtures.jsonl'), workers: 0 });
-    const formats = await verifyBatch(r.out);
+    const formats = await verifyBatch(r.out, [path.join('test', 'fixtures')]);
     for (const f of ['slime', 'verl', 'areal', 'prime-rl', 'vllm', 'agent-lightning'])
       expect(formats.has(f), `a row from the ${f} fixtures`).toBe(true);
     // The batch read back and exported again: rows of the `export` format, still exact.
     const again = await exportRun([r.out], { out: path.join(dir, 'again.jsonl'), workers: 0 });
     expect(again.manifest.counts.exported).toBe(r.manifest.counts.exported);
-    expect(await verifyBatch(again.out)).toEqual(new Set(['export']));
+    expect(await verifyBatch(again.out, [r.out])).toEqual(new Set(['export']));
   });
 
   it('the demo run (native and vLLM logs)', async () => {
     const demo = path.join(dir, 'demo');
     await writeDemoRun(demo);
     const r = await exportRun([demo], { out: path.join(dir, 'demo.jsonl'), workers: 0 });
-    const formats = await verifyBatch(r.out);
+    const formats = await verifyBatch(r.out, [demo]);
     expect(formats.has('native')).toBe(true);
   });
 
