@@ -10,6 +10,7 @@ import { useClearPicked, usePicked, useSelection, useSetPicked, useTogglePicked 
 import { useExport, useExportActions, useExportOpen } from '../stores/export.ts';
 import { ExportDialog } from './ExportDialog.tsx';
 import { contentKeys } from './keys.ts';
+import { RunModels } from './RunModels.tsx';
 
 const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
   { key: 'findings', label: 'health' },
@@ -162,9 +163,14 @@ export function Overview() {
           </span>
         </h1>
         <span className="muted small">
-          {info
-            ? `${info.trajectories} trajectories · model ${info.profile.name}${info.loading ? ' · loading…' : ''}`
-            : 'loading…'}
+          {info ? (
+            <>
+              {info.trajectories} trajectories · <RunModels info={info} />
+              {info.loading ? ' · loading…' : ''}
+            </>
+          ) : (
+            'loading…'
+          )}
         </span>
         <span className="spacer" />
         <a className="toplink" href="#/playground">
