@@ -31,7 +31,7 @@ import type { RunStore } from './store.ts';
 import { RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { imageInfos, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
 import { previewPng } from './preview.ts';
-import { shareFileName, shareHtml, sharedTrajectory } from '../share/page.ts';
+import { APP_DIR, AppNotBuilt, shareFileName, shareHtml, sharedTrajectory } from '../share/page.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 
 /** What a view of one trajectory is computed from. */
@@ -43,6 +43,8 @@ export interface ViewRequest {
   url: URL;
   /** The numbers the path's `:n` segments matched, in order. */
   args: number[];
+  /** Folder of the built app (inlined into shared pages). */
+  appDir: string;
 }
 
 export interface TrajectoryView {
@@ -103,7 +105,13 @@ const sharePageView: TrajectoryView = {
   path: ['share'],
   async answer(view, res, tools) {
     parseQuery(NoQuery, view.url);
-    const html = Buffer.from(shareHtml(await sharedTrajectory(view.store, view.summary.id)));
+    let html: Buffer;
+    try {
+      html = Buffer.from(shareHtml(await sharedTrajectory(view.store, view.summary.id), view.appDir));
+    } catch (e) {
+      if (e instanceof AppNotBuilt) throw new RequestError(503, e.message);
+      throw e;
+    }
     res.writeHead(200, {
       ...tools.headers,
       'Content-Type': 'text/html; charset=utf-8',
@@ -137,7 +145,7 @@ function matchPath(pattern: readonly string[], parts: readonly string[]): number
   return args;
 }
 
-export function trajectoryRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
+export function trajectoryRoutes(store: RunStore, tools: RouteTools, appDir = APP_DIR): ApiRoutes {
   async function answerView(id: string, rest: readonly string[], url: URL, res: http.ServerResponse) {
     let view: TrajectoryView | undefined;
     let args: number[] | undefined;
@@ -153,7 +161,7 @@ export function trajectoryRoutes(store: RunStore, tools: RouteTools): ApiRoutes 
     if (!summary) throw new RequestError(404, `no trajectory with id "${id}"`);
     const checked = await store.get(id);
     if (!checked) throw new RequestError(404, `trajectory "${id}" is no longer in ${summary.source.file}`);
-    await view.answer({ summary, checked, opts: store.options(), store, url, args }, res, tools);
+    await view.answer({ summary, checked, opts: store.options(), store, url, args, appDir }, res, tools);
   }
 
   return {
