@@ -86,6 +86,16 @@ describe('rollscope share', () => {
       // Looked at, not shown in the README: kept with the test results.
       await chipRow.screenshot({ path: path.resolve('test-results/screenshots/joined-chips.png') });
 
+      // The page's run is the one trajectory; what needs a server is not offered.
+      await page.evaluate(() => {
+        window.location.hash = '#/';
+      });
+      await page.waitForSelector('tr.trow');
+      expect(await page.locator('tr.trow').count()).toBe(1);
+      expect(await page.locator('[data-testid=run-models]').textContent()).toBe('model qwen2.5-vl');
+      expect(await page.locator('[data-testid=open-export]').count()).toBe(0);
+      expect(await page.locator('a.toplink[href="#/playground"]').count()).toBe(0);
+
       const file = pathToFileURL(sharedFile).href;
       expect(requests.map((u) => u.split('#')[0])).toEqual([file]);
       expect(errors).toEqual([]);
