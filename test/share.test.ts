@@ -183,6 +183,22 @@ describe('the shared page', () => {
     expect(html).toContain(`data-open="#/t/${ID}?view=diff&amp;a=prompt&amp;b=prompt&amp;dturn=1"`);
   });
 
+  it('record text cannot break out of the embedded data or the attributes', async () => {
+    const data = await sharedTrajectory(store, ID);
+    const hostile = '</script><script>alert(1)</script><!-- " onload="x() &amp;';
+    const tampered: SharedTrajectory = {
+      ...data,
+      id: hostile,
+      detail: { ...data.detail, notes: [...data.detail.notes, hostile] },
+    };
+    const html = shareHtml(tampered, appDir);
+    expect(embedded(html)).toEqual(tampered);
+    expect(html).not.toContain('<script>alert(1)');
+    expect(html).not.toContain('" onload="');
+    // The elements are the page's own: one data block, the boot script, the app.
+    expect(html.match(/<script\b/g)?.length).toBe(3);
+  });
+
   it('GET /api/trajectories/ID/share downloads the same page', async () => {
     const res = await get(`/api/trajectories/${encodeURIComponent(ID)}/share`);
     expect(res.status).toBe(200);
