@@ -61,14 +61,14 @@ export function shownPiece(s: WithJoins, i: number): string {
 }
 
 /** Class of a chip in a split character (first, middle or last of its tokens). */
-function joinClass(s: WithJoins, i: number): string {
+export function joinClass(s: WithJoins, i: number): string {
   const j = joinAt(s, i);
   if (!j) return '';
   return i === j.start ? ' join join-first' : i === j.end - 1 ? ' join join-last' : ' join join-mid';
 }
 
 /** The hover text of a chip in a split character: which tokens hold it, and this token's raw bytes. */
-function joinTitle(s: WithJoins, i: number): string {
+export function joinTitle(s: WithJoins, i: number): string {
   const j = joinAt(s, i);
   if (!j) return '';
   return `\nbytes ${pieceAt(s, i)} · tokens #${j.start}–#${j.end - 1} together are “${j.text}”`;
