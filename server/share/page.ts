@@ -137,13 +137,19 @@ function readAsset(appDir: string, ref: string): string {
   return fs.readFileSync(file, 'utf8');
 }
 
-/** The page: dist/app/index.html with its script and stylesheet inlined, the data embedded, and a CSP that forbids the network. */
-export function shareHtml(data: SharedTrajectory, appDir = APP_DIR): string {
+/** The built app's index.html, or AppNotBuilt saying what to run. */
+export function requireBuiltApp(appDir = APP_DIR): string {
   const index = path.join(appDir, 'index.html');
   if (!fs.existsSync(index))
     throw new AppNotBuilt(
       `the app is not built (no ${path.relative(process.cwd(), index) || index}): run \`npm run build\` in the rollscope folder, then share again`,
     );
+  return index;
+}
+
+/** The page: dist/app/index.html with its script and stylesheet inlined, the data embedded, and a CSP that forbids the network. */
+export function shareHtml(data: SharedTrajectory, appDir = APP_DIR): string {
+  const index = requireBuiltApp(appDir);
   const root = path.resolve(appDir);
   let html = fs.readFileSync(index, 'utf8');
   const scripts: string[] = [];

@@ -4,7 +4,7 @@
 import fs from 'node:fs';
 import { COMMON_USAGE, parse, processorOptions, UsageError, type Command } from '../command.ts';
 import { openRunStore } from '../../http/store.ts';
-import { AppNotBuilt, sharePage, UnknownTrajectory, writeFileAtomic } from '../../share/page.ts';
+import { AppNotBuilt, requireBuiltApp, sharePage, UnknownTrajectory, writeFileAtomic } from '../../share/page.ts';
 
 export const command: Command = {
   name: 'share',
@@ -40,6 +40,13 @@ ${COMMON_USAGE.split('\n')
     if (!out) throw new UsageError('share needs --out FILE.html');
     if (fs.existsSync(out) && !values.force) throw new UsageError(`${out} exists; pass --force to overwrite it`);
     for (const p of paths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
+    try {
+      requireBuiltApp();
+    } catch (e) {
+      // Before checking the run: say at once what to run.
+      process.stderr.write(`rollscope share: ${(e as Error).message}\n`);
+      return 2;
+    }
     const store = openRunStore(paths, {
       model: values.model,
       format: values.format,
