@@ -104,7 +104,7 @@ export function staticApi(data: SharedTrajectory): Api {
     sharedAt: data.createdAt,
     run: async () => data.run,
     list: async (q) => {
-      // The list filters as the server's does, on the one trajectory the page holds.
+      // The overview's filters, applied to the one trajectory the page holds (text: its id and file).
       const items = data.list.items.filter(
         (s) =>
           (!q.kind || s.findings.kind[q.kind]) &&
