@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { compareTrained, joinKeys, joinSides, TRAINED_FIELDS } from '../analysis/compare.ts';
 import type { ReadError } from '../model/trajectory.ts';
 import { type CheckedTrajectory, checkPaths, type RunOptions } from '../pipeline.ts';
-import { publicFinding } from './check.ts';
+import { publicFinding } from '../model/public-finding.ts';
 import { paint } from './output.ts';
 
 const Side = z.object({ id: z.string(), file: z.string(), line: z.number().int(), format: z.string() });

@@ -5,6 +5,9 @@ import { z } from 'zod';
 import { DivergenceCause, Finding, FindingKind, Severity, StreamName } from '../model/finding.ts';
 import { FormatName, GridThw, ReadError } from '../model/trajectory.ts';
 
+/** Why export leaves a trajectory out (the app words each one). */
+export type { RejectReason } from '../export/policy.ts';
+
 export const ApiError = z.object({ error: z.string() });
 export type ApiError = z.infer<typeof ApiError>;
 

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { parse, positiveInt, processorOptions, UsageError, type Command } from '../command.ts';
+import { parse, positiveInt, processorOptions, UsageError, workerCount, type Command } from '../command.ts';
 import { openRunStore } from '../../http/store.ts';
 import { startServer } from '../../http/server.ts';
 import { needsToken, newToken } from '../../http/gate.ts';
@@ -40,7 +40,7 @@ export const command: Command = {
   name: 'serve',
   summary: 'open the browser inspector on trajectories (or the embedded demo run)',
   usage: `rollscope serve [PATH...] [--model M] [--port N] [--host H] [--no-open] [--min-pixels N] [--max-pixels N]
-                [--allow-remote-images] [--require-token]
+                [--workers N] [--allow-remote-images] [--require-token]
 
 Starts the inspector on http://127.0.0.1:${DEFAULT_PORT}/ (the next free port when that one is
 taken) and opens it in a browser. Without PATH it serves the embedded demo run. A folder PATH
@@ -58,6 +58,7 @@ loads every trajectory file in it and picks up records appended while it runs.
   --format F       override format detection
   --min-pixels N   image processor min_pixels for this run
   --max-pixels N   image processor max_pixels for this run
+  --workers N      analysis threads for reading large runs (default: one per core; 0 = main thread only)
   --allow-remote-images
                    fetch http(s) images the records name (off: they are marked unavailable). Only
                    public addresses, 10 s, 64 MiB, image/* only, redirects re-checked (docs/security.md)`,
@@ -70,6 +71,7 @@ loads every trajectory file in it and picks up records appended while it runs.
       'no-open': { type: 'boolean', default: false },
       'min-pixels': { type: 'string' },
       'max-pixels': { type: 'string' },
+      workers: { type: 'string' },
       'allow-remote-images': { type: 'boolean', default: false },
       'require-token': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
@@ -91,6 +93,7 @@ loads every trajectory file in it and picks up records appended while it runs.
       processor: processorOptions(values),
       demo,
       allowRemoteImages: values['allow-remote-images'] === true,
+      workers: workerCount(values.workers),
     });
     const host = values.host ?? '127.0.0.1';
     // Beyond the loopback names other users (or machines) can connect: a token, as Jupyter does.
