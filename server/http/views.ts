@@ -13,7 +13,7 @@ import { turnCloseIds, turnStopIds } from '../analysis/render.ts';
 import { closedCanonical, expectedNextPrompt } from '../analysis/expected-streams.ts';
 import { followsChatFormat } from '../analysis/sources.ts';
 import { padCountFromGrid } from '../analysis/image-math.ts';
-import { visiblePiece } from '../profiles/tokenizer.ts';
+import { partialByteJoins, visiblePiece } from '../profiles/tokenizer.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import type {
   DiffA,
@@ -140,7 +140,7 @@ export function trajectoryDetail(summary: TrajectorySummary, c: CheckedTrajector
   };
 }
 
-/** Visible pieces of the distinct ids, and which are special (for token chips). */
+/** Visible pieces of the distinct ids, which are special, and where a character spans tokens (for token chips). */
 export function pieces(profile: ModelProfile, ids: readonly number[]): Pieces {
   const tok = profile.tokenizer;
   const out: Record<string, string> = {};
@@ -149,7 +149,7 @@ export function pieces(profile: ModelProfile, ids: readonly number[]): Pieces {
     out[id] = visiblePiece(tok.piece(id));
     if (tok.isAdded(id)) specialIds.push(id);
   }
-  return { pieces: out, specialIds };
+  return { pieces: out, specialIds, joins: partialByteJoins(tok, ids) };
 }
 
 function visionSpans(
