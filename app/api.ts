@@ -1,10 +1,14 @@
 // Typed fetches of the server's API. The shapes come from server/http/api.ts as types only:
 // the server validates them with zod; the browser bundle carries no schema code.
 import type {
+  ComparePair,
+  CompareRun,
   DiffResult,
   ExportJob,
   ExportRequestInput,
   ListQueryInput,
+  LogprobView,
+  RatioHistogram,
   PlaygroundPrefill,
   PlaygroundRequestInput,
   PlaygroundResult,
@@ -56,6 +60,10 @@ export const api = {
     getJson<TokenStream>(`/api/trajectories/${enc(id)}/stream${search({ name, turn })}`),
   diff: (id: string, a: string, b: string, turn: number) =>
     getJson<DiffResult>(`/api/trajectories/${enc(id)}/diff${search({ a, b, turn })}`),
+  logprobs: (id: string) => getJson<LogprobView>(`/api/trajectories/${enc(id)}/logprobs`),
+  compareRun: () => getJson<CompareRun>('/api/compare'),
+  comparePair: (id: string) => getJson<ComparePair>(`/api/trajectories/${enc(id)}/compare`),
+  ratios: () => getJson<RatioHistogram>('/api/run/ratios'),
   previewUrl: (id: string, k: number, w: number) => `/api/trajectories/${enc(id)}/images/${k}/preview?w=${w}`,
   startExport: (request: ExportRequestInput) => postJson<ExportJob>('/api/exports', request),
   exportJob: (job: string) => getJson<ExportJob>(`/api/exports/${enc(job)}`),

@@ -6,6 +6,7 @@ import type { Finding } from './model/finding.ts';
 import type { FormatName, ProcessorSettings, ReadError, Trajectory } from './model/trajectory.ts';
 import { profileFor, type ModelProfile } from './profiles/profile.ts';
 import { analysisContext } from './analysis/context.ts';
+import type { MismatchThresholds } from './analysis/logprob-mismatch.ts';
 import { checkTrajectory } from './analysis/checks.ts';
 import type { Alignment } from './analysis/realign.ts';
 import { expandPaths } from './import/index.ts';
@@ -25,6 +26,8 @@ export interface RunOptions {
   workers?: number;
   /** Fetch http(s) images named by the records (`--allow-remote-images`; SSRF-guarded, server/images/remote.ts). */
   allowRemoteImages?: boolean;
+  /** Rollout-vs-trainer logprob thresholds (`--max-logprob-delta`, `--mean-logprob-delta`, `--is-cap`). */
+  mismatch?: MismatchThresholds;
 }
 
 export interface CheckedTrajectory {
@@ -43,7 +46,7 @@ export async function analyzeTrajectory(
   const baseDir = path.dirname(path.resolve(traj.source.file));
   const resolved = await resolveImages(traj, { baseDir, roots, allowRemoteImages: opts.allowRemoteImages === true });
   const profile = profileFor(opts.model, resolved.model);
-  const ctx = analysisContext(resolved, profile, opts.processor);
+  const ctx = { ...analysisContext(resolved, profile, opts.processor), mismatch: opts.mismatch };
   const { findings, alignment, rerender } = await checkTrajectory(resolved, ctx);
   return { trajectory: resolved, profile, findings, alignment, rerender };
 }

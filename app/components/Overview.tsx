@@ -10,6 +10,7 @@ import { useClearPicked, usePicked, useSelection, useSetPicked, useTogglePicked 
 import { useExport, useExportActions, useExportOpen } from '../stores/export.ts';
 import { ExportDialog } from './ExportDialog.tsx';
 import { contentKeys } from './keys.ts';
+import { RatioHistogram } from './RatioHistogram.tsx';
 
 const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
   { key: 'findings', label: 'health' },
@@ -28,6 +29,7 @@ export function queryFromParams(p: Record<string, string>): ListQueryInput {
     cause: p.cause as ListQueryInput['cause'],
     status: p.status,
     q: p.q,
+    ratioBin: p.ratioBin !== undefined ? Number(p.ratioBin) : undefined,
     sort: (p.sort as SortKey | undefined) ?? 'findings',
     order: (p.order as 'asc' | 'desc' | undefined) ?? 'desc',
   };
@@ -235,6 +237,11 @@ export function Overview() {
           ))}
         </section>
       )}
+      <RatioHistogram
+        active={query.ratioBin as number | undefined}
+        onPick={(bin) => setParams({ ratioBin: bin }, true)}
+        refreshKey={info?.trajectories}
+      />
       <div className="filters">
         <input
           type="search"
@@ -248,12 +255,18 @@ export function Overview() {
           {total.toLocaleString()} shown{query.kind ? ` · kind ${kindLabel(query.kind)}` : ''}
           {query.cause ? ` · cause ${causeLabel(query.cause)}` : ''}
           {query.status ? ` · status ${query.status}` : ''}
+          {query.ratioBin !== undefined ? ` · importance-ratio bar ${query.ratioBin}` : ''}
         </span>
-        {(query.kind || query.cause || query.status || query.q) && (
+        {(query.kind || query.cause || query.status || query.q || query.ratioBin !== undefined) && (
           <button
             type="button"
             className="link"
-            onClick={() => setParams({ kind: undefined, cause: undefined, status: undefined, q: undefined }, true)}
+            onClick={() =>
+              setParams(
+                { kind: undefined, cause: undefined, status: undefined, q: undefined, ratioBin: undefined },
+                true,
+              )
+            }
           >
             clear filters
           </button>
@@ -273,7 +286,13 @@ export function Overview() {
       </div>
       {exportOpen && (
         <ExportDialog
-          filter={{ kind: query.kind, cause: query.cause, status: query.status, q: query.q }}
+          filter={{
+            kind: query.kind,
+            cause: query.cause,
+            status: query.status,
+            q: query.q,
+            ratioBin: query.ratioBin as number | undefined,
+          }}
           shown={total}
         />
       )}

@@ -1,10 +1,12 @@
 // The run and its trajectories, read-only:
 //
 //   GET /api/run                                   → RunInfo
+//   GET /api/run/ratios                            → RatioHistogram (importance ratios of the run)
 //   GET /api/trajectories?ListQuery                → TrajectoryList
 //   GET /api/trajectories/ID                       → TrajectoryDetail
 //   GET /api/trajectories/ID/stream?StreamQuery    → TokenStream
 //   GET /api/trajectories/ID/diff?DiffQuery        → DiffResult
+//   GET /api/trajectories/ID/logprobs              → LogprobView (rollout against trainer logprobs)
 //   GET /api/trajectories/ID/images/K              → ImageInfo
 //   GET /api/trajectories/ID/images/K/preview?w=W  → PNG, resized with sharp
 //
@@ -20,7 +22,9 @@ import {
   DiffResult,
   ImageInfo,
   ListQuery,
+  LogprobView,
   PreviewQuery,
+  RatioHistogram,
   RunInfo,
   StreamQuery,
   TokenStream,
@@ -31,6 +35,7 @@ import {
 import type { RunStore } from './store.ts';
 import { RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { imageInfos, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
+import { logprobView, ratioHistogram } from './views-logprobs.ts';
 import { imageBytes, MAX_INPUT_PIXELS } from '../images/resolve.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 
@@ -92,29 +97,40 @@ function imageInfo(view: ViewRequest): ImageInfo {
 const previewCache = new Map<string, Buffer>();
 const PREVIEW_CACHE_ENTRIES = 128;
 
+/** Image `k` of `traj` as a PNG `w` pixels wide at most (cached by content and width). */
+export async function previewPng(
+  traj: CheckedTrajectory['trajectory'],
+  k: number,
+  w: number,
+  roots: readonly string[],
+): Promise<Buffer> {
+  const img = traj.images[k];
+  if (!img) throw new RequestError(404, `trajectory "${traj.id}" has no image ${k}`);
+  if (!img.url || img.unavailable)
+    throw new RequestError(404, `image ${k} has no readable bytes${img.unavailable ? `: ${img.unavailable}` : ''}`);
+  const key = `${img.sha256 ?? `${traj.source.file}\u0000${img.url.slice(0, 512)}`}\u0000${w}`;
+  let png = previewCache.get(key);
+  if (!png) {
+    const baseDir = path.dirname(path.resolve(traj.source.file));
+    const { bytes } = imageBytes(img.url, baseDir, roots);
+    // rotate() applies EXIF orientation, as the Qwen processors see the image.
+    png = await sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS })
+      .rotate()
+      .resize({ width: w, withoutEnlargement: true })
+      .png()
+      .toBuffer();
+    if (previewCache.size >= PREVIEW_CACHE_ENTRIES) previewCache.delete(previewCache.keys().next().value!);
+    previewCache.set(key, png);
+  }
+  return png;
+}
+
 const imagePreview: TrajectoryView = {
   path: ['images', ':n', 'preview'],
   async answer(view, res, tools) {
     const { w } = parseQuery(PreviewQuery, view.url);
     const k = imageInfo(view).index;
-    const { checked } = view;
-    const img = checked.trajectory.images[k]!;
-    if (!img.url || img.unavailable)
-      throw new RequestError(404, `image ${k} has no readable bytes${img.unavailable ? `: ${img.unavailable}` : ''}`);
-    const key = `${img.sha256 ?? `${checked.trajectory.source.file}\u0000${img.url.slice(0, 512)}`}\u0000${w}`;
-    let png = previewCache.get(key);
-    if (!png) {
-      const baseDir = path.dirname(path.resolve(checked.trajectory.source.file));
-      const { bytes } = imageBytes(img.url, baseDir, view.store.roots());
-      // rotate() applies EXIF orientation, as the Qwen processors see the image.
-      png = await sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS })
-        .rotate()
-        .resize({ width: w, withoutEnlargement: true })
-        .png()
-        .toBuffer();
-      if (previewCache.size >= PREVIEW_CACHE_ENTRIES) previewCache.delete(previewCache.keys().next().value!);
-      previewCache.set(key, png);
-    }
+    const png = await previewPng(view.checked.trajectory, k, w, view.store.roots());
     res.writeHead(200, { 'Content-Type': 'image/png', 'Cache-Control': 'private, max-age=3600', ...tools.headers });
     res.end(png);
   },
@@ -125,6 +141,7 @@ export const TRAJECTORY_VIEWS: readonly TrajectoryView[] = [
   jsonView([], NoQuery, TrajectoryDetail, (v) => trajectoryDetail(v.summary, v.checked, v.opts)),
   jsonView(['stream'], StreamQuery, TokenStream, (v, q) => tokenStream(v.checked, q.name, q.turn, v.opts)),
   jsonView(['diff'], DiffQuery, DiffResult, (v, q) => tokenDiff(v.checked, q)),
+  jsonView(['logprobs'], NoQuery, LogprobView, (v) => logprobView(v.checked, v.opts)),
   jsonView(['images', ':n'], NoQuery, ImageInfo, imageInfo),
   imagePreview,
 ];
@@ -167,11 +184,16 @@ export function trajectoryRoutes(store: RunStore, tools: RouteTools): ApiRoutes 
         .split('/')
         .filter(Boolean)
         .map((p) => decodeURIComponent(p));
-      const mine = parts[0] === 'api' && (parts[1] === 'trajectories' || (parts[1] === 'run' && parts.length === 2));
+      const runRatios = parts[1] === 'run' && parts[2] === 'ratios' && parts.length === 3;
+      const mine =
+        parts[0] === 'api' && (parts[1] === 'trajectories' || (parts[1] === 'run' && parts.length === 2) || runRatios);
       if (!mine) return false;
       if (req.method !== 'GET' && req.method !== 'HEAD')
         throw new RequestError(405, `no ${req.method} route ${url.pathname}`);
-      if (parts[1] === 'run') tools.sendJson(res, RunInfo, store.info());
+      if (runRatios) {
+        const all = store.list(ListQuery.parse({ limit: 100_000 })).items;
+        tools.sendJson(res, RatioHistogram, ratioHistogram(all, store.options()));
+      } else if (parts[1] === 'run') tools.sendJson(res, RunInfo, store.info());
       else if (parts.length === 2) tools.sendJson(res, TrajectoryList, store.list(parseQuery(ListQuery, url)));
       else await answerView(parts[2]!, parts.slice(3), url, res);
       return true;
