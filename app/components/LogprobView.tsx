@@ -116,11 +116,14 @@ function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSel
     return () => ro.disconnect();
   }, []);
   const n = v.ids.length;
+  // The response is what the trainer scores: the plot spans it (the prompt is never compared).
+  const x0 = Math.min(v.responseStart, n - 1);
+  const span = Math.max(1, n - x0);
   const t = v.thresholds.maxDelta;
   const trainedMax = v.stats?.maxAbsDelta ?? 0;
   const yMax = Math.max(t * 1.5, trainedMax * 1.1);
   const plotW = width - PAD_LEFT - 8;
-  const x = (i: number) => PAD_LEFT + ((i + 0.5) / Math.max(1, n)) * plotW;
+  const x = (i: number) => PAD_LEFT + ((Math.max(x0, i) - x0 + 0.5) / span) * plotW;
   const y = (d: number) => PLOT_HEIGHT / 2 - (Math.max(-yMax, Math.min(yMax, d)) / yMax) * (PLOT_HEIGHT / 2 - 10);
   // Rebuilt on each draw: one pass over the tokens.
   const { line, masked } = (() => {
@@ -144,12 +147,15 @@ function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSel
     return { line: path, masked: grey };
   })();
 
+  const plotted = v.images.filter((s) => s.end > x0);
+  const promptImages = v.images.length - plotted.length;
+
   const click = (e: React.MouseEvent<SVGSVGElement>) => {
     const rect = e.currentTarget.getBoundingClientRect();
     const px = e.clientX - rect.left;
-    const at = Math.floor(((px - PAD_LEFT) / plotW) * n);
+    const at = x0 + Math.floor(((px - PAD_LEFT) / plotW) * span);
     // Prefer a token past the threshold within 6 px, then the nearest token with a Δ.
-    const slack = Math.max(1, Math.ceil((6 / plotW) * n));
+    const slack = Math.max(1, Math.ceil((6 / plotW) * span));
     const spike = v.pastThreshold.find((i) => Math.abs(i - at) <= slack);
     if (spike !== undefined) return onSelect(spike);
     for (let r = 0; r < n; r++) {
@@ -168,19 +174,7 @@ function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSel
         aria-label="Δ against token position"
         data-testid="lp-plot"
       >
-        <rect
-          x={PAD_LEFT}
-          y={0}
-          width={Math.max(0, x(v.responseStart) - PAD_LEFT)}
-          height={PLOT_HEIGHT}
-          className="lp-prompt"
-        />
-        {v.responseStart > 0 && (
-          <text x={PAD_LEFT + 4} y={12} className="lp-axis">
-            prompt
-          </text>
-        )}
-        {v.images.map((s) => (
+        {plotted.map((s) => (
           <g key={`i${s.image}`} data-testid="plot-image">
             <rect
               x={x(s.start)}
@@ -244,8 +238,12 @@ function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSel
         )}
       </svg>
       <div className="muted small lp-axis-note">
-        token 0 … {n - 1} · Δ clipped to ±{fmt(yMax, 2)} nats · dashed red: threshold ±{t} · grey dots: masked tokens
-        (not counted) · click to select a token
+        response tokens {x0} … {n - 1}
+        {x0 > 0
+          ? ` (prompt tokens 0 … ${x0 - 1}${promptImages ? `, ${promptImages} image${promptImages > 1 ? 's' : ''}` : ''}, not compared)`
+          : ''}{' '}
+        · Δ clipped to ±{fmt(yMax, 2)} nats · dashed red: threshold ±{t} · grey dots: masked tokens (not counted) ·
+        click to select a token
       </div>
     </div>
   );

@@ -30,12 +30,17 @@ function fieldState(
   finding: Finding | undefined,
   rollout: CheckedTrajectory,
   trained: CheckedTrajectory,
+  /** Where an inserted or dropped token shifts every later position (positional fields stop there). */
+  shiftedFrom: number | undefined,
 ): CompareField {
   const s = trained.trajectory.sample;
   const a = rollout.alignment;
   const carried: Record<TrainedField, boolean> = {
     tokens: s !== undefined,
-    images: trained.trajectory.images.length > 0 || trained.trajectory.source.format !== 'slime-train',
+    images:
+      trained.trajectory.images.length > 0 ||
+      trained.trajectory.source.format !== 'slime-train' ||
+      s?.imageGridThw !== undefined,
     placeholders: s !== undefined,
     loss_mask: s?.lossMask !== undefined,
     logprobs: s?.logprobs !== undefined,
@@ -43,9 +48,12 @@ function fieldState(
   };
   const what: Record<TrainedField, string> = {
     tokens: 'the trained tokens are the rollout canonical tokens',
-    images: carried.images
-      ? `${trained.trajectory.images.length} image(s), the same bytes (sha256) on both sides`
-      : `the trained side holds no image bytes: the count (${rollout.trajectory.images.length}) is checked from image_grid_thw`,
+    images:
+      trained.trajectory.images.length > 0
+        ? `${trained.trajectory.images.length} image(s) on both sides, the same bytes where both state a sha256`
+        : carried.images
+          ? `the trained side holds no image bytes: its image_grid_thw counts ${s?.imageGridThw?.length ?? 0}, as many as the rollout's images`
+          : 'the trained side holds neither image bytes nor image_grid_thw: its images cannot be compared',
     placeholders: 'the same pad runs and image_grid_thw',
     loss_mask: carried.loss_mask
       ? 'the trained loss mask is 1 exactly on the generated tokens'
@@ -57,14 +65,18 @@ function fieldState(
       ? 'the stored position_ids are the mRoPE computation on the trained tokens'
       : 'the trained side stores no position_ids',
   };
-  if (!finding)
+  if (!finding) {
+    const positional = field !== 'tokens' && field !== 'images' && shiftedFrom !== undefined;
     return {
       field,
-      state: carried[field] || field === 'images' || field === 'loss_mask' ? 'same' : 'absent',
+      state: carried[field] || field === 'loss_mask' ? 'same' : 'absent',
       index: -1,
-      message: what[field],
+      message: positional
+        ? `${what[field]}, up to token ${shiftedFrom}: the tokens part there and every later position is shifted, so it is compared no further`
+        : what[field],
       window: null,
     };
+  }
   const i = finding.index;
   let window: CompareField['window'] = null;
   if (i >= 0 && s && (field === 'tokens' || field === 'loss_mask' || field === 'logprobs')) {
@@ -109,6 +121,13 @@ function images(traj: Trajectory, previewUrl: (k: number) => string): CompareIma
 
 const enc = encodeURIComponent;
 
+/** The first token difference when it is an insertion or a deletion (lengths differ), else undefined. */
+function shiftedFrom(r: CheckedTrajectory, t: CheckedTrajectory, findings: readonly Finding[]): number | undefined {
+  const f = findings.find((x) => x.field === 'tokens' && x.index >= 0);
+  const trainedLength = t.trajectory.sample?.tokens.length;
+  return f && trainedLength !== r.alignment.tokens.length ? f.index : undefined;
+}
+
 export function comparePairView(
   storeId: string,
   rollout: CheckedTrajectory,
@@ -144,6 +163,7 @@ export function comparePairView(
   const { trained, joinedBy } = joined;
   const findings = comparePair(rollout, trained);
   const sample = trained.trajectory.sample;
+  const shift = shiftedFrom(rollout, trained, findings);
   return {
     ...base,
     trained: compareSide(trained),
@@ -155,6 +175,7 @@ export function comparePairView(
         findings.find((x) => x.field === f),
         rollout,
         trained,
+        shift,
       ),
     ),
     tokens: sample
