@@ -47,51 +47,53 @@ function FieldWindow({ f }: { f: CompareField }) {
   const cls = (at: number) => (at === f.index ? 'at' : '');
   const tokens = f.field === 'tokens';
   return (
-    <table className="cmp-window">
-      <tbody>
-        <tr>
-          <th>token</th>
-          {cols.map((c) => (
-            <td key={c.at} className={cls(c.at)}>
-              {c.at}
-            </td>
-          ))}
-        </tr>
-        <tr>
-          <th>{tokens ? 'rollout' : 'piece'}</th>
-          {cols.map((c) => (
-            <td key={c.at} className={cls(c.at)}>
-              <code>{tokens ? c.rollout : c.piece}</code>
-            </td>
-          ))}
-        </tr>
-        {!tokens && (
+    <div className="cmp-window-wrap">
+      <table className="cmp-window">
+        <tbody>
           <tr>
-            <th>rollout</th>
+            <th>token</th>
             {cols.map((c) => (
               <td key={c.at} className={cls(c.at)}>
-                {c.rollout}
+                {c.at}
               </td>
             ))}
           </tr>
-        )}
-        <tr>
-          <th>trained</th>
-          {cols.map((c) => (
-            <td key={c.at} className={`${cls(c.at)}${c.trained !== c.rollout ? ' diff' : ''}`}>
-              {tokens ? <code>{c.trained}</code> : c.trained}
-            </td>
-          ))}
-        </tr>
-      </tbody>
-    </table>
+          <tr>
+            <th>{tokens ? 'rollout' : 'piece'}</th>
+            {cols.map((c) => (
+              <td key={c.at} className={cls(c.at)}>
+                <code>{tokens ? c.rollout : c.piece}</code>
+              </td>
+            ))}
+          </tr>
+          {!tokens && (
+            <tr>
+              <th>rollout</th>
+              {cols.map((c) => (
+                <td key={c.at} className={cls(c.at)}>
+                  {c.rollout}
+                </td>
+              ))}
+            </tr>
+          )}
+          <tr>
+            <th>trained</th>
+            {cols.map((c) => (
+              <td key={c.at} className={`${cls(c.at)}${c.trained !== c.rollout ? ' cmp-neq' : ''}`}>
+                {tokens ? <code>{c.trained}</code> : c.trained}
+              </td>
+            ))}
+          </tr>
+        </tbody>
+      </table>
+    </div>
   );
 }
 
 function Thumb({ img, other }: { img: CompareImage; other: CompareImage | undefined }) {
   const same = other?.sha256 && img.sha256 ? other.sha256 === img.sha256 : null;
   return (
-    <figure className={`cmp-thumb${same === false ? ' diff' : ''}`} data-testid="cmp-image">
+    <figure className={`cmp-thumb${same === false ? ' cmp-neq' : ''}`} data-testid="cmp-image">
       {img.preview ? (
         <img
           src={img.preview}
@@ -165,7 +167,7 @@ function Placeholders({ p }: { p: ComparePair }) {
           const same = a && b && a.offset === b.offset && a.length === b.length;
           return (
             // biome-ignore lint/suspicious/noArrayIndexKey: one row per image index
-            <tr key={k} className={same ? '' : 'diff'}>
+            <tr key={k} className={same ? '' : 'cmp-neq'}>
               <td>{k}</td>
               <td>{a ? `${a.offset}, ${a.length}` : '—'}</td>
               <td>{grid(p.placeholders.rolloutGrids[k])}</td>
@@ -202,7 +204,7 @@ export function CompareView({ id }: { id: string }) {
         <b>
           {differing.length === 0
             ? 'The trainer saw what the rollout generated.'
-            : `The trainer saw something else: ${differing.map((f) => FIELD_LABEL[f.field]).join(', ')} differ${differing.length === 1 ? 's' : ''}.`}
+            : `The trainer saw something else: it differs in ${differing.map((f) => FIELD_LABEL[f.field]).join(', ')}.`}
         </b>{' '}
         <span className="muted small">
           rollout {p.rollout.id} ({p.rollout.file}:{p.rollout.line}, {p.rollout.format}) ↔ trained {p.trained.id} (
@@ -227,16 +229,16 @@ export function CompareView({ id }: { id: string }) {
           ))}
         </tbody>
       </table>
-      <h3>Images</h3>
-      <Images p={p} />
-      <h3>Placeholders</h3>
-      <Placeholders p={p} />
       <h3>Tokens side by side</h3>
       {p.tokens && (
         <div className="cmp-tokens diff">
           <DiffBody d={p.tokens} token={token.t} side={token.side} onSelect={(t, side) => setToken({ t, side })} />
         </div>
       )}
+      <h3>Images</h3>
+      <Images p={p} />
+      <h3>Placeholders</h3>
+      <Placeholders p={p} />
     </div>
   );
 }

@@ -13,7 +13,7 @@ import type { CompareField, CompareImage, ComparePair } from './api.ts';
 import { compareSide, comparePair } from './trained-side.ts';
 import { idsDiff } from './views.ts';
 
-const WINDOW = 6;
+const WINDOW = 5;
 
 /** A per-response array of the trained sample at an absolute token index (undefined outside it). */
 function trainedAt(t: Trajectory, values: readonly number[] | undefined, i: number): number | undefined {
@@ -66,10 +66,11 @@ function fieldState(
       : 'the trained side stores no position_ids',
   };
   if (!finding) {
-    const positional = field !== 'tokens' && field !== 'images' && shiftedFrom !== undefined;
+    const state = carried[field] || field === 'loss_mask' ? 'same' : 'absent';
+    const positional = state === 'same' && field !== 'tokens' && field !== 'images' && shiftedFrom !== undefined;
     return {
       field,
-      state: carried[field] || field === 'loss_mask' ? 'same' : 'absent',
+      state,
       index: -1,
       message: positional
         ? `${what[field]}, up to token ${shiftedFrom}: the tokens part there and every later position is shifted, so it is compared no further`

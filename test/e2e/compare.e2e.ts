@@ -35,7 +35,7 @@ describe('compare view', () => {
   it('shows the duplicated-EOS pair side by side with the first difference in words', async () => {
     await page.click(`[data-testid=cmp-pair]:has-text("${DUPLICATED_EOS}") button`);
     await page.waitForSelector('[data-testid=compare-view]');
-    expect(await page.locator('[data-testid=cmp-headline]').textContent()).toContain('tokens differ');
+    expect(await page.locator('[data-testid=cmp-headline]').textContent()).toContain('it differs in tokens');
     const tokens = page.locator('[data-testid=cmp-fields] tr[data-field=tokens]');
     expect(await tokens.getAttribute('data-state')).toBe('differs');
     expect(await tokens.textContent()).toContain('token 477');
