@@ -6,7 +6,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ComparePair, CompareRun, LogprobView, RatioHistogram, TrajectoryList } from '../server/http/api.ts';
+import {
+  ComparePair,
+  CompareRun,
+  LogprobView,
+  RatioHistogram,
+  TrajectoryDetail,
+  TrajectoryList,
+} from '../server/http/api.ts';
 import { openRunStore } from '../server/http/store.ts';
 import { startServer, type RunningServer } from '../server/http/server.ts';
 import { openTrainedSide } from '../server/http/trained-side.ts';
@@ -104,6 +111,20 @@ describe('GET /api/trajectories/ID/logprobs', () => {
     expect(masked.some((i) => v.pastThreshold.includes(i))).toBe(false);
     expect(v.turns.map((t) => t.turn)).toEqual([0, 1, 2]);
     expect(v.turns[0]!.start).toBe(v.responseStart);
+  });
+
+  it("the logprob finding's target is the logprob view at its token", async () => {
+    const id = 'rollout-0/sample-2';
+    const detail = TrajectoryDetail.parse((await get(trainServer, `/api/trajectories/${encodeURIComponent(id)}`)).body);
+    const f = detail.findings.find((x) => x.kind === 'logprob_mismatch')!;
+    expect(f.target).toEqual({
+      view: 'logprobs',
+      token: logprobMismatch(trained.get(id)!.trajectory)!.firstPastThreshold,
+    });
+    const shifted = TrajectoryDetail.parse(
+      (await get(trainServer, `/api/trajectories/${encodeURIComponent('rollout-0/sample-1')}`)).body,
+    );
+    expect(shifted.findings.find((x) => x.kind === 'logprob_shift')!.target).toMatchObject({ view: 'logprobs' });
   });
 
   it('says why a trajectory without trainer logprobs has none', async () => {

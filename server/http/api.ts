@@ -160,6 +160,8 @@ export const FindingTarget = z.discriminatedUnion('view', [
     turn: z.number().int(),
     token: z.number().int().nullable(),
   }),
+  /** Rollout against trainer logprobs (`/logprobs`), at a token of the training sample. */
+  z.object({ view: z.literal('logprobs'), token: z.number().int().nullable() }),
 ]);
 export type FindingTarget = z.infer<typeof FindingTarget>;
 

@@ -81,6 +81,16 @@ describe('logprob view', () => {
     expect(await page.locator(`.lp-strip .tok[data-i="${at}"]`).getAttribute('class')).toMatch(/\blp-l3\b/);
   });
 
+  it('a click on the logprob finding opens this view at its token', async () => {
+    const at = responseToken(spike, 40);
+    await page.goto(`${session.server.url}#/t/${encodeURIComponent(SPIKE_ID)}`);
+    await page.click('.finding:has(.kind-logprob_mismatch) .finding-open');
+    await page.waitForSelector('[data-testid=lp-plot]');
+    expect(page.url()).toContain('view=logprobs');
+    expect(page.url()).toContain(`token=${at}`);
+    expect(await page.locator('[data-testid=lp-selected]').textContent()).toContain(`token ${at} `);
+  });
+
   it('the per-turn table gives logprobMismatch per turn', async () => {
     const m = logprobMismatch(spike.trajectory)!;
     for (const t of m.turns) {
