@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import readline from 'node:readline';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { loadFile } from '../server/import/index.ts';
-import { readLines } from '../server/import/records.ts';
+import { readLines } from '../server/import/read/lines.ts';
 import { importLines, readFileChunks } from '../server/import/stream.ts';
 import { benchRun, isMain, round, runStandalone, timeBest, type Figure, type Measure } from './lib.ts';
 

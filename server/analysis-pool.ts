@@ -6,34 +6,12 @@
 import { Worker } from 'node:worker_threads';
 import type { FormatName, Trajectory } from './model/trajectory.ts';
 import { loadProfile, type ModelProfile } from './profiles/profile.ts';
-import type { RecordLine } from './import/records.ts';
-import type { ChunkOutcome, CheckedTrajectory, RunEvent, RunOptions } from './pipeline.ts';
+import type { RecordLine } from './import/read/lines.ts';
+import type { CheckedTrajectory, RunEvent } from './analysis/checked.ts';
+import type { ChunkOutcome, RunOptions } from './pipeline/analyze.ts';
+import { packForWire, unpackFromWire, type Job, type Reply, type WireChecked } from './pipeline/wire.ts';
 
-/** A checked trajectory as it crosses threads: the profile by name (tokenizers are not transferable). */
-export type WireChecked = Omit<CheckedTrajectory, 'profile'> & { profileName: string };
-export type WireEvent = { type: 'trajectory'; checked: WireChecked } | Exclude<RunEvent, { type: 'trajectory' }>;
-
-export type Job =
-  | { kind: 'trajectory'; seq: number; trajectory: Trajectory; opts: RunOptions; roots: string[] }
-  | {
-      kind: 'lines';
-      seq: number;
-      file: string;
-      format: FormatName;
-      lines: RecordLine[];
-      opts: RunOptions;
-      roots: string[];
-    };
-
-export type Reply =
-  | { seq: number; ok: true; kind: 'trajectory'; result: WireChecked }
-  | { seq: number; ok: true; kind: 'lines'; events: WireEvent[]; imported: number }
-  | { seq: number; ok: false; message: string };
-
-export function toWire(c: CheckedTrajectory): WireChecked {
-  const { profile, ...rest } = c;
-  return { ...rest, profileName: profile.name };
-}
+export { packForWire, unpackFromWire } from './pipeline/wire.ts';
 
 const lazyProfiles = new Map<string, ModelProfile>();
 
@@ -69,87 +47,6 @@ function fromWire(w: WireChecked): CheckedTrajectory {
   return c as CheckedTrajectory;
 }
 
-/** Arrays this long or longer that hold only numbers cross threads as transferred Float64Arrays. */
-const PACK_MIN_LENGTH = 64;
-
-/**
- * Structured cloning copies a number[] element by element, and the token streams, logprobs and
- * masks of a checked trajectory are most of its bytes: as Float64Arrays (exact for every double,
- * NaN and -0 included) they move without a copy and turn back into arrays in one tight loop.
- * Returns a new tree; `value` itself is not touched (it may share arrays with caches).
- */
-export function packForWire(value: unknown, transfer: ArrayBuffer[]): unknown {
-  if (Array.isArray(value)) {
-    const n = value.length;
-    if (n >= PACK_MIN_LENGTH && typeof value[0] === 'number') {
-      const f = new Float64Array(n);
-      let i = 0;
-      for (; i < n; i++) {
-        const x: unknown = value[i];
-        if (typeof x !== 'number') break;
-        f[i] = x;
-      }
-      if (i === n) {
-        transfer.push(f.buffer as ArrayBuffer);
-        return f;
-      }
-    }
-    const out = new Array<unknown>(n);
-    for (let i = 0; i < n; i++) out[i] = packForWire(value[i], transfer);
-    return out;
-  }
-  if (typeof value === 'object' && value !== null) {
-    const out: Record<string, unknown> = {};
-    for (const k in value) out[k] = packForWire((value as Record<string, unknown>)[k], transfer);
-    return out;
-  }
-  return value;
-}
-
-function toNumbers(f: Float64Array): number[] {
-  const out = new Array<number>(f.length);
-  for (let i = 0; i < f.length; i++) out[i] = f[i]!;
-  return out;
-}
-
-/**
- * The inverse of packForWire, in place on the freshly received tree. A packed array that is an
- * object's property turns back into a number[] only when first read (then stays one): a consumer
- * that reports findings never pays for the token streams it does not look at, here or in the
- * garbage collector. Reads, writes, spreads, JSON and zod all see plain arrays.
- */
-export function unpackFromWire(value: unknown): unknown {
-  if (value instanceof Float64Array) return toNumbers(value);
-  if (Array.isArray(value)) {
-    for (let i = 0; i < value.length; i++) {
-      const v: unknown = value[i];
-      if (typeof v === 'object' && v !== null) value[i] = unpackFromWire(v);
-    }
-    return value;
-  }
-  if (typeof value === 'object' && value !== null) {
-    const o = value as Record<string, unknown>;
-    for (const k in o) {
-      const v = o[k];
-      if (v instanceof Float64Array) {
-        const settle = (x: unknown) =>
-          Object.defineProperty(o, k, { value: x, writable: true, enumerable: true, configurable: true });
-        Object.defineProperty(o, k, {
-          get: () => {
-            const arr = toNumbers(v);
-            settle(arr);
-            return arr;
-          },
-          set: settle,
-          enumerable: true,
-          configurable: true,
-        });
-      } else if (typeof v === 'object' && v !== null) unpackFromWire(v);
-    }
-  }
-  return value;
-}
-
 interface Waiting {
   resolve: (r: Extract<Reply, { ok: true }>) => void;
   reject: (e: Error) => void;
@@ -165,7 +62,7 @@ export class AnalysisPool {
   private readonly slots: Slot[];
   private seq = 0;
 
-  constructor(size: number) {
+  constructor(readonly size: number) {
     const boot = new URL('../bin/worker-boot.js', import.meta.url);
     const module = new URL('./analysis-worker.ts', import.meta.url).href;
     this.slots = Array.from({ length: size }, () => {

@@ -1,11 +1,11 @@
 // Worker-thread side of the analysis pool: runs the same code the main thread would
-// (pipeline.analyzeTrajectory, pipeline.importAndAnalyze) and sends back everything but the
+// (pipeline/analyze.ts: analyzeTrajectory, importAndAnalyze) and sends back everything but the
 // profile object (tokenizers are not transferable; the main thread re-opens it by name).
 import { parentPort } from 'node:worker_threads';
 import { z } from 'zod';
 import { FormatName, type Trajectory } from './model/trajectory.ts';
-import { analyzeTrajectory, importAndAnalyze, type RunOptions } from './pipeline.ts';
-import { packForWire, toWire, unpackFromWire, type Reply, type WireEvent } from './analysis-pool.ts';
+import { analyzeTrajectory, importAndAnalyze, type RunOptions } from './pipeline/analyze.ts';
+import { packForWire, toWire, unpackFromWire, type Reply, type WireEvent } from './pipeline/wire.ts';
 
 const RecordLine = z.object({
   line: z.number().int(),

@@ -25,7 +25,6 @@ import {
   DecodeResult,
   decodeToolArgumentsLikeVllm,
   imageTokensFor,
-  localImageSizer,
   parseConversation,
   parseSizeSpec,
   parseTokenIds,
@@ -37,8 +36,9 @@ import {
   type ImageTokensReport,
 } from '../server/analysis/ask.ts';
 import { ImageTokensOutput } from '../server/cli/commands/image-tokens.ts';
+import { dataUrlSizer, localImageSizer } from '../server/images/sizers.ts';
 import { loadProfile, type BuiltinProfileName, type ModelProfile } from '../server/profiles/profile.ts';
-import { parsePythonJson } from '../server/profiles/template.ts';
+import { parsePythonJson } from '../server/profiles/python-literal.ts';
 import { mulberry32 } from '../server/util/random.ts';
 
 const require = createRequire(import.meta.url);
@@ -606,9 +606,17 @@ describe('render: behaviour worth pinning', () => {
     expect(message).toMatch(/content\[1\]: image has no source/);
     expect(message).toMatch(/content\[2\]: remote image not fetched/);
     expect(message).toMatch(/content\[3\]: absolute aspect ratio/);
-    // Without a local sizer only data: URLs are read (the server's default).
+    // The playground's sizer reads data: URLs only, never a local file.
     const local = j({ messages: [{ role: 'user', content: [{ type: 'image', image: path.join(dir, 'cat.png') }] }] });
-    await expect(renderConversation(q3, parseConversation(local, 'l.json'))).rejects.toThrow(/only data: URLs/);
+    await expect(
+      renderConversation(q3, parseConversation(local, 'l.json'), { sizeImage: dataUrlSizer }),
+    ).rejects.toThrow(/only data: URLs/);
+    // Without a sizer the analysis reads nothing at all: not the file, not even a data: URL.
+    await expect(renderConversation(q3, parseConversation(local, 'l.json'))).rejects.toThrow(/no image reader/);
+    const inline = j({ messages: [{ role: 'user', content: [{ type: 'image', image: dataUrl }] }] });
+    await expect(renderConversation(q3, parseConversation(inline, 'i.json'))).rejects.toThrow(/no image reader/);
+    const sized = await renderConversation(q3, parseConversation(inline, 'i.json'), { sizeImage: dataUrlSizer });
+    expect(sized.images).toHaveLength(1);
   });
 
   it('keeps local images inside the allowed folders', async () => {

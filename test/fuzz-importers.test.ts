@@ -22,9 +22,9 @@ import fc from 'fast-check';
 import { encode } from '@msgpack/msgpack';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFile } from '../server/import/index.ts';
-import { parseJson } from '../server/import/records.ts';
-import { msgpackValueEnd } from '../server/import/prime-rl.ts';
-import { exportRun } from '../server/export/run.ts';
+import { parseJson } from '../server/import/read/json.ts';
+import { msgpackValueEnd } from '../server/import/read/msgpack.ts';
+import { exportRun } from '../server/pipeline/export-run.ts';
 import type { FormatName, Trajectory } from '../server/model/trajectory.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
@@ -265,12 +265,10 @@ function hostileLineRaw(valid: readonly unknown[]): fc.Arbitrary<Hostile> {
   const textOf = (r: unknown) => pythonJson(r);
   return fc.oneof(
     fc.jsonValue({ maxDepth: 4 }).map((v) => ({ how: 'random JSON', bytes: Buffer.from(JSON.stringify(v) ?? 'null') })),
-    fc
-      .tuple(base, fc.array(mutation, { minLength: 1, maxLength: 4 }))
-      .map(([r, ms]) => ({
-        how: `mutated ${ms.map((m) => m.kind).join('+')}`,
-        bytes: Buffer.from(pythonJson(mutate(r, ms))),
-      })),
+    fc.tuple(base, fc.array(mutation, { minLength: 1, maxLength: 4 })).map(([r, ms]) => ({
+      how: `mutated ${ms.map((m) => m.kind).join('+')}`,
+      bytes: Buffer.from(pythonJson(mutate(r, ms))),
+    })),
     fc
       .tuple(
         base,
@@ -302,12 +300,10 @@ function hostileLineRaw(valid: readonly unknown[]): fc.Arbitrary<Hostile> {
           bytes: Buffer.from(t.slice(0, p) + token + t.slice(p)),
         };
       }),
-    fc
-      .tuple(base, fc.integer({ min: 1, max: 3000 }))
-      .map(([r, depth]) => ({
-        how: `wrapped ${depth} deep`,
-        bytes: Buffer.from('['.repeat(depth) + textOf(r) + ']'.repeat(depth)),
-      })),
+    fc.tuple(base, fc.integer({ min: 1, max: 3000 })).map(([r, depth]) => ({
+      how: `wrapped ${depth} deep`,
+      bytes: Buffer.from('['.repeat(depth) + textOf(r) + ']'.repeat(depth)),
+    })),
     fc.tuple(base, fc.integer({ min: 200, max: 100_000 })).map(([r, depth]) => {
       const t = textOf(r);
       return {

@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { agentLightningImporter } from '../server/import/agent-lightning.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
-import { parseJson } from '../server/import/records.ts';
+import { parseJson } from '../server/import/read/json.ts';
 import type { Message, Trajectory } from '../server/model/trajectory.ts';
 import {
   AGL_DIR,

@@ -8,7 +8,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { encode } from '@msgpack/msgpack';
 import { Trajectory } from '../server/model/trajectory.ts';
 import type { Finding } from '../server/model/finding.ts';
-import { importPrimeRlBytes, msgpackValueEnd, primeRlImporter } from '../server/import/prime-rl.ts';
+import { importPrimeRlBytes, primeRlImporter } from '../server/import/prime-rl.ts';
+import { msgpackValueEnd } from '../server/import/read/msgpack.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import {
   buildPrimeRlFixtures,

@@ -1,7 +1,9 @@
 import fs from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { trajectoryJsonSchema } from '../server/model/write-json-schema.ts';
-import { parseJson, readLines, parseRecordLine } from '../server/import/records.ts';
+import { readLines } from '../server/import/read/lines.ts';
+import { parseJson } from '../server/import/read/json.ts';
+import { parseRecordLine } from '../server/import/read/record.ts';
 import os from 'node:os';
 import path from 'node:path';
 

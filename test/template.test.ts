@@ -8,13 +8,8 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import {
-  ChatTemplate,
-  PyFloat,
-  TemplateError,
-  parsePythonJson,
-  type ChatTemplateInput,
-} from '../server/profiles/template.ts';
+import { ChatTemplate, TemplateError, type ChatTemplateInput } from '../server/profiles/template.ts';
+import { PyFloat, parsePythonJson } from '../server/profiles/python-literal.ts';
 import { mulberry32 } from '../server/util/random.ts';
 
 const TEMPLATE_FILES = ['qwen2-vl.jinja', 'qwen2.5-vl.jinja', 'qwen3-vl.jinja'] as const;

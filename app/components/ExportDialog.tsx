@@ -2,8 +2,7 @@
 // (the same export as `rollscope export`), with a progress bar while the server re-checks them,
 // then the batch downloads and its manifest and rejects are offered beside it.
 import { useEffect, useRef, useState } from 'react';
-import type { ExportJob, ExportRequest, ListFilter } from '../../server/http/api.ts';
-import type { RejectReason } from '../../server/export/policy.ts';
+import type { ExportJob, ExportRequest, ListFilter, RejectReason } from '../../server/http/api.ts';
 import { useExportActions, useExportError, useExportJob } from '../stores/export.ts';
 import { usePicked } from '../stores/selection.ts';
 import { causeLabel, kindLabel } from './labels.ts';

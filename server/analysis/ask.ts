@@ -1,6 +1,7 @@
 // Ask the engine directly: render a conversation, tokenize text, decode ids, and compute an image's
 // token layout, with the same answers transformers and vLLM give. Shared by the CLI commands
-// (render, tokenize, decode, image-tokens) and the server's playground; no printing here.
+// (render, tokenize, decode, image-tokens) and the server's playground; no printing and no file
+// reading here: callers pass the text they read and an `ImageSizer` that reads what they allow.
 //
 // Conversations are parsed as Python's json.loads parses them (`parsePythonJson`: floats stay
 // floats, key order and big integers survive), then string tool-call arguments are decoded the way
@@ -12,8 +13,7 @@
 import { z } from 'zod';
 import { Message, type ProcessorSettings } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
-import { parsePythonJson, PyFloat } from '../profiles/template.ts';
-import { imageBytes, imageSize, ImageUnavailable } from '../images/resolve.ts';
+import { parsePythonJson, PyFloat } from '../profiles/python-literal.ts';
 import { imageTokens, type VisionConfig } from './image-math.ts';
 import { visionConfigFor } from './context.ts';
 import { countToken, expandImagePads } from './vision-spans.ts';
@@ -59,7 +59,7 @@ function lineColumn(text: string, index: number): { line: number; column: number
 }
 
 /** `parsePythonJson` with its `char N` turned into a 1-based line and column. */
-export function parseJsonText(text: string, source: string): unknown {
+function parseJsonText(text: string, source: string): unknown {
   try {
     return parsePythonJson(text);
   } catch (e) {
@@ -255,7 +255,7 @@ export interface ImagePart {
  * in order. `width`/`height` on the part give the size without reading anything; otherwise the
  * source is `image_url` (a string or `{url}`), `image`, or transformers' `url` / `path`.
  */
-export function findImageParts(messages: readonly PyValue[]): ImagePart[] {
+function findImageParts(messages: readonly PyValue[]): ImagePart[] {
   const out: ImagePart[] = [];
   messages.forEach((message, m) => {
     const content = isDict(message) ? message.get('content') : undefined;
@@ -287,27 +287,16 @@ function imageSourceOf(part: PyDict): ImageSource | undefined {
   return url === undefined ? undefined : { kind: 'url', url };
 }
 
-/** Reads an image's size from its reference (a data: URL or a path); throws ImageUnavailable. */
+/**
+ * Reads an image's size from its reference (a data: URL or a path). The caller decides what may be
+ * read (server/images/sizers.ts); a rejection's message is shown as the reason the image cannot be used.
+ */
 export type ImageSizer = (url: string) => Promise<{ width: number; height: number }>;
 
-/** Sizes from `data:` URLs only: the safe default for callers that must not read local files. */
-export const dataUrlSizer: ImageSizer = async (url) => {
-  if (!url.startsWith('data:')) throw new ImageUnavailable('only data: URLs or width/height are accepted here');
-  return imageSize(imageBytes(url, '.', []).bytes);
+/** Without a sizer nothing is read: images need `width` and `height` on their part. */
+const readNothing: ImageSizer = async () => {
+  throw new Error('only width/height are accepted here (no image reader was given)');
 };
-
-/** Sizes from data: URLs and local files under `roots` (relative paths from `baseDir`), read with sharp. */
-export function localImageSizer(opts: { baseDir: string; roots: readonly string[] }): ImageSizer {
-  return async (url) => {
-    const { bytes } = imageBytes(url, opts.baseDir, opts.roots);
-    try {
-      return await imageSize(bytes);
-    } catch (e) {
-      if (e instanceof ImageUnavailable) throw e;
-      throw new ImageUnavailable(`cannot decode image: ${(e as Error).message}`);
-    }
-  };
-}
 
 // ---------------------------------------------------------------------------------------------
 // Image token math
@@ -340,7 +329,7 @@ export const ImageTokensReport = z.object({
 });
 export type ImageTokensReport = z.infer<typeof ImageTokensReport>;
 
-export function visionFor(profile: ModelProfile, processor?: ProcessorSettings): VisionConfig {
+function visionFor(profile: ModelProfile, processor?: ProcessorSettings): VisionConfig {
   return visionConfigFor(profile, undefined, undefined, processor);
 }
 
@@ -428,7 +417,7 @@ export interface RenderConversationOptions {
   processor?: ProcessorSettings;
   /** Decode string tool-call arguments as vLLM does (default true); false renders them verbatim, as transformers does with data as given. */
   decodeToolArguments?: boolean;
-  /** How image references become sizes (default: data: URLs only). */
+  /** How image references become sizes (default: none; only parts with `width`/`height` are sized). */
   sizeImage?: ImageSizer;
 }
 
@@ -494,7 +483,7 @@ async function sizeImages(
   opts: RenderConversationOptions,
   source?: string,
 ): Promise<RenderedImage[]> {
-  const sizer = opts.sizeImage ?? dataUrlSizer;
+  const sizer = opts.sizeImage ?? readNothing;
   // Indexed by image so the messages come out in conversation order whatever finishes first.
   const problems: string[] = [];
   const images = await Promise.all(
@@ -515,8 +504,7 @@ async function sizeImages(
         try {
           size = await sizer(src.url);
         } catch (e) {
-          problems[i] =
-            `${part.field}: ${e instanceof ImageUnavailable ? e.message : `cannot read image: ${(e as Error).message}`}`;
+          problems[i] = `${part.field}: ${(e as Error).message}`;
           return undefined;
         }
       }
@@ -566,7 +554,7 @@ export const DecodeResult = z.object({
 });
 export type DecodeResult = z.infer<typeof DecodeResult>;
 
-export function tokenInfo(profile: ModelProfile, id: number): TokenInfo {
+function tokenInfo(profile: ModelProfile, id: number): TokenInfo {
   return { id, piece: profile.tokenizer.piece(id), special: profile.tokenizer.isSpecial(id) };
 }
 

@@ -129,17 +129,3 @@ export function mergeNearbyHunks(hunks: readonly Hunk[], gap: number): Hunk[] {
   }
   return out;
 }
-
-/** Maps each index of `a` to its index in `b` where the tokens are matched by the diff, else -1. */
-export function matchedIndexMap(aLength: number, hunks: readonly Hunk[]): Int32Array {
-  const map = new Int32Array(aLength).fill(-1);
-  let ai = 0;
-  let bi = 0;
-  for (const h of hunks) {
-    while (ai < h.aStart) map[ai++] = bi++;
-    ai = h.aEnd;
-    bi = h.bEnd;
-  }
-  while (ai < aLength) map[ai++] = bi++;
-  return map;
-}

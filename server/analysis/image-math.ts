@@ -12,16 +12,9 @@
 // Argument order: `smartResize` takes (height, width) like the Python original; the friendlier
 // `imageTokens` / `padCell` take (width, height) because that is how image sizes are written (W×H).
 
-export interface VisionConfig {
-  /** ViT patch side in px: 14 for Qwen2/2.5-VL, 16 for Qwen3-VL. */
-  patchSize: number;
-  /** Spatial merge (m×m patches → one LLM token); 2 for all three generations. */
-  mergeSize: number;
-  /** Frames per temporal patch (2); a still image is repeated, so grid_t stays 1. */
-  temporalPatchSize: number;
-  minPixels: number;
-  maxPixels: number;
-}
+import type { VisionConfig } from '../model/vision.ts';
+
+export type { VisionConfig };
 
 export type ResizeVariant = 'transformers' | 'qwen-vl-utils';
 

@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import type { Finding } from '../model/finding.ts';
 import { FINDING_KINDS } from '../model/finding.ts';
+import { publicFinding } from '../model/public-finding.ts';
 import type { ReadError, Trajectory } from '../model/trajectory.ts';
 import { checkPaths, streamTokens, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
@@ -143,22 +144,6 @@ export function hasTokens(t: Trajectory): boolean {
   return (
     t.sample !== undefined || t.turns.some((turn) => turn.promptIds !== undefined || turn.generatedIds !== undefined)
   );
-}
-
-/** Findings as the JSON contract shows them (optional fields only when set). */
-export function publicFinding(f: Finding): Record<string, unknown> {
-  const o: Record<string, unknown> = { kind: f.kind };
-  if (f.cause) o.cause = f.cause;
-  if (f.field) o.field = f.field;
-  o.severity = f.severity;
-  o.turn = f.turn;
-  o.index = f.index;
-  if (f.stream) o.stream = f.stream;
-  if (f.image !== undefined) o.image = f.image;
-  if (f.expected !== undefined) o.expected = f.expected;
-  if (f.actual !== undefined) o.actual = f.actual;
-  o.message = f.message;
-  return o;
 }
 
 function printTrajectory(c: CheckedTrajectory, out: NodeJS.WritableStream): void {

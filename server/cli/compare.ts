@@ -1,12 +1,13 @@
 // `rollscope compare ROLLOUT TRAINED [--json]`: did the trainer see what the rollout generated?
 // Both sides go through the one pipeline (server/compare-runs.ts, shared with `serve --trained`);
-// pairs are joined by trajectory id, then by sample index (server/analysis/compare.ts `joinSides`). Exit status as `check`: 1 when a
-// pair differs or a record could not be read, 2 on bad arguments or unreadable paths.
+// pairs are joined by trajectory id, then by sample index (server/analysis/compare.ts `joinSides`).
+// Exit status as `check`: 1 when a pair differs or a record could not be read, 2 on bad arguments
+// or unreadable paths.
 import { z } from 'zod';
 import { TRAINED_FIELDS } from '../analysis/compare.ts';
 import { type ComparedRuns, compareRuns } from '../compare-runs.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
-import { publicFinding } from './check.ts';
+import { publicFinding } from '../model/public-finding.ts';
 import { paint } from './output.ts';
 
 const Side = z.object({ id: z.string(), file: z.string(), line: z.number().int(), format: z.string() });

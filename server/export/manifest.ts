@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { FINDING_KINDS } from '../model/finding.ts';
 import { RejectReason, REJECT_REASONS } from './policy.ts';
-import { EXPORT_SCHEMA_VERSION } from './row.ts';
+import { EXPORT_SCHEMA_VERSION } from './row-schema.ts';
 
 export const ExportFormat = z.enum(['jsonl', 'parquet']);
 export type ExportFormat = z.infer<typeof ExportFormat>;

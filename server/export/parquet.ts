@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import { ByteWriter, ParquetWriter, type ColumnSource, type SchemaElement } from 'hyparquet-writer';
 import { parquetReadObjects } from 'hyparquet';
-import { EXPORT_SCHEMA_VERSION, type ExportRow } from './row.ts';
+import { EXPORT_SCHEMA_VERSION, type ExportRow } from './row-schema.ts';
 
 type Repetition = 'REQUIRED' | 'OPTIONAL';
 /** A schema subtree: its elements in depth-first order, as Parquet's flattened schema lists them. */

@@ -7,7 +7,7 @@
 // the right value was, so the trajectory is rejected.
 import { z } from 'zod';
 import type { Finding, FindingKind } from '../model/finding.ts';
-import type { CheckedTrajectory } from '../pipeline.ts';
+import type { CheckedTrajectory } from '../analysis/checked.ts';
 
 export const REJECT_REASONS = [
   /** An error finding the re-alignment cannot repair. */

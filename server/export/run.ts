@@ -1,6 +1,7 @@
-// `exportRun`: checked trajectories in, a validated training batch out, with its account.
-// Streams over the shared pipeline (server/pipeline.ts checkPaths), one trajectory at a time, so
-// memory is bounded by one row group (Parquet) or one write buffer (JSONL), not by the run.
+// `exportEvents`: checked trajectories in, a validated training batch out, with its account.
+// Consumes the pipeline's events (server/pipeline.ts; `rollscope export` wires the two in
+// server/pipeline/export-run.ts) one trajectory at a time, so memory is bounded by one row group
+// (Parquet) or one write buffer (JSONL), not by the run.
 //
 // Safe writing: the batch, its manifest and its rejects are written to temporary files in the
 // destination folder (`.NAME.<pid>.<random>.tmp`, hidden, so a rerun over the folder skips
@@ -14,9 +15,8 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Finding } from '../model/finding.ts';
 import type { ProcessorSettings, ReadError } from '../model/trajectory.ts';
-import { checkPaths, defaultRoots, type CheckedTrajectory, type RunEvent, type RunOptions } from '../pipeline.ts';
-import { expandPaths } from '../import/index.ts';
-import { publicFinding } from '../cli/check.ts';
+import { publicFinding } from '../model/public-finding.ts';
+import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { exportRow, type PositionIdsLayout, type RowOptions } from './row.ts';
 import type { ImageMode } from './images.ts';
 import { JsonlWriter } from './jsonl.ts';
@@ -33,7 +33,7 @@ import {
   rollscopeVersion,
   type RejectEntry,
 } from './manifest.ts';
-import { EXPORT_SCHEMA_VERSION } from './row.ts';
+import { EXPORT_SCHEMA_VERSION } from './row-schema.ts';
 
 export interface ExportOptions {
   /** The batch file to write. */
@@ -175,34 +175,6 @@ function publish(tmp: string, dest: string, force: boolean): void {
 }
 
 // --- the export --------------------------------------------------------------------------------
-
-/** Export every trajectory under `paths` (files or folders). */
-export async function exportRun(
-  paths: readonly string[],
-  opts: ExportOptions,
-  onProgress?: (p: ExportProgress) => void,
-): Promise<ExportResult> {
-  const out = path.resolve(opts.out);
-  const roots = opts.roots ?? defaultRoots(paths);
-  const runOpts: RunOptions = {
-    model: opts.model,
-    format: opts.inputFormat,
-    processor: opts.processor,
-    roots,
-    workers: opts.workers,
-    allowRemoteImages: opts.allowRemoteImages,
-  };
-  checkTarget(out, opts.force === true);
-  const { files, errors } = expandPaths(paths);
-  // A batch written into a folder it was exported from is not an input of the next export (--force reruns).
-  const inputs = files.filter((f) => path.resolve(f) !== out);
-  return exportEvents(withErrors(errors, checkPaths(inputs, runOpts)), { ...opts, roots }, onProgress, inputs.length);
-}
-
-async function* withErrors(errors: readonly ReadError[], events: AsyncIterable<RunEvent>): AsyncGenerator<RunEvent> {
-  for (const error of errors) yield { type: 'error', error };
-  yield* events;
-}
 
 interface Sink {
   write(row: Parameters<ParquetRowWriter['write']>[0]): Promise<void> | void;

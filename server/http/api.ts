@@ -6,6 +6,9 @@ import { DivergenceCause, Finding, FindingKind, Severity, StreamName } from '../
 import { FormatName, GridThw, ReadError } from '../model/trajectory.ts';
 import { RATIO_BIN_COUNT } from '../analysis/ratio-histogram.ts';
 
+/** Why export leaves a trajectory out (the app words each one). */
+export type { RejectReason } from '../export/policy.ts';
+
 export const ApiError = z.object({ error: z.string() });
 export type ApiError = z.infer<typeof ApiError>;
 

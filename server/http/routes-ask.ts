@@ -18,13 +18,8 @@ import {
 import type { RunStore } from './store.ts';
 import { answer, readJsonBody, RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { availableStreams, cellsWideOfGrid, idsDiff, pieces } from './views.ts';
-import {
-  AskInputError,
-  dataUrlSizer,
-  parseConversation,
-  renderConversation,
-  type RenderResult,
-} from '../analysis/ask.ts';
+import { AskInputError, parseConversation, renderConversation, type RenderResult } from '../analysis/ask.ts';
+import { dataUrlSizer } from '../images/sizers.ts';
 import { findVisionSpans } from '../analysis/vision-spans.ts';
 import { streamTokens, type CheckedTrajectory } from '../pipeline.ts';
 import { profileFor, type ModelProfile } from '../profiles/profile.ts';
@@ -69,7 +64,7 @@ async function targetOf(store: RunStore, id: string): Promise<CheckedTrajectory>
   return checked;
 }
 
-export async function renderForPlayground(store: RunStore, request: PlaygroundRequest): Promise<PlaygroundResult> {
+async function renderForPlayground(store: RunStore, request: PlaygroundRequest): Promise<PlaygroundResult> {
   const runOpts = store.options();
   const target = request.target ? await targetOf(store, request.target.id) : undefined;
   // The trajectory's own profile when diffing against it (its model may not be the run's default).
@@ -131,7 +126,7 @@ const isImagePart = (part: Record<string, unknown>) => part.type === 'image' || 
  * left out, so the text stays small and rendering it reads nothing. Images are paired with the
  * image parts in order (both follow the order of appearance in the stream).
  */
-export function prefillFor(id: string, c: CheckedTrajectory): PlaygroundPrefill | undefined {
+function prefillFor(id: string, c: CheckedTrajectory): PlaygroundPrefill | undefined {
   const turn = c.trajectory.turns[0];
   if (!turn?.messages || turn.messages.length === 0) return undefined;
   const messages = structuredClone(turn.messages) as Message[];

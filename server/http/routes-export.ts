@@ -27,6 +27,7 @@ import type { RunStore } from './store.ts';
 import { answer, readJsonBody, RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { exportEvents, ExportError, type ExportResult } from '../export/run.ts';
 import { checkPaths, type CheckedTrajectory, type RunEvent } from '../pipeline.ts';
+import { TrajectoryKeys, type KeySource } from '../model/trajectory-key.ts';
 
 /** Finished jobs kept (with their files) before the oldest is removed. */
 const KEEP_JOBS = 8;
@@ -82,17 +83,12 @@ function allSummaries(store: RunStore, filter: ListFilter = {}): TrajectorySumma
 }
 
 /**
- * Which checked trajectory is which summary: a store id is the trajectory's own id, or
- * `ID@FILE:LINE` when two records share an id (store.ts), so a record is known by its file, its
- * line and either form of its id.
+ * Which checked trajectory is which summary: the pipeline names each trajectory by the key the
+ * store gave it (`keyOf` below), so a summary's id is the trajectory's id.
  */
 function selector(selected: readonly TrajectorySummary[]): (c: CheckedTrajectory) => boolean {
-  const keys = new Set(selected.map((s) => `${path.resolve(s.source.file)}\u0000${s.source.line}\u0000${s.id}`));
-  return (c) => {
-    const t = c.trajectory;
-    const where = `${path.resolve(t.source.file)}\u0000${t.source.line}\u0000`;
-    return keys.has(where + t.id) || keys.has(`${where}${t.id}@${path.basename(t.source.file)}:${t.source.line}`);
-  };
+  const ids = new Set(selected.map((s) => s.id));
+  return (c) => ids.has(c.trajectory.id);
 }
 
 function stamp(d: Date): string {
@@ -135,10 +131,11 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
     }
     if (selected.length === 0) throw new RequestError(400, 'nothing to export: the selection is empty');
 
-    // Only the files that hold the selection are read again; the progress counts their trajectories.
-    const files = [...new Set(selected.map((s) => path.resolve(s.source.file)))];
+    // Only the files that hold the selection are read again (named as the store read them, so
+    // its keys apply); the progress counts their trajectories.
+    const files = [...new Set(selected.map((s) => s.source.file))];
     const inFiles = new Set(files);
-    const toScan = allSummaries(store).filter((s) => inFiles.has(path.resolve(s.source.file))).length;
+    const toScan = allSummaries(store).filter((s) => inFiles.has(s.source.file)).length;
 
     evictOld();
     // Hidden (a leading dot), so a run served from a folder that holds the temp dir (serving /tmp)
@@ -179,7 +176,11 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
       }
     }
     const workers = toScan >= WORKERS_FROM ? Math.max(1, Math.min(4, os.availableParallelism() - 1)) : 0;
-    const events = counted(checkPaths(files, { ...runOpts, roots, workers }));
+    // The store's keys where it has them; a record appended since its last read has none and is not selected.
+    const known = store.keys();
+    const unknown = new TrajectoryKeys();
+    const keyOf = (t: KeySource) => known.peek(t) ?? `\u0000${unknown.keyOf(t)}`;
+    const events = counted(checkPaths(files, { ...runOpts, roots, workers }, { keyOf }));
     exportEvents(
       events,
       {

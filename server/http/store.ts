@@ -1,13 +1,28 @@
 // What the server knows about a run: a small summary per trajectory in memory, the full
 // analysis (token streams, alignment) re-loaded on demand and kept for a few trajectories only.
-// `RunStore` is the seam a lazy byte-offset index can later slot in behind.
+// Runs are read by the same pipeline as `check` and `export` (server/pipeline.ts: streamed
+// import, validation, analysis on the worker pool) and trajectories get the same keys
+// (model/trajectory-key.ts); the store adds what a server needs on top: reading only what was
+// appended since the last read, and a line index to re-read one record.
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Finding } from '../model/finding.ts';
 import type { FormatName, ReadError, Trajectory } from '../model/trajectory.ts';
-import { analyzeTrajectory, defaultRoots, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
-import { expandPaths, importerFor, loadFile } from '../import/index.ts';
-import { readLines, type RecordLine } from '../import/records.ts';
+import { TrajectoryKeys } from '../model/trajectory-key.ts';
+import {
+  analyzeInputs,
+  analyzeTrajectory,
+  BATCH_BYTES,
+  BATCH_LINES,
+  defaultRoots,
+  type CheckedTrajectory,
+  type PipelineInput,
+  type RunOptions,
+} from '../pipeline.ts';
+import { AnalysisPool } from '../analysis-pool.ts';
+import { expandPaths, loadFile } from '../import/index.ts';
+import { importerFor, readsLineByLine } from '../import/formats.ts';
+import { readLines, type RecordLine } from '../import/read/lines.ts';
 import { importLines, readFileChunks } from '../import/stream.ts';
 import type { LoadedFile } from '../import/index.ts';
 import { profileFor } from '../profiles/profile.ts';
@@ -25,6 +40,8 @@ export interface RunStore {
   options(): RunOptions;
   /** Read the paths again now (new files, appended records); the poll does this on its own. */
   refresh(): Promise<void>;
+  /** The trajectory keys the run was given (the export names rows by them). */
+  keys(): Pick<TrajectoryKeys, 'peek'>;
   /** Resolves once every file given at start has been read once. */
   ready: Promise<void>;
   close(): void;
@@ -32,7 +49,7 @@ export interface RunStore {
 
 interface Entry {
   summary: TrajectorySummary;
-  /** Id as the file states it (the store's id gets a suffix when two records share one). */
+  /** Id as the file states it (the key, the store's id, gets `#N` when an earlier trajectory has it). */
   originalId: string;
   /** Distinct token ids of the trajectory's streams, sorted: a token-id query without holding the streams. */
   tokenSet: Uint32Array;
@@ -41,15 +58,21 @@ interface Entry {
 interface FileState {
   size: number;
   format: string | null;
-  seen: Set<string>;
   errors: ReadError[];
   count: number;
+  /** Lines of a whole-loaded file whose trajectory could not be analyzed: not retried when the file grows. */
+  failedLines: Set<number>;
   /** A record-local JSONL file read as a stream (never held whole): where the next read starts. */
   streamed?: { end: number; nextLine: number; format: FormatName };
 }
 
 /** Appended lines are imported in batches of this many. */
 const APPENDED_BATCH_LINES = 16;
+/**
+ * Worker threads start once a read has at least this many bytes to do: each worker opens its own
+ * tokenizer (about a second), which a small run or a few appended lines do not repay.
+ */
+const POOL_FROM_BYTES = 4 * 1024 * 1024;
 
 /** Least-recently-used cache of full analyses. */
 class Lru<V> {
@@ -159,6 +182,8 @@ export interface StoreOptions extends RunOptions {
   demo?: boolean;
   /** Full analyses kept in memory. */
   cacheSize?: number;
+  /** With `workers`, a read of at least this many bytes runs on worker threads (default POOL_FROM_BYTES). */
+  poolFromBytes?: number;
 }
 
 /** Loads `paths` in the background and keeps watching them for appended records. */
@@ -184,6 +209,9 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   let lastList: { key: string; matches: TrajectorySummary[] } | undefined;
   const profile = profileFor(opts.model, undefined);
   const reloader = new Reloader(opts.format);
+  const keys = new TrajectoryKeys();
+  const workers = opts.workers && opts.workers > 0 ? opts.workers : 0;
+  const pools = new Set<AnalysisPool>();
   /** One analysis per trajectory at a time, however many requests ask for it. */
   const pending = new Map<string, Promise<CheckedTrajectory | undefined>>();
 
@@ -192,35 +220,35 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     return rel && !rel.startsWith('..') && !path.isAbsolute(rel) ? rel : file;
   };
 
-  async function readFile(file: string): Promise<void> {
-    let size: number;
-    try {
-      size = fs.statSync(file).size;
-    } catch {
-      return;
-    }
-    const state = files.get(file) ?? { size: -1, format: null, seen: new Set<string>(), errors: [], count: 0 };
+  /** What is new in `file` since the last read, as pipeline input (nothing when its size is unchanged). */
+  async function* fileInputs(file: string, size: number): AsyncGenerator<PipelineInput> {
+    const state = files.get(file) ?? { size: -1, format: null, errors: [], count: 0, failedLines: new Set<number>() };
     files.set(file, state);
     if (state.size === size) return;
     state.size = size;
-    // Found by bench/serve-load.ts: loading a 1 GB run whole ran the server out of memory before
-    // the first request. A file whose format reads records one by one is streamed instead
-    // (import/stream.ts, as `check` and `export` read it): only summaries stay in memory.
+    // A file whose format reads records one by one is streamed (as `check` and `export` read it):
+    // only summaries stay in memory, and later reads start where the last one stopped.
     if (state.streamed && size < state.streamed.end) state.streamed = { ...state.streamed, end: 0, nextLine: 1 }; // rewritten: read again, seen records skipped
     if (state.streamed) {
       let batch: RecordLine[] = [];
       for await (const l of readLines(file, { start: state.streamed.end, firstLine: state.streamed.nextLine })) {
         batch.push(l);
         if (batch.length >= APPENDED_BATCH_LINES) {
-          await importStreamed(file, state, batch);
+          const chunk = streamedChunk(file, state, batch);
+          if (chunk) yield chunk;
           batch = [];
         }
       }
-      await importStreamed(file, state, batch);
+      const chunk = streamedChunk(file, state, batch);
+      if (chunk) yield chunk;
     } else {
-      for await (const chunk of readFileChunks(file, { format: opts.format })) {
+      for await (const chunk of readFileChunks(file, {
+        format: opts.format,
+        batchLines: BATCH_LINES,
+        batchBytes: BATCH_BYTES,
+      })) {
         if (chunk.kind === 'loaded') {
-          await takeLoaded(file, size, state, chunk.loaded);
+          yield { kind: 'loaded', loaded: takeLoaded(file, size, state, chunk.loaded) };
           continue;
         }
         if (!state.streamed) {
@@ -228,62 +256,49 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
           state.format = chunk.format;
           state.errors = [];
         }
-        await importStreamed(file, state, chunk.lines);
+        const lines = streamedChunk(file, state, chunk.lines);
+        if (lines) yield lines;
       }
     }
-    state.count = [...entries.values()].filter((e) => e.summary.source.file === file).length;
+    yield { kind: 'end', file };
   }
 
-  /** Import complete lines of a streamed file; a partial last line waits for the rest of it. */
-  async function importStreamed(file: string, state: FileState, lines: readonly RecordLine[]): Promise<void> {
+  /** Complete lines of a streamed file, noted for re-reads; a partial last line waits for the rest of it. */
+  function streamedChunk(file: string, state: FileState, lines: readonly RecordLine[]): PipelineInput | undefined {
     const complete = lines.filter((l) => l.problem !== 'unterminated');
     const last = complete.at(-1);
-    if (!last || !state.streamed) return;
-    const { trajectories, errors } = importLines(file, state.streamed.format, complete);
-    state.errors.push(...errors);
+    if (!last || !state.streamed) return undefined;
     reloader.note(file, complete);
     state.streamed = { ...state.streamed, end: last.offset + last.length + 1, nextLine: last.line + 1 };
-    for (const traj of trajectories) {
-      const key = `${traj.source.line}\u0000${traj.id}`;
-      if (state.seen.has(key)) continue;
-      state.seen.add(key);
-      await addTrajectory(traj);
-    }
+    return { kind: 'lines', file, format: state.streamed.format, lines: complete };
   }
 
-  async function takeLoaded(file: string, size: number, state: FileState, loaded: LoadedFile): Promise<void> {
+  /** A whole-loaded file's errors are the file's own; only trajectories not read before go on. */
+  function takeLoaded(file: string, size: number, state: FileState, loaded: LoadedFile): LoadedFile {
     state.format = loaded.format ?? null;
     // A file still being written ends in a partial line: its parse error is not an error yet.
     const text = size > 0 ? readLastByte(file) : '\n';
     const lastLine = loaded.errors.reduce((m, e) => Math.max(m, e.line), 0);
     state.errors = text === '\n' ? loaded.errors : loaded.errors.filter((e) => e.line !== lastLine);
-    for (const traj of loaded.trajectories) {
-      // Records already read (by line and id) are skipped: a growing file only adds new lines.
-      const key = `${traj.source.line}\u0000${traj.id}`;
-      if (state.seen.has(key)) continue;
-      state.seen.add(key);
-      await addTrajectory(traj);
-    }
+    // Records already read (by file, line and id) are skipped: a growing file only adds new lines.
+    const fresh = loaded.trajectories.filter(
+      (t) => keys.peek(t) === undefined && !state.failedLines.has(t.source.line),
+    );
+    return { ...loaded, errors: [], trajectories: fresh };
   }
 
-  async function addTrajectory(traj: Trajectory): Promise<void> {
-    let checked: CheckedTrajectory;
-    try {
-      checked = await analyzeTrajectory(traj, runOpts, roots);
-    } catch (e) {
-      pathErrors.push({
-        file: traj.source.file,
-        line: traj.source.line,
-        message: `cannot analyze trajectory ${traj.id}: ${(e as Error).message}`,
-      });
-      return;
-    }
-    let id = traj.id;
-    if (entries.has(id)) id = `${traj.id}@${path.basename(traj.source.file)}:${traj.source.line}`;
-    entries.set(id, { summary: summarize(id, checked), originalId: traj.id, tokenSet: distinctTokens(checked) });
+  function addChecked(checked: CheckedTrajectory): void {
+    const traj = checked.trajectory;
+    if (keys.peek(traj) !== undefined) return; // a rewritten file read again: this record is known
+    const originalId = traj.id;
+    const id = keys.keyOf(traj);
+    traj.id = id;
+    entries.set(id, { summary: summarize(id, checked), originalId, tokenSet: distinctTokens(checked) });
     order.push(id);
     version++;
     cache.set(id, checked);
+    const state = files.get(traj.source.file);
+    if (state) state.count++;
   }
 
   async function scan(): Promise<void> {
@@ -294,9 +309,48 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       ...errors.filter((e) => !pathErrors.some((p) => p.file === e.file && p.message === e.message)),
       ...pathErrors.filter((p) => p.line > 0),
     );
-    for (const f of found) {
-      if (closed) return;
-      await readFile(f);
+    const changed: { file: string; size: number }[] = [];
+    for (const file of found) {
+      try {
+        const size = fs.statSync(file).size;
+        if (files.get(file)?.size !== size) changed.push({ file, size });
+      } catch {
+        // gone since the folder was listed
+      }
+    }
+    if (changed.length === 0) return;
+    const grown = changed.reduce((n, c) => n + Math.max(0, c.size - Math.max(0, files.get(c.file)?.size ?? 0)), 0);
+    // Workers for a large read only, closed after it: idle workers would each hold a tokenizer.
+    const pool =
+      workers > 0 && grown >= (opts.poolFromBytes ?? POOL_FROM_BYTES) && !closed
+        ? new AnalysisPool(workers)
+        : undefined;
+    if (pool) pools.add(pool);
+    async function* inputs(): AsyncGenerator<PipelineInput> {
+      for (const { file, size } of changed) {
+        if (closed) return;
+        yield* fileInputs(file, size);
+      }
+    }
+    try {
+      for await (const ev of analyzeInputs(inputs(), runOpts, roots, pool)) {
+        if (ev.type === 'trajectory') addChecked(ev.checked);
+        else if (ev.type === 'error') {
+          const state = files.get(ev.error.file);
+          // A streamed file's record and analysis errors are its own; a whole-loaded file's
+          // read errors were taken with it (takeLoaded), so what comes here could not be analyzed.
+          if (state?.streamed) state.errors.push(ev.error);
+          else {
+            state?.failedLines.add(ev.error.line);
+            pathErrors.push(ev.error);
+          }
+        }
+      }
+    } finally {
+      if (pool) {
+        pools.delete(pool);
+        await pool.close();
+      }
     }
   }
 
@@ -354,6 +408,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     refresh,
     roots: () => roots,
     options: () => runOpts,
+    keys: () => keys,
     info(): RunInfo {
       const counts: FindingCounts = { kind: {}, cause: {}, severity: {} };
       const health = { ok: 0, warning: 0, error: 0 };
@@ -417,6 +472,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
             found.find((t) => t.id === entry.originalId);
           if (!traj) return undefined;
           const checked = await analyzeTrajectory(traj, runOpts, roots);
+          checked.trajectory.id = id;
           cache.set(id, checked);
           return checked;
         })().finally(() => pending.delete(id));
@@ -427,6 +483,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     close() {
       closed = true;
       if (timer) clearInterval(timer);
+      for (const p of pools) void p.close();
     },
   };
 }
@@ -471,7 +528,7 @@ class Reloader {
   /** The trajectories read from `line` (and, for formats that group, the rest of the file). */
   async trajectoriesAt(file: string, format: string | null, line: number): Promise<Trajectory[]> {
     const importer = importerFor(format ?? '');
-    if (importer?.recordLocal && importer.container === 'jsonl') {
+    if (readsLineByLine(importer)) {
       const record = await this.lineAt(file, line);
       if (record) return importLines(file, importer.format, [record]).trajectories;
     }

@@ -9,7 +9,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net from 'node:net';
 import type { LookupFunction } from 'node:net';
-import { ImageUnavailable, imageSize, MAX_IMAGE_BYTES, MAX_INPUT_PIXELS } from './resolve.ts';
+import { ImageUnavailable, imageSize, MAX_IMAGE_BYTES, MAX_INPUT_PIXELS } from './limits.ts';
 
 export interface ResolvedAddress {
   address: string;
@@ -31,7 +31,6 @@ export interface RemoteImageLimits {
   lookup?: (hostname: string) => Promise<ResolvedAddress[]>;
 }
 
-/** A function, not a constant: resolve.ts imports this module, so its bindings are read at call time only. */
 export function defaultRemoteLimits(): RemoteImageLimits {
   return { timeoutMs: 10_000, maxBytes: MAX_IMAGE_BYTES, maxPixels: MAX_INPUT_PIXELS, maxRedirects: 5 };
 }

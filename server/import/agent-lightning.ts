@@ -19,7 +19,7 @@ import type { ImageRef, Message, ReadError, TrajectoryInput } from '../model/tra
 import { Message as MessageSchema } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { zodErrors } from './read/validate.ts';
 import { chainCalls, QWEN_VL_PAD_IDS, uniqueIds } from './chain.ts';
 import { imagesOfTurns, readVllmCall } from './vllm.ts';
 

@@ -15,7 +15,7 @@ import { z } from 'zod';
 import { TokenIds, type GridThw, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { zodErrors } from './read/validate.ts';
 import {
   GridList,
   LogprobValues,

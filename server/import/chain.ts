@@ -12,6 +12,7 @@
 // Cost: every call scans its prompt once against hash indexes of chain ends and of chains'
 // first prompts (O(prompt length) map lookups), so grouping is linear in the tokens read.
 // Candidate verification compares tokens only on a hash hit.
+import { QWEN_VL_IMAGE_PAD, QWEN_VL_VIDEO_PAD } from '../profiles/qwen-vl-ids.ts';
 
 export interface ChainCall {
   promptIds: readonly number[];
@@ -38,7 +39,7 @@ export interface ChainOptions {
 }
 
 /** `<|image_pad|>`, `<|video_pad|>`: the same ids in Qwen2-VL, Qwen2.5-VL and Qwen3-VL (docs/reference/tokens.md). */
-export const QWEN_VL_PAD_IDS: readonly number[] = [151655, 151656];
+export const QWEN_VL_PAD_IDS: readonly number[] = [QWEN_VL_IMAGE_PAD, QWEN_VL_VIDEO_PAD];
 
 // Rolling hash over token ids in 32-bit integer arithmetic (each step a bijection of the previous
 // value, so prefixes that differ in their last token never collide); hits are verified on tokens.
@@ -269,12 +270,5 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
   return chains.map((c) => ({ calls: c.calls, breaks: c.breaks }));
 }
 
-/** Trajectory ids made unique within a file: a repeated id gets ` #2`, ` #3`, ... */
-export function uniqueIds(): (base: string) => string {
-  const seen = new Map<string, number>();
-  return (base) => {
-    const n = (seen.get(base) ?? 0) + 1;
-    seen.set(base, n);
-    return n === 1 ? base : `${base} #${n}`;
-  };
-}
+/** Trajectory ids made unique within a file, as everywhere: a repeated id gets `#2`, `#3`, ... */
+export { uniqueIds } from '../model/trajectory-key.ts';

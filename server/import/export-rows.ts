@@ -4,11 +4,11 @@
 // rowToTrajectory): the re-aligned stream as the stored sample, one turn per run of trained
 // tokens, the images with their bytes or paths, so a batch goes through the same checks as
 // any rollout.
-import { ExportRow, EXPORT_SCHEMA_VERSION, rowToTrajectory } from '../export/row.ts';
+import { ExportRow, EXPORT_SCHEMA_VERSION, rowToTrajectory } from '../export/row-schema.ts';
 import { readParquetRows } from '../export/parquet.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { zodErrors } from './read/validate.ts';
 
 function importRows(
   rows: readonly { line: number; value: unknown }[],

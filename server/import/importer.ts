@@ -1,9 +1,11 @@
 // The contract every importer implements (one file per foreign format, like speedscope's
 // src/import/*): records in, trajectories of the one internal model out, and a ReadError for
-// every record that could not be used.
+// every record that could not be used. An importer takes part in detection once it is listed in
+// the format registry (formats.ts).
 import type { FormatName, ReadError, TrajectoryInput } from '../model/trajectory.ts';
 import type { ZodType } from 'zod';
-import { validateRecord, type RawRecord } from './records.ts';
+import type { RawRecord } from './read/record.ts';
+import { validateRecord } from './read/validate.ts';
 
 export interface FileContext {
   /** The file as the user named it (shown in errors and sources). */

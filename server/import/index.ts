@@ -1,58 +1,20 @@
-// Format detection and loading, in two passes as speedscope does: by file name first, then by
-// the structure of the first readable record. `--format NAME` overrides both. A file no
-// importer recognises gets one error that lists every format tried and why it did not match.
+// Loading one file into the internal model: read it (bytes, JSON lines or one JSON document),
+// pick its importer as the format registry (formats.ts) decides (`--format NAME`, the file name,
+// then the structure of the first readable records), import, validate. A file no importer
+// recognises gets one error that lists every format tried and why it did not match.
 import fs from 'node:fs';
 import path from 'node:path';
 import { Trajectory, type FormatName, type ReadError } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
-import {
-  isReadError,
-  parseJson,
-  parseRecordLine,
-  readLimits,
-  readLines,
-  safeParseBounded,
-  zodErrors,
-  type RawRecord,
-  type ReadLimits,
-  type RecordLine,
-} from './records.ts';
-import { nativeImporter } from './native.ts';
-import { slimeImporter } from './slime.ts';
-import { verlImporter } from './verl.ts';
-import { verlDumpImporter } from './verl-dump.ts';
-import { arealImporter } from './areal.ts';
-import { arealDumpImporter } from './areal-dump.ts';
-import { primeRlImporter } from './prime-rl.ts';
-import { exportRowsImporter } from './export-rows.ts';
-import { vllmImporter } from './vllm.ts';
-import { agentLightningImporter } from './agent-lightning.ts';
+import { parseJson } from './read/json.ts';
+import { readLimits, type ReadLimits } from './read/limits.ts';
+import { readLines, type RecordLine } from './read/lines.ts';
+import { isReadError, parseRecordLine, type RawRecord } from './read/record.ts';
+import { safeParseBounded, zodErrors } from './read/validate.ts';
 import { torchSaveRecords } from './read/torch-records.ts';
-import { slimeTrainImporter } from './slime-train.ts';
+import { isRunFileName, isTorchSaveName, planRead, SNIFF_RECORDS, sniffRecords } from './formats.ts';
 
-/** Registered importers, most specific first (structure sniffing stops at the first match). */
-// `exportRowsImporter` before slime's: an export row is also a slime Sample, plus `schema_version`.
-export const IMPORTERS: Importer[] = [
-  nativeImporter,
-  exportRowsImporter,
-  slimeImporter,
-  slimeTrainImporter,
-  verlImporter,
-  arealImporter,
-  verlDumpImporter,
-  arealDumpImporter,
-  primeRlImporter,
-  vllmImporter,
-  agentLightningImporter,
-];
-
-export function registerImporter(importer: Importer): void {
-  if (!IMPORTERS.some((i) => i.format === importer.format)) IMPORTERS.push(importer);
-}
-
-export function importerFor(format: string): Importer | undefined {
-  return IMPORTERS.find((i) => i.format === format);
-}
+export { importerFor, IMPORTERS } from './formats.ts';
 
 export interface LoadedFile {
   file: string;
@@ -64,23 +26,16 @@ export interface LoadedFile {
 export interface LoadOptions {
   format?: string;
   maxLineBytes?: number;
-  /** Read limits (line and document size, nesting, array size, gzip ratio); defaults in records.ts. */
+  /** Read limits (line and document size, nesting, array size, gzip ratio); defaults in read/limits.ts. */
   limits?: Partial<ReadLimits>;
 }
 
-const BINARY_EXT = /\.(bin|msgpack|mpk)$/i;
 /** Binary files are read whole; past this a file is not one rollout step's dump. */
 const MAX_BINARY_BYTES = 1024 * 1024 * 1024;
 
-/** The name importers match on: `steps.rollscope.jsonl.gz` is read as `steps.rollscope.jsonl`. */
-function matchName(file: string): string {
-  return path.basename(file).replace(/\.gz$/i, '');
-}
-
 /** torch.save archives: by name, or by the zip magic whatever the name. */
-const TORCH_EXT = /\.(pt|pth)$/i;
 function isTorchSave(file: string): boolean {
-  if (TORCH_EXT.test(file)) return true;
+  if (isTorchSaveName(file)) return true;
   const head = Buffer.alloc(4);
   const fd = fs.openSync(file, 'r');
   try {
@@ -166,28 +121,6 @@ function isCompleteJson(line: string, limits: ReadLimits): boolean {
   }
 }
 
-function detect(file: string, records: readonly RawRecord[]): { importer?: Importer; tried: string[] } {
-  const base = matchName(file);
-  const byName = IMPORTERS.find((i) => i.fileNamePattern?.test(base));
-  if (byName) return { importer: byName, tried: [] };
-  const tried: string[] = [];
-  const sample = records.slice(0, 3);
-  for (const imp of IMPORTERS) {
-    if (imp.container === 'binary') {
-      tried.push(`${imp.format}: binary format, file name must match ${imp.fileNamePattern}`);
-      continue;
-    }
-    let why: string | undefined;
-    for (const r of sample) {
-      const ok = imp.sniff(r.value);
-      if (ok === true) return { importer: imp, tried };
-      why ??= ok;
-    }
-    tried.push(`${imp.format}: ${why ?? 'no record to look at'}`);
-  }
-  return { tried };
-}
-
 /** Load one file: detect its format, import every record, validate into the internal model. */
 export async function loadFile(file: string, opts: LoadOptions = {}): Promise<LoadedFile> {
   const out: LoadedFile = { file, trajectories: [], errors: [] };
@@ -206,28 +139,17 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
     out.errors.push({ file, line: 0, message: 'not a regular file' });
     return out;
   }
-  let importer = opts.format ? importerFor(opts.format) : undefined;
-  if (opts.format && !importer) {
-    out.errors.push({
-      file,
-      line: 0,
-      field: 'format',
-      message: `unknown format "${opts.format}"; known: ${IMPORTERS.map((i) => i.format).join(', ')}`,
-    });
+  const plan = planRead(file, opts.format);
+  if (plan.read === 'none') {
+    out.errors.push({ file, line: 0, field: plan.field, message: plan.message });
     return out;
   }
-  if (!importer) {
-    const byName = IMPORTERS.find((i) => i.fileNamePattern?.test(matchName(file)));
-    if (byName) importer = byName;
-  }
+  let importer: Importer | undefined = plan.importer;
   let result: ImportResult;
-  // An importer that claims the file by name and reads bytes gets the bytes (Parquet export batches).
-  const readsBytes =
-    importer?.importBytes !== undefined && importer.fileNamePattern?.test(path.basename(file)) === true;
-  if (importer?.container === 'binary' || readsBytes || (!importer && BINARY_EXT.test(file))) {
-    const binary = importer ?? IMPORTERS.find((i) => i.container === 'binary');
-    if (!binary?.importBytes) {
-      out.errors.push({ file, line: 0, message: 'binary file and no binary importer matched' });
+  if (plan.read === 'bytes') {
+    const binary = plan.importer;
+    if (!binary.importBytes) {
+      out.errors.push({ file, line: 0, message: `the ${binary.format} importer does not read binary files` });
       return out;
     }
     if (stat.size > MAX_BINARY_BYTES) {
@@ -238,7 +160,6 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
       });
       return out;
     }
-    importer = binary;
     try {
       result = await binary.importBytes(fs.readFileSync(file), { file });
     } catch (e) {
@@ -264,7 +185,7 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
     const { records, errors } = read;
     out.errors.push(...errors);
     if (!importer) {
-      const d = detect(file, records);
+      const d = sniffRecords(records.slice(0, SNIFF_RECORDS).map((r) => r.value));
       if (!d.importer) {
         if (records.length > 0 || errors.length === 0) {
           out.errors.push({
@@ -279,6 +200,7 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
     }
     result = importIsolated(importer, records, file);
   }
+  if (!importer) return out;
   out.format = importer.format;
   out.errors.push(...result.errors);
   const trusted = importer.validates === true; // its output is Trajectory-schema output already
@@ -375,11 +297,7 @@ export function expandPaths(paths: readonly string[]): { files: string[]; errors
         const child = path.join(p, name);
         const cst = fs.statSync(child);
         if (cst.isDirectory()) walk(child);
-        else if (
-          /\.(jsonl|json|jsonl\.gz|json\.gz|bin|msgpack|parquet)$/i.test(name) &&
-          !/\.(manifest\.json|rejects\.jsonl)$/.test(name)
-        )
-          files.push(child);
+        else if (isRunFileName(name)) files.push(child);
       }
     } else files.push(p);
   };

@@ -3,7 +3,7 @@
 import { Trajectory } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { validateRecord } from './records.ts';
+import { validateRecord } from './read/validate.ts';
 
 export const nativeImporter: Importer = {
   format: 'native',

@@ -29,163 +29,13 @@
 // index and the field it broke in, and everything decoded before it still loads. A field of the
 // wrong type costs only its own micro-batch.
 import path from 'node:path';
-import { decode } from '@msgpack/msgpack';
 import { z } from 'zod';
 import type { GridThw, ImageRef, PlaceholderRange, ReadError, TrajectoryInput } from '../model/trajectory.ts';
 import type { FileContext, Importer, ImportResult } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { QWEN_VL_IMAGE_PAD } from '../profiles/qwen-vl-ids.ts';
+import { arrayHeader, decodeElements, isIntegerType, msgpackTypeName, msgpackValueEnd } from './read/msgpack.ts';
+import { zodErrors } from './read/validate.ts';
 import { turnsFromMask } from './turns-from-mask.ts';
-
-// ---------------------------------------------------------------------------------------------
-// msgpack structure: where each value ends, without decoding it, so a broken field can be named.
-
-class MsgpackStructureError extends Error {
-  constructor(
-    message: string,
-    readonly at: number,
-  ) {
-    super(message);
-  }
-}
-
-function need(bytes: Uint8Array, pos: number, n: number): void {
-  if (pos + n > bytes.length) {
-    throw new MsgpackStructureError(
-      `cut short: needs ${pos + n - bytes.length} more byte(s) at byte ${bytes.length} (file truncated?)`,
-      bytes.length,
-    );
-  }
-}
-
-function uint(bytes: Uint8Array, pos: number, width: 1 | 2 | 4): number {
-  need(bytes, pos, width);
-  if (width === 1) return bytes[pos]!;
-  if (width === 2) return (bytes[pos]! << 8) | bytes[pos + 1]!;
-  return ((bytes[pos]! << 24) >>> 0) + ((bytes[pos + 1]! << 16) | (bytes[pos + 2]! << 8) | bytes[pos + 3]!);
-}
-
-/** Byte offset just past the msgpack value that starts at `pos`. Iterative: nesting depth costs nothing. */
-export function msgpackValueEnd(bytes: Uint8Array, pos: number): number {
-  let pending = 1;
-  while (pending > 0) {
-    pending--;
-    need(bytes, pos, 1);
-    const t = bytes[pos]!;
-    pos++;
-    if (t <= 0x7f || t >= 0xe0 || t === 0xc0 || t === 0xc2 || t === 0xc3) continue;
-    if (t >= 0x80 && t <= 0x8f) pending += 2 * (t & 0x0f);
-    else if (t >= 0x90 && t <= 0x9f) pending += t & 0x0f;
-    else if (t >= 0xa0 && t <= 0xbf) pos += t & 0x1f;
-    else {
-      switch (t) {
-        case 0xc4:
-        case 0xd9:
-          pos += 1 + uint(bytes, pos, 1);
-          break; // bin8 / str8
-        case 0xc5:
-        case 0xda:
-          pos += 2 + uint(bytes, pos, 2);
-          break; // bin16 / str16
-        case 0xc6:
-        case 0xdb:
-          pos += 4 + uint(bytes, pos, 4);
-          break; // bin32 / str32
-        case 0xc7:
-          pos += 2 + uint(bytes, pos, 1);
-          break; // ext8
-        case 0xc8:
-          pos += 3 + uint(bytes, pos, 2);
-          break; // ext16
-        case 0xc9:
-          pos += 5 + uint(bytes, pos, 4);
-          break; // ext32
-        case 0xca:
-          pos += 4;
-          break; // float32
-        case 0xcb:
-          pos += 8;
-          break; // float64
-        case 0xcc:
-        case 0xd0:
-          pos += 1;
-          break;
-        case 0xcd:
-        case 0xd1:
-          pos += 2;
-          break;
-        case 0xce:
-        case 0xd2:
-          pos += 4;
-          break;
-        case 0xcf:
-        case 0xd3:
-          pos += 8;
-          break;
-        case 0xd4:
-          pos += 2;
-          break; // fixext1..16: type byte + data
-        case 0xd5:
-          pos += 3;
-          break;
-        case 0xd6:
-          pos += 5;
-          break;
-        case 0xd7:
-          pos += 9;
-          break;
-        case 0xd8:
-          pos += 17;
-          break;
-        case 0xdc:
-          pending += uint(bytes, pos, 2);
-          pos += 2;
-          break;
-        case 0xdd:
-          pending += uint(bytes, pos, 4);
-          pos += 4;
-          break;
-        case 0xde:
-          pending += 2 * uint(bytes, pos, 2);
-          pos += 2;
-          break;
-        case 0xdf:
-          pending += 2 * uint(bytes, pos, 4);
-          pos += 4;
-          break;
-        default:
-          throw new MsgpackStructureError(
-            `byte 0x${t.toString(16)} at ${pos - 1} is not a msgpack type (corrupt data)`,
-            pos - 1,
-          );
-      }
-    }
-    if (pos > bytes.length) need(bytes, bytes.length, pos - bytes.length);
-  }
-  return pos;
-}
-
-/** The element count of the msgpack array starting at `pos` and where its first element starts, or undefined when it is no array. */
-function arrayHeader(bytes: Uint8Array, pos: number): { count: number; body: number } | undefined {
-  need(bytes, pos, 1);
-  const t = bytes[pos]!;
-  if (t >= 0x90 && t <= 0x9f) return { count: t & 0x0f, body: pos + 1 };
-  if (t === 0xdc) return { count: uint(bytes, pos + 1, 2), body: pos + 3 };
-  if (t === 0xdd) return { count: uint(bytes, pos + 1, 4), body: pos + 5 };
-  return undefined;
-}
-
-function msgpackTypeName(bytes: Uint8Array, pos: number): string {
-  const t = bytes[pos];
-  if (t === undefined) return 'nothing';
-  if (t <= 0x7f || t >= 0xe0 || (t >= 0xcc && t <= 0xd3)) return 'an integer';
-  if ((t >= 0x80 && t <= 0x8f) || t === 0xde || t === 0xdf) return 'a map';
-  if ((t >= 0xa0 && t <= 0xbf) || (t >= 0xd9 && t <= 0xdb)) return 'a string';
-  if (t === 0xc0) return 'nil';
-  if (t === 0xc2 || t === 0xc3) return 'a boolean';
-  if (t >= 0xc4 && t <= 0xc6) return 'bytes';
-  if (t === 0xca || t === 0xcb) return 'a float';
-  return `type byte 0x${t.toString(16)}`;
-}
 
 // ---------------------------------------------------------------------------------------------
 // The structs, field by field (nil → null → unset).
@@ -303,7 +153,7 @@ const DTYPE_BYTES: Record<string, number> = {
 };
 
 /** Numbers of an integer or float tensor (little-endian, as numpy's `tobytes()` on x86/ARM), or why not. */
-export function decodeTensorNumbers(tensor: EncodedTensor): number[] | string {
+function decodeTensorNumbers(tensor: EncodedTensor): number[] | string {
   const [dtype, shape, data] = tensor;
   const itemSize = DTYPE_BYTES[dtype];
   if (itemSize === undefined) return `unsupported dtype "${dtype}"`;
@@ -365,10 +215,6 @@ function gridsFromMmKwargs(kwargs: MmKwargs): GridThw[] | string | undefined {
   for (let i = 0; i < values.length; i += 3) grids.push([values[i]!, values[i + 1]!, values[i + 2]!]);
   return grids;
 }
-
-/** Qwen-VL's `<|image_pad|>` (shared by Qwen2-VL, Qwen2.5-VL and Qwen3-VL; docs/reference/tokens.md): used only
- * when `mm_token_type_ids` cannot say how many images each packed sample holds. */
-const QWEN_IMAGE_PAD = 151655;
 
 function runsOf(
   values: readonly number[],
@@ -454,7 +300,8 @@ function trajectoryFrom(parts: SampleParts, id: string, file: string, line: numb
   };
 }
 
-/** Image counts per sample, from `mm_token_type_ids` image runs, else from `<|image_pad|>` runs. */
+/** Image counts per sample, from `mm_token_type_ids` image runs, else (when they do not account for
+ * every grid row) from `<|image_pad|>` runs. */
 function imagesPerSample(
   bounds: readonly [number, number][],
   tokens: readonly number[],
@@ -465,7 +312,7 @@ function imagesPerSample(
     const byTypes = bounds.map(([s, e]) => runsOf(types, 1, s, Math.min(e, types.length)).length);
     if (byTypes.reduce((a, b) => a + b, 0) === total) return byTypes;
   }
-  return bounds.map(([s, e]) => runsOf(tokens, QWEN_IMAGE_PAD, s, e).length);
+  return bounds.map(([s, e]) => runsOf(tokens, QWEN_VL_IMAGE_PAD, s, e).length);
 }
 
 interface StructContext {
@@ -669,31 +516,6 @@ function structKind(fields: readonly unknown[], otherwise: StructKind): StructKi
   return typeof fields[4] === 'string' ? 'sample' : 'micro_batch';
 }
 
-type StructRead =
-  | { fields: unknown[]; end: number }
-  | { fields: unknown[]; failedAt: number; error: MsgpackStructureError };
-
-/** Decode one array-like struct field by field, so that a structural failure can name the field it happened in. */
-function readStructFields(bytes: Uint8Array, pos: number, count: number): StructRead {
-  const fields: unknown[] = [];
-  for (let i = 0; i < count; i++) {
-    let end: number;
-    try {
-      end = msgpackValueEnd(bytes, pos);
-    } catch (e) {
-      if (e instanceof MsgpackStructureError) return { fields, failedAt: i, error: e };
-      throw e;
-    }
-    try {
-      fields.push(decode(bytes.subarray(pos, end)));
-    } catch (e) {
-      return { fields, failedAt: i, error: new MsgpackStructureError((e as Error).message, pos) };
-    }
-    pos = end;
-  }
-  return { fields, end: pos };
-}
-
 function fieldNames(kind: StructKind): readonly string[] {
   return kind === 'sample' ? TRAINING_SAMPLE_FIELDS : MICRO_BATCH_FIELDS;
 }
@@ -730,10 +552,7 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
   try {
     const first = top.count > 0 ? arrayHeader(bytes, top.body) : undefined;
     const firstInner = first && first.count > 0 ? bytes[first.body] : undefined;
-    const innerIsNumber =
-      firstInner !== undefined &&
-      (firstInner <= 0x7f || firstInner >= 0xe0 || (firstInner >= 0xcc && firstInner <= 0xd3));
-    if (innerIsNumber) list = { count: 1, body: 0 };
+    if (firstInner !== undefined && isIntegerType(firstInner)) list = { count: 1, body: 0 };
   } catch {
     // Cut short inside the first element: the element loop below reports where.
   }
@@ -774,8 +593,8 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
         return out;
       }
     }
-    const read = readStructFields(bytes, header.body, header.count);
-    const kind = structKind(read.fields, fileKind);
+    const read = decodeElements(bytes, header.body, header.count);
+    const kind = structKind(read.elements, fileKind);
     fileKind = kind;
     const names = fieldNames(kind);
     const where = structWhere(kind, index);
@@ -791,7 +610,7 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
     pos = read.end;
     const record: Record<string, unknown> = {};
     names.forEach((name, i) => {
-      if (i < read.fields.length) record[name] = read.fields[i];
+      if (i < read.elements.length) record[name] = read.elements[i];
     });
     const ctx: StructContext = { file, index, where, firstLine: line, identity };
     const parsed = (kind === 'sample' ? TrainingSampleStruct : MicroBatch).safeParse(record);

@@ -15,7 +15,7 @@ import { z } from 'zod';
 import type { TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { zodErrors } from './read/validate.ts';
 import { rewardValue } from './slime.ts';
 import { GridList, LogprobValues, MaskValues, fileStem, idAllocator, turnsFromMask } from './turns-from-mask.ts';
 

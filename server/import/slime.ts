@@ -18,7 +18,7 @@ import { z } from 'zod';
 import { Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { zodErrors } from './read/validate.ts';
 import {
   ImageEntry,
   LogprobValues,

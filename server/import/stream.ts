@@ -5,22 +5,17 @@
 // logs, whole-file JSON, binary dumps, files whose format is still unknown) is loaded whole by
 // `loadFile`, exactly as before.
 import fs from 'node:fs';
-import path from 'node:path';
 import { Trajectory, type FormatName, type ReadError } from '../model/trajectory.ts';
 import type { Importer } from './importer.ts';
-import { IMPORTERS, importerFor, importIsolated, loadFile, type LoadedFile, type LoadOptions } from './index.ts';
-import {
-  isReadError,
-  parseJson,
-  parseRecordLine,
-  readLimits,
-  readLines,
-  safeParseBounded,
-  zodErrors,
-  type RawRecord,
-  type ReadLimits,
-  type RecordLine,
-} from './records.ts';
+import { importerFor, planRead, readsLineByLine, sniffRecords, SNIFF_RECORDS } from './formats.ts';
+import { importIsolated, loadFile, type LoadedFile, type LoadOptions } from './index.ts';
+import { parseJson } from './read/json.ts';
+import { readLimits, type ReadLimits } from './read/limits.ts';
+import { readLines, type RecordLine } from './read/lines.ts';
+import { isReadError, parseRecordLine, type RawRecord } from './read/record.ts';
+import { safeParseBounded, zodErrors } from './read/validate.ts';
+
+export type { RecordLine } from './read/lines.ts';
 
 export type FileChunk =
   /** Raw lines of a record-local JSONL file, in order; import them with `importLines`. */
@@ -42,41 +37,23 @@ export interface ChunkOptions extends LoadOptions {
  * `loadFile` would read it line by line too). Undefined: load the file whole.
  */
 async function streamingImporter(file: string, opts: LoadOptions, limits: ReadLimits): Promise<Importer | undefined> {
-  if (opts.format) {
-    const imp = importerFor(opts.format);
-    return imp?.recordLocal && imp.container === 'jsonl' && !imp.importBytes
-      ? (await firstLineIsRecord(file, limits))
-        ? imp
-        : undefined
-      : undefined;
-  }
-  const name = path.basename(file).replace(/\.gz$/i, '');
-  if (/\.(bin|msgpack|mpk|parquet)$/i.test(name)) return undefined;
-  const byName = IMPORTERS.find((i) => i.fileNamePattern?.test(name));
-  if (byName)
-    return byName.recordLocal &&
-      byName.container === 'jsonl' &&
-      !byName.importBytes &&
-      (await firstLineIsRecord(file, limits))
-      ? byName
-      : undefined;
-  // By structure, on the same sample `loadFile` looks at (the first three readable records); the
-  // first importer that accepts a record wins there, so it must win here for the plan to hold.
-  const sample: RawRecord[] = [];
+  const plan = planRead(file, opts.format);
+  if (plan.read !== 'text') return undefined;
+  if (plan.importer)
+    return readsLineByLine(plan.importer) && (await firstLineIsRecord(file, limits)) ? plan.importer : undefined;
+  // By structure, on the same sample `loadFile` looks at (the first readable records), with the
+  // same function, so the plan holds.
+  const sample: unknown[] = [];
   let first = true;
   for await (const l of readLines(file, { limits })) {
     if (first && !isObjectLine(l, limits)) return undefined;
     first = false;
     const r = parseRecordLine(file, l, limits);
-    if (!isReadError(r)) sample.push(r);
-    if (sample.length === 3) break;
+    if (!isReadError(r)) sample.push(r.value);
+    if (sample.length === SNIFF_RECORDS) break;
   }
-  for (const imp of IMPORTERS) {
-    if (imp.container === 'binary') continue;
-    if (sample.some((r) => imp.sniff(r.value) === true))
-      return imp.recordLocal && imp.container === 'jsonl' && !imp.importBytes ? imp : undefined;
-  }
-  return undefined;
+  const { importer } = sniffRecords(sample);
+  return readsLineByLine(importer) ? importer : undefined;
 }
 
 function isObjectLine(l: RecordLine, limits: ReadLimits): boolean {
@@ -142,7 +119,8 @@ export function importLines(
   limits: Partial<ReadLimits> = {},
 ): { trajectories: Trajectory[]; errors: ReadError[] } {
   const importer = importerFor(format);
-  if (!importer?.recordLocal) throw new Error(`importLines: the ${format} importer does not read records one by one`);
+  if (!readsLineByLine(importer))
+    throw new Error(`importLines: the ${format} importer does not read records one by one`);
   const lim = readLimits(limits);
   const records: RawRecord[] = [];
   const errors: ReadError[] = [];

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { GridThw, type ImageRef, type TrajectoryInput } from '../model/trajectory.ts';
 import { isObject } from './importer.ts';
+import { uniqueIds } from '../model/trajectory-key.ts';
 
 export type TurnInput = TrajectoryInput['turns'][number];
 
@@ -175,14 +176,7 @@ export function statedModel(record: Record<string, unknown>, paths: readonly str
 }
 
 /** Hands out ids unique within one file: the preferred id, else `<id>#2`, `<id>#3`... */
-export function idAllocator(): (preferred: string) => string {
-  const seen = new Map<string, number>();
-  return (preferred) => {
-    const n = (seen.get(preferred) ?? 0) + 1;
-    seen.set(preferred, n);
-    return n === 1 ? preferred : `${preferred}#${n}`;
-  };
-}
+export const idAllocator: () => (preferred: string) => string = uniqueIds;
 
 /** A short, stable prefix for ids: the file's base name without extension. */
 export function fileStem(file: string): string {

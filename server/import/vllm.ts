@@ -27,7 +27,7 @@ import {
 } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { zodErrors } from './records.ts';
+import { zodErrors } from './read/validate.ts';
 import { chainCalls, QWEN_VL_PAD_IDS, uniqueIds } from './chain.ts';
 
 type TurnInput = TrajectoryInput['turns'][number];

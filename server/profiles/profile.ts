@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { TokenizerHandle } from './tokenizer.ts';
 import { ChatTemplate } from './template.ts';
-import type { VisionConfig } from '../analysis/image-math.ts';
+import type { VisionConfig } from '../model/vision.ts';
 
 export const BUILTIN_PROFILES = ['qwen2-vl', 'qwen2.5-vl', 'qwen3-vl'] as const;
 export type BuiltinProfileName = (typeof BUILTIN_PROFILES)[number];

@@ -5,7 +5,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { COMMON_OPTIONS, parse, processorOptions, UsageError, workerCount, type Command } from '../command.ts';
 import { paint } from '../output.ts';
-import { ExportError, exportRun, formatFor, type ExportProgress } from '../../export/run.ts';
+import { ExportError, formatFor, type ExportProgress } from '../../export/run.ts';
+import { exportRun } from '../../pipeline/export-run.ts';
 import { ExportFormat } from '../../export/manifest.ts';
 
 const OPTIONS = {

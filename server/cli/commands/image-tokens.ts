@@ -4,14 +4,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { parse, processorOptions, UsageError, type Command } from '../command.ts';
-import {
-  AskInputError,
-  ImageTokensReport,
-  imageTokensFor,
-  localImageSizer,
-  parseSizeSpec,
-} from '../../analysis/ask.ts';
-import { ImageUnavailable } from '../../images/resolve.ts';
+import { AskInputError, ImageTokensReport, imageTokensFor, parseSizeSpec } from '../../analysis/ask.ts';
+import { localImageSizer } from '../../images/sizers.ts';
 import type { ModelProfile } from '../../profiles/profile.ts';
 import type { ProcessorSettings } from '../../model/trajectory.ts';
 import { paint } from '../output.ts';
@@ -39,9 +33,7 @@ async function sizeOf(arg: string): Promise<{ width: number; height: number }> {
   try {
     return await localImageSizer({ baseDir: process.cwd(), roots: [dir] })(arg);
   } catch (e) {
-    throw new AskInputError(e instanceof ImageUnavailable ? e.message : `cannot read image: ${(e as Error).message}`, {
-      source: arg.startsWith('data:') ? 'data: URL' : arg,
-    });
+    throw new AskInputError((e as Error).message, { source: arg.startsWith('data:') ? 'data: URL' : arg });
   }
 }
 

@@ -5,13 +5,13 @@ import path from 'node:path';
 import { parse, processorOptions, UsageError, type Command } from '../command.ts';
 import {
   AskInputError,
-  localImageSizer,
   parseConversation,
   parseTools,
   renderConversation,
   type ImageTokensReport,
   type RenderResult,
 } from '../../analysis/ask.ts';
+import { localImageSizer } from '../../images/sizers.ts';
 import { inferProfileName, loadProfile, type ModelProfile } from '../../profiles/profile.ts';
 import { paint } from '../output.ts';
 

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { parse, positiveInt, processorOptions, UsageError, type Command } from '../command.ts';
+import { parse, positiveInt, processorOptions, UsageError, workerCount, type Command } from '../command.ts';
 import { openRunStore } from '../../http/store.ts';
 import { startServer } from '../../http/server.ts';
 import { needsToken, newToken } from '../../http/gate.ts';
@@ -42,7 +42,7 @@ export const command: Command = {
   name: 'serve',
   summary: 'open the browser inspector on trajectories (or the embedded demo run)',
   usage: `rollscope serve [PATH...] [--model M] [--port N] [--host H] [--no-open] [--min-pixels N] [--max-pixels N]
-                [--allow-remote-images] [--require-token] [--trained TRAINED]...
+                [--workers N] [--allow-remote-images] [--require-token] [--trained PATH]...
 
 Starts the inspector on http://127.0.0.1:${DEFAULT_PORT}/ (the next free port when that one is
 taken) and opens it in a browser. Without PATH it serves the embedded demo run. A folder PATH
@@ -63,6 +63,7 @@ loads every trajectory file in it and picks up records appended while it runs.
   --format F       override format detection
   --min-pixels N   image processor min_pixels for this run
   --max-pixels N   image processor max_pixels for this run
+  --workers N      analysis threads for reading large runs (default: one per core; 0 = main thread only)
   --allow-remote-images
                    fetch http(s) images the records name (off: they are marked unavailable). Only
                    public addresses, 10 s, 64 MiB, image/* only, redirects re-checked (docs/security.md)`,
@@ -75,6 +76,7 @@ loads every trajectory file in it and picks up records appended while it runs.
       'no-open': { type: 'boolean', default: false },
       'min-pixels': { type: 'string' },
       'max-pixels': { type: 'string' },
+      workers: { type: 'string' },
       'allow-remote-images': { type: 'boolean', default: false },
       'require-token': { type: 'boolean', default: false },
       trained: { type: 'string', multiple: true },
@@ -91,16 +93,17 @@ loads every trajectory file in it and picks up records appended while it runs.
     const demo = positionals.length === 0;
     const paths = demo ? [await writeDemo()] : positionals;
     for (const p of paths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
+    const trainedPaths = values.trained ?? [];
+    if (demo && trainedPaths.length > 0) throw new UsageError('--trained needs a ROLLOUT path to compare it with');
+    for (const p of trainedPaths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
     const store = openRunStore(paths, {
       model: values.model,
       format: values.format,
       processor: processorOptions(values),
       demo,
       allowRemoteImages: values['allow-remote-images'] === true,
+      workers: workerCount(values.workers),
     });
-    const trainedPaths = values.trained ?? [];
-    if (demo && trainedPaths.length > 0) throw new UsageError('--trained needs a ROLLOUT path to compare it with');
-    for (const p of trainedPaths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
     const runOptions = { model: values.model, format: values.format, processor: processorOptions(values) };
     const trained =
       trainedPaths.length > 0

@@ -4,7 +4,7 @@
 // become PNG data: URLs (so the image code downstream sees real image bytes with their true size),
 // raw bytes that are an image become a data: URL too.
 import sharp from 'sharp';
-import type { RawRecord } from '../records.ts';
+import type { RawRecord } from './record.ts';
 import { PickledImage, TorchTensor, readTorchSave } from './torch-save.ts';
 
 export async function torchSaveRecords(file: string): Promise<RawRecord[]> {

@@ -1,0 +1,39 @@
+// What the analysis of one trajectory produces, and the events a run of the pipeline yields:
+// the shapes the pipeline (server/pipeline.ts), the export and the server all read.
+import type { Finding } from '../model/finding.ts';
+import type { ReadError, Trajectory } from '../model/trajectory.ts';
+import type { ModelProfile } from '../profiles/profile.ts';
+import type { Alignment } from './realign.ts';
+
+export interface CheckedTrajectory {
+  /** The trajectory as checked (image sizes resolved); its `id` is the run-wide trajectory key. */
+  trajectory: Trajectory;
+  profile: ModelProfile;
+  findings: Finding[];
+  alignment: Alignment;
+  rerender?: number[];
+}
+
+export type RunEvent =
+  | { type: 'trajectory'; checked: CheckedTrajectory }
+  | { type: 'error'; error: ReadError }
+  /** A file is done (after its errors and trajectories): its format and how many trajectories it held. */
+  | { type: 'file'; file: string; format?: string; count: number };
+
+/** The tokens of the stream a finding points into. */
+export function streamTokens(c: CheckedTrajectory, stream: Finding['stream'], turn: number): number[] | undefined {
+  switch (stream) {
+    case 'sample':
+      return c.trajectory.sample?.tokens;
+    case 'canonical':
+      return c.alignment.tokens;
+    case 'rerender':
+      return c.rerender;
+    case 'prompt': {
+      const t = c.trajectory.turns[turn];
+      return t?.promptIds ? [...t.promptIds, ...(t.generatedIds ?? [])] : undefined;
+    }
+    default:
+      return undefined;
+  }
+}

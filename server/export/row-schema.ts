@@ -1,0 +1,124 @@
+// The exported row's schema (docs/export-format.md) and the trajectory a row stands for: what
+// writing a batch (export/row.ts) and reading one back (import/export-rows.ts) share. Nothing
+// here runs the checks or decodes images, so the importer registry can load it cheaply.
+import { z } from 'zod';
+import { FormatName, GridThw, PlaceholderRange, TokenId, Trajectory, type Turn } from '../model/trajectory.ts';
+import { imageMime } from '../images/mime.ts';
+
+export const EXPORT_SCHEMA_VERSION = 1;
+
+/** slime's `Sample.Status` values (THUDM/slime slime/utils/types.py). */
+export const SAMPLE_STATUSES = ['pending', 'completed', 'truncated', 'aborted', 'failed'] as const;
+export const SampleStatus = z.enum(SAMPLE_STATUSES);
+export type SampleStatus = z.infer<typeof SampleStatus>;
+
+export const ExportImage = z.object({
+  /** SHA-256 of the image file's bytes (hex). */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/),
+  /** Size of the original image, in pixels, as read from its bytes. */
+  width: z.number().int().positive(),
+  height: z.number().int().positive(),
+  /** The processor bounds this image was tokenized with (qwen-vl-utils image-dict keys). */
+  min_pixels: z.number().int().positive(),
+  max_pixels: z.number().int().positive(),
+  /** The image file's bytes: base64 in JSONL, BYTE_ARRAY in Parquet (`--images embed`). */
+  bytes: z.string().nullable(),
+  /** Path relative to the batch file's folder (`--images path`). */
+  path: z.string().nullable(),
+});
+export type ExportImage = z.infer<typeof ExportImage>;
+
+export const ExportRow = z.object({
+  schema_version: z.literal(EXPORT_SCHEMA_VERSION),
+  id: z.string(),
+  /** Where the trajectory was read from. */
+  source: z.object({ file: z.string(), line: z.number().int().positive(), format: FormatName }),
+  /** Model name (selects the tokenizer/template profile when the batch is read back). */
+  model: z.string(),
+  /** GRPO group (samples that share one prompt), when the data states it. */
+  group: z.string().nullable(),
+  /** Prompt ⧺ response, image pads expanded. */
+  tokens: z.array(TokenId),
+  /** Number of trailing response tokens; the prompt is `tokens[:len(tokens) - response_length]`. */
+  response_length: z.number().int().nonnegative(),
+  /** Per response token: 1 = sampled by the model, 0 = observation / turn boundary. */
+  loss_mask: z.array(z.number().int().min(0).max(1)),
+  /** Per response token: the sampler's logprob, 0.0 where loss_mask is 0; null when the data had none. */
+  rollout_log_probs: z.array(z.number()).nullable(),
+  reward: z.number().nullable(),
+  status: SampleStatus,
+  images: z.array(ExportImage),
+  /** Per image, in ViT patches before the merge: [t, h, w]. */
+  image_grid_thw: z.array(GridThw),
+  /** Per image, the run of `<|image_pad|>` tokens in `tokens`. */
+  placeholder_ranges: z.array(PlaceholderRange),
+  /** Per token: 0 text, 1 image pad, 2 video pad. */
+  mm_token_type_ids: z.array(z.number().int().min(0).max(2)),
+  /** mRoPE positions: 3 rows (t, h, w), or verl's 4 rows (text, t, h, w); each of len(tokens). */
+  position_ids: z.array(z.array(z.number().int())),
+});
+export type ExportRow = z.infer<typeof ExportRow>;
+
+/**
+ * The trajectory an exported row stands for: the prompt, then one turn per run of trained
+ * tokens (its ids and logprobs), each later turn's prompt being everything before its
+ * generation. Used to re-check a row before it is written and to read a batch back.
+ */
+export function rowToTrajectory(row: ExportRow, where: { file: string; line: number }): Trajectory {
+  const promptLength = Math.max(0, row.tokens.length - row.response_length);
+  const turns: Turn[] = [];
+  let i = promptLength;
+  const n = row.tokens.length;
+  while (i < n) {
+    while (i < n && row.loss_mask[i - promptLength] !== 1) i++;
+    if (i >= n) break;
+    const start = i;
+    while (i < n && row.loss_mask[i - promptLength] === 1) i++;
+    const lps = row.rollout_log_probs?.slice(start - promptLength, i - promptLength);
+    turns.push({
+      promptIds: row.tokens.slice(0, start),
+      generatedIds: row.tokens.slice(start, i),
+      ...(lps ? { generatedLogprobs: lps } : {}),
+    });
+  }
+  const lastEnd =
+    turns.length > 0
+      ? turns[turns.length - 1]!.promptIds!.length + turns[turns.length - 1]!.generatedIds!.length
+      : promptLength;
+  if (turns.length === 0) turns.push({ promptIds: row.tokens.slice(0, promptLength), generatedIds: [] });
+  // Tokens after the last generation (a final observation) are that turn's observation.
+  if (lastEnd < n) turns[turns.length - 1]!.observationIds = row.tokens.slice(lastEnd);
+  return Trajectory.parse({
+    id: row.id,
+    source: { file: where.file, line: where.line, format: 'export' },
+    model: row.model,
+    turns,
+    images: row.images.map((img) => ({
+      url:
+        img.bytes !== null
+          ? `data:${imageMime(Buffer.from(img.bytes.slice(0, 24), 'base64'))};base64,${img.bytes}`
+          : (img.path ?? undefined),
+      width: img.width,
+      height: img.height,
+      sizeFrom: 'record',
+      sha256: img.sha256,
+      minPixels: img.min_pixels,
+      maxPixels: img.max_pixels,
+    })),
+    sample: {
+      tokens: row.tokens,
+      responseLength: row.response_length,
+      lossMask: row.loss_mask,
+      ...(row.rollout_log_probs ? { logprobs: row.rollout_log_probs } : {}),
+      maskScope: 'response',
+      imageGridThw: row.image_grid_thw,
+      placeholderRanges: row.placeholder_ranges,
+      mmTokenTypeIds: row.mm_token_type_ids,
+      positionIds: row.position_ids,
+    },
+    reward: row.reward,
+    status: row.status,
+    ...(row.group !== null ? { group: row.group } : {}),
+    meta: { exported_from: row.source },
+  });
+}

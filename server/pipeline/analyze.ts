@@ -1,0 +1,80 @@
+// The work the pipeline does for one trajectory or one batch of raw lines, on whichever thread
+// runs it (the main thread, or an analysis worker): resolve image sizes from their bytes, pick
+// the model profile, run the checks and the canonical re-alignment.
+import path from 'node:path';
+import type { FormatName, ProcessorSettings, ReadError, Trajectory } from '../model/trajectory.ts';
+import { profileFor } from '../profiles/profile.ts';
+import { analysisContext } from '../analysis/context.ts';
+import type { MismatchThresholds } from '../analysis/logprob-mismatch.ts';
+import { checkTrajectory } from '../analysis/checks.ts';
+import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
+import { importLines, type RecordLine } from '../import/stream.ts';
+import { resolveImages } from '../images/resolve.ts';
+
+export interface RunOptions {
+  /** Built-in profile name, model name, or local model folder. */
+  model?: string;
+  format?: string;
+  processor?: ProcessorSettings;
+  /** Folders local images may be read from (default: the folders of the inputs). */
+  roots?: string[];
+  /** Worker threads for the analysis; 0 runs it on the main thread. */
+  workers?: number;
+  /** Fetch http(s) images named by the records (`--allow-remote-images`; SSRF-guarded, server/images/remote.ts). */
+  allowRemoteImages?: boolean;
+  /** Rollout-vs-trainer logprob thresholds (`--max-logprob-delta`, `--mean-logprob-delta`, `--is-cap`). */
+  mismatch?: MismatchThresholds;
+}
+
+export async function analyzeTrajectory(
+  traj: Trajectory,
+  opts: RunOptions,
+  roots: readonly string[],
+): Promise<CheckedTrajectory> {
+  const baseDir = path.dirname(path.resolve(traj.source.file));
+  const resolved = await resolveImages(traj, { baseDir, roots, allowRemoteImages: opts.allowRemoteImages === true });
+  const profile = profileFor(opts.model, resolved.model);
+  const ctx = { ...analysisContext(resolved, profile, opts.processor), mismatch: opts.mismatch };
+  const { findings, alignment, rerender } = await checkTrajectory(resolved, ctx);
+  return { trajectory: resolved, profile, findings, alignment, rerender };
+}
+
+/** Folders images may be read from when none are given: the inputs' own folders. */
+export function defaultRoots(paths: readonly string[]): string[] {
+  return paths.map((p) => path.resolve(p)).map((p) => (/\.[a-z0-9]+$/i.test(p) ? path.dirname(p) : p));
+}
+
+/** Settles to the events of one piece of work, in order; `imported` counts the trajectories it read. */
+export interface ChunkOutcome {
+  events: RunEvent[];
+  imported: number;
+}
+
+/** Import and analyze one batch of raw lines on this thread (what a pool worker does with it). */
+export async function importAndAnalyze(
+  chunk: { file: string; format: FormatName; lines: RecordLine[] },
+  opts: RunOptions,
+  roots: readonly string[],
+): Promise<ChunkOutcome> {
+  const { trajectories, errors } = importLines(chunk.file, chunk.format, chunk.lines);
+  const events: RunEvent[] = errors.map((error) => ({ type: 'error', error }));
+  for (const traj of trajectories) events.push(await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots)));
+  return { events, imported: trajectories.length };
+}
+
+/** The trajectory's event, or the error that says it could not be analyzed (the rest of the run goes on). */
+export async function analyzeOrError(traj: Trajectory, result: Promise<CheckedTrajectory>): Promise<RunEvent> {
+  try {
+    return { type: 'trajectory', checked: await result };
+  } catch (e) {
+    return { type: 'error', error: cannotAnalyze(traj, e) };
+  }
+}
+
+export function cannotAnalyze(traj: Pick<Trajectory, 'id' | 'source'>, e: unknown): ReadError {
+  return {
+    file: traj.source.file,
+    line: traj.source.line,
+    message: `cannot analyze trajectory ${traj.id}: ${(e as Error).message}`,
+  };
+}

@@ -1,0 +1,43 @@
+// `rollscope export PATH...`: the shared pipeline (checkPaths) feeding the export
+// (export/run.ts exportEvents), so an export reads, checks and names trajectories exactly as
+// `check` and `serve` do.
+import path from 'node:path';
+import type { ReadError } from '../model/trajectory.ts';
+import { expandPaths } from '../import/index.ts';
+import {
+  exportEvents,
+  checkTarget,
+  type ExportOptions,
+  type ExportProgress,
+  type ExportResult,
+} from '../export/run.ts';
+import { checkPaths, type RunEvent } from '../pipeline.ts';
+import { defaultRoots, type RunOptions } from './analyze.ts';
+
+/** Export every trajectory under `paths` (files or folders). */
+export async function exportRun(
+  paths: readonly string[],
+  opts: ExportOptions,
+  onProgress?: (p: ExportProgress) => void,
+): Promise<ExportResult> {
+  const out = path.resolve(opts.out);
+  const roots = opts.roots ?? defaultRoots(paths);
+  const runOpts: RunOptions = {
+    model: opts.model,
+    format: opts.inputFormat,
+    processor: opts.processor,
+    roots,
+    workers: opts.workers,
+    allowRemoteImages: opts.allowRemoteImages,
+  };
+  checkTarget(out, opts.force === true);
+  const { files, errors } = expandPaths(paths);
+  // A batch written into a folder it was exported from is not an input of the next export (--force reruns).
+  const inputs = files.filter((f) => path.resolve(f) !== out);
+  return exportEvents(withErrors(errors, checkPaths(inputs, runOpts)), { ...opts, roots }, onProgress, inputs.length);
+}
+
+async function* withErrors(errors: readonly ReadError[], events: AsyncIterable<RunEvent>): AsyncGenerator<RunEvent> {
+  for (const error of errors) yield { type: 'error', error };
+  yield* events;
+}
