@@ -2,6 +2,7 @@
 // `serve --trained`, over HTTP on the slime dump fixtures (test/fixtures/torch/generate.py:
 // sample 0 drifts by 0.01, sample 1 is shifted by one, sample 2 has one 3-nat spike at response
 // token 40 and a duplicated <|im_end|> on the trained side).
+import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -200,6 +201,39 @@ describe('serve --trained: the compare routes', () => {
     );
     expect(p.fields.find((f) => f.field === 'loss_mask')).toMatchObject({ state: 'differs', index: 655 });
     expect(p.fields.find((f) => f.field === 'tokens')!.state).toBe('same');
+  });
+
+  it("a rollout against its own export: both sides' images with the same sha256, and the trained preview", async () => {
+    const rollout = [path.join('test', 'fixtures', 'vllm', 'chat-chained.jsonl')];
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-trained-'));
+    const batch = path.join(dir, 'batch.jsonl');
+    const out = spawnSync(process.execPath, ['bin/rollscope.js', 'export', ...rollout, '--out', batch], {
+      encoding: 'utf8',
+    });
+    expect(out.status, out.stderr).toBe(0);
+    const store = openRunStore(rollout, { pollMs: 0 });
+    await store.ready;
+    const side = openTrainedSide(rollout, [batch], {}, [dir]);
+    await side.ready;
+    const server = await startServer({ store, port: 0, host: '127.0.0.1', appDir, trained: side });
+    try {
+      const run = CompareRun.parse((await get(server, '/api/compare')).body);
+      const withImages = run.pairs.find((p) => p.fields.length === 0)!;
+      const p = ComparePair.parse(
+        (await get(server, `/api/trajectories/${encodeURIComponent(withImages.rollout.id)}/compare`)).body,
+      );
+      expect(p.fields.every((f) => f.state === 'same')).toBe(true);
+      expect(p.images.trained.length).toBe(p.images.rollout.length);
+      expect(p.images.trained.length).toBeGreaterThan(0);
+      expect(p.images.trained.map((i) => i.sha256)).toEqual(p.images.rollout.map((i) => i.sha256));
+      const preview = p.images.trained[0]!.preview!;
+      expect(preview).toContain('side=trained');
+      const res = await fetch(server.url + preview.replace(/^\//, ''));
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('image/png');
+    } finally {
+      await server.close();
+    }
   });
 
   it('without --trained: not available, and the pair routes answer 404', async () => {
