@@ -11,6 +11,7 @@ import { useExport, useExportActions, useExportOpen } from '../stores/export.ts'
 import { ExportDialog } from './ExportDialog.tsx';
 import { contentKeys } from './keys.ts';
 import { RatioHistogram } from './RatioHistogram.tsx';
+import { useCompareAvailable } from './CompareView.tsx';
 
 const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
   { key: 'findings', label: 'health' },
@@ -91,6 +92,7 @@ export function Overview() {
   const loadList = useLoadList();
   const error = useRunError();
   const query = useMemo(() => queryFromParams(params), [params]);
+  const hasTrained = useCompareAvailable();
   const picked = usePicked();
   const togglePicked = useTogglePicked();
   const setPicked = useSetPicked();
@@ -169,6 +171,11 @@ export function Overview() {
             : 'loading…'}
         </span>
         <span className="spacer" />
+        {hasTrained && (
+          <a className="toplink" href="#/compare" data-testid="open-compare">
+            Trained side
+          </a>
+        )}
         <a className="toplink" href="#/playground">
           Playground
         </a>

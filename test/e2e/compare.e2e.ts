@@ -25,7 +25,9 @@ afterAll(async () => {
 describe('compare view', () => {
   it('lists every pair with the fields compare finds different', async () => {
     const expected = await compareRuns([ROLLOUT], [TRAIN], {});
-    await page.goto(`${session.server.url}#/compare`);
+    // The run overview links to the pairs.
+    await page.goto(session.server.url);
+    await page.click('[data-testid=open-compare]');
     await page.waitForSelector('[data-testid=cmp-pair]');
     expect(await page.locator('[data-testid=cmp-pair]').count()).toBe(expected.pairs.length);
     const differing = expected.pairs.filter((p) => p.findings.length > 0).length;
