@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { compareReport } from '../server/cli/compare.ts';
-import { compareRuns as compareSides } from '../server/compare-runs.ts';
+import { compareRuns as compareSides } from '../server/pipeline/compare-runs.ts';
 
 /** The two sides compared, as `rollscope compare --json` reports them. */
 const compareRuns = async (...args: Parameters<typeof compareSides>) => ({

@@ -21,7 +21,7 @@ import { openTrainedSide } from '../server/http/trained-side.ts';
 import { checkPaths, type CheckedTrajectory } from '../server/pipeline.ts';
 import { logprobMismatch } from '../server/analysis/logprob-mismatch.ts';
 import { RATIO_BIN_COUNT, ratioBin, ratioBinRange } from '../server/analysis/ratio-histogram.ts';
-import { compareRuns } from '../server/compare-runs.ts';
+import { compareRuns } from '../server/pipeline/compare-runs.ts';
 
 const TORCH = path.join('test', 'fixtures', 'torch');
 const ROLLOUT = path.join(TORCH, 'rollout_data_0.pt');

@@ -1,11 +1,11 @@
 // `rollscope compare ROLLOUT TRAINED [--json]`: did the trainer see what the rollout generated?
-// Both sides go through the one pipeline (server/compare-runs.ts, shared with `serve --trained`);
+// Both sides go through the one pipeline (server/pipeline/compare-runs.ts, shared with `serve --trained`);
 // pairs are joined by trajectory id, then by sample index (server/analysis/compare.ts `joinSides`).
 // Exit status as `check`: 1 when a pair differs or a record could not be read, 2 on bad arguments
 // or unreadable paths.
 import { z } from 'zod';
 import { TRAINED_FIELDS } from '../analysis/compare.ts';
-import { type ComparedRuns, compareRuns } from '../compare-runs.ts';
+import { type ComparedRuns, compareRuns } from '../pipeline/compare-runs.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 import { publicFinding } from '../model/public-finding.ts';
 import { paint } from './output.ts';
@@ -38,7 +38,7 @@ const side = (c: CheckedTrajectory) => ({
   format: c.trajectory.source.format,
 });
 
-/** The JSON contract of a comparison (server/compare-runs.ts computes it). */
+/** The JSON contract of a comparison (server/pipeline/compare-runs.ts computes it). */
 export function compareReport(r: ComparedRuns): CompareReport {
   const differencesByField: Record<string, number> = Object.fromEntries(TRAINED_FIELDS.map((f) => [f, 0]));
   const pairs = r.pairs.map((p) => {

@@ -1,10 +1,10 @@
 // The trained side of `serve ROLLOUT --trained TRAINED`: loaded once in the background beside the
-// run store, joined to the rollout as `rollscope compare` joins them (server/compare-runs.ts), and
+// run store, joined to the rollout as `rollscope compare` joins them (server/pipeline/compare-runs.ts), and
 // kept as the trained trajectory of each rollout id. The rollout side is the store's; its
 // analyses are not kept here.
 import path from 'node:path';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
-import { comparePair, compareRuns } from '../compare-runs.ts';
+import { comparePair, compareRuns } from '../pipeline/compare-runs.ts';
 import type { CompareRun, CompareSide } from './api.ts';
 
 export interface TrainedSide {

@@ -2,7 +2,7 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { compareRuns } from '../../server/compare-runs.ts';
+import { compareRuns } from '../../server/pipeline/compare-runs.ts';
 import { SCREENSHOT_DIR, openInspector, type InspectorSession } from './support.ts';
 
 const ROLLOUT = path.join('test', 'fixtures', 'torch', 'rollout_data_0.pt');

@@ -2,10 +2,10 @@
 // format each), pairs joined by trajectory id then by sample index (analysis/compare.ts
 // `joinSides`), each pair compared field by field (`compareTrained`). Shared by `rollscope
 // compare` (cli/compare.ts turns the result into its JSON contract) and `serve --trained`.
-import { compareTrained, joinKeys, joinSides } from './analysis/compare.ts';
-import type { Finding } from './model/finding.ts';
-import type { ReadError } from './model/trajectory.ts';
-import { type CheckedTrajectory, checkPaths, type RunOptions } from './pipeline.ts';
+import { compareTrained, joinKeys, joinSides } from '../analysis/compare.ts';
+import type { Finding } from '../model/finding.ts';
+import type { ReadError } from '../model/trajectory.ts';
+import { type CheckedTrajectory, checkPaths, type RunOptions } from '../pipeline.ts';
 
 export interface LoadedSide {
   checked: CheckedTrajectory[];
