@@ -3,10 +3,14 @@
 // server views. Components never fetch on their own. The shapes come from server/http/api.ts as
 // types only: the server validates them with zod; the browser bundle carries no schema code.
 import type {
+  ComparePair,
+  CompareRun,
   DiffResult,
   ExportJob,
   ExportRequestInput,
   ListQueryInput,
+  LogprobView,
+  RatioHistogram,
   PlaygroundPrefill,
   PlaygroundRequestInput,
   PlaygroundResult,
@@ -63,6 +67,12 @@ export interface Api {
   previewUrl(id: string, k: number, w: number): string;
   /** Where the trajectory's shared page downloads from (null: this is one). */
   shareUrl(id: string): string | null;
+  /** Rollout against trainer logprobs of one trajectory, and the run's importance-ratio histogram. */
+  logprobs(id: string): Promise<LogprobView>;
+  ratios(): Promise<RatioHistogram>;
+  /** `serve ROLLOUT --trained TRAINED`: every pair, and one trajectory's pair. */
+  compareRun(): Promise<CompareRun>;
+  comparePair(id: string): Promise<ComparePair>;
   startExport(request: ExportRequestInput): Promise<ExportJob>;
   exportJob(job: string): Promise<ExportJob>;
   cancelExport(job: string): Promise<ExportJob>;
@@ -81,6 +91,10 @@ export const httpApi: Api = {
   diff: (id, a, b, turn) => getJson<DiffResult>(`/api/trajectories/${enc(id)}/diff${search({ a, b, turn })}`),
   previewUrl: (id, k, w) => `/api/trajectories/${enc(id)}/images/${k}/preview?w=${w}`,
   shareUrl: (id) => `/api/trajectories/${enc(id)}/share`,
+  logprobs: (id) => getJson<LogprobView>(`/api/trajectories/${enc(id)}/logprobs`),
+  compareRun: () => getJson<CompareRun>('/api/compare'),
+  comparePair: (id) => getJson<ComparePair>(`/api/trajectories/${enc(id)}/compare`),
+  ratios: () => getJson<RatioHistogram>('/api/run/ratios'),
   startExport: (request) => postJson<ExportJob>('/api/exports', request),
   exportJob: (job) => getJson<ExportJob>(`/api/exports/${enc(job)}`),
   cancelExport: (job) => postJson<ExportJob>(`/api/exports/${enc(job)}/cancel`, {}),
@@ -121,6 +135,18 @@ export function staticApi(data: SharedTrajectory): Api {
     // No preview: an address that never loads (the image shows as unavailable), never a request.
     previewUrl: (_id, k) => data.previews[k] ?? 'data:,',
     shareUrl: () => null,
+    logprobs: () => needsServer('The logprob view'),
+    // A shared page holds no trained side and no run-wide histogram: say so as the server would.
+    ratios: async () => ({ bins: [], isCap: 2, trajectories: 0, tokens: 0 }),
+    compareRun: async () => ({
+      available: false,
+      loading: false,
+      trainedFiles: [],
+      pairs: [],
+      unmatched: { rollout: [], trained: [] },
+      errors: [],
+    }),
+    comparePair: () => needsServer('The trained side'),
     startExport: () => needsServer('Export'),
     exportJob: () => needsServer('Export'),
     cancelExport: () => needsServer('Export'),

@@ -12,6 +12,7 @@ export function targetParams(t: FindingTarget | null): Record<string, string | n
   if (!t) return {};
   const token = t.token ?? undefined;
   if (t.view === 'diff') return { view: 'diff', a: t.a, b: t.b, dturn: t.turn, side: t.side, token };
+  if (t.view === 'logprobs') return { view: 'logprobs', token };
   return { view: 'stream', stream: t.stream, turn: t.stream === 'prompt' ? t.turn : undefined, token };
 }
 

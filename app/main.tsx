@@ -5,6 +5,7 @@ import { useLoadInfo, useRunLoading } from './stores/run.ts';
 import { Overview } from './components/Overview.tsx';
 import { TrajectoryPage } from './components/TrajectoryPage.tsx';
 import { PlaygroundPage } from './components/PlaygroundPage.tsx';
+import { ComparePage } from './components/CompareView.tsx';
 import { installKeyboard } from './keyboard.ts';
 import './styles.css';
 
@@ -23,6 +24,7 @@ function App() {
     const t = setInterval(() => void loadInfo(), 1000);
     return () => clearInterval(t);
   }, [loading, loadInfo]);
+  if (page === 'compare') return <ComparePage />;
   return page === 'trajectory' ? <TrajectoryPage /> : page === 'playground' ? <PlaygroundPage /> : <Overview />;
 }
 

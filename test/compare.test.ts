@@ -5,7 +5,13 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { compareRuns } from '../server/cli/compare.ts';
+import { compareReport } from '../server/cli/compare.ts';
+import { compareRuns as compareSides } from '../server/pipeline/compare-runs.ts';
+
+/** The two sides compared, as `rollscope compare --json` reports them. */
+const compareRuns = async (...args: Parameters<typeof compareSides>) => ({
+  report: compareReport(await compareSides(...args)),
+});
 
 const ROOT = path.join(import.meta.dirname, '..');
 const FIXTURES = path.join(ROOT, 'test', 'fixtures');

@@ -12,6 +12,8 @@ import { ExportDialog } from './ExportDialog.tsx';
 import { contentKeys } from './keys.ts';
 import { RunModels } from './RunModels.tsx';
 import { api } from '../api.ts';
+import { RatioHistogram } from './RatioHistogram.tsx';
+import { useCompareAvailable } from './CompareView.tsx';
 
 const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
   { key: 'findings', label: 'health' },
@@ -30,6 +32,7 @@ export function queryFromParams(p: Record<string, string>): ListQueryInput {
     cause: p.cause as ListQueryInput['cause'],
     status: p.status,
     q: p.q,
+    ratioBin: p.ratioBin !== undefined ? Number(p.ratioBin) : undefined,
     sort: (p.sort as SortKey | undefined) ?? 'findings',
     order: (p.order as 'asc' | 'desc' | undefined) ?? 'desc',
   };
@@ -91,6 +94,7 @@ export function Overview() {
   const loadList = useLoadList();
   const error = useRunError();
   const query = useMemo(() => queryFromParams(params), [params]);
+  const hasTrained = useCompareAvailable();
   const picked = usePicked();
   const togglePicked = useTogglePicked();
   const setPicked = useSetPicked();
@@ -174,6 +178,11 @@ export function Overview() {
           )}
         </span>
         <span className="spacer" />
+        {hasTrained && (
+          <a className="toplink" href="#/compare" data-testid="open-compare">
+            Trained side
+          </a>
+        )}
         {/* The playground and export run on the server: not in a shared page. */}
         {api.transport === 'http' && (
           <a className="toplink" href="#/playground">
@@ -245,6 +254,11 @@ export function Overview() {
           ))}
         </section>
       )}
+      <RatioHistogram
+        active={query.ratioBin as number | undefined}
+        onPick={(bin) => setParams({ ratioBin: bin }, true)}
+        refreshKey={info?.trajectories}
+      />
       <div className="filters">
         <input
           type="search"
@@ -258,12 +272,18 @@ export function Overview() {
           {total.toLocaleString()} shown{query.kind ? ` · kind ${kindLabel(query.kind)}` : ''}
           {query.cause ? ` · cause ${causeLabel(query.cause)}` : ''}
           {query.status ? ` · status ${query.status}` : ''}
+          {query.ratioBin !== undefined ? ` · importance-ratio bar ${query.ratioBin}` : ''}
         </span>
-        {(query.kind || query.cause || query.status || query.q) && (
+        {(query.kind || query.cause || query.status || query.q || query.ratioBin !== undefined) && (
           <button
             type="button"
             className="link"
-            onClick={() => setParams({ kind: undefined, cause: undefined, status: undefined, q: undefined }, true)}
+            onClick={() =>
+              setParams(
+                { kind: undefined, cause: undefined, status: undefined, q: undefined, ratioBin: undefined },
+                true,
+              )
+            }
           >
             clear filters
           </button>
@@ -291,7 +311,13 @@ export function Overview() {
       </div>
       {exportOpen && (
         <ExportDialog
-          filter={{ kind: query.kind, cause: query.cause, status: query.status, q: query.q }}
+          filter={{
+            kind: query.kind,
+            cause: query.cause,
+            status: query.status,
+            q: query.q,
+            ratioBin: query.ratioBin as number | undefined,
+          }}
           shown={total}
         />
       )}

@@ -16,6 +16,8 @@ import { Playground } from './Playground.tsx';
 import { causeLabel, kindLabel } from './labels.ts';
 import { ShareButton } from './ShareButton.tsx';
 import { api } from '../api.ts';
+import { LogprobView } from './LogprobView.tsx';
+import { CompareView, useCompareAvailable } from './CompareView.tsx';
 
 export function TrajectoryPage() {
   const id = useRouteId()!;
@@ -39,7 +41,8 @@ export function TrajectoryPage() {
     if (!runQuery) void loadList(queryFromParams({}));
   }, [runQuery, loadList]);
 
-  const view = params.view === 'diff' ? 'diff' : params.view === 'playground' ? 'playground' : 'stream';
+  const view = (['diff', 'playground', 'logprobs', 'compare'] as const).find((v) => v === params.view) ?? 'stream';
+  const hasTrained = useCompareAvailable();
   const findings = detail?.findings ?? [];
 
   const neighbours = useMemo(() => {
@@ -116,6 +119,24 @@ export function TrajectoryPage() {
             >
               Diff{detail?.diffs.some((d) => d.diverges) ? ' ●' : ''}
             </button>
+            <button
+              type="button"
+              className={view === 'logprobs' ? 'active' : ''}
+              onClick={() => setParams({ view: 'logprobs', token: undefined })}
+              title="rollout against trainer logprobs, token by token"
+            >
+              Logprobs{findings.some((f) => f.kind === 'logprob_mismatch' || f.kind === 'logprob_shift') ? ' ●' : ''}
+            </button>
+            {hasTrained && (
+              <button
+                type="button"
+                className={view === 'compare' ? 'active' : ''}
+                onClick={() => setParams({ view: 'compare', token: undefined })}
+                title="this rollout against what the trainer was given (serve --trained)"
+              >
+                Trained side
+              </button>
+            )}
             {/* The playground renders on the server: not in a shared page. */}
             {api.transport === 'http' && (
               <button
@@ -130,6 +151,8 @@ export function TrajectoryPage() {
           </nav>
           {detail && view === 'stream' && <TokenStreamView detail={detail} params={params} />}
           {detail && view === 'diff' && <DiffView detail={detail} params={params} />}
+          {detail && view === 'logprobs' && <LogprobView params={params} />}
+          {detail && view === 'compare' && <CompareView id={id} />}
           {detail && view === 'playground' && <Playground trajectoryId={id} detail={detail} split />}
         </main>
         {/* The playground takes the full width: its conversation beside its rendering. */}

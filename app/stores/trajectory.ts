@@ -1,7 +1,7 @@
 // The open trajectory: its detail, and the streams and diffs fetched for it (kept per key so
 // switching back and forth does not refetch).
 import { create } from 'zustand';
-import type { DiffResult, TokenStream, TrajectoryDetail } from '../../server/http/api.ts';
+import type { DiffResult, LogprobView, TokenStream, TrajectoryDetail } from '../../server/http/api.ts';
 import { api } from '../api.ts';
 
 interface TrajectoryState {
@@ -10,7 +10,10 @@ interface TrajectoryState {
   streams: Record<string, TokenStream>;
   diffs: Record<string, DiffResult>;
   error: string | null;
+  /** Rollout against trainer logprobs, once fetched. */
+  logprobs: LogprobView | null;
   open(id: string): Promise<void>;
+  loadLogprobs(): Promise<void>;
   loadStream(name: string, turn: number): Promise<void>;
   loadDiff(a: string, b: string, turn: number): Promise<void>;
 }
@@ -24,9 +27,10 @@ export const useTrajectory = create<TrajectoryState>((set, get) => ({
   streams: {},
   diffs: {},
   error: null,
+  logprobs: null,
   async open(id) {
     if (get().id === id && (get().detail || get().error)) return;
-    set({ id, detail: null, streams: {}, diffs: {}, error: null });
+    set({ id, detail: null, streams: {}, diffs: {}, error: null, logprobs: null });
     try {
       const detail = await api.detail(id);
       if (get().id === id) set({ detail });
@@ -41,6 +45,16 @@ export const useTrajectory = create<TrajectoryState>((set, get) => ({
     try {
       const s = await api.stream(id, name, turn);
       if (get().id === id) set({ streams: { ...get().streams, [key]: s } });
+    } catch (e) {
+      set({ error: (e as Error).message });
+    }
+  },
+  async loadLogprobs() {
+    const id = get().id;
+    if (!id || get().logprobs) return;
+    try {
+      const logprobs = await api.logprobs(id);
+      if (get().id === id) set({ logprobs });
     } catch (e) {
       set({ error: (e as Error).message });
     }
@@ -70,3 +84,5 @@ export const useDiff = (a: string, b: string, turn: number) => useTrajectory((s)
 export const useOpenTrajectory = () => useTrajectory((s) => s.open);
 export const useLoadStream = () => useTrajectory((s) => s.loadStream);
 export const useLoadDiff = () => useTrajectory((s) => s.loadDiff);
+export const useLogprobs = () => useTrajectory((s) => s.logprobs);
+export const useLoadLogprobs = () => useTrajectory((s) => s.loadLogprobs);

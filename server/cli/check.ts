@@ -9,6 +9,8 @@ import type { ReadError, Trajectory } from '../model/trajectory.ts';
 import { checkPaths, streamTokens, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
 import { paint } from './output.ts';
+import { logprobMismatch, runMismatch, type TrajectoryMismatch } from '../analysis/logprob-mismatch.ts';
+import { RunLogprobs, runLogprobs, TrajectoryLogprobs, trajectoryLogprobs } from './mismatch-json.ts';
 
 /** The stable `--json` contract (docs/check-json.md). */
 export const CheckReport = z.object({
@@ -22,6 +24,8 @@ export const CheckReport = z.object({
       profile: z.string(),
       findings: z.array(z.unknown()),
       limitations: z.array(z.string()),
+      /** Rollout against trainer logprobs, when the trajectory has both. */
+      logprobs: TrajectoryLogprobs.optional(),
     }),
   ),
   errors: z.array(
@@ -36,6 +40,8 @@ export const CheckReport = z.object({
     notCheckable: z.number().int(),
     unreadableRecords: z.number().int(),
     findingsByKind: z.record(z.string(), z.number().int()),
+    /** Run totals of the logprob metrics, when any trajectory has trainer logprobs. */
+    logprobs: RunLogprobs.optional(),
   }),
 });
 export type CheckReport = z.infer<typeof CheckReport>;
@@ -88,6 +94,7 @@ export async function runCheck(
   let fatal = false;
   const errors: ReadError[] = [];
   let written = 0;
+  const mismatches: TrajectoryMismatch[] = [];
   if (opts.json) out.write('{"version":1,"trajectories":[');
   for await (const ev of checkPaths(paths, opts)) {
     if (ev.type === 'error') {
@@ -108,6 +115,11 @@ export async function runCheck(
       findings: c.findings.map(publicFinding),
       limitations: t.limitations,
     };
+    const m = logprobMismatch(t, opts.mismatch);
+    if (m) {
+      mismatches.push(m);
+      entry.logprobs = trajectoryLogprobs(m);
+    }
     if (opts.json) out.write(`${written++ > 0 ? ',' : ''}${JSON.stringify(entry)}`);
     else printTrajectory(c, out);
   }
@@ -118,6 +130,8 @@ export async function runCheck(
     message,
   }));
   report.summary.unreadableRecords = errors.filter((e) => e.line > 0).length;
+  const run = runMismatch(mismatches);
+  if (run) report.summary.logprobs = runLogprobs(run, opts.mismatch);
   if (opts.json)
     out.write(`],"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}}\n`);
   else printSummary(report, out);

@@ -1,11 +1,12 @@
 // `rollscope compare ROLLOUT TRAINED [--json]`: did the trainer see what the rollout generated?
-// Both sides go through the one pipeline (any format each); pairs are joined by trajectory id,
-// then by sample index (server/analysis/compare.ts `joinSides`). Exit status as `check`: 1 when a
-// pair differs or a record could not be read, 2 on bad arguments or unreadable paths.
+// Both sides go through the one pipeline (server/pipeline/compare-runs.ts, shared with `serve --trained`);
+// pairs are joined by trajectory id, then by sample index (server/analysis/compare.ts `joinSides`).
+// Exit status as `check`: 1 when a pair differs or a record could not be read, 2 on bad arguments
+// or unreadable paths.
 import { z } from 'zod';
-import { compareTrained, joinKeys, joinSides, TRAINED_FIELDS } from '../analysis/compare.ts';
-import type { ReadError } from '../model/trajectory.ts';
-import { type CheckedTrajectory, checkPaths, type RunOptions } from '../pipeline.ts';
+import { TRAINED_FIELDS } from '../analysis/compare.ts';
+import { type ComparedRuns, compareRuns } from '../pipeline/compare-runs.ts';
+import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 import { publicFinding } from '../model/public-finding.ts';
 import { paint } from './output.ts';
 
@@ -30,23 +31,6 @@ export const CompareReport = z.object({
 });
 export type CompareReport = z.infer<typeof CompareReport>;
 
-async function loadSide(
-  paths: readonly string[],
-  opts: RunOptions,
-  errors: ReadError[],
-): Promise<{ checked: CheckedTrajectory[]; fatal: boolean }> {
-  const checked: CheckedTrajectory[] = [];
-  let fatal = false;
-  for await (const ev of checkPaths(paths, opts)) {
-    if (ev.type === 'trajectory') checked.push(ev.checked);
-    else if (ev.type === 'error') {
-      errors.push(ev.error);
-      if (ev.error.line === 0) fatal = true;
-    }
-  }
-  return { checked, fatal };
-}
-
 const side = (c: CheckedTrajectory) => ({
   id: c.trajectory.id,
   file: c.trajectory.source.file,
@@ -54,45 +38,28 @@ const side = (c: CheckedTrajectory) => ({
   format: c.trajectory.source.format,
 });
 
-export async function compareRuns(
-  rolloutPaths: readonly string[],
-  trainedPaths: readonly string[],
-  opts: RunOptions,
-): Promise<{ report: CompareReport; fatal: boolean }> {
-  const errors: ReadError[] = [];
-  const rollout = await loadSide(rolloutPaths, opts, errors);
-  const trained = await loadSide(trainedPaths, opts, errors);
-  const joined = joinSides(
-    rollout.checked,
-    trained.checked,
-    (c) => joinKeys(c.trajectory),
-    (c) => joinKeys(c.trajectory),
-  );
+/** The JSON contract of a comparison (server/pipeline/compare-runs.ts computes it). */
+export function compareReport(r: ComparedRuns): CompareReport {
   const differencesByField: Record<string, number> = Object.fromEntries(TRAINED_FIELDS.map((f) => [f, 0]));
-  const pairs = joined.pairs.map(([r, t]) => {
-    const findings = compareTrained(
-      { trajectory: r.trajectory, alignment: r.alignment },
-      { trajectory: t.trajectory, profile: t.profile },
-    );
-    for (const f of findings) if (f.field) differencesByField[f.field] = (differencesByField[f.field] ?? 0) + 1;
-    return { rollout: side(r), trained: side(t), findings: findings.map(publicFinding) };
+  const pairs = r.pairs.map((p) => {
+    for (const f of p.findings) if (f.field) differencesByField[f.field] = (differencesByField[f.field] ?? 0) + 1;
+    return { rollout: side(p.rollout), trained: side(p.trained), findings: p.findings.map(publicFinding) };
   });
   const differing = pairs.filter((p) => p.findings.length > 0).length;
-  const report: CompareReport = {
+  return {
     version: 1,
     pairs,
-    unmatched: { rollout: joined.onlyRollout.map(side), trained: joined.onlyTrained.map(side) },
-    errors: errors.map(({ file, line, field, message }) => ({ file, line, ...(field ? { field } : {}), message })),
+    unmatched: { rollout: r.onlyRollout.map(side), trained: r.onlyTrained.map(side) },
+    errors: r.errors.map(({ file, line, field, message }) => ({ file, line, ...(field ? { field } : {}), message })),
     summary: {
       pairs: pairs.length,
       matching: pairs.length - differing,
       differing,
-      unmatchedRollout: joined.onlyRollout.length,
-      unmatchedTrained: joined.onlyTrained.length,
+      unmatchedRollout: r.onlyRollout.length,
+      unmatchedTrained: r.onlyTrained.length,
       differencesByField,
     },
   };
-  return { report, fatal: rollout.fatal || trained.fatal };
 }
 
 export async function runCompare(
@@ -101,10 +68,11 @@ export async function runCompare(
   opts: RunOptions & { json: boolean },
   out: NodeJS.WritableStream,
 ): Promise<number> {
-  const { report, fatal } = await compareRuns(rolloutPaths, trainedPaths, opts);
+  const compared = await compareRuns(rolloutPaths, trainedPaths, opts);
+  const report = compareReport(compared);
   if (opts.json) out.write(`${JSON.stringify(report)}\n`);
   else printReport(report, out);
-  if (fatal) return 2;
+  if (compared.fatal) return 2;
   return report.summary.differing > 0 || report.errors.length > 0 ? 1 : 0;
 }
 

@@ -13,13 +13,7 @@ import { mropePositionIds, verlPositionIds } from '../analysis/mrope.ts';
 import type { CheckedTrajectory } from '../analysis/checked.ts';
 import { exportImages, type ImageMode } from './images.ts';
 import { originalRejections, type RejectReason } from './policy.ts';
-import {
-  EXPORT_SCHEMA_VERSION,
-  ExportRow,
-  rowToTrajectory,
-  SAMPLE_STATUSES,
-  type SampleStatus,
-} from './row-schema.ts';
+import { EXPORT_SCHEMA_VERSION, ExportRow, rowToTrajectory, SAMPLE_STATUSES, type SampleStatus } from './row-schema.ts';
 
 export {
   EXPORT_SCHEMA_VERSION,

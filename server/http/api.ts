@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { DivergenceCause, Finding, FindingKind, Severity, StreamName } from '../model/finding.ts';
 import { FormatName, GridThw, ReadError } from '../model/trajectory.ts';
+import { RATIO_BIN_COUNT } from '../analysis/ratio-histogram.ts';
 
 /** Why export leaves a trajectory out (the app words each one). */
 export type { RejectReason } from '../export/policy.ts';
@@ -33,6 +34,18 @@ export const TrajectorySummary = z.object({
   findings: FindingCounts,
   /** The most severe finding's message, for the row tooltip. */
   headline: z.string().nullable(),
+  /** Rollout against trainer logprobs, when the trajectory has both (views-logprobs.ts). */
+  mismatch: z
+    .object({
+      meanAbsDelta: z.number(),
+      maxAbsDelta: z.number(),
+      maxRatio: z.number(),
+      pastCapShare: z.number(),
+      /** Trained tokens per importance-ratio bin (analysis/ratio-histogram.ts), sparse [bin, count] pairs. */
+      ratioBins: z.array(z.tuple([z.number().int(), z.number().int()])),
+    })
+    .nullable()
+    .optional(),
 });
 export type TrajectorySummary = z.infer<typeof TrajectorySummary>;
 
@@ -74,6 +87,13 @@ export const ListQuery = z.object({
   status: z.string().max(200).optional(),
   /** Substring of id/file, or a token id (digits) that occurs in the trajectory. */
   q: z.string().max(500).optional(),
+  /** Only trajectories with trained tokens in this importance-ratio bin (`GET /api/run/ratios`). */
+  ratioBin: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(RATIO_BIN_COUNT - 1)
+    .optional(),
   sort: SortKey.default('findings'),
   order: z.enum(['asc', 'desc']).default('desc'),
   offset: z.coerce.number().int().nonnegative().default(0),
@@ -152,6 +172,8 @@ export const FindingTarget = z.discriminatedUnion('view', [
     turn: z.number().int(),
     token: z.number().int().nullable(),
   }),
+  /** Rollout against trainer logprobs (`/logprobs`), at a token of the training sample. */
+  z.object({ view: z.literal('logprobs'), token: z.number().int().nullable() }),
 ]);
 export type FindingTarget = z.infer<typeof FindingTarget>;
 
@@ -300,13 +322,166 @@ export const SharedTrajectory = z.object({
 });
 export type SharedTrajectory = z.infer<typeof SharedTrajectory>;
 
+// ---------------------------------------------------------------------------------------------
+// Rollout against trainer logprobs (views-logprobs.ts): one trajectory's tokens, the run's ratios.
+
+export const MismatchStatsSchema = z.object({
+  tokens: z.number().int(),
+  meanAbsDelta: z.number(),
+  maxAbsDelta: z.number(),
+  maxAt: z.number().int(),
+  k3: z.number(),
+  maxRatio: z.number(),
+  minRatio: z.number(),
+  pastCapShare: z.number(),
+  firstPastThreshold: z.number().int().optional(),
+});
+
+export const Thresholds = z.object({ maxDelta: z.number(), meanDelta: z.number(), isCap: z.number() });
+
+export const LogprobView = z.object({
+  /** False when the trajectory has no trainer logprobs (or no rollout logprobs); `reason` says which. */
+  available: z.boolean(),
+  reason: z.string().nullable(),
+  /** The training sample's tokens (the index space of every array below). */
+  ids: z.array(z.number().int()),
+  ...Pieces.shape,
+  /** Per token, null outside the response or where a side has no finite logprob. */
+  rollout: z.array(z.number().nullable()),
+  trainer: z.array(z.number().nullable()),
+  /** Δ = trainer − rollout, and the importance ratio exp(Δ). */
+  delta: z.array(z.number().nullable()),
+  ratio: z.array(z.number().nullable()),
+  /** Loss mask per token (null outside the response): a 0 is never counted nor coloured as divergent. */
+  mask: z.array(z.number().nullable()),
+  /** Trained tokens whose |Δ| exceeds the threshold, in order. */
+  pastThreshold: z.array(z.number().int()),
+  /** Each turn's generated tokens [start, end) and each image's span [start, end), absolute. */
+  turns: z.array(z.object({ turn: z.number().int(), start: z.number().int(), end: z.number().int() })),
+  images: z.array(z.object({ image: z.number().int(), start: z.number().int(), end: z.number().int() })),
+  /** Where the response starts (everything before it is prompt, never compared). */
+  responseStart: z.number().int(),
+  thresholds: Thresholds,
+  stats: MismatchStatsSchema.extend({
+    turns: z.array(MismatchStatsSchema.extend({ turn: z.number().int() })),
+    shift: z.object({ by: z.union([z.literal(1), z.literal(-1)]), meanAbsDeltaShifted: z.number() }).optional(),
+  }).nullable(),
+});
+export type LogprobView = z.infer<typeof LogprobView>;
+
+export const RatioHistogram = z.object({
+  bins: z.array(
+    z.object({
+      bin: z.number().int(),
+      /** Ratio range [lo, hi); hi null for the open top bin. */
+      lo: z.number(),
+      hi: z.number().nullable(),
+      tokens: z.number().int(),
+      trajectories: z.number().int(),
+    }),
+  ),
+  isCap: z.number(),
+  /** Trajectories with trainer logprobs, and the trained tokens they hold. */
+  trajectories: z.number().int(),
+  tokens: z.number().int(),
+});
+export type RatioHistogram = z.infer<typeof RatioHistogram>;
+
+// ---------------------------------------------------------------------------------------------
+// `serve ROLLOUT --trained TRAINED` (routes-compare.ts): the run against what the trainer was given.
+
+export const CompareSide = z.object({ id: z.string(), file: z.string(), line: z.number().int(), format: z.string() });
+export type CompareSide = z.infer<typeof CompareSide>;
+
+export const CompareRun = z.object({
+  /** False when serve was not given `--trained`. */
+  available: z.boolean(),
+  loading: z.boolean(),
+  trainedFiles: z.array(z.string()),
+  pairs: z.array(
+    z.object({
+      rollout: CompareSide,
+      trained: CompareSide,
+      /** Fields that differ (tokens, images, placeholders, loss_mask, logprobs, position_ids). */
+      fields: z.array(z.string()),
+      headline: z.string().nullable(),
+    }),
+  ),
+  unmatched: z.object({ rollout: z.array(CompareSide), trained: z.array(CompareSide) }),
+  errors: z.array(ReadError),
+});
+export type CompareRun = z.infer<typeof CompareRun>;
+
+/** One field of the pair: whether it matches, and the values on both sides around its first difference. */
+export const CompareField = z.object({
+  field: z.string(),
+  /** `same`, `differs`, or `absent` (the trained side does not carry this field). */
+  state: z.enum(['same', 'differs', 'absent']),
+  index: z.number().int(),
+  message: z.string(),
+  /** Tokens around the first difference and each side's value there (as text). */
+  window: z
+    .object({
+      from: z.number().int(),
+      pieces: z.array(z.string()),
+      rollout: z.array(z.string()),
+      trained: z.array(z.string()),
+    })
+    .nullable(),
+});
+export type CompareField = z.infer<typeof CompareField>;
+
+export const CompareImage = z.object({
+  index: z.number().int(),
+  width: z.number().int().nullable(),
+  height: z.number().int().nullable(),
+  sha256: z.string().nullable(),
+  /** Preview address, when the side has the image's bytes. */
+  preview: z.string().nullable(),
+  unavailable: z.string().nullable(),
+});
+export type CompareImage = z.infer<typeof CompareImage>;
+
+export const ComparePair = z.object({
+  rollout: CompareSide,
+  /** Null when no trained trajectory joins this one (`reason` says why). */
+  trained: CompareSide.nullable(),
+  reason: z.string().nullable(),
+  /** How the pair was joined: by id, or by sample index. */
+  joinedBy: z.enum(['id', 'sample_index']).nullable(),
+  fields: z.array(CompareField),
+  /** The rollout's canonical tokens (a) against the trained tokens (b), aligned, the first difference in words. */
+  tokens: DiffResult.nullable(),
+  images: z.object({ rollout: z.array(CompareImage), trained: z.array(CompareImage) }),
+  /** Pad runs on each side (offset, length) and the stated image_grid_thw. */
+  placeholders: z.object({
+    rollout: z.array(z.object({ offset: z.number().int(), length: z.number().int() })),
+    trained: z.array(z.object({ offset: z.number().int(), length: z.number().int() })),
+    rolloutGrids: z.array(GridThw.nullable()),
+    trainedGrids: z.array(GridThw).nullable(),
+  }),
+});
+export type ComparePair = z.infer<typeof ComparePair>;
+
+export const ComparePreviewQuery = z.object({
+  side: z.enum(['rollout', 'trained']).default('trained'),
+  w: z.coerce.number().int().min(16).max(2048).default(256),
+});
+
 export const PreviewQuery = z.object({ w: z.coerce.number().int().min(16).max(2048).default(512) });
 
 // ---------------------------------------------------------------------------------------------
 // Export from the browser (server/http/routes-export.ts): POST a selection, poll the job, download.
 
 /** The overview's filter as the list query states it (sort order and paging do not change what is exported). */
-export const ListFilter = ListQuery.pick({ kind: true, cause: true, severity: true, status: true, q: true });
+export const ListFilter = ListQuery.pick({
+  kind: true,
+  cause: true,
+  severity: true,
+  status: true,
+  q: true,
+  ratioBin: true,
+});
 export type ListFilter = z.infer<typeof ListFilter>;
 
 export const ExportSelection = z.discriminatedUnion('kind', [

@@ -1,10 +1,12 @@
 // The run and its trajectories, read-only:
 //
 //   GET /api/run                                   → RunInfo
+//   GET /api/run/ratios                            → RatioHistogram (importance ratios of the run)
 //   GET /api/trajectories?ListQuery                → TrajectoryList
 //   GET /api/trajectories/ID                       → TrajectoryDetail
 //   GET /api/trajectories/ID/stream?StreamQuery    → TokenStream
 //   GET /api/trajectories/ID/diff?DiffQuery        → DiffResult
+//   GET /api/trajectories/ID/logprobs              → LogprobView (rollout against trainer logprobs)
 //   GET /api/trajectories/ID/images/K              → ImageInfo
 //   GET /api/trajectories/ID/images/K/preview?w=W  → PNG, resized with sharp
 //   GET /api/trajectories/ID/share                 → the trajectory as one self-contained HTML file
@@ -19,7 +21,9 @@ import {
   DiffResult,
   ImageInfo,
   ListQuery,
+  LogprobView,
   PreviewQuery,
+  RatioHistogram,
   RunInfo,
   StreamQuery,
   TokenStream,
@@ -32,6 +36,7 @@ import { RequestError, type ApiRoutes, type RouteTools } from './request-body.ts
 import { imageInfos, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
 import { previewPng } from './preview.ts';
 import { APP_DIR, AppNotBuilt, shareFileName, shareHtml, sharedTrajectory } from '../share/page.ts';
+import { logprobView, ratioHistogram } from './views-logprobs.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 
 /** What a view of one trajectory is computed from. */
@@ -94,7 +99,7 @@ const imagePreview: TrajectoryView = {
   path: ['images', ':n', 'preview'],
   async answer(view, res, tools) {
     const { w } = parseQuery(PreviewQuery, view.url);
-    const png = await previewPng(view.checked, imageInfo(view).index, w, view.store.roots());
+    const png = await previewPng(view.checked.trajectory, imageInfo(view).index, w, view.store.roots());
     res.writeHead(200, { 'Content-Type': 'image/png', 'Cache-Control': 'private, max-age=3600', ...tools.headers });
     res.end(png);
   },
@@ -127,6 +132,7 @@ export const TRAJECTORY_VIEWS: readonly TrajectoryView[] = [
   jsonView([], NoQuery, TrajectoryDetail, (v) => trajectoryDetail(v.summary, v.checked, v.opts)),
   jsonView(['stream'], StreamQuery, TokenStream, (v, q) => tokenStream(v.checked, q.name, q.turn, v.opts)),
   jsonView(['diff'], DiffQuery, DiffResult, (v, q) => tokenDiff(v.checked, q)),
+  jsonView(['logprobs'], NoQuery, LogprobView, (v) => logprobView(v.checked, v.opts)),
   jsonView(['images', ':n'], NoQuery, ImageInfo, imageInfo),
   imagePreview,
   sharePageView,
@@ -170,11 +176,16 @@ export function trajectoryRoutes(store: RunStore, tools: RouteTools, appDir = AP
         .split('/')
         .filter(Boolean)
         .map((p) => decodeURIComponent(p));
-      const mine = parts[0] === 'api' && (parts[1] === 'trajectories' || (parts[1] === 'run' && parts.length === 2));
+      const runRatios = parts[1] === 'run' && parts[2] === 'ratios' && parts.length === 3;
+      const mine =
+        parts[0] === 'api' && (parts[1] === 'trajectories' || (parts[1] === 'run' && parts.length === 2) || runRatios);
       if (!mine) return false;
       if (req.method !== 'GET' && req.method !== 'HEAD')
         throw new RequestError(405, `no ${req.method} route ${url.pathname}`);
-      if (parts[1] === 'run') tools.sendJson(res, RunInfo, store.info());
+      if (runRatios) {
+        const all = store.list(ListQuery.parse({ limit: 100_000 })).items;
+        tools.sendJson(res, RatioHistogram, ratioHistogram(all, store.options()));
+      } else if (parts[1] === 'run') tools.sendJson(res, RunInfo, store.info());
       else if (parts.length === 2) tools.sendJson(res, TrajectoryList, store.list(parseQuery(ListQuery, url)));
       else await answerView(parts[2]!, parts.slice(3), url, res);
       return true;

@@ -17,6 +17,8 @@ import { RequestError } from './request-body.ts';
 import { trajectoryRoutes } from './routes-trajectories.ts';
 import { exportRoutes } from './routes-export.ts';
 import { askRoutes } from './routes-ask.ts';
+import { compareRoutes } from './routes-compare.ts';
+import type { TrainedSide } from './trained-side.ts';
 
 export interface ServeOptions {
   store: RunStore;
@@ -29,6 +31,8 @@ export interface ServeOptions {
   fallbackPort?: boolean;
   /** Required on every request when set (serve sets one when bound beyond loopback; gate.ts). */
   token?: string;
+  /** The trained side to compare the run with (`serve --trained`). */
+  trained?: TrainedSide;
 }
 
 export interface RunningServer {
@@ -103,7 +107,13 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const appDir = path.resolve(opts.appDir);
   // Each route module answers its own paths (the run and its trajectories, export jobs, the playground).
   const tools = { sendJson, sendError, headers: SECURITY_HEADERS };
-  const routes = [trajectoryRoutes(store, tools, appDir), exportRoutes(store, tools), askRoutes(store, tools)];
+  // The compare routes first: they answer /api/trajectories/ID/compare before the trajectory views do.
+  const routes = [
+    compareRoutes(store, opts.trained, tools),
+    trajectoryRoutes(store, tools, appDir),
+    exportRoutes(store, tools),
+    askRoutes(store, tools),
+  ];
   async function routeApi(req: http.IncomingMessage, url: URL, res: http.ServerResponse): Promise<void> {
     for (const r of routes) if (await r.handle(req, res, url)) return;
     if (req.method !== 'GET' && req.method !== 'HEAD')

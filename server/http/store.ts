@@ -26,6 +26,7 @@ import { readLines, type RecordLine } from '../import/read/lines.ts';
 import { importLines, readFileChunks } from '../import/stream.ts';
 import type { LoadedFile } from '../import/index.ts';
 import { profileFor } from '../profiles/profile.ts';
+import { inRatioBin, mismatchSummary } from './views-logprobs.ts';
 import type { FindingCounts, ListQuery, RunInfo, TrajectoryList, TrajectorySummary } from './api.ts';
 
 export interface RunStore {
@@ -144,6 +145,7 @@ export function summarize(id: string, c: CheckedTrajectory): TrajectorySummary {
     health,
     findings: counts,
     headline: headline(c.findings[0]?.message),
+    mismatch: mismatchSummary(c),
   };
 }
 
@@ -404,6 +406,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         if (query.cause && !s.findings.cause[query.cause]) return false;
         if (query.severity && !s.findings.severity[query.severity]) return false;
         if (query.status && s.health !== query.status && s.status !== query.status) return false;
+        if (query.ratioBin !== undefined && !inRatioBin(s, query.ratioBin)) return false;
         if (q) {
           const text = `${s.id} ${s.source.file} ${s.headline ?? ''}`.toLowerCase();
           if (!text.includes(q.toLowerCase()) && !(tokenId !== undefined && hasToken(e.tokenSet, tokenId)))
@@ -463,6 +466,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         query.severity,
         query.status,
         query.q,
+        query.ratioBin,
         query.sort,
         query.order,
       ]);

@@ -114,6 +114,8 @@ export function findingTarget(
   streams: readonly StreamInfo[],
 ): FindingTarget | null {
   const token = f.index >= 0 ? f.index : null;
+  // Logprob findings exist only where the sample has trainer logprobs: the logprob view shows them.
+  if (f.kind === 'logprob_mismatch' || f.kind === 'logprob_shift') return { view: 'logprobs', token };
   const diff = diffOfFinding(f);
   if (diff && diffs.some((d) => samePair(d, diff))) return { view: 'diff', ...diff, token };
   const stream = f.stream ?? 'canonical';

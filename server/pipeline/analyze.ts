@@ -5,6 +5,7 @@ import path from 'node:path';
 import type { FormatName, ProcessorSettings, ReadError, Trajectory } from '../model/trajectory.ts';
 import { profileFor } from '../profiles/profile.ts';
 import { analysisContext } from '../analysis/context.ts';
+import type { MismatchThresholds } from '../analysis/logprob-mismatch.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { importLines, type RecordLine } from '../import/stream.ts';
@@ -21,6 +22,8 @@ export interface RunOptions {
   workers?: number;
   /** Fetch http(s) images named by the records (`--allow-remote-images`; SSRF-guarded, server/images/remote.ts). */
   allowRemoteImages?: boolean;
+  /** Rollout-vs-trainer logprob thresholds (`--max-logprob-delta`, `--mean-logprob-delta`, `--is-cap`). */
+  mismatch?: MismatchThresholds;
 }
 
 export async function analyzeTrajectory(
@@ -31,7 +34,7 @@ export async function analyzeTrajectory(
   const baseDir = path.dirname(path.resolve(traj.source.file));
   const resolved = await resolveImages(traj, { baseDir, roots, allowRemoteImages: opts.allowRemoteImages === true });
   const profile = profileFor(opts.model, resolved.model);
-  const ctx = analysisContext(resolved, profile, opts.processor);
+  const ctx = { ...analysisContext(resolved, profile, opts.processor), mismatch: opts.mismatch };
   const { findings, alignment, rerender } = await checkTrajectory(resolved, ctx);
   return { trajectory: resolved, profile, findings, alignment, rerender };
 }

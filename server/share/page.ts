@@ -73,7 +73,7 @@ export async function sharedTrajectory(store: RunStore, id: string): Promise<Sha
   for (const img of detail.images) {
     if (!img.hasPreview) continue;
     try {
-      const png = await previewPng(checked, img.index, SHARED_PREVIEW_WIDTH, store.roots());
+      const png = await previewPng(checked.trajectory, img.index, SHARED_PREVIEW_WIDTH, store.roots());
       previews[img.index] = `data:image/png;base64,${png.toString('base64')}`;
     } catch {
       // Unreadable bytes: the page shows the image as unavailable, as the server would.

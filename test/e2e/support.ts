@@ -100,9 +100,12 @@ export interface InspectorSession {
  * it, chromium with one 1440×900 page that fails the test on any page error, and the screenshot
  * folder ready.
  */
-export async function openInspector(opts: { acceptDownloads?: boolean } = {}): Promise<InspectorSession> {
-  const runDir = (await writeRun()).dir;
-  const server = await startServe([runDir]);
+export async function openInspector(
+  opts: { acceptDownloads?: boolean; serveArgs?: string[] } = {},
+): Promise<InspectorSession> {
+  // `serveArgs` serves those paths and flags instead of the written run.
+  const runDir = opts.serveArgs ? '' : (await writeRun()).dir;
+  const server = await startServe(opts.serveArgs ?? [runDir]);
   await waitForLoaded(server.url);
   const browser = await launchChromium();
   const page = await browser.newPage({

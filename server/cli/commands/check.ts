@@ -1,6 +1,7 @@
 import { COMMON_OPTIONS, COMMON_USAGE, parse, processorOptions, UsageError, type Command } from '../command.ts';
 import { runCheck } from '../check.ts';
 import { workerCount } from '../command.ts';
+import { MISMATCH_OPTIONS, MISMATCH_USAGE, mismatchThresholds } from '../mismatch-json.ts';
 
 export const command: Command = {
   name: 'check',
@@ -11,9 +12,14 @@ Exit status: 0 when no finding is an error and every record was read; 1 when a f
 error or a record could not be read; 2 on wrong arguments or a path that cannot be read.
 
 ${COMMON_USAGE}
-  --workers N      analysis threads (default: one per core; 0 = main thread only)`,
+  --workers N      analysis threads (default: one per core; 0 = main thread only)
+${MISMATCH_USAGE}`,
   async run(argv) {
-    const { values, positionals } = parse(argv, { ...COMMON_OPTIONS, workers: { type: 'string' } });
+    const { values, positionals } = parse(argv, {
+      ...COMMON_OPTIONS,
+      ...MISMATCH_OPTIONS,
+      workers: { type: 'string' },
+    });
     if (positionals.length === 0) throw new UsageError('check needs at least one PATH');
     return runCheck(
       positionals,
@@ -24,6 +30,7 @@ ${COMMON_USAGE}
         processor: processorOptions(values),
         workers: workerCount(values.workers),
         allowRemoteImages: values['allow-remote-images'] === true,
+        mismatch: mismatchThresholds(values),
       },
       process.stdout,
     );

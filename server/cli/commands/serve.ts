@@ -7,6 +7,8 @@ import { parse, positiveInt, processorOptions, UsageError, workerCount, type Com
 import { openRunStore } from '../../http/store.ts';
 import { startServer } from '../../http/server.ts';
 import { needsToken, newToken } from '../../http/gate.ts';
+import { openTrainedSide } from '../../http/trained-side.ts';
+import { defaultRoots } from '../../pipeline.ts';
 
 const DEFAULT_PORT = 4874;
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -40,7 +42,7 @@ export const command: Command = {
   name: 'serve',
   summary: 'open the browser inspector on trajectories (or the embedded demo run)',
   usage: `rollscope serve [PATH...] [--model M] [--port N] [--host H] [--no-open] [--min-pixels N] [--max-pixels N]
-                [--workers N] [--allow-remote-images] [--require-token]
+                [--workers N] [--allow-remote-images] [--require-token] [--trained PATH]...
 
 Starts the inspector on http://127.0.0.1:${DEFAULT_PORT}/ (the next free port when that one is
 taken) and opens it in a browser. Without PATH it serves the embedded demo run. A folder PATH
@@ -54,6 +56,9 @@ loads every trajectory file in it and picks up records appended while it runs.
   --require-token  a token on 127.0.0.1 too: on a shared machine every local user can connect
                    to a loopback port
   --no-open        do not open a browser
+  --trained PATH   what the trainer was given (an export, a slime/verl batch or train dump): opens
+                   the compare view of each rollout trajectory against it, joined as
+                   \`rollscope compare\` joins them (docs/compare.md); repeatable
   --model M        qwen2-vl, qwen2.5-vl, qwen3-vl, a model name, or a local model folder
   --format F       override format detection
   --min-pixels N   image processor min_pixels for this run
@@ -74,6 +79,7 @@ loads every trajectory file in it and picks up records appended while it runs.
       workers: { type: 'string' },
       'allow-remote-images': { type: 'boolean', default: false },
       'require-token': { type: 'boolean', default: false },
+      trained: { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h', default: false },
     });
     const portArg =
@@ -87,6 +93,9 @@ loads every trajectory file in it and picks up records appended while it runs.
     const demo = positionals.length === 0;
     const paths = demo ? [await writeDemo()] : positionals;
     for (const p of paths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
+    const trainedPaths = values.trained ?? [];
+    if (demo && trainedPaths.length > 0) throw new UsageError('--trained needs a ROLLOUT path to compare it with');
+    for (const p of trainedPaths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
     const store = openRunStore(paths, {
       model: values.model,
       format: values.format,
@@ -95,6 +104,11 @@ loads every trajectory file in it and picks up records appended while it runs.
       allowRemoteImages: values['allow-remote-images'] === true,
       workers: workerCount(values.workers),
     });
+    const runOptions = { model: values.model, format: values.format, processor: processorOptions(values) };
+    const trained =
+      trainedPaths.length > 0
+        ? openTrainedSide(paths, trainedPaths, runOptions, defaultRoots(trainedPaths))
+        : undefined;
     const host = values.host ?? '127.0.0.1';
     // Beyond the loopback names other users (or machines) can connect: a token, as Jupyter does.
     const token = needsToken(host) || values['require-token'] ? newToken() : undefined;
@@ -105,14 +119,17 @@ loads every trajectory file in it and picks up records appended while it runs.
       appDir,
       fallbackPort: values.port === undefined,
       token,
+      trained,
     });
-    process.stdout.write(`rollscope serving ${demo ? 'the demo run' : paths.join(', ')} at ${server.openUrl}\n`);
+    process.stdout.write(
+      `rollscope serving ${demo ? 'the demo run' : paths.join(', ')}${trained ? ` against ${trainedPaths.join(', ')}` : ''} at ${server.openUrl}\n`,
+    );
     if (token) {
       process.stderr.write(
         `rollscope: listening on ${host}: every request needs the token in the URL above (then a cookie) or Authorization: Bearer ${token}\n`,
       );
     }
-    if (!values['no-open']) openBrowser(server.openUrl);
+    if (!values['no-open']) openBrowser(trained ? `${server.openUrl}#/compare` : server.openUrl);
     await new Promise<void>((resolve) => {
       const stop = () => {
         void server.close().then(resolve);

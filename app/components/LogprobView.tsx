@@ -1,0 +1,413 @@
+// Rollout against trainer logprobs for one trajectory: the token strip coloured by Δ = trainer −
+// rollout or by the importance ratio exp(Δ), a plot of Δ against position (turns, images and the
+// threshold marked; a click selects the token), and the per-turn metrics. The server computes
+// every number (views-logprobs.ts); this file only draws them.
+import { useEffect, useMemo, useRef, useState } from 'react';
+import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
+import type { LogprobView as View } from '../../server/http/api.ts';
+import { useSetParams, type Params } from '../stores/route.ts';
+import { useLoadLogprobs, useLogprobs } from '../stores/trajectory.ts';
+import { isSpecial, pieceAt } from './TokenStreamView.tsx';
+import './Logprobs.css';
+
+type ColorBy = 'delta' | 'ratio';
+
+/** |Δ| edges of the colour levels 1, 2, 3 (level 3 = past the threshold). */
+const deltaEdges = (v: View) => [0.01, Math.min(0.1, v.thresholds.maxDelta / 2), v.thresholds.maxDelta];
+/** Ratio edges (above 1; their inverses below): level 3 = past the IS cap. */
+const ratioEdges = (v: View) => [1.05, Math.min(1.25, Math.sqrt(v.thresholds.isCap)), v.thresholds.isCap];
+
+function level(v: View, i: number, by: ColorBy): number {
+  const d = v.delta[i];
+  if (d === null || d === undefined) return 0;
+  const x = by === 'delta' ? Math.abs(d) : Math.exp(Math.abs(d));
+  const edges = by === 'delta' ? deltaEdges(v) : ratioEdges(v);
+  let k = 0;
+  while (k < edges.length && x > edges[k]!) k++;
+  return k;
+}
+
+/** Class of one token: outside the response, masked (dimmed, never divergent), or its level and sign. */
+function tokClass(v: View, i: number, by: ColorBy): string {
+  const m = v.mask[i];
+  if (m === null || m === undefined) return ' lp-outside';
+  if (m === 0) return ' lp-masked';
+  const d = v.delta[i];
+  if (d === null || d === undefined) return ' lp-none';
+  const k = level(v, i, by);
+  return k === 0 ? ' lp-l0' : ` lp-l${k} ${d > 0 ? 'lp-pos' : 'lp-neg'}`;
+}
+
+const fmt = (x: number | null | undefined, digits = 3) =>
+  x === null || x === undefined ? '—' : Math.abs(x) >= 100 ? x.toExponential(2) : x.toFixed(digits);
+
+function tokTitle(v: View, i: number): string {
+  const parts = [`#${i}`, `id ${v.ids[i]}`];
+  if (v.mask[i] !== null) parts.push(`mask ${v.mask[i]}`);
+  if (v.rollout[i] !== null) parts.push(`rollout ${fmt(v.rollout[i])}`);
+  if (v.trainer[i] !== null) parts.push(`trainer ${fmt(v.trainer[i])}`);
+  if (v.delta[i] !== null) parts.push(`Δ ${fmt(v.delta[i], 4)}`, `ratio ${fmt(v.ratio[i], 4)}`);
+  if (v.mask[i] === 0) parts.push('not trained (not counted)');
+  return parts.join(' · ');
+}
+
+/** Rows of the strip: a row ends at a newline piece or after 32 tokens; an image span is one row of its own. */
+type Row = { from: number; to: number; image?: number };
+
+function rowsOf(v: View): Row[] {
+  const rows: Row[] = [];
+  let from = 0;
+  let i = 0;
+  const images = new Map(v.images.map((s) => [s.start, s]));
+  while (i < v.ids.length) {
+    const img = images.get(i);
+    if (img) {
+      if (i > from) rows.push({ from, to: i });
+      rows.push({ from: img.start, to: img.end, image: img.image });
+      i = img.end;
+      from = i;
+      continue;
+    }
+    const boundary = v.turns.some((t) => t.start === i + 1) || i + 1 === v.responseStart;
+    if (pieceAt(v, i).includes('⏎') || i + 1 - from >= 32 || boundary) {
+      rows.push({ from, to: i + 1 });
+      from = i + 1;
+    }
+    i++;
+  }
+  if (from < v.ids.length) rows.push({ from, to: v.ids.length });
+  return rows;
+}
+
+function Legend({ v, by }: { v: View; by: ColorBy }) {
+  const e = by === 'delta' ? deltaEdges(v) : ratioEdges(v);
+  const unit = by === 'delta' ? '|Δ|' : 'ratio';
+  return (
+    <span className="lp-legend" data-testid="lp-legend">
+      <span className="muted small">{by === 'delta' ? 'Δ = trainer − rollout (nats):' : 'ratio = e^Δ:'}</span>
+      <i className="tok lp-l0" /> {unit} ≤ {e[0]}
+      <i className="tok lp-l1 lp-pos" />
+      <i className="tok lp-l1 lp-neg" /> ≤ {fmt(e[1], 2)}
+      <i className="tok lp-l2 lp-pos" />
+      <i className="tok lp-l2 lp-neg" /> ≤ {fmt(e[2], 2)}
+      <i className="tok lp-l3 lp-pos" />
+      <i className="tok lp-l3 lp-neg" /> past {by === 'delta' ? `threshold ${e[2]}` : `IS cap ${e[2]} (or 1/${e[2]})`}
+      <span className="muted small">
+        {' '}
+        red: trainer higher · blue: trainer lower · <i className="tok lp-masked">m</i> mask 0, not counted ·{' '}
+        <i className="tok lp-outside">p</i> prompt
+      </span>
+    </span>
+  );
+}
+
+const PLOT_HEIGHT = 170;
+const PAD_LEFT = 44;
+
+/** Δ against token position: trained tokens as a line, masked ones grey, turns, images and the threshold drawn. */
+function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSelect: (i: number) => void }) {
+  const box = useRef<HTMLDivElement>(null);
+  const [width, setWidth] = useState(900);
+  useEffect(() => {
+    const el = box.current;
+    if (!el) return;
+    const ro = new ResizeObserver(() => setWidth(Math.max(300, el.clientWidth)));
+    ro.observe(el);
+    return () => ro.disconnect();
+  }, []);
+  const n = v.ids.length;
+  // The response is what the trainer scores: the plot spans it (the prompt is never compared).
+  const x0 = Math.min(v.responseStart, n - 1);
+  const span = Math.max(1, n - x0);
+  const t = v.thresholds.maxDelta;
+  const trainedMax = v.stats?.maxAbsDelta ?? 0;
+  const yMax = Math.max(t * 1.5, trainedMax * 1.1);
+  const plotW = width - PAD_LEFT - 8;
+  const x = (i: number) => PAD_LEFT + ((Math.max(x0, i) - x0 + 0.5) / span) * plotW;
+  const y = (d: number) => PLOT_HEIGHT / 2 - (Math.max(-yMax, Math.min(yMax, d)) / yMax) * (PLOT_HEIGHT / 2 - 10);
+  // Rebuilt on each draw: one pass over the tokens.
+  const { line, masked } = (() => {
+    let path = '';
+    let gap = true;
+    const grey: [number, number][] = [];
+    for (let i = 0; i < n; i++) {
+      const d = v.delta[i];
+      if (d === null || d === undefined) {
+        gap = true;
+        continue;
+      }
+      if (v.mask[i] === 0) {
+        grey.push([i, d]);
+        gap = true;
+        continue;
+      }
+      path += `${gap ? 'M' : 'L'}${x(i).toFixed(1)},${y(d).toFixed(1)}`;
+      gap = false;
+    }
+    return { line: path, masked: grey };
+  })();
+
+  const plotted = v.images.filter((s) => s.end > x0);
+  const promptImages = v.images.length - plotted.length;
+
+  const click = (e: React.MouseEvent<SVGSVGElement>) => {
+    const rect = e.currentTarget.getBoundingClientRect();
+    const px = e.clientX - rect.left;
+    const at = x0 + Math.floor(((px - PAD_LEFT) / plotW) * span);
+    // Prefer a token past the threshold within 6 px, then the nearest token with a Δ.
+    const slack = Math.max(1, Math.ceil((6 / plotW) * span));
+    const spike = v.pastThreshold.find((i) => Math.abs(i - at) <= slack);
+    if (spike !== undefined) return onSelect(spike);
+    for (let r = 0; r < n; r++) {
+      for (const i of [at - r, at + r]) if (i >= 0 && i < n && v.delta[i] !== null) return onSelect(i);
+    }
+  };
+
+  return (
+    <div className="lp-plot" ref={box}>
+      {/* biome-ignore lint/a11y/useKeyWithClickEvents: the strip below is the keyboard path to every token */}
+      <svg
+        width={width}
+        height={PLOT_HEIGHT}
+        onClick={click}
+        role="img"
+        aria-label="Δ against token position"
+        data-testid="lp-plot"
+      >
+        {plotted.map((s) => (
+          <g key={`i${s.image}`} data-testid="plot-image">
+            <rect
+              x={x(s.start)}
+              y={0}
+              width={Math.max(2, x(s.end) - x(s.start))}
+              height={PLOT_HEIGHT}
+              className="lp-image"
+            />
+            <text x={x(s.start) + 2} y={PLOT_HEIGHT - 4} className="lp-axis">
+              image {s.image}
+            </text>
+          </g>
+        ))}
+        {v.turns.map((s) => (
+          <g key={`t${s.turn}`} data-testid="plot-turn">
+            <line x1={x(s.start)} x2={x(s.start)} y1={0} y2={PLOT_HEIGHT} className="lp-turn" />
+            <text x={x(s.start) + 3} y={24} className="lp-axis">
+              turn {s.turn}
+            </text>
+          </g>
+        ))}
+        <line x1={PAD_LEFT} x2={width - 8} y1={y(0)} y2={y(0)} className="lp-zero" />
+        {[t, -t].map((d) => (
+          <line key={d} x1={PAD_LEFT} x2={width - 8} y1={y(d)} y2={y(d)} className="lp-threshold" />
+        ))}
+        <text x={2} y={y(t) + 4} className="lp-axis lp-threshold-label">
+          +{t}
+        </text>
+        <text x={2} y={y(-t) + 4} className="lp-axis lp-threshold-label">
+          −{t}
+        </text>
+        <text x={2} y={y(0) + 4} className="lp-axis">
+          Δ 0
+        </text>
+        {masked.map(([i, d]) => (
+          <rect key={i} x={x(i) - 0.5} y={y(d) - 0.5} width={1.5} height={1.5} className="lp-masked-dot" />
+        ))}
+        <path d={line} className="lp-line" />
+        {v.pastThreshold.map((i) => (
+          <circle
+            key={i}
+            cx={x(i)}
+            cy={y(v.delta[i]!)}
+            r={5}
+            className="lp-spike"
+            data-testid="plot-spike"
+            data-token={i}
+          >
+            <title>{tokTitle(v, i)}</title>
+          </circle>
+        ))}
+        {selected >= 0 && (
+          <line
+            x1={x(selected)}
+            x2={x(selected)}
+            y1={0}
+            y2={PLOT_HEIGHT}
+            className="lp-cursor"
+            data-testid="plot-cursor"
+          />
+        )}
+      </svg>
+      <div className="muted small lp-axis-note">
+        response tokens {x0} … {n - 1}
+        {x0 > 0
+          ? ` (prompt tokens 0 … ${x0 - 1}${promptImages ? `, ${promptImages} image${promptImages > 1 ? 's' : ''}` : ''}, not compared)`
+          : ''}{' '}
+        · Δ clipped to ±{fmt(yMax, 2)} nats · dashed red: threshold ±{t} · grey dots: masked tokens (not counted) ·
+        click to select a token
+      </div>
+    </div>
+  );
+}
+
+function pct(x: number) {
+  return `${(x * 100).toFixed(x < 0.01 && x > 0 ? 2 : 1)}%`;
+}
+
+function TurnTable({ v, onSelect }: { v: View; onSelect: (i: number) => void }) {
+  const s = v.stats!;
+  const row = (label: string, m: typeof s | (typeof s.turns)[number], key: string) => (
+    <tr key={key} data-testid={`lp-turn-${key}`}>
+      <th scope="row">{label}</th>
+      <td>{m.tokens}</td>
+      <td>{fmt(m.meanAbsDelta, 4)}</td>
+      <td>
+        {m.maxAt >= 0 ? (
+          <button type="button" className="link" onClick={() => onSelect(m.maxAt)} title="select this token">
+            {fmt(m.maxAbsDelta, 3)} @ {m.maxAt}
+          </button>
+        ) : (
+          '—'
+        )}
+      </td>
+      <td>{m.k3.toExponential(2)}</td>
+      <td>{fmt(m.maxRatio, 3)}</td>
+      <td className={m.pastCapShare > 0 ? 'lp-bad' : ''}>{pct(m.pastCapShare)}</td>
+    </tr>
+  );
+  return (
+    <table className="lp-table" data-testid="lp-table">
+      <thead>
+        <tr>
+          <th>turn</th>
+          <th>trained tokens</th>
+          <th>mean |Δ|</th>
+          <th>max |Δ| @ token</th>
+          <th>k3 KL</th>
+          <th>max ratio</th>
+          <th>past IS cap {v.thresholds.isCap}</th>
+        </tr>
+      </thead>
+      <tbody>
+        {s.turns.map((t) => row(`turn ${t.turn}`, t, String(t.turn)))}
+        {row('whole trajectory', s, 'all')}
+      </tbody>
+    </table>
+  );
+}
+
+export function LogprobView({ params }: { params: Params }) {
+  const v = useLogprobs();
+  const load = useLoadLogprobs();
+  const setParams = useSetParams();
+  const list = useRef<VirtuosoHandle>(null);
+  useEffect(() => {
+    void load();
+  }, [load]);
+  const by: ColorBy = params.lpby === 'ratio' ? 'ratio' : 'delta';
+  const rows = useMemo(() => (v?.available ? rowsOf(v) : []), [v]);
+  const selected =
+    params.token !== undefined ? Number(params.token) : (v?.stats?.firstPastThreshold ?? v?.stats?.maxAt ?? -1);
+  const rowOfSelected = rows.findIndex((r) => selected >= r.from && selected < r.to);
+  useEffect(() => {
+    if (rowOfSelected >= 0) list.current?.scrollToIndex({ index: rowOfSelected, align: 'center' });
+  }, [rowOfSelected]);
+
+  if (!v) return <div className="muted">loading logprobs…</div>;
+  if (!v.available)
+    return (
+      <div className="banner" data-testid="lp-unavailable">
+        No logprob view: {v.reason}
+      </div>
+    );
+  const s = v.stats;
+  const select = (i: number) => setParams({ token: i }, true);
+  return (
+    <div className="lp">
+      <div className="toolbar">
+        <fieldset className="seg">
+          <legend className="sr-only">colour by</legend>
+          <button type="button" className={by === 'delta' ? 'active' : ''} onClick={() => setParams({ lpby: 'delta' })}>
+            Δ
+          </button>
+          <button type="button" className={by === 'ratio' ? 'active' : ''} onClick={() => setParams({ lpby: 'ratio' })}>
+            ratio e<sup>Δ</sup>
+          </button>
+        </fieldset>
+        <Legend v={v} by={by} />
+      </div>
+      {s && (
+        <div className={`lp-summary${v.pastThreshold.length > 0 || s.shift ? ' bad' : ''}`} data-testid="lp-summary">
+          {s.shift ? (
+            <b>
+              Shifted by one position: the rollout logprobs line up with the trainer's{' '}
+              {s.shift.by === 1 ? 'one later' : 'one earlier'} (mean |Δ| {fmt(s.meanAbsDelta, 4)} as stored,{' '}
+              {fmt(s.shift.meanAbsDeltaShifted, 4)} shifted).{' '}
+            </b>
+          ) : v.pastThreshold.length > 0 ? (
+            <b>
+              {v.pastThreshold.length} trained token{v.pastThreshold.length > 1 ? 's' : ''} past {v.thresholds.maxDelta}{' '}
+              nats, the first at token {v.pastThreshold[0]}.{' '}
+            </b>
+          ) : (
+            <b>No trained token past {v.thresholds.maxDelta} nats. </b>
+          )}
+          {s.tokens} trained tokens · mean |Δ| {fmt(s.meanAbsDelta, 4)} · max |Δ| {fmt(s.maxAbsDelta)} at token{' '}
+          {s.maxAt} · k3 {s.k3.toExponential(2)} · max ratio {fmt(s.maxRatio)} · {pct(s.pastCapShare)} past the IS cap{' '}
+          {v.thresholds.isCap}
+        </div>
+      )}
+      <DeltaPlot v={v} selected={selected} onSelect={select} />
+      {selected >= 0 && selected < v.ids.length && (
+        <div className="small selected-info" data-testid="lp-selected">
+          <b>token {selected}</b> <code>{pieceAt(v, selected) || '∅'}</code> · {tokTitle(v, selected)}
+        </div>
+      )}
+      <div className="lp-strip" role="listbox" aria-label="tokens coloured by logprob mismatch">
+        <Virtuoso
+          ref={list}
+          style={{ height: 300 }}
+          totalCount={rows.length}
+          initialTopMostItemIndex={Math.max(0, rowOfSelected - 3)}
+          itemContent={(r) => {
+            const row = rows[r]!;
+            if (row.image !== undefined)
+              return (
+                <div className="row lp-imagerow">
+                  <span className="padrun">
+                    image {row.image} · tokens {row.from}–{row.to - 1} ({row.to - row.from} incl. vision markers)
+                  </span>
+                </div>
+              );
+            const out = [];
+            for (let i = row.from; i < row.to; i++) {
+              const turn = v.turns.find((t) => t.start === i);
+              if (turn)
+                out.push(
+                  <span key={`t${i}`} className="lp-turnmark">
+                    turn {turn.turn} ▸
+                  </span>,
+                );
+              out.push(
+                // biome-ignore lint/a11y/useKeyWithClickEvents: the plot and the table select too; tokens are options
+                <span
+                  key={i}
+                  className={`tok${tokClass(v, i, by)}${isSpecial(v, i) ? ' special' : ''}${i === selected ? ' selected' : ''}`}
+                  role="option"
+                  aria-selected={i === selected}
+                  tabIndex={-1}
+                  data-i={i}
+                  title={tokTitle(v, i)}
+                  onClick={() => select(i)}
+                >
+                  {pieceAt(v, i) || '∅'}
+                </span>,
+              );
+            }
+            return <div className="row">{out}</div>;
+          }}
+        />
+      </div>
+      {s && <TurnTable v={v} onSelect={select} />}
+    </div>
+  );
+}

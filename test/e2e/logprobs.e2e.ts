@@ -1,0 +1,126 @@
+// The logprob view and the run's ratio histogram in the browser, on the slime train dump fixture
+// (test/fixtures/torch/generate.py: sample 2 has one 3-nat spike at response token 40).
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Page } from 'playwright-core';
+import { checkPaths, type CheckedTrajectory } from '../../server/pipeline.ts';
+import { logprobMismatch } from '../../server/analysis/logprob-mismatch.ts';
+import { findVisionSpans } from '../../server/analysis/vision-spans.ts';
+import { SCREENSHOT_DIR, openInspector, type InspectorSession } from './support.ts';
+
+const TRAIN = path.join('test', 'fixtures', 'torch', 'train_data_0.pt');
+const SPIKE_ID = 'rollout-0/sample-2';
+
+let session: InspectorSession;
+let page: Page;
+let spike: CheckedTrajectory;
+
+beforeAll(async () => {
+  for await (const ev of checkPaths([TRAIN], {}))
+    if (ev.type === 'trajectory' && ev.checked.trajectory.id === SPIKE_ID) spike = ev.checked;
+  session = await openInspector({ serveArgs: [TRAIN] });
+  page = session.page;
+});
+
+afterAll(async () => {
+  await session?.close();
+});
+
+/** Absolute index of response token `k` of the training sample. */
+const responseToken = (c: CheckedTrajectory, k: number) =>
+  c.trajectory.sample!.tokens.length - c.trajectory.sample!.responseLength! + k;
+
+describe('logprob view', () => {
+  it('highlights the spike token of sample 2 in the strip and marks it on the plot; masked tokens are dimmed', async () => {
+    const at = responseToken(spike, 40);
+    expect(logprobMismatch(spike.trajectory)!.firstPastThreshold).toBe(at);
+    await page.goto(`${session.server.url}#/t/${encodeURIComponent(SPIKE_ID)}?view=logprobs`);
+    await page.waitForSelector('[data-testid=lp-plot]');
+    // One marker on the plot, at the spike.
+    const marks = page.locator('[data-testid=plot-spike]');
+    await expect.poll(() => marks.count()).toBe(1);
+    expect(await marks.first().getAttribute('data-token')).toBe(String(at));
+    // The strip opens on it: selected, coloured as past the threshold (trainer lower: blue).
+    const chip = page.locator(`.lp-strip .tok[data-i="${at}"]`);
+    await chip.waitFor();
+    expect(await chip.getAttribute('class')).toMatch(/\blp-l3\b.*\blp-neg\b.*\bselected\b/);
+    expect(await page.locator('[data-testid=lp-selected]').textContent()).toContain(`token ${at}`);
+    expect(await page.locator('[data-testid=lp-summary]').textContent()).toContain(`the first at token ${at}`);
+    // Tokens with loss mask 0 (the tool observation after turn 0) are dimmed and never coloured.
+    const mask = spike.trajectory.sample!.lossMask!;
+    const offset = responseToken(spike, 0);
+    const masked = mask.map((m, k) => (m === 0 ? offset + k : -1)).filter((i) => i >= 0);
+    expect(masked.length).toBeGreaterThan(0);
+    const near = masked.find((i) => i > at)!;
+    const maskedChip = page.locator(`.lp-strip .tok[data-i="${near}"]`);
+    await maskedChip.waitFor();
+    const cls = (await maskedChip.getAttribute('class'))!;
+    expect(cls).toContain('lp-masked');
+    expect(cls).not.toMatch(/lp-l\d/);
+    // Turn boundaries and image spans are on the plot.
+    expect(await page.locator('[data-testid=plot-turn]').count()).toBe(spike.trajectory.turns.length);
+    const responseImages = findVisionSpans(spike.trajectory.sample!.tokens, spike.profile.special).filter(
+      (s) => s.kind === 'image' && s.end >= offset,
+    );
+    expect(responseImages.length).toBeGreaterThan(0);
+    expect(await page.locator('[data-testid=plot-image]').count()).toBe(responseImages.length);
+    await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'logprobs.png') });
+  });
+
+  it('a click on the plot selects that token in the strip; the ratio toggle keeps the spike past the cap', async () => {
+    const at = responseToken(spike, 40);
+    // Select another token first (turn 1's row of the table), then click the plot at the spike.
+    await page.click('[data-testid=lp-turn-1] button');
+    await expect.poll(() => page.locator('[data-testid=lp-selected]').textContent()).not.toContain(`token ${at} `);
+    const box = (await page.locator('[data-testid=plot-spike]').boundingBox())!;
+    await page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+    await expect.poll(() => page.locator('[data-testid=lp-selected]').textContent()).toContain(`token ${at} `);
+    expect(page.url()).toContain(`token=${at}`);
+    await page.click('.lp .seg button:has-text("ratio")');
+    expect(await page.locator('[data-testid=lp-legend]').textContent()).toContain('IS cap 2');
+    expect(await page.locator(`.lp-strip .tok[data-i="${at}"]`).getAttribute('class')).toMatch(/\blp-l3\b/);
+  });
+
+  it('a click on the logprob finding opens this view at its token', async () => {
+    const at = responseToken(spike, 40);
+    await page.goto(`${session.server.url}#/t/${encodeURIComponent(SPIKE_ID)}`);
+    await page.click('.finding:has(.kind-logprob_mismatch) .finding-open');
+    await page.waitForSelector('[data-testid=lp-plot]');
+    expect(page.url()).toContain('view=logprobs');
+    expect(page.url()).toContain(`token=${at}`);
+    expect(await page.locator('[data-testid=lp-selected]').textContent()).toContain(`token ${at} `);
+  });
+
+  it('the per-turn table gives logprobMismatch per turn', async () => {
+    const m = logprobMismatch(spike.trajectory)!;
+    for (const t of m.turns) {
+      const row = page.locator(`[data-testid=lp-turn-${t.turn}] td`);
+      expect(await row.nth(0).textContent()).toBe(String(t.tokens));
+    }
+    expect(await page.locator('[data-testid=lp-turn-0] td').nth(2).textContent()).toContain(`@ ${m.turns[0]!.maxAt}`);
+  });
+});
+
+describe('run histogram of importance ratios', () => {
+  it('draws the cap, and a click on a bar lists the trajectories it counts', async () => {
+    await page.goto(session.server.url);
+    await page.waitForSelector('[data-testid=ratio-histogram]');
+    expect(await page.locator('[data-testid=ratio-cap]').count()).toBe(2);
+    // The spike's ratio e^-3 ≈ 0.05 is alone below 1/16: one token, one trajectory.
+    const bar = page.locator('[data-testid=ratio-bar][data-bin="0"]');
+    expect(await bar.getAttribute('data-tokens')).toBe('1');
+    await page.screenshot({
+      path: path.join(SCREENSHOT_DIR, 'ratios.png'),
+      clip: { x: 0, y: 0, width: 1440, height: 420 },
+    });
+    await bar.click();
+    await expect.poll(() => page.locator('tr.trow').count()).toBe(1);
+    expect(page.url()).toContain('ratioBin=0');
+    expect(await page.locator('tr.trow').first().textContent()).toContain(SPIKE_ID);
+    // The bar at ratio ≈ 1 counts every trajectory.
+    const bins = await page
+      .locator('[data-testid=ratio-bar]')
+      .evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-trajectories'))));
+    expect(Math.max(...bins)).toBeGreaterThan(1);
+  });
+});
