@@ -155,7 +155,7 @@ export function staticApi(data: SharedTrajectory): Api {
   };
 }
 
-/** The JSON a shared page embeds (server/share/page.ts writes it), or null in the served app. */
+/** The JSON a shared page embeds (server/http/share-page.ts writes it), or null in the served app. */
 function embeddedData(): SharedTrajectory | null {
   const el = typeof document === 'undefined' ? null : document.getElementById('rollscope-shared');
   return el?.textContent ? (JSON.parse(el.textContent) as SharedTrajectory) : null;

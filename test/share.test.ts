@@ -1,4 +1,4 @@
-// The shared page (server/share/page.ts) and the run's models, on the real demo run with one
+// The shared page (server/http/share-page.ts) and the run's models, on the real demo run with one
 // record moved to Qwen2-VL (three models in one run): the page holds exactly what the HTTP routes
 // answer, inlines the app with a CSP that forbids the network, and the run info names each model.
 import { spawnSync } from 'node:child_process';
@@ -20,7 +20,7 @@ import {
   sharedTrajectory,
   UnknownTrajectory,
   writeFileAtomic,
-} from '../server/share/page.ts';
+} from '../server/http/share-page.ts';
 
 const ID = 'geo-003-dup-eos';
 let dir: string;
@@ -212,7 +212,7 @@ describe('the shared page', () => {
   it('an unknown id names ids the run holds; a missing build says what to run', async () => {
     const err = await sharedTrajectory(store, 'geo-999').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(UnknownTrajectory);
-    expect((err as Error).message).toMatch(/no trajectory with id "geo-999".*17 trajectories.*"geo-001-clean"/);
+    expect((err as Error).message).toMatch(/no trajectory with id "geo-999".*\d+ trajectories.*"geo-001-clean"/);
     const empty = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-noapp-'));
     const data = await sharedTrajectory(store, ID);
     expect(() => shareHtml(data, empty)).toThrow(AppNotBuilt);

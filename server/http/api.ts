@@ -304,7 +304,7 @@ export const DiffResult = z.object({
 export type DiffResult = z.infer<typeof DiffResult>;
 
 /**
- * Everything a shared page shows of one trajectory (server/share/page.ts): the answers the app's
+ * Everything a shared page shows of one trajectory (server/http/share-page.ts): the answers the app's
  * API calls would get, computed by the same views, embedded in the page and answered by the app's
  * static transport (app/api.ts). Keys: `name:turn` for streams, `a:b:turn` for diffs, the image
  * index for previews (data: URLs).

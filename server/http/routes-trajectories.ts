@@ -35,7 +35,7 @@ import type { RunStore } from './store.ts';
 import { RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { imageInfos, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
 import { previewPng } from './preview.ts';
-import { APP_DIR, AppNotBuilt, shareFileName, shareHtml, sharedTrajectory } from '../share/page.ts';
+import { APP_DIR, AppNotBuilt, shareFileName, shareHtml, sharedTrajectory } from './share-page.ts';
 import { logprobView, ratioHistogram } from './views-logprobs.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 
@@ -105,7 +105,7 @@ const imagePreview: TrajectoryView = {
   },
 };
 
-/** The trajectory as one self-contained HTML file (server/share/page.ts), the same bytes `rollscope share` writes. */
+/** The trajectory as one self-contained HTML file (server/http/share-page.ts), the same bytes `rollscope share` writes. */
 const sharePageView: TrajectoryView = {
   path: ['share'],
   async answer(view, res, tools) {

@@ -1,10 +1,10 @@
 // `rollscope share TRAJECTORY_ID PATH... --out FILE.html [--force]`: one trajectory as a single
-// self-contained HTML page for a bug report (server/share/page.ts builds it; the trajectory page's
+// self-contained HTML page for a bug report (server/http/share-page.ts builds it; the trajectory page's
 // Share button downloads the same page).
 import fs from 'node:fs';
 import { COMMON_USAGE, parse, processorOptions, UsageError, type Command } from '../command.ts';
 import { openRunStore } from '../../http/store.ts';
-import { AppNotBuilt, requireBuiltApp, sharePage, UnknownTrajectory, writeFileAtomic } from '../../share/page.ts';
+import { AppNotBuilt, requireBuiltApp, sharePage, UnknownTrajectory, writeFileAtomic } from '../../http/share-page.ts';
 
 export const command: Command = {
   name: 'share',

@@ -8,10 +8,10 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { SharedTrajectory, type RunInfo } from '../http/api.ts';
-import type { RunStore } from '../http/store.ts';
-import { NotFound, tokenDiff, tokenStream, trajectoryDetail } from '../http/views.ts';
-import { previewPng } from '../http/preview.ts';
+import { SharedTrajectory, type RunInfo } from './api.ts';
+import type { RunStore } from './store.ts';
+import { NotFound, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
+import { previewPng } from './preview.ts';
 
 /** The built app `npm run build` (and npm's `prepare`) writes. */
 export const APP_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/app');
