@@ -17,6 +17,7 @@ export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
   logprob_mismatch: 'logprob mismatch',
   logprob_shift: 'logprobs shifted',
   trained_mismatch: 'trained ≠ rollout',
+  group: 'group',
 };
 
 export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {

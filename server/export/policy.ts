@@ -57,6 +57,8 @@ const REPAIRED_BY_REALIGNMENT: Readonly<Record<FindingKind, boolean>> = {
   logprob_mismatch: false,
   logprob_shift: false,
   trained_mismatch: false,
+  // A group finding is a warning about the batch (zero advantage), never an error on a sample.
+  group: false,
 };
 
 /** True when the re-alignment repairs `f`. */

@@ -76,6 +76,7 @@ export const DIFF_OF_KIND: Readonly<Record<FindingKind, { a: DiffA; b: DiffB; si
   logprob_mismatch: null,
   logprob_shift: null,
   trained_mismatch: null,
+  group: null,
 };
 
 /** The diff of `f`'s divergence, when its kind has one (the prefix pair is the finding's turn). */

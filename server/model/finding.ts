@@ -16,6 +16,7 @@ export const FINDING_KINDS = [
   'logprob_mismatch',
   'logprob_shift',
   'trained_mismatch',
+  'group',
 ] as const;
 export const FindingKind = z.enum(FINDING_KINDS);
 export type FindingKind = z.infer<typeof FindingKind>;
