@@ -9,6 +9,7 @@ import type { ReadError, Trajectory } from '../model/trajectory.ts';
 import { checkPaths, streamTokens, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
 import { paint } from './output.ts';
+import { GroupChecks, groupMember } from '../analysis/groups.ts';
 
 /** The stable `--json` contract (docs/check-json.md). */
 export const CheckReport = z.object({
@@ -22,6 +23,21 @@ export const CheckReport = z.object({
       profile: z.string(),
       findings: z.array(z.unknown()),
       limitations: z.array(z.string()),
+      /** The GRPO group and rollout step the trajectory belongs to (null when its format states none). */
+      group: z.string().nullable(),
+      step: z.number().int().nullable(),
+    }),
+  ),
+  /** GRPO groups (analysis/groups.ts), in the order their first sample came; their findings are here, not on each sample. */
+  groups: z.array(
+    z.object({
+      id: z.string(),
+      step: z.number().int().nullable(),
+      size: z.number().int(),
+      reward_mean: z.number().nullable(),
+      reward_std: z.number().nullable(),
+      degenerate: z.boolean(),
+      findings: z.array(z.unknown()),
     }),
   ),
   errors: z.array(
@@ -84,7 +100,8 @@ export async function runCheck(
 ): Promise<number> {
   // `trajectories` stays empty: each entry is written as it comes (memory bounded on any run size),
   // into the same bytes JSON.stringify(report) would give.
-  const report: CheckReport = { version: 1, trajectories: [], errors: [], summary: newSummary() };
+  const report: CheckReport = { version: 1, trajectories: [], groups: [], errors: [], summary: newSummary() };
+  const groupChecks = new GroupChecks();
   let fatal = false;
   const errors: ReadError[] = [];
   let written = 0;
@@ -99,6 +116,8 @@ export async function runCheck(
     const c = ev.checked;
     const t = c.trajectory;
     addToSummary(report.summary, c.findings, hasTokens(t));
+    const member = groupMember(t);
+    if (member) groupChecks.add(member);
     const entry: CheckReport['trajectories'][number] = {
       id: t.id,
       source: { file: t.source.file, line: t.source.line },
@@ -107,6 +126,8 @@ export async function runCheck(
       profile: c.profile.name,
       findings: c.findings.map(publicFinding),
       limitations: t.limitations,
+      group: t.group ?? null,
+      step: t.step ?? null,
     };
     if (opts.json) out.write(`${written++ > 0 ? ',' : ''}${JSON.stringify(entry)}`);
     else printTrajectory(c, out);
@@ -118,8 +139,12 @@ export async function runCheck(
     message,
   }));
   report.summary.unreadableRecords = errors.filter((e) => e.line > 0).length;
+  report.groups = groupChecks.summaries().map((g) => ({ ...g, findings: g.findings.map(publicFinding) }));
+  for (const g of report.groups) report.summary.findingsByKind.group! += g.findings.length;
   if (opts.json)
-    out.write(`],"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}}\n`);
+    out.write(
+      `],"groups":${JSON.stringify(report.groups)},"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}}\n`,
+    );
   else printSummary(report, out);
   if (fatal) return 2;
   return report.summary.withErrors > 0 || report.summary.unreadableRecords > 0 ? 1 : 0;
@@ -164,6 +189,8 @@ function printTrajectory(c: CheckedTrajectory, out: NodeJS.WritableStream): void
 }
 
 function printSummary(r: CheckReport, out: NodeJS.WritableStream): void {
+  for (const g of r.groups)
+    for (const f of g.findings) out.write(`${paint.yellow('!')} ${paint.yellow('group')}: ${(f as Finding).message}\n`);
   for (const e of r.errors) out.write(`${paint.red('error')} ${e.file}${e.line ? `:${e.line}` : ''}: ${e.message}\n`);
   const s = r.summary;
   const kinds = Object.entries(s.findingsByKind)
