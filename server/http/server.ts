@@ -17,6 +17,7 @@ import { RequestError } from './request-body.ts';
 import { trajectoryRoutes } from './routes-trajectories.ts';
 import { exportRoutes } from './routes-export.ts';
 import { askRoutes } from './routes-ask.ts';
+import { runRoutes } from './routes-run.ts';
 
 export interface ServeOptions {
   store: RunStore;
@@ -103,7 +104,12 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const appDir = path.resolve(opts.appDir);
   // Each route module answers its own paths (the run and its trajectories, export jobs, the playground).
   const tools = { sendJson, sendError, headers: SECURITY_HEADERS };
-  const routes = [trajectoryRoutes(store, tools), exportRoutes(store, tools), askRoutes(store, tools)];
+  const routes = [
+    trajectoryRoutes(store, tools),
+    runRoutes(store, tools),
+    exportRoutes(store, tools),
+    askRoutes(store, tools),
+  ];
   async function routeApi(req: http.IncomingMessage, url: URL, res: http.ServerResponse): Promise<void> {
     for (const r of routes) if (await r.handle(req, res, url)) return;
     if (req.method !== 'GET' && req.method !== 'HEAD')
