@@ -9,6 +9,9 @@ import type {
   PlaygroundRequestInput,
   PlaygroundResult,
   RunInfo,
+  GroupList,
+  GroupQueryInput,
+  RunSteps,
   TokenStream,
   TrajectoryDetail,
   TrajectoryList,
@@ -49,6 +52,9 @@ function search(params: Record<string, string | number | undefined | null>): str
 
 export const api = {
   run: () => getJson<RunInfo>('/api/run'),
+  steps: () => getJson<RunSteps>('/api/run/steps'),
+  groups: (q: GroupQueryInput) =>
+    getJson<GroupList>(`/api/run/groups${search(q as Record<string, string | number | undefined>)}`),
   list: (q: ListQueryInput, signal?: AbortSignal) =>
     getJson<TrajectoryList>(`/api/trajectories${search(q as Record<string, string | number | undefined>)}`, signal),
   detail: (id: string) => getJson<TrajectoryDetail>(`/api/trajectories/${enc(id)}`),

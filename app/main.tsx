@@ -5,6 +5,7 @@ import { useLoadInfo, useRunLoading } from './stores/run.ts';
 import { Overview } from './components/Overview.tsx';
 import { TrajectoryPage } from './components/TrajectoryPage.tsx';
 import { PlaygroundPage } from './components/PlaygroundPage.tsx';
+import { RunPage } from './components/RunPage.tsx';
 import { installKeyboard } from './keyboard.ts';
 import './styles.css';
 
@@ -17,12 +18,13 @@ function App() {
   useEffect(() => {
     void loadInfo();
   }, [loadInfo]);
-  // While the server is still checking files, refresh the counts.
+  // Refresh the counts: every second while the server is still checking files, then every few
+  // seconds (a run still being written grows; the views reload when the count changes).
   useEffect(() => {
-    if (!loading) return;
-    const t = setInterval(() => void loadInfo(), 1000);
+    const t = setInterval(() => void loadInfo(), loading ? 1000 : 3000);
     return () => clearInterval(t);
   }, [loading, loadInfo]);
+  if (page === 'run') return <RunPage />;
   return page === 'trajectory' ? <TrajectoryPage /> : page === 'playground' ? <PlaygroundPage /> : <Overview />;
 }
 

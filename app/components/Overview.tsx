@@ -10,6 +10,7 @@ import { useClearPicked, usePicked, useSelection, useSetPicked, useTogglePicked 
 import { useExport, useExportActions, useExportOpen } from '../stores/export.ts';
 import { ExportDialog } from './ExportDialog.tsx';
 import { contentKeys } from './keys.ts';
+import { GroupedOverview } from './GroupedOverview.tsx';
 
 const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
   { key: 'findings', label: 'health' },
@@ -28,6 +29,8 @@ export function queryFromParams(p: Record<string, string>): ListQueryInput {
     cause: p.cause as ListQueryInput['cause'],
     status: p.status,
     q: p.q,
+    step: p.step !== undefined && /^\d+$/.test(p.step) ? Number(p.step) : undefined,
+    group: p.group,
     sort: (p.sort as SortKey | undefined) ?? 'findings',
     order: (p.order as 'asc' | 'desc' | undefined) ?? 'desc',
   };
@@ -117,6 +120,9 @@ export function Overview() {
   // right after the rows appear must not race a re-subscription.
   const itemsRef = useRef(items);
   itemsRef.current = items;
+  const grouped = params.by === 'group';
+  const groupedRef = useRef(grouped);
+  groupedRef.current = grouped;
   const openRef = useRef(open);
   openRef.current = open;
   useEffect(() => {
@@ -128,6 +134,7 @@ export function Overview() {
         e.ctrlKey ||
         e.altKey ||
         rows.length === 0 ||
+        groupedRef.current ||
         useExport.getState().open
       )
         return;
@@ -167,6 +174,9 @@ export function Overview() {
             : 'loading…'}
         </span>
         <span className="spacer" />
+        <a className="toplink" href="#/run" data-testid="open-run">
+          By step
+        </a>
         <a className="toplink" href="#/playground">
           Playground
         </a>
@@ -248,12 +258,35 @@ export function Overview() {
           {total.toLocaleString()} shown{query.kind ? ` · kind ${kindLabel(query.kind)}` : ''}
           {query.cause ? ` · cause ${causeLabel(query.cause)}` : ''}
           {query.status ? ` · status ${query.status}` : ''}
+          {query.step !== undefined ? ` · step ${query.step}` : ''}
+          {query.group !== undefined ? ` · group ${query.group}` : ''}
         </span>
-        {(query.kind || query.cause || query.status || query.q) && (
+        <button
+          type="button"
+          className={`link by-group${grouped ? ' active' : ''}`}
+          data-testid="toggle-groups"
+          aria-pressed={grouped}
+          onClick={() => setParams(grouped ? { by: undefined, sort: undefined } : { by: 'group', sort: 'group' }, true)}
+        >
+          {grouped ? 'flat list' : 'by group'}
+        </button>
+        {(query.kind || query.cause || query.status || query.q || query.step !== undefined || query.group) && (
           <button
             type="button"
             className="link"
-            onClick={() => setParams({ kind: undefined, cause: undefined, status: undefined, q: undefined }, true)}
+            onClick={() =>
+              setParams(
+                {
+                  kind: undefined,
+                  cause: undefined,
+                  status: undefined,
+                  q: undefined,
+                  step: undefined,
+                  group: undefined,
+                },
+                true,
+              )
+            }
           >
             clear filters
           </button>
@@ -269,7 +302,9 @@ export function Overview() {
         <button type="button" className="export-button" data-testid="open-export" onClick={showExport} disabled={!info}>
           Export…
         </button>
-        <span className="muted small keys">j/k move · x select · Enter opens</span>
+        <span className="muted small keys">
+          {grouped ? 'j/k in a group · J/K groups · o folds · Enter opens' : 'j/k move · x select · Enter opens'}
+        </span>
       </div>
       {exportOpen && (
         <ExportDialog
@@ -290,10 +325,11 @@ export function Overview() {
           </ul>
         </details>
       )}
+      {grouped && <GroupedOverview items={items} open={open} step={query.step as number | undefined} />}
       <TableVirtuoso
         ref={table}
-        className="table"
-        data={items}
+        className={grouped ? 'table hidden' : 'table'}
+        data={grouped ? [] : items}
         fixedHeaderContent={() => (
           <tr>
             <th className="pick">

@@ -6,7 +6,7 @@ import { create } from 'zustand';
 export type Params = Record<string, string>;
 
 export interface Route {
-  page: 'overview' | 'trajectory' | 'playground';
+  page: 'overview' | 'trajectory' | 'playground' | 'run';
   id: string | null;
   params: Params;
 }
@@ -19,6 +19,7 @@ export function parseHash(hash: string): Route {
   const m = /^\/t\/(.+)$/.exec(pathPart);
   if (m) return { page: 'trajectory', id: decodeURIComponent(m[1]!), params };
   if (pathPart === '/playground') return { page: 'playground', id: null, params };
+  if (pathPart === '/run') return { page: 'run', id: null, params };
   return { page: 'overview', id: null, params };
 }
 
@@ -31,7 +32,9 @@ export function formatHash(route: Route): string {
       ? `#/t/${encodeURIComponent(route.id)}`
       : route.page === 'playground'
         ? '#/playground'
-        : '#/';
+        : route.page === 'run'
+          ? '#/run'
+          : '#/';
   return qs ? `${base}?${qs}` : base;
 }
 

@@ -59,7 +59,19 @@ export const RunInfo = z.object({
 });
 export type RunInfo = z.infer<typeof RunInfo>;
 
-export const SORT_KEYS = ['id', 'format', 'turns', 'tokens', 'images', 'reward', 'status', 'findings', 'file'] as const;
+/** `group`: GRPO groups in the order their first sample was read, each group's samples in read order (ungrouped last). */
+export const SORT_KEYS = [
+  'id',
+  'format',
+  'turns',
+  'tokens',
+  'images',
+  'reward',
+  'status',
+  'findings',
+  'file',
+  'group',
+] as const;
 export const SortKey = z.enum(SORT_KEYS);
 export type SortKey = z.infer<typeof SortKey>;
 

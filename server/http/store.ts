@@ -246,6 +246,8 @@ function compareBy(key: ListQuery['sort']): (a: TrajectorySummary, b: Trajectory
       return (a, b) => num(a.reward) - num(b.reward);
     case 'findings':
       return (a, b) => HEALTH_RANK[a.health] - HEALTH_RANK[b.health] || total(a) - total(b);
+    case 'group':
+      return () => 0; // the store orders by group itself (filterAndSort)
     default:
       return (a, b) => a[key] - b[key];
   }
@@ -507,6 +509,17 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         return true;
       })
       .map((e) => e.summary);
+    if (query.sort === 'group') {
+      // Load order within a group; groups by their first sample; the ungrouped after them.
+      const rank = new Map<string, number>();
+      for (const key of groupMembers.keys()) rank.set(key, rank.size);
+      const at = new Map(order.map((id, i) => [id, i]));
+      const groupRank = (s: TrajectorySummary) => {
+        const key = entries.get(s.id)!.groupKey;
+        return key === undefined ? rank.size : rank.get(key)!;
+      };
+      return matches.sort((a, b) => groupRank(a) - groupRank(b) || at.get(a.id)! - at.get(b.id)!);
+    }
     const cmp = compareBy(query.sort);
     const dir = query.order === 'asc' ? 1 : -1;
     // Ties keep load order (Array.prototype.sort is stable), so paging through equal keys is deterministic.
