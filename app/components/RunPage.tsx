@@ -7,7 +7,7 @@ import { useGo } from '../stores/route.ts';
 import { useRunInfo } from '../stores/run.ts';
 import { useLoadSteps, useRunSteps, useStepsError } from '../stores/steps.ts';
 import { kindLabel } from './labels.ts';
-import { Histogram, StackedBars, Trend } from './plots.tsx';
+import { Histogram, StackedBars, StepAxis, Trend } from './plots.tsx';
 import './Run.css';
 
 const fmtRange = (r: { min: number; max: number } | null, digits = 2) =>
@@ -114,6 +114,10 @@ export function RunPage() {
             <span className="muted small">the run states no trainer-side logprobs</span>
           )}
         </div>
+        <div className="trend-row">
+          <div className="trend-label muted small">step</div>
+          <StepAxis steps={list.map((s) => s.step)} onPick={pick} />
+        </div>
       </section>
       <table className="steps" aria-label="steps">
         <thead>
@@ -140,7 +144,7 @@ export function RunPage() {
               </td>
               <td className="num">{s.trajectories}</td>
               <td className="small">
-                <span className="health health-ok">{s.health.ok}</span>{' '}
+                {s.health.ok > 0 && <span className="health health-ok">{s.health.ok}</span>}{' '}
                 {s.health.warning > 0 && <span className="health health-warning">{s.health.warning}</span>}{' '}
                 {s.health.error > 0 && <span className="health health-error">{s.health.error}</span>}
               </td>

@@ -165,3 +165,39 @@ export function ValueDot({ value, lo, hi, kind }: { value: number | null; lo: nu
     />
   );
 }
+
+/** Step numbers under the trends, at the same columns (a click picks the step). */
+export function StepAxis({
+  steps,
+  onPick,
+  width = 560,
+  height = 18,
+}: {
+  steps: readonly (number | null)[];
+  onPick?: (step: number | null) => void;
+  width?: number;
+  height?: number;
+}) {
+  const pad = 6;
+  const colW = steps.length > 0 ? (width - 2 * pad) / steps.length : 0;
+  // Label at most ~40 columns: every k-th step on a long run.
+  const every = Math.max(1, Math.ceil(steps.length / 40));
+  return (
+    <svg className="plot axis-steps" width={width} height={height} role="img" aria-label="steps">
+      {steps.map((s, i) =>
+        i % every === 0 ? (
+          // biome-ignore lint/a11y/noStaticElementInteractions: the step links of the table are the keyboard way
+          <text
+            key={String(s)}
+            x={pad + colW * (i + 0.5)}
+            y={height - 5}
+            textAnchor="middle"
+            onClick={() => onPick?.(s)}
+          >
+            {s ?? '—'}
+          </text>
+        ) : null,
+      )}
+    </svg>
+  );
+}

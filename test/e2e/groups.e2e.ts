@@ -9,8 +9,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SCREENSHOT_DIR, launchChromium, startServe, waitForLoaded, type ServerProcess } from './support.ts';
 
 const FIXTURES = path.resolve('test/fixtures/groups');
-const SLIME = fs.readFileSync(path.join(FIXTURES, 'slime', 'samples.jsonl'), 'utf8').trim().split('\n');
-const VERL = fs.readFileSync(path.join(FIXTURES, 'verl', 'step_3', 'agent_loop.jsonl'), 'utf8').trim().split('\n');
+const SLIME = fs
+  .readFileSync(path.join(FIXTURES, 'slime', 'samples.jsonl'), 'utf8')
+  .trim()
+  .split('\n');
+const VERL = fs
+  .readFileSync(path.join(FIXTURES, 'verl', 'step_3', 'agent_loop.jsonl'), 'utf8')
+  .trim()
+  .split('\n');
 
 let dir: string;
 let server: ServerProcess;
@@ -48,9 +54,9 @@ describe('a live run by group', () => {
     expect(await page.$$eval('.group.degenerate', (els) => els.map((e) => e.getAttribute('data-group')))).toEqual([
       '1',
     ]);
-    expect(await page.$$eval('.group.degenerate .group-head .chip.kind-group', (els) => els.map((e) => e.textContent))).toEqual([
-      'equal rewards',
-    ]);
+    expect(
+      await page.$$eval('.group.degenerate .group-head .chip.kind-group', (els) => els.map((e) => e.textContent)),
+    ).toEqual(['equal rewards']);
     expect(await page.$$eval('.member .vdot.reward', (els) => els.length)).toBe(8);
   });
 
@@ -73,7 +79,10 @@ describe('a live run by group', () => {
     expect(after.slice(0, before.length)).toEqual(before);
     expect(await page.$$('.banner.warning')).toHaveLength(0);
     expect(await page.$$eval('.group.degenerate', (els) => els.length)).toBe(4);
-    await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'groups.png') });
+    await page.screenshot({
+      path: path.join(SCREENSHOT_DIR, 'groups.png'),
+      clip: { x: 0, y: 0, width: 1280, height: 1060 },
+    });
   });
 
   it('walks within a group with j/k and across groups with J/K', async () => {
@@ -106,7 +115,9 @@ describe('the run page', () => {
     ]);
     expect(await page.$$eval('.trends svg.trend circle.dot', (els) => els.length)).toBeGreaterThanOrEqual(9);
     expect(await page.$$eval('table.steps svg.hist', (els) => els.length)).toBe(6);
+    await page.setViewportSize({ width: 1280, height: 520 });
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'run.png') });
+    await page.setViewportSize({ width: 1280, height: 1500 });
     await page.click('table.steps tr[data-step="1"] .step-link');
     await page.waitForFunction(() => window.location.hash.includes('step=1'));
     await page.waitForFunction(() => document.querySelectorAll('.member').length === 11, undefined, {
