@@ -82,6 +82,13 @@ describe('steps and groups in the served run', () => {
     expect(steps[0]!.length.n).toBe(8);
   });
 
+  it('sorts the list by group: groups in read order, each group together', async () => {
+    const list = await get('/api/trajectories?sort=group', TrajectoryList);
+    expect(list.items.map((s) => s.group)).toEqual(['0', '0', '0', '0', '1', '1', '1', '1']);
+    const mixed = await get('/api/trajectories?sort=reward&order=asc', TrajectoryList);
+    expect(mixed.items.map((s) => s.group)).not.toEqual(list.items.map((s) => s.group));
+  });
+
   it('filters the list to one step', async () => {
     const list = await get('/api/trajectories?step=0', TrajectoryList);
     expect(list.total).toBe(8);

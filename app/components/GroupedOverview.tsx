@@ -8,7 +8,7 @@ import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
 import type { GroupInfo, TrajectorySummary } from '../../server/http/api.ts';
 import { useExport } from '../stores/export.ts';
 import { groupKeyOf, useGroupInfos, useLoadGroups, useLoadSteps, useRunSteps } from '../stores/steps.ts';
-import { FindingChips } from './Overview.tsx';
+import { kindLabel } from './labels.ts';
 import { ValueDot } from './plots.tsx';
 import './Run.css';
 
@@ -186,7 +186,12 @@ export function GroupedOverview({
                     {s.advantage !== null && <span className="num muted small">adv {fmt(s.advantage, 3)}</span>}
                     <span className="num muted small">{s.responseTokens ?? '—'} tok</span>
                     <span className="findings" title={s.headline ?? ''}>
-                      <FindingChips s={s} />
+                      {Object.entries(s.findings.kind).map(([k, n]) => (
+                        <span key={k} className={`chip kind kind-${k}`}>
+                          {kindLabel(k)}
+                          {n > 1 ? ` ×${n}` : ''}
+                        </span>
+                      ))}
                     </span>
                   </li>
                 ))}
