@@ -89,6 +89,19 @@ describe('step of a trajectory', () => {
     expect(stepOf('v4')).toBeUndefined();
   });
 
+  it('takes AReaL versions as the step, and prime-rl its step folder and stored advantage', async () => {
+    const dump = await loadFile(path.join(FIXTURES, 'areal', 'rollout', '4', '17.jsonl'));
+    expect(dump.trajectories.map((t) => [t.step, t.group])).toEqual(dump.trajectories.map(() => [4, '17']));
+    const tensors = await loadFile(path.join(FIXTURES, 'areal', 'trajectories.json'));
+    expect(tensors.trajectories.every((t) => t.step === (t.meta?.policy_versions as { max: number }).max)).toBe(true);
+    const prime = await loadFile(path.join(FIXTURES, 'prime-rl', 'rollouts', 'step_0', 'rank_0.bin'));
+    expect(prime.trajectories.length).toBeGreaterThan(0);
+    expect(prime.trajectories.every((t) => t.step === 0)).toBe(true);
+    expect(prime.trajectories.some((t) => typeof t.advantage === 'number')).toBe(true);
+    const unstepped = await loadFile(path.join(FIXTURES, 'prime-rl', 'training-samples', 'rank_0.bin'));
+    expect(unstepped.trajectories.every((t) => t.step === undefined)).toBe(true);
+  });
+
   it('takes slime rollout_id as the step and a verl step folder as the step', async () => {
     const slime = await loadFile(path.join(FIXTURES, 'groups', 'slime', 'samples.jsonl'));
     expect(new Set(slime.trajectories.map((t) => t.step))).toEqual(new Set([0, 1]));
