@@ -28,7 +28,7 @@ export const useSteps = create<StepsState>((set) => ({
     try {
       const groups = new Map<string, GroupInfo>();
       for (let offset = 0; ; ) {
-        const page = await api.groups({ step, offset, limit: 5000 });
+        const page = await api.groups({ step, offset, limit: 5000, members: 'false' });
         for (const g of page.items) groups.set(g.key, g);
         offset += page.items.length;
         if (offset >= page.total || page.items.length === 0) break;

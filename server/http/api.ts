@@ -468,6 +468,8 @@ export type RunSteps = z.infer<typeof RunSteps>;
 export const GroupQuery = z.object({
   step: z.coerce.number().int().nonnegative().optional(),
   degenerate: z.enum(['true', 'false']).optional(),
+  /** `false`: the verdicts only (the grouped overview has the members from the list already). */
+  members: z.enum(['true', 'false']).default('true'),
   offset: z.coerce.number().int().nonnegative().default(0),
   limit: z.coerce.number().int().positive().max(10_000).default(500),
 });

@@ -649,7 +649,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         ({ key, ids, g }): GroupInfo => ({
           key,
           ...g,
-          members: ids.map((id) => {
+          members: (query.members === 'false' ? [] : ids).map((id) => {
             const s = entries.get(id)!.summary;
             return {
               id,
