@@ -151,10 +151,11 @@ describe('RunFolders', () => {
   it('stats every new file, and only a bounded slice of quiet ones per poll', () => {
     const folders = new RunFolders([]);
     const files = Array.from({ length: 1000 }, (_, i) => `f${i}`);
-    expect(folders.due(files, 0)).toHaveLength(1000);
-    expect(folders.due(files, 1000)).toHaveLength(1000); // all changed within the last minute
+    expect(folders.due(files, 0)).toHaveLength(1000); // never seen
+    for (const f of files) folders.saw(f, 0);
+    expect(folders.due(files, 1000)).toHaveLength(1000); // all modified within the last minute
     const later = 10 * 60_000;
-    folders.changed('f7', later);
+    folders.saw('f7', later);
     const due = folders.due(files, later + 1);
     expect(due).toContain('f7');
     expect(due.length).toBeLessThan(300);

@@ -423,11 +423,9 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     const now = Date.now();
     for (const file of folders.due(found, now)) {
       try {
-        const size = fs.statSync(file).size;
-        if (files.get(file)?.size !== size) {
-          changed.push({ file, size });
-          folders.changed(file, now);
-        }
+        const st = fs.statSync(file);
+        folders.saw(file, st.mtimeMs);
+        if (files.get(file)?.size !== st.size) changed.push({ file, size: st.size });
       } catch {
         // gone since the folder was listed
       }
@@ -889,16 +887,13 @@ export class RunFolders {
     return { files, errors };
   }
 
-  /** The files to stat on this poll: never seen, grown lately, or the quiet ones' turn. */
+  /** The files to stat on this poll: never seen, modified lately, or the quiet ones' turn. */
   due(files: readonly string[], now: number): string[] {
     const out: string[] = [];
     const quiet: string[] = [];
     for (const f of files) {
       const at = this.lastChange.get(f);
-      if (at === undefined) {
-        this.lastChange.set(f, now);
-        out.push(f);
-      } else if (now - at < HOT_MS) out.push(f);
+      if (at === undefined || now - at < HOT_MS) out.push(f);
       else quiet.push(f);
     }
     if (quiet.length <= COLD_PER_POLL) return out.concat(quiet);
@@ -907,7 +902,8 @@ export class RunFolders {
     return out;
   }
 
-  changed(file: string, now: number): void {
-    this.lastChange.set(file, now);
+  /** A stat of `file`: its mtime says whether it is being written (then it is looked at on every poll). */
+  saw(file: string, mtimeMs: number): void {
+    this.lastChange.set(file, Math.max(this.lastChange.get(file) ?? mtimeMs, mtimeMs));
   }
 }
