@@ -102,6 +102,40 @@ describe('a live run by group', () => {
   });
 });
 
+describe('a trajectory page opened from the grouped overview', () => {
+  it('walks the group with j/k and jumps to the next group with J', async () => {
+    await page.goto(`${server.url}#/?by=group&sort=group`);
+    await page.waitForSelector('.member.cursor');
+    const groups = await page.$$eval('.group', (els) =>
+      els.map((g) => [...g.querySelectorAll('.member')].map((m) => m.getAttribute('data-id')!)),
+    );
+    await page.keyboard.press('Enter');
+    const idInUrl = () => decodeURIComponent(/#\/t\/([^?]+)/.exec(page.url())?.[1] ?? '');
+    await page.waitForFunction(
+      (id) => window.location.hash.startsWith(`#/t/${encodeURIComponent(id)}`),
+      groups[0]![0]!,
+    );
+    await page.keyboard.press('k'); // the group's first sample: nowhere to go back to
+    await page.waitForTimeout(200);
+    expect(idInUrl()).toBe(groups[0]![0]);
+    await page.keyboard.press('j');
+    await page.waitForFunction(
+      (id) => window.location.hash.startsWith(`#/t/${encodeURIComponent(id)}`),
+      groups[0]![1]!,
+    );
+    await page.keyboard.press('J');
+    await page.waitForFunction(
+      (id) => window.location.hash.startsWith(`#/t/${encodeURIComponent(id)}`),
+      groups[1]![0]!,
+    );
+    await page.keyboard.press('K');
+    await page.waitForFunction(
+      (id) => window.location.hash.startsWith(`#/t/${encodeURIComponent(id)}`),
+      groups[0]![0]!,
+    );
+  });
+});
+
 describe('the run page', () => {
   it('draws a trend per step and opens the overview filtered to a clicked step', async () => {
     await page.goto(`${server.url}#/run`);
