@@ -16,6 +16,9 @@ import type {
   PlaygroundResult,
   RunInfo,
   SharedTrajectory,
+  GroupList,
+  GroupQueryInput,
+  RunSteps,
   TokenStream,
   TrajectoryDetail,
   TrajectoryList,
@@ -61,6 +64,9 @@ export interface Api {
   sharedAt: string | null;
   run(): Promise<RunInfo>;
   list(q: ListQueryInput, signal?: AbortSignal): Promise<TrajectoryList>;
+  /** Per-step aggregates and the run's GRPO groups (`#/run`, the grouped overview). */
+  steps(): Promise<RunSteps>;
+  groups(q: GroupQueryInput): Promise<GroupList>;
   detail(id: string): Promise<TrajectoryDetail>;
   stream(id: string, name: string, turn: number): Promise<TokenStream>;
   diff(id: string, a: string, b: string, turn: number): Promise<DiffResult>;
@@ -84,6 +90,8 @@ export const httpApi: Api = {
   transport: 'http',
   sharedAt: null,
   run: () => getJson<RunInfo>('/api/run'),
+  steps: () => getJson<RunSteps>('/api/run/steps'),
+  groups: (q) => getJson<GroupList>(`/api/run/groups${search(q as Record<string, string | number | undefined>)}`),
   list: (q, signal) =>
     getJson<TrajectoryList>(`/api/trajectories${search(q as Record<string, string | number | undefined>)}`, signal),
   detail: (id) => getJson<TrajectoryDetail>(`/api/trajectories/${enc(id)}`),
@@ -135,6 +143,9 @@ export function staticApi(data: SharedTrajectory): Api {
     // No preview: an address that never loads (the image shows as unavailable), never a request.
     previewUrl: (_id, k) => data.previews[k] ?? 'data:,',
     shareUrl: () => null,
+    // One trajectory: no steps or groups to aggregate (the run page needs the server).
+    steps: async () => ({ steps: [], rewardRange: null, lengthRange: null }),
+    groups: async () => ({ total: 0, offset: 0, ungrouped: 0, items: [] }),
     logprobs: () => needsServer('The logprob view'),
     // A shared page holds no trained side and no run-wide histogram: say so as the server would.
     ratios: async () => ({ bins: [], isCap: 2, trajectories: 0, tokens: 0 }),

@@ -56,9 +56,24 @@ export function installKeyboard(): void {
     const go = (id: string | undefined) => {
       if (id !== undefined) window.location.hash = formatHash({ page: 'trajectory', id, params: { view: 'stream' } });
     };
-    if (e.key === 'j') go(i >= 0 ? items[i + 1]?.id : items[0]?.id);
-    else if (e.key === 'k') go(i > 0 ? items[i - 1]?.id : undefined);
-    else if (e.key === 'n') {
+    // Sorted by group (the grouped overview), j/k stay within the group and J/K jump between groups.
+    const byGroup = useRun.getState().query?.sort === 'group';
+    const groupOf = (s: (typeof items)[number] | undefined) =>
+      s ? `${s.step ?? ''}\u0000${s.group ?? ''}` : undefined;
+    const here = groupOf(items[i]);
+    const sameGroup = (id: (typeof items)[number] | undefined) =>
+      !byGroup || groupOf(id) === here ? id?.id : undefined;
+    if (e.key === 'j') go(i >= 0 ? sameGroup(items[i + 1]) : items[0]?.id);
+    else if (e.key === 'k') go(i > 0 ? sameGroup(items[i - 1]) : undefined);
+    else if (e.key === 'J') go(items.slice(i + 1).find((s) => groupOf(s) !== here)?.id);
+    else if (e.key === 'K') {
+      // The first sample of the previous group.
+      let at = i - 1;
+      while (at >= 0 && groupOf(items[at]) === here) at--;
+      const prev = groupOf(items[at]);
+      while (at > 0 && groupOf(items[at - 1]) === prev) at--;
+      go(at >= 0 ? items[at]?.id : undefined);
+    } else if (e.key === 'n') {
       const detail = useTrajectory.getState().detail;
       if (!detail || detail.summary.id !== route.id || detail.findings.length === 0) return;
       const cur = route.params.finding === undefined ? -1 : Number(route.params.finding);

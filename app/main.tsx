@@ -6,6 +6,7 @@ import { Overview } from './components/Overview.tsx';
 import { TrajectoryPage } from './components/TrajectoryPage.tsx';
 import { PlaygroundPage } from './components/PlaygroundPage.tsx';
 import { ComparePage } from './components/CompareView.tsx';
+import { RunPage } from './components/RunPage.tsx';
 import { installKeyboard } from './keyboard.ts';
 import './styles.css';
 
@@ -18,13 +19,14 @@ function App() {
   useEffect(() => {
     void loadInfo();
   }, [loadInfo]);
-  // While the server is still checking files, refresh the counts.
+  // Refresh the counts: every second while the server is still checking files, then every few
+  // seconds (a run still being written grows; the views reload when the count changes).
   useEffect(() => {
-    if (!loading) return;
-    const t = setInterval(() => void loadInfo(), 1000);
+    const t = setInterval(() => void loadInfo(), loading ? 1000 : 3000);
     return () => clearInterval(t);
   }, [loading, loadInfo]);
   if (page === 'compare') return <ComparePage />;
+  if (page === 'run') return <RunPage />;
   return page === 'trajectory' ? <TrajectoryPage /> : page === 'playground' ? <PlaygroundPage /> : <Overview />;
 }
 

@@ -88,8 +88,8 @@ describe('prime-rl fixtures', () => {
 
   // Ids, step and rank come from the path (`[<run>/rollouts/]step_<n>/rank_<r>.bin`): a neutral name changes them.
   it.each([
-    [MAIN, ['id', 'meta.step', 'meta.rank']],
-    [REFS, ['id', 'meta.step', 'meta.rank']],
+    [MAIN, ['id', 'step', 'meta.step', 'meta.rank']],
+    [REFS, ['id', 'step', 'meta.step', 'meta.rank']],
     [SAMPLES, ['id', 'meta.rank']],
   ])('%s through the importer harness', async (name, fromName) => {
     const { loaded } = await checkImporterSnapshot(path.join(FIXTURE_DIR, name), { format: 'prime-rl', fromName });

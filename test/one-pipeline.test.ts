@@ -121,8 +121,11 @@ async function browserExport(
   };
 }
 
-/** check --json's findings per id, in the contract's form. */
+/** check --json's findings per id, in the contract's form; serve adds the group's findings to each member. */
+const groupFindings = (t: CheckReport['trajectories'][number]) =>
+  check.groups.find((g) => g.id === t.group && g.step === t.step)?.findings ?? [];
 const checkFindings = () => new Map(check.trajectories.map((t) => [t.id, t.findings]));
+const servedFindings = () => new Map(check.trajectories.map((t) => [t.id, [...t.findings, ...groupFindings(t)]]));
 
 describe('check, export and serve read the same run the same way', () => {
   it('the run covers every format, and repeated ids get the one duplicate scheme (ID#2)', () => {
@@ -149,7 +152,8 @@ describe('check, export and serve read the same run the same way', () => {
       expect(where(s.source.file, s.source.line), t.id).toBe(where(t.source.file, t.source.line));
       expect(s.format).toBe(t.format);
       const kinds: Record<string, number> = {};
-      for (const f of t.findings as { kind: string }[]) kinds[f.kind] = (kinds[f.kind] ?? 0) + 1;
+      for (const f of [...t.findings, ...groupFindings(t)] as { kind: string }[])
+        kinds[f.kind] = (kinds[f.kind] ?? 0) + 1;
       expect(s.findings.kind, t.id).toEqual(kinds);
     }
   });
@@ -158,7 +162,7 @@ describe('check, export and serve read the same run the same way', () => {
     const picked = new Map<string, string>();
     for (const t of check.trajectories) if (!picked.has(t.format)) picked.set(t.format, t.id);
     const repeated = check.trajectories.find((t) => t.id.endsWith('#2'))!;
-    const byId = checkFindings();
+    const byId = servedFindings();
     for (const id of [...picked.values(), repeated.id]) {
       const r = await api(`/api/trajectories/${encodeURIComponent(id)}`);
       expect(r.status, id).toBe(200);

@@ -14,6 +14,7 @@ import { RunModels } from './RunModels.tsx';
 import { api } from '../api.ts';
 import { RatioHistogram } from './RatioHistogram.tsx';
 import { useCompareAvailable } from './CompareView.tsx';
+import { GroupedOverview } from './GroupedOverview.tsx';
 
 const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
   { key: 'findings', label: 'health' },
@@ -33,6 +34,8 @@ export function queryFromParams(p: Record<string, string>): ListQueryInput {
     status: p.status,
     q: p.q,
     ratioBin: p.ratioBin !== undefined ? Number(p.ratioBin) : undefined,
+    step: p.step !== undefined && /^\d+$/.test(p.step) ? Number(p.step) : undefined,
+    group: p.group,
     sort: (p.sort as SortKey | undefined) ?? 'findings',
     order: (p.order as 'asc' | 'desc' | undefined) ?? 'desc',
   };
@@ -123,6 +126,9 @@ export function Overview() {
   // right after the rows appear must not race a re-subscription.
   const itemsRef = useRef(items);
   itemsRef.current = items;
+  const grouped = params.by === 'group';
+  const groupedRef = useRef(grouped);
+  groupedRef.current = grouped;
   const openRef = useRef(open);
   openRef.current = open;
   useEffect(() => {
@@ -134,6 +140,7 @@ export function Overview() {
         e.ctrlKey ||
         e.altKey ||
         rows.length === 0 ||
+        groupedRef.current ||
         useExport.getState().open
       )
         return;
@@ -178,6 +185,9 @@ export function Overview() {
           )}
         </span>
         <span className="spacer" />
+        <a className="toplink" href="#/run" data-testid="open-run">
+          By step
+        </a>
         {hasTrained && (
           <a className="toplink" href="#/compare" data-testid="open-compare">
             Trained side
@@ -273,14 +283,39 @@ export function Overview() {
           {query.cause ? ` · cause ${causeLabel(query.cause)}` : ''}
           {query.status ? ` · status ${query.status}` : ''}
           {query.ratioBin !== undefined ? ` · importance-ratio bar ${query.ratioBin}` : ''}
+          {query.step !== undefined ? ` · step ${query.step}` : ''}
+          {query.group !== undefined ? ` · group ${query.group}` : ''}
         </span>
-        {(query.kind || query.cause || query.status || query.q || query.ratioBin !== undefined) && (
+        <button
+          type="button"
+          className={`link by-group${grouped ? ' active' : ''}`}
+          data-testid="toggle-groups"
+          aria-pressed={grouped}
+          onClick={() => setParams(grouped ? { by: undefined, sort: undefined } : { by: 'group', sort: 'group' }, true)}
+        >
+          {grouped ? 'flat list' : 'by group'}
+        </button>
+        {(query.kind ||
+          query.cause ||
+          query.status ||
+          query.q ||
+          query.ratioBin !== undefined ||
+          query.step !== undefined ||
+          query.group) && (
           <button
             type="button"
             className="link"
             onClick={() =>
               setParams(
-                { kind: undefined, cause: undefined, status: undefined, q: undefined, ratioBin: undefined },
+                {
+                  kind: undefined,
+                  cause: undefined,
+                  status: undefined,
+                  q: undefined,
+                  ratioBin: undefined,
+                  step: undefined,
+                  group: undefined,
+                },
                 true,
               )
             }
@@ -307,7 +342,9 @@ export function Overview() {
             Export…
           </button>
         )}
-        <span className="muted small keys">j/k move · x select · Enter opens</span>
+        <span className="muted small keys">
+          {grouped ? 'j/k in a group · J/K groups · o folds · Enter opens' : 'j/k move · x select · Enter opens'}
+        </span>
       </div>
       {exportOpen && (
         <ExportDialog
@@ -334,10 +371,11 @@ export function Overview() {
           </ul>
         </details>
       )}
+      {grouped && <GroupedOverview items={items} open={open} step={query.step as number | undefined} />}
       <TableVirtuoso
         ref={table}
-        className="table"
-        data={items}
+        className={grouped ? 'table hidden' : 'table'}
+        data={grouped ? [] : items}
         fixedHeaderContent={() => (
           <tr>
             <th className="pick">

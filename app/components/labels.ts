@@ -22,6 +22,7 @@ export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
   chain_split: 'chain split',
   chat_format_unrecognized: 'no chat format',
   non_canonical_split: 'non-canonical BPE split',
+  group: 'group',
 };
 
 export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {

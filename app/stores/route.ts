@@ -6,7 +6,7 @@ import { create } from 'zustand';
 export type Params = Record<string, string>;
 
 export interface Route {
-  page: 'overview' | 'trajectory' | 'playground' | 'compare';
+  page: 'overview' | 'trajectory' | 'playground' | 'compare' | 'run';
   id: string | null;
   params: Params;
 }
@@ -20,6 +20,7 @@ export function parseHash(hash: string): Route {
   if (m) return { page: 'trajectory', id: decodeURIComponent(m[1]!), params };
   if (pathPart === '/playground') return { page: 'playground', id: null, params };
   if (pathPart === '/compare') return { page: 'compare', id: null, params };
+  if (pathPart === '/run') return { page: 'run', id: null, params };
   return { page: 'overview', id: null, params };
 }
 
@@ -34,7 +35,9 @@ export function formatHash(route: Route): string {
         ? '#/playground'
         : route.page === 'compare'
           ? '#/compare'
-          : '#/';
+          : route.page === 'run'
+            ? '#/run'
+            : '#/';
   return qs ? `${base}?${qs}` : base;
 }
 

@@ -18,7 +18,18 @@ let inflight: AbortController | null = null;
 const FIRST_PAGE = 500;
 const PAGE = 10_000;
 
-export const useRun = create<RunState>((set) => ({
+/** `fresh` in the order of `shown` for the rows both hold (updated), then the new rows in their order. */
+function keepPlaces(shown: readonly TrajectorySummary[], fresh: readonly TrajectorySummary[]): TrajectorySummary[] {
+  const byId = new Map(fresh.map((s) => [s.id, s]));
+  const kept = shown.flatMap((s) => {
+    const now = byId.get(s.id);
+    return now ? [now] : [];
+  });
+  const seen = new Set(kept.map((s) => s.id));
+  return kept.concat(fresh.filter((s) => !seen.has(s.id)));
+}
+
+export const useRun = create<RunState>((set, get) => ({
   info: null,
   items: [],
   total: 0,
@@ -39,13 +50,16 @@ export const useRun = create<RunState>((set) => ({
       // The first page paints at once; the rest follows in pages so 100k rows never block the view.
       let offset = 0;
       let items: TrajectorySummary[] = [];
+      // The same query again (the run grew): rows already shown keep their places, new ones follow.
+      const shown = JSON.stringify(get().query) === JSON.stringify(q) ? get().items : null;
       for (;;) {
         const list = await api.list({ ...q, offset, limit: offset === 0 ? FIRST_PAGE : PAGE }, ctrl.signal);
         items = offset === 0 ? list.items : items.concat(list.items);
         offset += list.items.length;
-        set({ items, total: list.total, query: q, error: null });
         if (offset >= list.total || list.items.length === 0) break;
+        if (!shown) set({ items, total: list.total, query: q, error: null });
       }
+      set({ items: shown ? keepPlaces(shown, items) : items, total: items.length, query: q, error: null });
     } catch (e) {
       if ((e as Error).name !== 'AbortError') set({ error: (e as Error).message });
     }

@@ -11,6 +11,7 @@ import { visiblePiece } from '../profiles/tokenizer.ts';
 import { paint } from './output.ts';
 import { logprobMismatch, runMismatch, type TrajectoryMismatch } from '../analysis/logprob-mismatch.ts';
 import { RunLogprobs, runLogprobs, TrajectoryLogprobs, trajectoryLogprobs } from './mismatch-json.ts';
+import { GroupChecks, groupMember } from '../analysis/groups.ts';
 
 /** The stable `--json` contract (docs/check-json.md). */
 export const CheckReport = z.object({
@@ -26,6 +27,21 @@ export const CheckReport = z.object({
       limitations: z.array(z.string()),
       /** Rollout against trainer logprobs, when the trajectory has both. */
       logprobs: TrajectoryLogprobs.optional(),
+      /** The GRPO group and rollout step the trajectory belongs to (null when its format states none). */
+      group: z.string().nullable(),
+      step: z.number().int().nullable(),
+    }),
+  ),
+  /** GRPO groups (analysis/groups.ts), in the order their first sample came; their findings are here, not on each sample. */
+  groups: z.array(
+    z.object({
+      id: z.string(),
+      step: z.number().int().nullable(),
+      size: z.number().int(),
+      reward_mean: z.number().nullable(),
+      reward_std: z.number().nullable(),
+      degenerate: z.boolean(),
+      findings: z.array(z.unknown()),
     }),
   ),
   errors: z.array(
@@ -90,7 +106,8 @@ export async function runCheck(
 ): Promise<number> {
   // `trajectories` stays empty: each entry is written as it comes (memory bounded on any run size),
   // into the same bytes JSON.stringify(report) would give.
-  const report: CheckReport = { version: 1, trajectories: [], errors: [], summary: newSummary() };
+  const report: CheckReport = { version: 1, trajectories: [], groups: [], errors: [], summary: newSummary() };
+  const groupChecks = new GroupChecks();
   let fatal = false;
   const errors: ReadError[] = [];
   let written = 0;
@@ -106,6 +123,8 @@ export async function runCheck(
     const c = ev.checked;
     const t = c.trajectory;
     addToSummary(report.summary, c.findings, hasTokens(t));
+    const member = groupMember(t);
+    if (member) groupChecks.add(member);
     const entry: CheckReport['trajectories'][number] = {
       id: t.id,
       source: { file: t.source.file, line: t.source.line },
@@ -114,6 +133,8 @@ export async function runCheck(
       profile: c.profile.name,
       findings: c.findings.map(publicFinding),
       limitations: t.limitations,
+      group: t.group ?? null,
+      step: t.step ?? null,
     };
     const m = logprobMismatch(t, opts.mismatch);
     if (m) {
@@ -132,8 +153,12 @@ export async function runCheck(
   report.summary.unreadableRecords = errors.filter((e) => e.line > 0).length;
   const run = runMismatch(mismatches);
   if (run) report.summary.logprobs = runLogprobs(run, opts.mismatch);
+  report.groups = groupChecks.summaries().map((g) => ({ ...g, findings: g.findings.map(publicFinding) }));
+  for (const g of report.groups) report.summary.findingsByKind.group! += g.findings.length;
   if (opts.json)
-    out.write(`],"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}}\n`);
+    out.write(
+      `],"groups":${JSON.stringify(report.groups)},"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}}\n`,
+    );
   else printSummary(report, out);
   if (fatal) return 2;
   return report.summary.withErrors > 0 || report.summary.unreadableRecords > 0 ? 1 : 0;
@@ -178,6 +203,8 @@ function printTrajectory(c: CheckedTrajectory, out: NodeJS.WritableStream): void
 }
 
 function printSummary(r: CheckReport, out: NodeJS.WritableStream): void {
+  for (const g of r.groups)
+    for (const f of g.findings) out.write(`${paint.yellow('!')} ${paint.yellow('group')}: ${(f as Finding).message}\n`);
   for (const e of r.errors) out.write(`${paint.red('error')} ${e.file}${e.line ? `:${e.line}` : ''}: ${e.message}\n`);
   const s = r.summary;
   const kinds = Object.entries(s.findingsByKind)

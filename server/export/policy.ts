@@ -63,6 +63,8 @@ const REPAIRED_BY_REALIGNMENT: Readonly<Record<FindingKind, boolean>> = {
   chat_format_unrecognized: false,
   // The stored split is what the model sampled, and the re-alignment keeps it verbatim.
   non_canonical_split: false,
+  // A group finding is a warning about the batch (zero advantage), never an error on a sample.
+  group: false,
 };
 
 /** True when the re-alignment repairs `f`. */

@@ -46,6 +46,12 @@ export const TrajectorySummary = z.object({
     })
     .nullable()
     .optional(),
+  /** GRPO group and rollout step, as the data states them (null when it does not). */
+  group: z.string().nullable().default(null),
+  step: z.number().int().nullable().default(null),
+  advantage: z.number().nullable().default(null),
+  /** Generated (response) tokens. */
+  responseTokens: z.number().int().nullable().default(null),
 });
 export type TrajectorySummary = z.infer<typeof TrajectorySummary>;
 
@@ -75,7 +81,19 @@ export const RunInfo = z.object({
 });
 export type RunInfo = z.infer<typeof RunInfo>;
 
-export const SORT_KEYS = ['id', 'format', 'turns', 'tokens', 'images', 'reward', 'status', 'findings', 'file'] as const;
+/** `group`: GRPO groups in the order their first sample was read, each group's samples in read order (ungrouped last). */
+export const SORT_KEYS = [
+  'id',
+  'format',
+  'turns',
+  'tokens',
+  'images',
+  'reward',
+  'status',
+  'findings',
+  'file',
+  'group',
+] as const;
 export const SortKey = z.enum(SORT_KEYS);
 export type SortKey = z.infer<typeof SortKey>;
 
@@ -94,6 +112,9 @@ export const ListQuery = z.object({
     .min(0)
     .max(RATIO_BIN_COUNT - 1)
     .optional(),
+  /** Only this rollout step / this GRPO group (by its id; with `step`, that step's group). */
+  step: z.coerce.number().int().nonnegative().optional(),
+  group: z.string().max(500).optional(),
   sort: SortKey.default('findings'),
   order: z.enum(['asc', 'desc']).default('desc'),
   offset: z.coerce.number().int().nonnegative().default(0),
@@ -616,3 +637,81 @@ export const PlaygroundPrefill = z.object({
   target: z.object({ stream: StreamName, turn: z.number().int() }),
 });
 export type PlaygroundPrefill = z.infer<typeof PlaygroundPrefill>;
+
+/** A histogram over a run-wide range: `counts[i]` values fell in bin i of `bins` equal bins from `min` to `max`. */
+export const Histogram = z.object({
+  counts: z.array(z.number().int()),
+  mean: z.number().nullable(),
+  n: z.number().int(),
+});
+export type Histogram = z.infer<typeof Histogram>;
+export const HistogramRange = z.object({ min: z.number(), max: z.number(), bins: z.number().int() });
+export type HistogramRange = z.infer<typeof HistogramRange>;
+
+/** One rollout step of the run (step null: the trajectories that state none). */
+export const StepSummary = z.object({
+  step: z.number().int().nullable(),
+  trajectories: z.number().int(),
+  health: z.object({ ok: z.number().int(), warning: z.number().int(), error: z.number().int() }),
+  /** Trajectories with at least one finding of each kind (group findings included). */
+  findings: z.record(z.string(), z.number().int()),
+  groups: z.number().int(),
+  degenerateGroups: z.number().int(),
+  reward: Histogram,
+  /** Generated tokens per trajectory. */
+  length: Histogram,
+  /** The logprob mismatch per step, once the data carries it (null until then). */
+  logprobs: z.number().nullable(),
+});
+export type StepSummary = z.infer<typeof StepSummary>;
+
+export const RunSteps = z.object({
+  steps: z.array(StepSummary),
+  /** The ranges every step's histograms share (null when no trajectory states a reward / length). */
+  rewardRange: HistogramRange.nullable(),
+  lengthRange: HistogramRange.nullable(),
+});
+export type RunSteps = z.infer<typeof RunSteps>;
+
+export const GroupQuery = z.object({
+  step: z.coerce.number().int().nonnegative().optional(),
+  degenerate: z.enum(['true', 'false']).optional(),
+  /** `false`: the verdicts only (the grouped overview has the members from the list already). */
+  members: z.enum(['true', 'false']).default('true'),
+  offset: z.coerce.number().int().nonnegative().default(0),
+  limit: z.coerce.number().int().positive().max(10_000).default(500),
+});
+export type GroupQuery = z.infer<typeof GroupQuery>;
+export type GroupQueryInput = z.input<typeof GroupQuery>;
+
+export const GroupMemberInfo = z.object({
+  id: z.string(),
+  reward: z.number().nullable(),
+  advantage: z.number().nullable(),
+  health: z.enum(['ok', 'warning', 'error']),
+  responseTokens: z.number().int().nullable(),
+});
+export type GroupMemberInfo = z.infer<typeof GroupMemberInfo>;
+
+/** One GRPO group: `check --json`'s group entry plus its members, in the order they were read. */
+export const GroupInfo = z.object({
+  key: z.string(),
+  id: z.string(),
+  step: z.number().int().nullable(),
+  size: z.number().int(),
+  reward_mean: z.number().nullable(),
+  reward_std: z.number().nullable(),
+  degenerate: z.boolean(),
+  findings: z.array(Finding),
+  members: z.array(GroupMemberInfo),
+});
+export type GroupInfo = z.infer<typeof GroupInfo>;
+
+export const GroupList = z.object({
+  total: z.number().int(),
+  offset: z.number().int(),
+  /** Trajectories of the run that name no group (not listed here). */
+  ungrouped: z.number().int(),
+  items: z.array(GroupInfo),
+});
+export type GroupList = z.infer<typeof GroupList>;

@@ -129,7 +129,12 @@ const sharePageView: TrajectoryView = {
 
 /** Every view of one trajectory; the first whose path matches answers. */
 export const TRAJECTORY_VIEWS: readonly TrajectoryView[] = [
-  jsonView([], NoQuery, TrajectoryDetail, (v) => trajectoryDetail(v.summary, v.checked, v.opts)),
+  jsonView([], NoQuery, TrajectoryDetail, (v) => {
+    const detail = trajectoryDetail(v.summary, v.checked, v.opts);
+    // The group's findings are the group's, not the trajectory's analysis: added here, seen in no stream.
+    const group = v.store.groupFindings(v.summary.id).map((f) => ({ ...f, target: null }));
+    return group.length > 0 ? { ...detail, findings: [...detail.findings, ...group] } : detail;
+  }),
   jsonView(['stream'], StreamQuery, TokenStream, (v, q) => tokenStream(v.checked, q.name, q.turn, v.opts)),
   jsonView(['diff'], DiffQuery, DiffResult, (v, q) => tokenDiff(v.checked, q)),
   jsonView(['logprobs'], NoQuery, LogprobView, (v) => logprobView(v.checked, v.opts)),

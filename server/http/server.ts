@@ -19,6 +19,7 @@ import { exportRoutes } from './routes-export.ts';
 import { askRoutes } from './routes-ask.ts';
 import { compareRoutes } from './routes-compare.ts';
 import type { TrainedSide } from './trained-side.ts';
+import { runRoutes } from './routes-run.ts';
 
 export interface ServeOptions {
   store: RunStore;
@@ -111,6 +112,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const routes = [
     compareRoutes(store, opts.trained, tools),
     trajectoryRoutes(store, tools, appDir),
+    runRoutes(store, tools),
     exportRoutes(store, tools),
     askRoutes(store, tools),
   ];

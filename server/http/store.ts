@@ -20,14 +20,29 @@ import {
   type RunOptions,
 } from '../pipeline.ts';
 import { AnalysisPool } from '../analysis-pool.ts';
-import { expandPaths, loadFile } from '../import/index.ts';
+import { loadFile } from '../import/index.ts';
 import { importerFor, readsLineByLine } from '../import/formats.ts';
 import { readLines, type RecordLine } from '../import/read/lines.ts';
 import { importLines, readFileChunks } from '../import/stream.ts';
 import type { LoadedFile } from '../import/index.ts';
 import { profileFor } from '../profiles/profile.ts';
 import { inRatioBin, mismatchSummary } from './views-logprobs.ts';
-import type { FindingCounts, ListQuery, RunInfo, TrajectoryList, TrajectorySummary } from './api.ts';
+import type {
+  FindingCounts,
+  GroupInfo,
+  GroupList,
+  GroupQuery,
+  Histogram,
+  HistogramRange,
+  ListQuery,
+  RunInfo,
+  RunSteps,
+  StepSummary,
+  TrajectoryList,
+  TrajectorySummary,
+} from './api.ts';
+import { GroupChecks, groupMember } from '../analysis/groups.ts';
+import { isRunFileName } from '../import/formats.ts';
 
 export interface RunStore {
   info(): RunInfo;
@@ -42,6 +57,12 @@ export interface RunStore {
   refresh(): Promise<void>;
   /** The trajectory keys the run was given (the export names rows by them). */
   keys(): Pick<TrajectoryKeys, 'peek'>;
+  /** Per rollout step: counts, findings, reward and length distributions. */
+  steps(): RunSteps;
+  /** GRPO groups in the order their first sample was read, with their members. */
+  groups(query: GroupQuery): GroupList;
+  /** The group findings of a trajectory's group (empty when it names none, or its group is fine). */
+  groupFindings(id: string): Finding[];
   /** Resolves once every file given at start has been read once. */
   ready: Promise<void>;
   close(): void;
@@ -55,6 +76,9 @@ interface Entry {
   tokenSet: Uint32Array;
   /** The profile it was checked with and the model name its record states. */
   model: { profile: string; name: string | null };
+  /** The trajectory's own findings (its summary's counts add its group's). */
+  own: { findings: FindingCounts; health: TrajectorySummary['health'] };
+  groupKey?: string;
 }
 
 interface FileState {
@@ -146,7 +170,60 @@ export function summarize(id: string, c: CheckedTrajectory): TrajectorySummary {
     findings: counts,
     headline: headline(c.findings[0]?.message),
     mismatch: mismatchSummary(c),
+    group: t.group ?? null,
+    step: t.step ?? null,
+    advantage: t.advantage ?? null,
+    responseTokens: responseTokens(t),
   };
+}
+
+function responseTokens(t: Trajectory): number | null {
+  if (t.sample?.responseLength !== undefined) return t.sample.responseLength;
+  if (t.sample?.lossMask && t.sample.maskScope === 'full') return t.sample.lossMask.filter((m) => m === 1).length;
+  const generated = t.turns.reduce((n, turn) => n + (turn.generatedIds?.length ?? 0), 0);
+  return t.turns.some((turn) => turn.generatedIds) ? generated : null;
+}
+
+/** The health and counts of a trajectory's own findings plus its group's. */
+function withGroupFindings(
+  own: Entry['own'],
+  group: readonly Finding[],
+): { findings: FindingCounts; health: TrajectorySummary['health'] } {
+  if (group.length === 0) return own;
+  const findings: FindingCounts = {
+    kind: { ...own.findings.kind },
+    cause: { ...own.findings.cause },
+    severity: { ...own.findings.severity },
+  };
+  for (const f of group) {
+    findings.kind[f.kind] = (findings.kind[f.kind] ?? 0) + 1;
+    findings.severity[f.severity] = (findings.severity[f.severity] ?? 0) + 1;
+  }
+  return { findings, health: own.health === 'error' ? 'error' : 'warning' };
+}
+
+const HISTOGRAM_BINS = 12;
+
+function histogramRange(values: Iterable<number>): HistogramRange | null {
+  let min = Infinity;
+  let max = -Infinity;
+  for (const v of values) {
+    min = Math.min(min, v);
+    max = Math.max(max, v);
+  }
+  if (!Number.isFinite(min)) return null;
+  return { min, max, bins: min === max ? 1 : HISTOGRAM_BINS };
+}
+
+function histogram(values: readonly number[], range: HistogramRange | null): Histogram {
+  const counts = new Array<number>(range?.bins ?? 0).fill(0);
+  if (range)
+    for (const v of values) {
+      const at = range.max === range.min ? 0 : Math.floor(((v - range.min) / (range.max - range.min)) * range.bins);
+      counts[Math.min(range.bins - 1, Math.max(0, at))]!++;
+    }
+  const mean = values.length > 0 ? values.reduce((a, b) => a + b, 0) / values.length : null;
+  return { counts, mean, n: values.length };
 }
 
 /** The row tooltip: the first finding's sentence, capped (100k rows × full messages would be most of the list's bytes). */
@@ -187,6 +264,8 @@ function compareBy(key: ListQuery['sort']): (a: TrajectorySummary, b: Trajectory
       return (a, b) => num(a.reward) - num(b.reward);
     case 'findings':
       return (a, b) => HEALTH_RANK[a.health] - HEALTH_RANK[b.health] || total(a) - total(b);
+    case 'group':
+      return () => 0; // the store orders by group itself (filterAndSort)
     default:
       return (a, b) => a[key] - b[key];
   }
@@ -226,10 +305,16 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   const profile = profileFor(opts.model, undefined);
   const reloader = new Reloader(opts.format);
   const keys = new TrajectoryKeys();
+  const folders = new RunFolders(paths);
   const workers = opts.workers && opts.workers > 0 ? opts.workers : 0;
   const pools = new Set<AnalysisPool>();
   /** One analysis per trajectory at a time, however many requests ask for it. */
   const pending = new Map<string, Promise<CheckedTrajectory | undefined>>();
+  const groupChecks = new GroupChecks();
+  /** Member ids of each group, by group key, in the order they were read. */
+  const groupMembers = new Map<string, string[]>();
+  const groupSignatures = new Map<string, string>();
+  let lastSteps: { version: number; steps: RunSteps } | undefined;
 
   const display = (file: string) => {
     const rel = path.relative(process.cwd(), file);
@@ -309,21 +394,44 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     const originalId = traj.id;
     const id = keys.keyOf(traj);
     traj.id = id;
-    entries.set(id, {
-      summary: summarize(id, checked),
+    const summary = summarize(id, checked);
+    const entry: Entry = {
+      summary,
       originalId,
       tokenSet: distinctTokens(checked),
       model: { profile: checked.profile.name, name: traj.model ?? null },
-    });
+      own: { findings: summary.findings, health: summary.health },
+    };
+    entries.set(id, entry);
     order.push(id);
+    const member = groupMember(traj);
+    if (member) addToGroup(entry, member);
     version++;
     cache.set(id, checked);
     const state = files.get(traj.source.file);
     if (state) state.count++;
   }
 
+  /** Join `entry` to its group and give every member the group's findings when they change. */
+  function addToGroup(entry: Entry, member: NonNullable<ReturnType<typeof groupMember>>): void {
+    const key = groupChecks.add(member);
+    entry.groupKey = key;
+    const members = groupMembers.get(key) ?? [];
+    if (members.length === 0) groupMembers.set(key, members);
+    members.push(entry.summary.id);
+    const findings = groupChecks.summary(key)!.findings;
+    const signature = findings.map((f) => `${f.field}:${f.message}`).join('\n');
+    // Members are touched only when the group's verdict changes: a large group costs one pass per change.
+    const changed = groupSignatures.get(key) !== signature;
+    groupSignatures.set(key, signature);
+    for (const id of changed ? members : [entry.summary.id]) {
+      const e = entries.get(id)!;
+      Object.assign(e.summary, withGroupFindings(e.own, findings));
+    }
+  }
+
   async function scan(): Promise<void> {
-    const { files: found, errors } = expandPaths(paths);
+    const { files: found, errors } = folders.expand();
     pathErrors.splice(
       0,
       pathErrors.length,
@@ -331,10 +439,12 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       ...pathErrors.filter((p) => p.line > 0),
     );
     const changed: { file: string; size: number }[] = [];
-    for (const file of found) {
+    const now = Date.now();
+    for (const file of folders.due(found, now)) {
       try {
-        const size = fs.statSync(file).size;
-        if (files.get(file)?.size !== size) changed.push({ file, size });
+        const st = fs.statSync(file);
+        folders.saw(file, st.mtimeMs);
+        if (files.get(file)?.size !== st.size) changed.push({ file, size: st.size });
       } catch {
         // gone since the folder was listed
       }
@@ -407,6 +517,8 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         if (query.severity && !s.findings.severity[query.severity]) return false;
         if (query.status && s.health !== query.status && s.status !== query.status) return false;
         if (query.ratioBin !== undefined && !inRatioBin(s, query.ratioBin)) return false;
+        if (query.step !== undefined && s.step !== query.step) return false;
+        if (query.group !== undefined && s.group !== query.group) return false;
         if (q) {
           const text = `${s.id} ${s.source.file} ${s.headline ?? ''}`.toLowerCase();
           if (!text.includes(q.toLowerCase()) && !(tokenId !== undefined && hasToken(e.tokenSet, tokenId)))
@@ -415,6 +527,17 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         return true;
       })
       .map((e) => e.summary);
+    if (query.sort === 'group') {
+      // Load order within a group; groups by their first sample; the ungrouped after them.
+      const rank = new Map<string, number>();
+      for (const key of groupMembers.keys()) rank.set(key, rank.size);
+      const at = new Map(order.map((id, i) => [id, i]));
+      const groupRank = (s: TrajectorySummary) => {
+        const key = entries.get(s.id)!.groupKey;
+        return key === undefined ? rank.size : rank.get(key)!;
+      };
+      return matches.sort((a, b) => groupRank(a) - groupRank(b) || at.get(a.id)! - at.get(b.id)!);
+    }
     const cmp = compareBy(query.sort);
     const dir = query.order === 'asc' ? 1 : -1;
     // Ties keep load order (Array.prototype.sort is stable), so paging through equal keys is deterministic.
@@ -467,6 +590,8 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         query.status,
         query.q,
         query.ratioBin,
+        query.step,
+        query.group,
         query.sort,
         query.order,
       ]);
@@ -479,6 +604,92 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       };
     },
     summary: (id) => entries.get(id)?.summary,
+    groupFindings(id) {
+      const key = entries.get(id)?.groupKey;
+      return key === undefined ? [] : (groupChecks.summary(key)?.findings ?? []);
+    },
+    steps(): RunSteps {
+      if (lastSteps?.version === version) return lastSteps.steps;
+      const all = order.map((id) => entries.get(id)!.summary);
+      const rewards = (ss: readonly TrajectorySummary[]) =>
+        ss.flatMap((s) => (s.reward !== null && Number.isFinite(s.reward) ? [s.reward] : []));
+      const lengths = (ss: readonly TrajectorySummary[]) =>
+        ss.flatMap((s) => (s.responseTokens !== null ? [s.responseTokens] : []));
+      const rewardRange = histogramRange(rewards(all));
+      const lengthRange = histogramRange(lengths(all));
+      const byStep = new Map<number | null, TrajectorySummary[]>();
+      for (const s of all) {
+        const list = byStep.get(s.step);
+        if (list) list.push(s);
+        else byStep.set(s.step, [s]);
+      }
+      const groupsByStep = new Map<number | null, { groups: number; degenerate: number }>();
+      for (const g of groupChecks.summaries()) {
+        const n = groupsByStep.get(g.step) ?? { groups: 0, degenerate: 0 };
+        n.groups++;
+        if (g.degenerate) n.degenerate++;
+        groupsByStep.set(g.step, n);
+      }
+      const steps: StepSummary[] = [...byStep.entries()]
+        .sort(([a], [b]) => (a === null ? 1 : b === null ? -1 : a - b))
+        .map(([step, ss]) => {
+          const health = { ok: 0, warning: 0, error: 0 };
+          const findings: Record<string, number> = {};
+          for (const s of ss) {
+            health[s.health]++;
+            for (const k of Object.keys(s.findings.kind)) findings[k] = (findings[k] ?? 0) + 1;
+          }
+          const g = groupsByStep.get(step) ?? { groups: 0, degenerate: 0 };
+          return {
+            step,
+            trajectories: ss.length,
+            health,
+            findings,
+            groups: g.groups,
+            degenerateGroups: g.degenerate,
+            reward: histogram(rewards(ss), rewardRange),
+            length: histogram(lengths(ss), lengthRange),
+            logprobs: null,
+          };
+        });
+      const result = { steps, rewardRange, lengthRange };
+      lastSteps = { version, steps: result };
+      return result;
+    },
+    groups(query): GroupList {
+      const wanted = query.degenerate === undefined ? undefined : query.degenerate === 'true';
+      const matches: { key: string; ids: string[]; g: NonNullable<ReturnType<GroupChecks['summary']>> }[] = [];
+      for (const [key, ids] of groupMembers) {
+        const g = groupChecks.summary(key)!;
+        if (query.step !== undefined && g.step !== query.step) continue;
+        if (wanted !== undefined && g.degenerate !== wanted) continue;
+        matches.push({ key, ids, g });
+      }
+      const page = matches.slice(query.offset, query.offset + query.limit).map(
+        ({ key, ids, g }): GroupInfo => ({
+          key,
+          ...g,
+          members: (query.members === 'false' ? [] : ids).map((id) => {
+            const s = entries.get(id)!.summary;
+            return {
+              id,
+              reward: s.reward,
+              advantage: s.advantage,
+              health: s.health,
+              responseTokens: s.responseTokens,
+            };
+          }),
+        }),
+      );
+      let grouped = 0;
+      for (const ids of groupMembers.values()) grouped += ids.length;
+      return {
+        total: matches.length,
+        offset: query.offset,
+        ungrouped: entries.size - grouped,
+        items: page,
+      };
+    },
     async get(id) {
       const entry = entries.get(id);
       if (!entry) return undefined;
@@ -629,5 +840,92 @@ function readLastByte(file: string): string {
     return buf.toString('utf8');
   } finally {
     fs.closeSync(fd);
+  }
+}
+
+/** A file that grew this recently is looked at on every poll. */
+const HOT_MS = 60_000;
+/** Files looked at per poll among the ones that have not changed for a while (round robin). */
+const COLD_PER_POLL = 256;
+/** A folder modified this recently is listed again whatever its mtime says (mtime ticks can be coarse). */
+const FRESH_FOLDER_MS = 3_000;
+
+/**
+ * The files of a run being written, polled cheaply on a big folder: a folder is listed again only
+ * when its mtime changed (a new file or `step_N/` folder changes its parent's), and a poll stats
+ * new and recently grown files, plus a bounded slice of the quiet ones, so appending to an old
+ * file is still seen within a few polls. Same files, order and errors as `expandPaths`.
+ */
+export class RunFolders {
+  private readonly dirs = new Map<string, { mtimeMs: number; children: { path: string; dir: boolean }[] }>();
+  private readonly lastChange = new Map<string, number>();
+  private cursor = 0;
+
+  constructor(private readonly paths: readonly string[]) {}
+
+  expand(): { files: string[]; errors: ReadError[] } {
+    const files: string[] = [];
+    const errors: ReadError[] = [];
+    const now = Date.now();
+    const walk = (dir: string, st: fs.Stats) => {
+      let known = this.dirs.get(dir);
+      if (!known || known.mtimeMs !== st.mtimeMs || now - st.mtimeMs < FRESH_FOLDER_MS) {
+        known = { mtimeMs: st.mtimeMs, children: [] };
+        for (const name of fs.readdirSync(dir).sort()) {
+          if (name.startsWith('.') || name === 'node_modules') continue;
+          const child = path.join(dir, name);
+          try {
+            if (fs.statSync(child).isDirectory()) known.children.push({ path: child, dir: true });
+            else if (isRunFileName(name)) known.children.push({ path: child, dir: false });
+          } catch {
+            // gone since the folder was listed
+          }
+        }
+        this.dirs.set(dir, known);
+      }
+      for (const c of known.children) {
+        if (!c.dir) {
+          files.push(c.path);
+          continue;
+        }
+        try {
+          walk(c.path, fs.statSync(c.path));
+        } catch {
+          this.dirs.delete(c.path);
+        }
+      }
+    };
+    for (const p of this.paths) {
+      let st: fs.Stats;
+      try {
+        st = fs.statSync(p);
+      } catch {
+        errors.push({ file: p, line: 0, message: 'no such file or directory' });
+        continue;
+      }
+      if (st.isDirectory()) walk(p, st);
+      else files.push(p);
+    }
+    return { files, errors };
+  }
+
+  /** The files to stat on this poll: never seen, modified lately, or the quiet ones' turn. */
+  due(files: readonly string[], now: number): string[] {
+    const out: string[] = [];
+    const quiet: string[] = [];
+    for (const f of files) {
+      const at = this.lastChange.get(f);
+      if (at === undefined || now - at < HOT_MS) out.push(f);
+      else quiet.push(f);
+    }
+    if (quiet.length <= COLD_PER_POLL) return out.concat(quiet);
+    for (let i = 0; i < COLD_PER_POLL; i++) out.push(quiet[(this.cursor + i) % quiet.length]!);
+    this.cursor = (this.cursor + COLD_PER_POLL) % quiet.length;
+    return out;
+  }
+
+  /** A stat of `file`: its mtime says whether it is being written (then it is looked at on every poll). */
+  saw(file: string, mtimeMs: number): void {
+    this.lastChange.set(file, Math.max(this.lastChange.get(file) ?? mtimeMs, mtimeMs));
   }
 }

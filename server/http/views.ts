@@ -82,6 +82,7 @@ export const DIFF_OF_KIND: Readonly<Record<FindingKind, { a: DiffA; b: DiffB; si
   chain_split: { a: 'prompt', b: 'prompt', side: 'b' },
   chat_format_unrecognized: null,
   non_canonical_split: null,
+  group: null,
 };
 
 /** The diff of `f`'s divergence, when its kind has one (the prefix pair is the finding's turn). */

@@ -67,6 +67,7 @@ export function arealDumpTrajectory(
     images: [],
     reward: d.reward ?? undefined,
     group: String(d.task_id),
+    step: d.tail_version !== null && d.tail_version !== undefined && d.tail_version >= 0 ? d.tail_version : undefined,
     limitations: [AREAL_DUMP_LIMITATION],
     meta,
   };

@@ -181,6 +181,7 @@ export function arealTrajectories(
       },
       reward: rowReward(t.rewards, row),
       group: t.task_id !== undefined && t.task_id !== null ? String(t.task_id) : undefined,
+      step: versions?.max,
       limitations,
       meta: Object.keys(meta).length > 0 ? meta : undefined,
     });

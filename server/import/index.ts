@@ -12,6 +12,7 @@ import { readLines, type RecordLine } from './read/lines.ts';
 import { isReadError, parseRecordLine, type RawRecord } from './read/record.ts';
 import { safeParseBounded, zodErrors } from './read/validate.ts';
 import { torchSaveRecords } from './read/torch-records.ts';
+import { withPathStep } from './step.ts';
 import { isRunFileName, isTorchSaveName, planRead, SNIFF_RECORDS, sniffRecords } from './formats.ts';
 
 export { importerFor, IMPORTERS } from './formats.ts';
@@ -202,6 +203,7 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
   }
   if (!importer) return out;
   out.format = importer.format;
+  result = withPathStep(result, file);
   out.errors.push(...result.errors);
   const trusted = importer.validates === true; // its output is Trajectory-schema output already
   for (const t of result.trajectories) {

@@ -290,6 +290,7 @@ function trajectoryFrom(parts: SampleParts, id: string, file: string, line: numb
       ...(parts.mmTokenTypeIds ? { mmTokenTypeIds: parts.mmTokenTypeIds } : {}),
     },
     limitations,
+    advantage: parts.advantage,
     meta: {
       ...parts.meta,
       ...(parts.envName !== undefined ? { envName: parts.envName } : {}),

@@ -14,6 +14,7 @@
 import { z } from 'zod';
 import type { TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
+import { stepOf } from './step.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
 import { rewardValue } from './slime.ts';
@@ -83,6 +84,8 @@ function trainTrajectory(s: TrainSample, id: string, file: string, meta: Record<
       imageGridThw: s.multimodal_train_inputs?.image_grid_thw ?? undefined,
     },
     reward,
+    step: stepOf(meta.rollout_id),
+    advantage: s.advantages?.[0],
     limitations: [
       'a train dump holds token ids and per-token fields, not the images or messages: compare it with its rollout (rollscope compare)',
     ],

@@ -17,6 +17,7 @@
 import { z } from 'zod';
 import { Message, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
+import { stepOf } from './step.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
 import {
@@ -128,6 +129,7 @@ export function slimeTrajectory(
     reward: rewardValue(s.reward),
     status,
     group: s.group_index !== undefined && s.group_index !== null ? String(s.group_index) : undefined,
+    step: stepOf(s.rollout_id ?? where.rollout),
     limitations,
     meta: Object.keys(meta).length > 0 ? meta : undefined,
   };

@@ -14,6 +14,7 @@ import { readLimits, type ReadLimits } from './read/limits.ts';
 import { readLines, type RecordLine } from './read/lines.ts';
 import { isReadError, parseRecordLine, type RawRecord } from './read/record.ts';
 import { safeParseBounded, zodErrors } from './read/validate.ts';
+import { withPathStep } from './step.ts';
 
 export type { RecordLine } from './read/lines.ts';
 
@@ -129,7 +130,7 @@ export function importLines(
     if (isReadError(r)) errors.push(r);
     else records.push(r);
   }
-  const result = importIsolated(importer, records, file);
+  const result = withPathStep(importIsolated(importer, records, file), file);
   const trajectories: Trajectory[] = [];
   for (const t of result.trajectories) {
     if (importer.validates) {

@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import type { TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
+import { stepOf } from './step.ts';
 import { importEachRecord, isObject } from './importer.ts';
 import { fileStem, idAllocator, smallValues } from './turns-from-mask.ts';
 
@@ -40,6 +41,7 @@ export function verlDumpTrajectory(
     turns: [{ generatedText: d.output }],
     images: [],
     reward: d.score ?? undefined,
+    step: stepOf(d.step),
     limitations: [VERL_DUMP_LIMITATION],
     meta,
   };

@@ -21,6 +21,7 @@ export const FINDING_KINDS = [
   'chain_split',
   'chat_format_unrecognized',
   'non_canonical_split',
+  'group',
 ] as const;
 export const FindingKind = z.enum(FINDING_KINDS);
 export type FindingKind = z.infer<typeof FindingKind>;

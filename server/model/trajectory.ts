@@ -175,6 +175,10 @@ export const Trajectory = z.object({
   status: z.string().optional(),
   /** GRPO group (samples that share one prompt). */
   group: z.string().optional(),
+  /** Rollout step (policy version) the sample was generated at: slime `rollout_id`, `step_<n>/` folders, AReaL versions. */
+  step: z.number().int().nonnegative().optional(),
+  /** The sample's advantage where the trainer stored one (per-token advantages: the first trained token's). */
+  advantage: z.number().optional(),
   /** Processor settings the record states for the whole trajectory. */
   processor: ProcessorSettings.optional(),
   /** What this format cannot tell (e.g. text-only dumps with special tokens stripped). */
