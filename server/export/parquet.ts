@@ -74,7 +74,7 @@ function columnValue(row: ExportRow, name: string): unknown {
 }
 
 /** A hyparquet-writer sink that appends to an open file descriptor, 1 MiB at a time (like its own fileWriter). */
-class FdWriter extends ByteWriter {
+export class FdWriter extends ByteWriter {
   constructor(private readonly fd: number) {
     super(1 << 20);
   }
