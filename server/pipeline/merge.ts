@@ -82,8 +82,12 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
     const pos = report.shard!.positions;
     if (pos.trajectories.length !== report.trajectories.length || pos.errors.length !== report.errors.length)
       throw new MergeError(`${name}: its positions do not match its entries`);
-    report.trajectories.forEach((item, i) => trajectories.push({ position: pos.trajectories[i]!, item }));
-    report.errors.forEach((item, i) => errors.push({ position: pos.errors[i]!, item }));
+    report.trajectories.forEach((item, i) => {
+      trajectories.push({ position: pos.trajectories[i]!, item });
+    });
+    report.errors.forEach((item, i) => {
+      errors.push({ position: pos.errors[i]!, item });
+    });
     const s = report.summary;
     for (const k of [
       'trajectories',
