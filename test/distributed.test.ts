@@ -16,7 +16,13 @@ import { CheckReport, runCheck } from '../server/cli/check.ts';
 import { checkPaths } from '../server/pipeline.ts';
 import { loadFile } from '../server/import/index.ts';
 import { ownsError, ownsTrajectory, parseShard, runRoot } from '../server/pipeline/shard.ts';
-import { mergeCheckReports, mergeManifests, MergeError, MergedManifest } from '../server/pipeline/merge.ts';
+import {
+  checkExitStatus,
+  mergeCheckReports,
+  mergeManifests,
+  MergeError,
+  MergedManifest,
+} from '../server/pipeline/merge.ts';
 import { readManifest, RejectEntry } from '../server/export/manifest.ts';
 import { readParquetRows } from '../server/export/parquet.ts';
 import { ExportRow } from '../server/export/row-schema.ts';
@@ -63,6 +69,49 @@ async function query(sql: string): Promise<Record<string, unknown>[]> {
   return (await con.runAndReadAll(sql)).getRowObjectsJson() as Record<string, unknown>[];
 }
 
+/** The fenced block after `<!-- recipe: NAME -->` in docs/distributed.md. */
+function recipe(name: string): string {
+  const doc = fs.readFileSync(path.join(ROOT, 'docs', 'distributed.md'), 'utf8');
+  const m = new RegExp(`<!-- recipe: ${name} -->\\n\`\`\`[a-z]*\\n([\\s\\S]*?)\`\`\``).exec(doc);
+  if (!m) throw new Error(`docs/distributed.md has no recipe ${name}`);
+  return m[1]!;
+}
+
+/** The container script of the Kubernetes Job: the block scalar after `- |`, dedented. */
+function containerScript(yaml: string): string {
+  const lines = yaml.split('\n');
+  const at = lines.findIndex((l) => /^\s*- \|\s*$/.test(l));
+  const indent = lines[at]!.search(/\S/);
+  const body: string[] = [];
+  for (const l of lines.slice(at + 1)) {
+    if (l.trim() !== '' && l.search(/\S/) <= indent) break;
+    body.push(l);
+  }
+  const cut = Math.min(...body.filter((l) => l.trim()).map((l) => l.search(/\S/)));
+  return body.map((l) => l.slice(cut)).join('\n');
+}
+
+/** Run a shell script as a scheduler would, with `rollscope` on PATH. */
+function shell(shellName: 'bash' | 'sh', script: string, env: Record<string, string>): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(shellName, ['-c', script], {
+      cwd: tmp,
+      env: {
+        ...process.env,
+        NO_COLOR: '1',
+        PATH: `${path.join(tmp, 'bin')}${path.delimiter}${process.env.PATH}`,
+        ...env,
+      },
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ code, signal, stdout, stderr }));
+  });
+}
+
 const sq = (p: string) => p.split(path.sep).join('/').replaceAll("'", "''");
 
 beforeAll(async () => {
@@ -80,6 +129,13 @@ beforeAll(async () => {
     return JSON.stringify({ ...s, index: i, group_index: i % 5 });
   });
   fs.writeFileSync(path.join(run, 'slime', 'interleaved-groups.jsonl'), `${lines.join('\n')}\n`);
+  // `rollscope` on PATH for the recipes' scripts.
+  fs.mkdirSync(path.join(tmp, 'bin'));
+  fs.writeFileSync(
+    path.join(tmp, 'bin', 'rollscope'),
+    `#!/bin/sh\nexec '${process.execPath}' '${path.join(ROOT, 'bin', 'rollscope.js')}' "$@"\n`,
+    { mode: 0o755 },
+  );
   db = await DuckDBInstance.create(':memory:');
   con = await db.connect();
 });
@@ -191,40 +247,79 @@ describe('check --shard K/N over a run in every format, folded by merge', () => 
     whole = fs.readFileSync(path.join(tmp, 'whole.json'), 'utf8');
   }, 120_000);
 
+  /** Shard K of N the way each recipe runs it: N = 1 by hand, 3 as the Slurm array, 7 as the Kubernetes Indexed Job. */
+  const runShards = async (count: number, dir: string): Promise<Ran[]> => {
+    if (count === 3)
+      return Promise.all(
+        Array.from({ length: count }, (_, k) =>
+          shell('bash', recipe('slurm'), {
+            RUN: run,
+            OUT: dir,
+            SLURM_ARRAY_TASK_ID: String(k),
+            SLURM_ARRAY_TASK_COUNT: String(count),
+            SLURM_CPUS_PER_TASK: '0', // the main thread only: seven shards share two cores here
+          }),
+        ),
+      );
+    if (count === 7)
+      return Promise.all(
+        Array.from({ length: count }, (_, k) =>
+          shell('sh', containerScript(recipe('kubernetes')), {
+            RUN: run,
+            OUT: dir,
+            SHARDS: String(count),
+            JOB_COMPLETION_INDEX: String(k),
+            WORKERS: '0',
+          }),
+        ),
+      );
+    fs.mkdirSync(path.join(dir, 'reports'), { recursive: true });
+    fs.mkdirSync(path.join(dir, 'findings'), { recursive: true });
+    return [
+      await cli([
+        'check',
+        run,
+        '--json',
+        '--workers',
+        '0',
+        '--shard',
+        '0/1',
+        '--out',
+        path.join(dir, 'reports', 'shard-0.json'),
+        '--findings-parquet',
+        path.join(dir, 'findings', 'shard-0.parquet'),
+      ]),
+    ];
+  };
+
   it.each([1, 3, 7])(
     'N = %i: merge of the shard reports is the unsharded report, byte for byte, with its exit status',
     async (count) => {
       const dir = path.join(tmp, `shards-${count}`);
-      fs.mkdirSync(dir);
-      const ran = await Promise.all(
-        Array.from({ length: count }, (_, k) =>
-          cli([
-            'check',
-            run,
-            '--json',
-            '--workers',
-            '0',
-            '--shard',
-            `${k}/${count}`,
-            '--out',
-            path.join(dir, `report-${k}.json`),
-            '--findings-parquet',
-            path.join(dir, `findings-${k}.parquet`),
-          ]),
-        ),
-      );
-      for (const r of ran) expect(r.stderr).toBe('');
-      const reports = Array.from({ length: count }, (_, k) => path.join(dir, `report-${k}.json`));
+      const ran = await runShards(count, dir);
+      const reports = Array.from({ length: count }, (_, k) => path.join(dir, 'reports', `shard-${k}.json`));
+      ran.forEach((r, k) => {
+        expect(r.stderr).toBe('');
+        const own = checkExitStatus(CheckReport.parse(JSON.parse(fs.readFileSync(reports[k]!, 'utf8'))));
+        // By hand: check's own status. The recipes: done once the report is written (findings are a result).
+        expect(r.code).toBe(count === 1 ? own : 0);
+      });
       const sizes = reports.map((f) => CheckReport.parse(JSON.parse(fs.readFileSync(f, 'utf8'))).trajectories.length);
       if (count > 1) expect(sizes.filter((n) => n > 0).length).toBeGreaterThan(1); // the work really is split
       const merged = await cli(['merge', ...reports, '--json']);
       expect(merged.stderr).toBe('');
       expect(merged.stdout).toBe(whole);
       expect(merged.code).toBe(wholeStatus);
+      if (count === 3) {
+        const step = await shell('bash', recipe('slurm-merge'), { OUT: dir });
+        expect(step.stderr).toBe('');
+        expect(step.code).toBe(wholeStatus);
+        expect(fs.readFileSync(path.join(dir, 'report.json'), 'utf8')).toBe(whole);
+      }
       expect(wholeStatus).toBe(2); // torch/hostile.pt cannot be read at all (and there are error findings)
 
       // One Parquet row per finding across the shards, typed as documented.
-      const glob = sq(path.join(dir, 'findings-*.parquet'));
+      const glob = sq(path.join(dir, 'findings', 'shard-*.parquet'));
       const byKind = Object.fromEntries(
         (await query(`SELECT kind, count(*)::INTEGER AS n FROM read_parquet('${glob}') GROUP BY kind`)).map((r) => [
           r.kind,
@@ -296,13 +391,15 @@ describe('check --shard K/N over a run in every format, folded by merge', () => 
     expect(fs.existsSync(out)).toBe(false);
     const again = await cli(args);
     expect(again.stderr).toBe('');
-    expect(fs.readFileSync(out, 'utf8')).toBe(fs.readFileSync(path.join(tmp, 'shards-3', 'report-1.json'), 'utf8'));
+    expect(fs.readFileSync(out, 'utf8')).toBe(
+      fs.readFileSync(path.join(tmp, 'shards-3', 'reports', 'shard-1.json'), 'utf8'),
+    );
   }, 120_000);
 
   it('merge refuses reports that are not all the shards of one run, and mixed kinds', async () => {
     const r = (k: number, n = 3) => ({
       name: `report-${k}.json`,
-      doc: JSON.parse(fs.readFileSync(path.join(tmp, `shards-${n}`, `report-${k}.json`), 'utf8')),
+      doc: JSON.parse(fs.readFileSync(path.join(tmp, `shards-${n}`, 'reports', `shard-${k}.json`), 'utf8')),
     });
     expect(() => mergeCheckReports([r(0), r(1)])).toThrow(/2\/3 missing/);
     expect(() => mergeCheckReports([r(0), r(1), r(1)])).toThrow(/both shard 1\/3/);
@@ -310,7 +407,7 @@ describe('check --shard K/N over a run in every format, folded by merge', () => 
     expect(() => mergeCheckReports([r(0), { name: 'whole.json', doc: JSON.parse(whole) }])).toThrow(/whole run/);
     const manifest = path.join(tmp, 'some.manifest.json');
     fs.writeFileSync(manifest, '{"schema_version":1,"output":{},"counts":{}}');
-    const mixed = await cli(['merge', path.join(tmp, 'shards-3', 'report-0.json'), manifest]);
+    const mixed = await cli(['merge', path.join(tmp, 'shards-3', 'reports', 'shard-0.json'), manifest]);
     expect(mixed.code).toBe(2);
     expect(mixed.stderr).toMatch(/cannot merge check reports with export manifests/);
   });
