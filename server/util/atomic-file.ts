@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 
 const live = new Set<string>();
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const;
-let installed = false;
+const handlers = new Map<NodeJS.Signals, () => void>();
 
 function onSignal(sig: NodeJS.Signals): void {
   for (const f of live) {
@@ -21,8 +21,8 @@ function onSignal(sig: NodeJS.Signals): void {
   live.clear();
   // Alone on this signal: let it end the process as it would have.
   if (process.listenerCount(sig) === 1) {
-    for (const s of SIGNALS) process.removeAllListeners(s);
-    installed = false;
+    for (const [s, h] of handlers) process.removeListener(s, h);
+    handlers.clear();
     process.kill(process.pid, sig);
   }
 }
@@ -39,10 +39,12 @@ export class AtomicFile {
 
   constructor(readonly dest: string) {
     this.tmp = atomicTempPath(dest);
-    if (!installed) {
-      for (const s of SIGNALS) process.on(s, () => onSignal(s));
-      installed = true;
-    }
+    if (handlers.size === 0)
+      for (const s of SIGNALS) {
+        const h = () => onSignal(s);
+        handlers.set(s, h);
+        process.on(s, h);
+      }
     this.fd = fs.openSync(this.tmp, 'wx');
     live.add(this.tmp);
   }
