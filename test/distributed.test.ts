@@ -16,13 +16,7 @@ import { CheckReport, runCheck } from '../server/cli/check.ts';
 import { checkPaths } from '../server/pipeline.ts';
 import { loadFile } from '../server/import/index.ts';
 import { ownsError, ownsTrajectory, parseShard, runRoot } from '../server/pipeline/shard.ts';
-import {
-  checkExitStatus,
-  mergeCheckReports,
-  mergeManifests,
-  MergeError,
-  MergedManifest,
-} from '../server/pipeline/merge.ts';
+import { checkExitStatus, mergeCheckReports, mergeManifests, MergeError, MergedManifest } from '../server/cli/merge.ts';
 import { readManifest, RejectEntry } from '../server/export/manifest.ts';
 import { readParquetRows } from '../server/export/parquet.ts';
 import { ExportRow } from '../server/export/row-schema.ts';

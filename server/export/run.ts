@@ -41,7 +41,6 @@ import {
   partitionedRejectsPath,
   type PartitionTarget,
 } from './partitioned.ts';
-import type { ShardSpec } from '../pipeline/shard.ts';
 
 export interface ExportOptions {
   /** The batch file to write. */
@@ -72,8 +71,8 @@ export interface ExportOptions {
   rowGroupRows?: number;
   /** Write hive-style partition folders under `out` (a folder then), one Parquet part per folder (export/partitioned.ts). */
   partition?: PartitionTarget;
-  /** Export only this shard's trajectories (pipeline/shard.ts); recorded in the manifest for `merge`. */
-  shard?: ShardSpec;
+  /** Export only this shard's trajectories (pipeline/shard.ts ShardSpec); recorded in the manifest for `merge`. */
+  shard?: { index: number; count: number; root?: string };
 }
 
 export interface ExportProgress {

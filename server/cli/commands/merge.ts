@@ -1,5 +1,5 @@
 // `rollscope merge REPORT.json... [--json] [--out FILE]`: fold the outputs of the shards of one
-// run into one (pipeline/merge.ts): check reports into the report an unsharded check gives (and
+// run into one (cli/merge.ts): check reports into the report an unsharded check gives (and
 // its exit status), export manifests into one manifest of every part.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -13,7 +13,7 @@ import {
   mergeManifests,
   MergeError,
   type MergeInputKind,
-} from '../../pipeline/merge.ts';
+} from '../merge.ts';
 import { AtomicFile } from '../../util/atomic-file.ts';
 
 export const command: Command = {

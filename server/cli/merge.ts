@@ -4,7 +4,7 @@
 // part. Pure functions over parsed documents; the command reads and writes the files.
 import path from 'node:path';
 import { z } from 'zod';
-import { CheckReport, newSummary } from '../cli/check.ts';
+import { CheckReport, newSummary } from './check.ts';
 import { emptyCounts, Manifest } from '../export/manifest.ts';
 import { EXPORT_SCHEMA_VERSION } from '../export/row-schema.ts';
 
