@@ -124,6 +124,7 @@ export async function shardFigure(quick: boolean): Promise<Figure> {
       ],
       notes: [
         'Every shard reads and imports the whole run and analyzes only its own trajectories; with more shards than cores they share the cores.',
+        'Each process has a fixed start-up cost (compiling the TypeScript, loading the tokenizer: about 1.5 s of CPU here), which dominates at --quick size.',
         'On a cluster each shard has its own machine: the figure here is the single-machine floor of that speed-up.',
       ],
     };

@@ -19,6 +19,7 @@ import { ownsError, ownsTrajectory, parseShard, runRoot } from '../server/pipeli
 import { checkExitStatus, mergeCheckReports, mergeManifests, MergeError, MergedManifest } from '../server/cli/merge.ts';
 import { readManifest, RejectEntry } from '../server/export/manifest.ts';
 import { readParquetRows } from '../server/export/parquet.ts';
+import { exportRun } from '../server/pipeline/export-run.ts';
 import { ExportRow } from '../server/export/row-schema.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -533,6 +534,42 @@ describe('export --shard K/N --partition step,rank', () => {
     expect(again.stderr).toBe('');
     expect(again.code).toBe(0);
     expect(Object.fromEntries(owned().map((f) => [f, sha256(path.join(dataset, f))]))).toEqual(before);
+  }, 120_000);
+});
+
+describe('export --shard K/N into one file per shard', () => {
+  it('merge of the shard manifests accounts for every row and reject of the unsharded export', async () => {
+    const dir = path.join(tmp, 'file-shards');
+    fs.mkdirSync(dir);
+    const input = [path.join(run, 'vllm')]; // chained chat calls: one trajectory over several records
+    const whole = await exportRun(input, { out: path.join(dir, 'whole.jsonl'), workers: 0 });
+    const count = 3;
+    const docs = [];
+    const ids: string[] = [];
+    for (let index = 0; index < count; index++) {
+      const r = await exportRun(input, {
+        out: path.join(dir, `batch-${index}.jsonl`),
+        workers: 0,
+        shard: { index, count },
+      });
+      expect(r.manifest.shard).toEqual({ index, count });
+      docs.push({ name: r.manifestFile, doc: JSON.parse(fs.readFileSync(r.manifestFile, 'utf8')) });
+      for (const line of fs.readFileSync(r.out, 'utf8').split('\n').filter(Boolean)) ids.push(JSON.parse(line).id);
+    }
+    const merged = mergeManifests(docs, dir);
+    expect(merged.counts).toEqual(whole.manifest.counts);
+    expect(merged.parts.map((p) => p.file)).toEqual(['batch-0.jsonl', 'batch-1.jsonl', 'batch-2.jsonl']);
+    for (const p of merged.parts) expect(sha256(path.join(dir, p.file))).toBe(p.sha256);
+    const wholeIds = fs
+      .readFileSync(whole.out, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l).id as string);
+    expect(wholeIds.length).toBeGreaterThan(3);
+    expect(ids.sort()).toEqual(wholeIds.sort());
+    expect(() =>
+      mergeManifests([...docs, { name: 'whole', doc: JSON.parse(fs.readFileSync(whole.manifestFile, 'utf8')) }], dir),
+    ).toThrow(/whole export/);
   }, 120_000);
 });
 
