@@ -12,7 +12,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CheckReport, runCheck } from '../server/cli/check.ts';
+import { CheckReport, newSummary, runCheck } from '../server/cli/check.ts';
 import { checkPaths } from '../server/pipeline.ts';
 import { loadFile } from '../server/import/index.ts';
 import { ownsError, ownsTrajectory, parseShard, runRoot } from '../server/pipeline/shard.ts';
@@ -219,6 +219,64 @@ describe('shard selection', () => {
     expect(seen.sort()).toEqual([...names].sort());
     expect(names.some((id) => id.includes('#'))).toBe(true);
   }, 120_000);
+});
+
+describe('merge of check reports', () => {
+  const entry = (id: string, line: number) => ({
+    id,
+    source: { file: 'run/a.jsonl', line },
+    format: 'vllm',
+    model: null,
+    profile: 'qwen2.5-vl',
+    findings: [],
+    limitations: [],
+  });
+  const summary = (trajectories: number, unreadable: number) => ({
+    ...newSummary(),
+    trajectories,
+    clean: trajectories,
+    unreadableRecords: unreadable,
+  });
+
+  it('places a trajectory that failed analysis (an error in its shard, a skipped trajectory in the others) where the whole run has it', () => {
+    const failed = { file: 'run/a.jsonl', line: 2, message: 'cannot analyze trajectory b: boom' };
+    const shard0 = {
+      version: 1,
+      trajectories: [entry('a', 1), entry('c', 3)],
+      errors: [],
+      summary: summary(2, 0),
+      shard: { index: 0, count: 2, run: 'r', positions: { trajectories: [0, 2], errors: [] } },
+    };
+    const shard1 = {
+      version: 1,
+      trajectories: [entry('d', 4)],
+      errors: [failed],
+      summary: summary(1, 1),
+      shard: { index: 1, count: 2, run: 'r', positions: { trajectories: [3], errors: [1] } },
+    };
+    const merged = mergeCheckReports([
+      { name: 'shard-1.json', doc: shard1 },
+      { name: 'shard-0.json', doc: shard0 },
+    ]);
+    expect(merged.trajectories.map((t) => t.id)).toEqual(['a', 'c', 'd']);
+    expect(merged.errors).toEqual([failed]);
+    expect(merged.summary).toMatchObject({ trajectories: 3, clean: 3, unreadableRecords: 1 });
+    expect(checkExitStatus(merged)).toBe(1);
+    const gap = { ...shard1, shard: { ...shard1.shard, positions: { trajectories: [4], errors: [1] } } };
+    expect(() =>
+      mergeCheckReports([
+        { name: 'a', doc: shard0 },
+        { name: 'b', doc: gap },
+      ]),
+    ).toThrow(/position 3 is missing/);
+    const otherRun = { ...shard1, shard: { ...shard1.shard, run: 'other' } };
+    expect(() =>
+      mergeCheckReports([
+        { name: 'a', doc: shard0 },
+        { name: 'b', doc: otherRun },
+      ]),
+    ).toThrow(/different files/);
+  });
 });
 
 describe('check --shard K/N over a run in every format, folded by merge', () => {
@@ -544,7 +602,7 @@ describe('export --shard K/N into one file per shard', () => {
     const input = [path.join(run, 'vllm')]; // chained chat calls: one trajectory over several records
     const whole = await exportRun(input, { out: path.join(dir, 'whole.jsonl'), workers: 0 });
     const count = 3;
-    const docs = [];
+    const docs: { name: string; doc: unknown }[] = [];
     const ids: string[] = [];
     for (let index = 0; index < count; index++) {
       const r = await exportRun(input, {

@@ -44,7 +44,7 @@ export const CheckReport = z.object({
   /**
    * Only in the report of one shard (`check --shard K/N`), for `rollscope merge`: which shard, a
    * fingerprint of the files the run read, and the run-wide position of each trajectory and error
-   * (in the order an unsharded run lists them).
+   * (one count over both, in the order the run reads them).
    */
   shard: z
     .object({
@@ -115,24 +115,24 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   let fatal = false;
   const errors: ReadError[] = [];
   let written = 0;
-  // Run-wide positions of what this shard lists, counting what the other shards own.
+  // Run-wide positions of what this shard lists, counting what the other shards own: trajectories
+  // and errors in one count, so a trajectory that fails analysis (an error in its owner, a skipped
+  // trajectory elsewhere) takes one place in every shard.
   const positions = { trajectories: [] as number[], errors: [] as number[] };
-  let seenTrajectories = 0;
-  let seenErrors = 0;
+  let seen = 0;
   const runFiles = createHash('sha256');
   const root = opts.shard?.root ?? runRoot(paths);
   const findings = opts.findingsParquet ? new FindingsParquetWriter(opts.findingsParquet) : undefined;
   if (opts.json) out.write('{"version":1,"trajectories":[');
   const events = checkPaths(paths, opts, {
-    onSkipped: (s) => {
-      if (s.what === 'trajectory') seenTrajectories++;
-      else seenErrors++;
+    onSkipped: () => {
+      seen++;
     },
   });
   try {
     for await (const ev of events) {
       if (ev.type === 'error') {
-        positions.errors.push(seenErrors++);
+        positions.errors.push(seen++);
         errors.push(ev.error);
         if (ev.error.line === 0) fatal = true;
         continue;
@@ -141,7 +141,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
         runFiles.update(`${path.relative(root, path.resolve(ev.file)).split(path.sep).join('/')}\n`);
         continue;
       }
-      positions.trajectories.push(seenTrajectories++);
+      positions.trajectories.push(seen++);
       const c = ev.checked;
       findings?.add(c);
       const t = c.trajectory;

@@ -43,16 +43,24 @@ function checkShardSet(shards: { name: string; index: number; count: number }[])
     throw new MergeError(`shard(s) ${missing.map((i) => `${i}/${count}`).join(', ')} missing: give all ${count}`);
 }
 
-/** Places 0 … n−1, each exactly once, or the reports are not of one run. */
-function inOrder<T>(items: { position: number; item: T }[], what: string): T[] {
-  items.sort((a, b) => a.position - b.position);
-  items.forEach((x, i) => {
-    if (x.position !== i)
+/**
+ * The entries of every shard in run order. The positions of all of them, trajectories and errors
+ * together, must be 0 … n−1 each exactly once, or the reports are not of one run.
+ */
+function inRunOrder<T, E>(
+  trajectories: { position: number; item: T }[],
+  errors: { position: number; item: E }[],
+): { trajectories: T[]; errors: E[] } {
+  const all = [...trajectories, ...errors].map((x) => x.position).sort((a, b) => a - b);
+  all.forEach((p, i) => {
+    if (p !== i)
       throw new MergeError(
-        `the shards' ${what} do not fit together (position ${i} is ${x.position < i ? 'repeated' : 'missing'}): were they run over the same inputs with the same options?`,
+        `the shards do not fit together (position ${i} is ${p < i ? 'repeated' : 'missing'}): were they run over the same inputs with the same options?`,
       );
   });
-  return items.map((x) => x.item);
+  const byPosition = <X>(xs: { position: number; item: X }[]) =>
+    xs.sort((a, b) => a.position - b.position).map((x) => x.item);
+  return { trajectories: byPosition(trajectories), errors: byPosition(errors) };
 }
 
 /** The report of the whole run, from the reports of its shards (each validated as `CheckReport`). */
@@ -101,12 +109,7 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
     for (const [k, n] of Object.entries(s.findingsByKind))
       summary.findingsByKind[k] = (summary.findingsByKind[k] ?? 0) + n;
   }
-  return {
-    version: 1,
-    trajectories: inOrder(trajectories, 'trajectories'),
-    errors: inOrder(errors, 'unreadable records'),
-    summary,
-  };
+  return { version: 1, ...inRunOrder(trajectories, errors), summary };
 }
 
 /** The exit status `check` gives for this report: 2 a path unreadable, 1 an error finding or unreadable record, else 0. */
