@@ -1,5 +1,7 @@
-// Typed fetches of the server's API. The shapes come from server/http/api.ts as types only:
-// the server validates them with zod; the browser bundle carries no schema code.
+// The app's one data interface, with two transports: typed fetches of the server's API, or (in a
+// page written by `rollscope share`) answers from the JSON the page embeds, computed by the same
+// server views. Components never fetch on their own. The shapes come from server/http/api.ts as
+// types only: the server validates them with zod; the browser bundle carries no schema code.
 import type {
   DiffResult,
   ExportJob,
@@ -9,6 +11,7 @@ import type {
   PlaygroundRequestInput,
   PlaygroundResult,
   RunInfo,
+  SharedTrajectory,
   TokenStream,
   TrajectoryDetail,
   TrajectoryList,
@@ -47,20 +50,90 @@ function search(params: Record<string, string | number | undefined | null>): str
   return text ? `?${text}` : '';
 }
 
-export const api = {
+export interface Api {
+  /** `http`: a server answers (everything works); `static`: a shared page (read-only, one trajectory). */
+  transport: 'http' | 'static';
+  /** When the shared page was written (null when a server answers). */
+  sharedAt: string | null;
+  run(): Promise<RunInfo>;
+  list(q: ListQueryInput, signal?: AbortSignal): Promise<TrajectoryList>;
+  detail(id: string): Promise<TrajectoryDetail>;
+  stream(id: string, name: string, turn: number): Promise<TokenStream>;
+  diff(id: string, a: string, b: string, turn: number): Promise<DiffResult>;
+  previewUrl(id: string, k: number, w: number): string;
+  /** Where the trajectory's shared page downloads from (null: this is one). */
+  shareUrl(id: string): string | null;
+  startExport(request: ExportRequestInput): Promise<ExportJob>;
+  exportJob(job: string): Promise<ExportJob>;
+  cancelExport(job: string): Promise<ExportJob>;
+  renderConversation(request: PlaygroundRequestInput, signal?: AbortSignal): Promise<PlaygroundResult>;
+  playgroundPrefill(id: string): Promise<PlaygroundPrefill>;
+}
+
+export const httpApi: Api = {
+  transport: 'http',
+  sharedAt: null,
   run: () => getJson<RunInfo>('/api/run'),
-  list: (q: ListQueryInput, signal?: AbortSignal) =>
+  list: (q, signal) =>
     getJson<TrajectoryList>(`/api/trajectories${search(q as Record<string, string | number | undefined>)}`, signal),
-  detail: (id: string) => getJson<TrajectoryDetail>(`/api/trajectories/${enc(id)}`),
-  stream: (id: string, name: string, turn: number) =>
-    getJson<TokenStream>(`/api/trajectories/${enc(id)}/stream${search({ name, turn })}`),
-  diff: (id: string, a: string, b: string, turn: number) =>
-    getJson<DiffResult>(`/api/trajectories/${enc(id)}/diff${search({ a, b, turn })}`),
-  previewUrl: (id: string, k: number, w: number) => `/api/trajectories/${enc(id)}/images/${k}/preview?w=${w}`,
-  startExport: (request: ExportRequestInput) => postJson<ExportJob>('/api/exports', request),
-  exportJob: (job: string) => getJson<ExportJob>(`/api/exports/${enc(job)}`),
-  cancelExport: (job: string) => postJson<ExportJob>(`/api/exports/${enc(job)}/cancel`, {}),
-  renderConversation: (request: PlaygroundRequestInput, signal?: AbortSignal) =>
-    postJson<PlaygroundResult>('/api/playground/render', request, signal),
-  playgroundPrefill: (id: string) => getJson<PlaygroundPrefill>(`/api/playground/conversation${search({ id })}`),
+  detail: (id) => getJson<TrajectoryDetail>(`/api/trajectories/${enc(id)}`),
+  stream: (id, name, turn) => getJson<TokenStream>(`/api/trajectories/${enc(id)}/stream${search({ name, turn })}`),
+  diff: (id, a, b, turn) => getJson<DiffResult>(`/api/trajectories/${enc(id)}/diff${search({ a, b, turn })}`),
+  previewUrl: (id, k, w) => `/api/trajectories/${enc(id)}/images/${k}/preview?w=${w}`,
+  shareUrl: (id) => `/api/trajectories/${enc(id)}/share`,
+  startExport: (request) => postJson<ExportJob>('/api/exports', request),
+  exportJob: (job) => getJson<ExportJob>(`/api/exports/${enc(job)}`),
+  cancelExport: (job) => postJson<ExportJob>(`/api/exports/${enc(job)}/cancel`, {}),
+  renderConversation: (request, signal) => postJson<PlaygroundResult>('/api/playground/render', request, signal),
+  playgroundPrefill: (id) => getJson<PlaygroundPrefill>(`/api/playground/conversation${search({ id })}`),
 };
+
+/** The answers a shared page embeds; anything else needs the server (404, or 501 for what only a server does). */
+export function staticApi(data: SharedTrajectory): Api {
+  /** `value` of trajectory `id`, when the page holds both. */
+  const held = async <T>(id: string, value: T | undefined, what: string): Promise<T> => {
+    if (id !== data.id) throw new ApiFailure(404, `this shared page holds trajectory "${data.id}" only, not "${id}"`);
+    if (value === undefined) throw new ApiFailure(404, `${what} is not in this shared page`);
+    return value;
+  };
+  const needsServer = async (what: string): Promise<never> => {
+    throw new ApiFailure(501, `${what} needs \`rollscope serve\`; this is a shared page`);
+  };
+  return {
+    transport: 'static',
+    sharedAt: data.createdAt,
+    run: async () => data.run,
+    list: async (q) => {
+      // The overview's filters, applied to the one trajectory the page holds (text: its id and file).
+      const items = data.list.items.filter(
+        (s) =>
+          (!q.kind || s.findings.kind[q.kind]) &&
+          (!q.cause || s.findings.cause[q.cause]) &&
+          (!q.severity || s.findings.severity[q.severity]) &&
+          (!q.status || s.health === q.status || s.status === q.status) &&
+          (!q.q || `${s.id} ${s.source.file}`.toLowerCase().includes(q.q.toLowerCase())),
+      );
+      return { total: items.length, offset: 0, items: Number(q.offset ?? 0) > 0 ? [] : items };
+    },
+    detail: (id) => held(id, data.detail, 'the trajectory'),
+    stream: (id, name, turn) => held(id, data.streams[`${name}:${turn}`], `the ${name} stream`),
+    diff: (id, a, b, turn) => held(id, data.diffs[`${a}:${b}:${turn}`], `the diff of ${a} against ${b}`),
+    // No preview: an address that never loads (the image shows as unavailable), never a request.
+    previewUrl: (_id, k) => data.previews[k] ?? 'data:,',
+    shareUrl: () => null,
+    startExport: () => needsServer('Export'),
+    exportJob: () => needsServer('Export'),
+    cancelExport: () => needsServer('Export'),
+    renderConversation: () => needsServer('The playground'),
+    playgroundPrefill: () => needsServer('The playground'),
+  };
+}
+
+/** The JSON a shared page embeds (server/share/page.ts writes it), or null in the served app. */
+function embeddedData(): SharedTrajectory | null {
+  const el = typeof document === 'undefined' ? null : document.getElementById('rollscope-shared');
+  return el?.textContent ? (JSON.parse(el.textContent) as SharedTrajectory) : null;
+}
+
+const shared = embeddedData();
+export const api: Api = shared ? staticApi(shared) : httpApi;

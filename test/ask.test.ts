@@ -941,7 +941,10 @@ describe('the CLI commands', () => {
     fs.writeFileSync(path.join(dir, 'bad.json'), '{"messages": [\n  {"role": "user",\n   "content": "x",}\n]}');
     const jobs: Record<string, [string[], string?]> = {
       renderFile: [['render', '--model', 'qwen2.5-vl', '--add-generation-prompt', '--json', docFile]],
-      renderStdin: [['render', '--model', 'qwen3-vl', '--json', '--max-pixels', '200000', '-'], renderCase.doc],
+      renderStdin: [
+        ['render', '--model', 'qwen3-vl', '--as', 'vllm', '--json', '--max-pixels', '200000', '-'],
+        renderCase.doc,
+      ],
       renderPlain: [['render', '--model', 'qwen3-vl', '--tools', 'tools.json', docFile]],
       tokenize: [['tokenize', '--model', 'qwen3-vl', '--json', 'a\u0085.b <think>\n\t🙂']],
       tokenizePlain: [['tokenize', '--model', 'qwen2.5-vl', '-'], '<|im_start|>user\n hi\t'],

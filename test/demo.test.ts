@@ -14,12 +14,19 @@ import { UsageError } from '../server/cli/command.ts';
 const EOS = 151645;
 const NL = 198;
 const IM_START = 151644;
+const ENDOFTEXT = 151643;
+const VISION_START = 151652;
+const IMAGE_PAD = 151655;
 
 /** What each failure tag in an id promises: the first error-level finding's kind, and its cause for divergences. */
 const PROMISES: { tag: string; kind: FindingKind; cause?: DivergenceCause; prefixBreak?: boolean }[] = [
   { tag: 'dup-eos', kind: 'prefix_break', cause: 'duplicated_eos', prefixBreak: true },
   { tag: 'retokenized', kind: 'prefix_break', cause: 'retokenized', prefixBreak: true },
-  { tag: 'tool-json-reserialized', kind: 'prefix_break', cause: 'template_changed', prefixBreak: true },
+  { tag: 'tool-json-reserialized', kind: 'prefix_break', cause: 'tool_call_reserialized', prefixBreak: true },
+  { tag: 'reasoning-stripped', kind: 'prefix_break', cause: 'reasoning_stripped', prefixBreak: true },
+  { tag: 'secondary-eos', kind: 'prefix_break', cause: 'secondary_eos', prefixBreak: true },
+  { tag: 'vision-token-generated', kind: 'image_count', cause: 'vision_token_generated' },
+  { tag: 'placeholder-in-text', kind: 'image_count', cause: 'placeholder_in_text' },
   { tag: 'missing-newline', kind: 'prefix_break', cause: 'missing_newline', prefixBreak: true },
   { tag: 'pads-max-pixels', kind: 'placeholder_count' },
   { tag: 'image-truncated', kind: 'image_truncated' },
@@ -27,6 +34,7 @@ const PROMISES: { tag: string; kind: FindingKind; cause?: DivergenceCause; prefi
   { tag: 'mask-shifted', kind: 'mask_mismatch' },
   { tag: 'logprobs-short', kind: 'length_mismatch' },
   { tag: 'nan-logprob', kind: 'invalid_value' },
+  { tag: 'zero-filled-logprobs', kind: 'invalid_value', cause: 'zero_filled_logprobs' },
 ];
 
 let dirA = '';
@@ -61,7 +69,7 @@ describe('rollscope demo run', () => {
     );
     expect(written.trajectories).toBe(checked.size);
     expect(checked.size).toBeGreaterThanOrEqual(12);
-    expect(checked.size).toBeLessThanOrEqual(20);
+    expect(checked.size).toBeLessThanOrEqual(24);
     expect([...checked.keys()].sort()).toEqual(Object.keys(DEMO_DESCRIPTION).sort());
     const formats = [...checked.values()].map((c) => c.trajectory.source.format);
     expect(new Set(formats)).toEqual(new Set(['native', 'vllm']));
@@ -132,6 +140,26 @@ describe('rollscope demo run', () => {
     const tok = retok.profile.tokenizer;
     expect(tok.decodeSync(f.expected as number[])).toBe(tok.decodeSync(f.actual as number[]));
     expect(f.expected).not.toEqual(f.actual);
+
+    const think = prefixBreak('geo-018-qwen3-reasoning-stripped');
+    const thinking = checked.get('geo-018-qwen3-reasoning-stripped')!;
+    expect(think.at).toBe(thinking.trajectory.turns[0]!.promptIds!.length);
+    expect(thinking.trajectory.turns[0]!.generatedIds![0]).toBe(thinking.profile.tokenizer.tokenToId('<think>'));
+    const eot = prefixBreak('geo-019-secondary-eos');
+    expect(eot.prompt.slice(eot.at - 1, eot.at + 2)).toEqual([ENDOFTEXT, EOS, NL]);
+    const stray = (id: string) => {
+      const c = checked.get(id)!;
+      const f = c.findings.find((x) => x.kind === 'image_count')!;
+      const t = c.trajectory.turns[f.turn]!;
+      return { f, stream: [...t.promptIds!, ...(t.generatedIds ?? [])], t };
+    };
+    const gen = stray('geo-020-vision-token-generated');
+    expect(gen.stream[gen.f.index]).toBe(VISION_START);
+    expect(gen.f.index).toBeGreaterThanOrEqual(gen.t.promptIds!.length);
+    const typed = stray('geo-021-placeholder-in-text');
+    expect(typed.stream[typed.f.index]).toBe(IMAGE_PAD);
+    expect(typed.stream[typed.f.index - 1]).not.toBe(VISION_START);
+    expect(typed.f.index).toBeLessThan(typed.t.promptIds!.length);
 
     const cut = checked.get('geo-013-image-truncated')!.findings[0]!;
     expect(cut.actual as number).toBeLessThan(cut.expected as number);

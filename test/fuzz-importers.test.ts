@@ -151,6 +151,18 @@ const TARGETS: FuzzTarget[] = [
     fileName: 'fuzz-agl-rollouts.jsonl',
     validRecords: async () => fixtureRecords('agent-lightning/completed-rollouts.jsonl'),
   },
+  {
+    label: 'sglang (/generate)',
+    format: 'sglang',
+    fileName: 'fuzz-sglang.jsonl',
+    validRecords: async () => fixtureRecords('sglang/generate.jsonl'),
+  },
+  {
+    label: 'sglang-openai',
+    format: 'sglang-openai',
+    fileName: 'fuzz-sglang-openai.jsonl',
+    validRecords: async () => fixtureRecords('sglang/openai.jsonl'),
+  },
   { label: 'export rows', format: 'export', fileName: 'fuzz-export.jsonl', validRecords: exportedRows },
 ];
 
@@ -317,8 +329,11 @@ function hostileLineRaw(valid: readonly unknown[]): fc.Arbitrary<Hostile> {
 // ---- the property --------------------------------------------------------------------------
 
 /** Lines a trajectory was read from (grouping formats name every call). */
+// Lines its findings name count too: a call that made the grouping ambiguous, a rollout's other chain.
 const linesOf = (t: Trajectory): number[] =>
-  [...new Set([t.source.line, ...(t.source.lines ?? [])])].sort((a, b) => a - b);
+  [
+    ...new Set([t.source.line, ...(t.source.lines ?? []), ...((t.meta?.relatedLines as number[] | undefined) ?? [])]),
+  ].sort((a, b) => a - b);
 /**
  * Ids without the line numbers some importers build them from, without ` #2` de-duplication
  * suffixes, and without Agent Lightning's ` (chain 1 of 2)` (a hostile record with the rollout's

@@ -269,21 +269,19 @@ describe('malformed records', () => {
   it('name the file, line and field; the rest loads', async () => {
     const file = fixture('malformed.jsonl');
     const { trajectories: ts, errors } = await load('malformed.jsonl');
-    expect(errors.map((e) => [e.file, e.line])).toEqual([2, 3, 4, 5].map((line) => [file, line]));
-    expect(errors.slice(1).map((e) => e.field)).toEqual([
-      'prompt.token_ids.2',
-      'response',
-      'triplets.1.response.token_ids.0',
-    ]);
+    // Ids written as strings are bad values (invalid_value at their index), not read errors.
+    expect(errors.map((e) => [e.file, e.line])).toEqual([2, 4].map((line) => [file, line]));
+    expect(errors.slice(1).map((e) => e.field)).toEqual(['response']);
     expect(errors[0]!.message).toMatch(/not valid JSON/);
-    expect(errors[1]!.message).toMatch(/expected number/);
-    expect(errors[2]!.message).toMatch(/missing/);
-    // The broken rollout keeps its readable triplet; the trimmed event of the last line loads too.
+    expect(errors[1]!.message).toMatch(/missing/);
+    // The rollout with a bad id keeps both triplets; the trimmed event of the last line loads too.
     expect(ts.map((t) => [t.id, t.turns.length])).toEqual([
       ['line 1', 1],
-      ['ro-bad', 1],
+      ['line 3', 1],
+      ['ro-bad', 2],
       ['line 6', 1],
     ]);
+    expect(Number.isNaN(byId(ts, 'line 3').turns[0]!.promptIds![2])).toBe(true);
     expect(byId(ts, 'line 6').turns[0]!.generatedIds).toEqual(conv['choice-b'].trajectory.turns[0]!.generatedIds);
   });
 

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { AREAL_DUMP_LIMITATION, imagePadRuns } from '../server/import/areal-dump.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import type { Trajectory } from '../server/model/trajectory.ts';
+import { analyzeTrajectory } from '../server/pipeline/analyze.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
 import {
   FIXTURES,
@@ -221,11 +222,18 @@ describe('malformed AReaL records', () => {
   it('name the file, line and field; the readable records load', async () => {
     const file = rel(path.join(DIR, 'malformed.jsonl'));
     const loaded = await load(file);
-    expect(loaded.trajectories.map((t) => [t.id, t.source.line])).toEqual([['task-18/0', 1]]);
+    // A token id written as a string loads: an invalid_value at its token, not a read error.
+    expect(loaded.trajectories.map((t) => [t.id, t.source.line])).toEqual([
+      ['task-18/0', 1],
+      ['task-18/1', 4],
+    ]);
     expect(loaded.errors).toEqual([
       expect.objectContaining({ file, line: 2, field: 'loss_mask', message: 'loss_mask: 2 rows but input_ids has 1' }),
       expect.objectContaining({ file, line: 3, field: 'multi_modal_input.0.image_grid_thw' }),
-      expect.objectContaining({ file, line: 4, field: 'input_ids.0.7' }),
+    ]);
+    const { findings } = await analyzeTrajectory(loaded.trajectories[1]!, { workers: 0 }, [DIR]);
+    expect(findings.filter((f) => f.kind === 'invalid_value')).toEqual([
+      expect.objectContaining({ stream: 'sample', index: 7, field: 'sample.tokens', actual: 'NaN' }),
     ]);
   });
 });

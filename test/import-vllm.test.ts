@@ -273,20 +273,20 @@ describe('malformed lines', () => {
   it('name the file, line and field; the good lines still load', async () => {
     const file = fixture('malformed.jsonl');
     const { trajectories: ts, errors } = await load('malformed.jsonl');
+    // A token id written as a string is a bad value (invalid_value at its index), not a read error.
     expect(ts.map((t) => [t.id, t.source.line])).toEqual([
       ['ok-1', 1],
+      ['bad-ids', 3],
       ['ok-2', 5],
     ]);
+    expect(Number.isNaN(byId(ts, 'bad-ids').turns[0]!.generatedIds![5])).toBe(true);
     expect(errors.map((e) => [e.file, e.line])).toEqual([
       [file, 2],
-      [file, 3],
       [file, 4],
     ]);
     expect(errors[0]!.message).toMatch(/not valid JSON/);
-    expect(errors[1]).toMatchObject({ field: 'response.choices.0.token_ids.5' });
-    expect(errors[1]!.message).toMatch(/expected number/);
-    expect(errors[2]).toMatchObject({ field: 'response' });
-    expect(errors[2]!.message).toMatch(/missing/);
+    expect(errors[1]).toMatchObject({ field: 'response' });
+    expect(errors[1]!.message).toMatch(/missing/);
     expectTurns(byId(ts, 'ok-1'), conv.single);
   });
 });
@@ -351,7 +351,7 @@ describe('chainCalls', () => {
       call([1, 2, 3, 4, 5, 9, 7, 9], [1]), // extends the first again (longest context)
       call([1, 2, 3, 4, 5, 9], [7]), // a retry of call 2: not longer than that chain's last prompt
     ]);
-    expect(chains).toEqual([
+    expect(chains).toMatchObject([
       { calls: [0, 2, 4], breaks: [] },
       { calls: [1, 3], breaks: [] },
       { calls: [5], breaks: [] },
@@ -376,14 +376,15 @@ describe('chainCalls', () => {
       ],
       { padIds: [2] },
     );
-    expect(chains).toEqual([
+    expect(chains.flatMap((c) => c.ambiguous)).toEqual([]);
+    expect(chains).toMatchObject([
       { calls: [0, 4], breaks: [1] },
       { calls: [1, 2], breaks: [1] },
       { calls: [3], breaks: [] },
       { calls: [5], breaks: [] },
     ]);
     const tokensOnly = chainCalls([call([1, 2, 3], [10, 11]), call([1, 2, 3, 10, 12, 5], [9])]);
-    expect(tokensOnly).toEqual([{ calls: [0, 1], breaks: [1] }]);
+    expect(tokensOnly).toEqual([{ calls: [0, 1], breaks: [1], ambiguous: [] }]);
   });
 
   it('recovers 2,000 interleaved conversations of 5 calls (linear-time grouping)', () => {

@@ -164,7 +164,7 @@ describe('oversized and deep records', () => {
   });
 
   it('a long list of wrong-typed token ids under the array limit neither crashes nor loses the file', async () => {
-    // 300 k floats: zod collects one issue per entry and spreads them into the parent (RangeError).
+    // 300 k floats: one finding for the field (not one issue per entry), the other records intact.
     const file = streamedFileWith(
       'many-floats.rollscope.jsonl',
       (function* () {
@@ -174,10 +174,14 @@ describe('oversized and deep records', () => {
       })(),
     );
     const { result: loaded } = await measured('300 k float token ids', () => loadFile(file));
-    const e = onlyError(loaded);
-    expect(e.line).toBe(2);
-    expect(e.field).toMatch(/^turns\.0\.generatedIds/);
-    expectOthersLoad(loaded);
+    expect(loaded.errors).toEqual([]);
+    const floats = loaded.trajectories.find((t) => t.id === 'floats')!;
+    expect(floats.source.line).toBe(2);
+    const f = (await analyzeTrajectory(floats, {}, [dir])).findings.filter((x) => x.kind === 'invalid_value');
+    expect(f).toHaveLength(1);
+    expect(f[0]).toMatchObject({ index: 0, field: 'turns.0.generatedIds', actual: 0.5 });
+    expect(f[0]!.message).toMatch(/300000 more invalid values/);
+    expectOthersLoad({ ...loaded, trajectories: loaded.trajectories.filter((t) => t.id !== 'floats') });
   });
 });
 
@@ -190,19 +194,30 @@ describe('wrong values', () => {
   }
 
   it.each([
-    ['a float', 7.5, /expected int/],
-    ['a string', '151643', /expected number/],
-    ['negative', -3, /expected number to be >=0/],
-  ])('a token id that is %s is an error naming the field', async (_name, bad, why) => {
+    ['a float', 7.5, 7.5, /is not an integer/],
+    ['a string', '151643', 'NaN', /is not a number/],
+    ['negative', -3, -3, /is negative/],
+    ['the ignore index -100', -100, -100, /ignore index/],
+  ])('a token id that is %s loads and is an invalid_value finding at its token', async (_name, bad, actual, why) => {
     const file = fileWith(
       `bad-id-${typeof bad}-${String(bad)}.rollscope.jsonl`,
       mutated((t) => (t.turns[1].generatedIds[4] = bad)),
     );
     const loaded = await loadFile(file);
-    const e = onlyError(loaded);
-    expect(e).toMatchObject({ line: 2, field: 'turns.1.generatedIds.4' });
-    expect(e.message).toMatch(why);
-    expectOthersLoad(loaded);
+    expect(loaded.errors).toEqual([]);
+    const t = loaded.trajectories.find((x) => x.id === 'mutated')!;
+    const f = (await analyzeTrajectory(t, {}, [dir])).findings.filter((x) => x.kind === 'invalid_value');
+    expect(f).toEqual([
+      expect.objectContaining({
+        stream: 'prompt',
+        turn: 1,
+        index: t.turns[1]!.promptIds!.length + 4,
+        field: 'turns.1.generatedIds',
+        actual,
+      }),
+    ]);
+    expect(f[0]!.message).toMatch(why);
+    expectOthersLoad({ ...loaded, trajectories: loaded.trajectories.filter((x) => x.id !== 'mutated') });
   });
 
   it('a token id beyond the vocabulary loads and is an invalid_value finding at its index', async () => {
@@ -215,8 +230,10 @@ describe('wrong values', () => {
     const t = loaded.trajectories.find((x) => x.id === 'mutated')!;
     const checked = await analyzeTrajectory(t, {}, [dir]);
     const f = checked.findings.find((x) => x.kind === 'invalid_value');
-    expect(f).toMatchObject({ severity: 'error', turn: 0 });
-    expect(f!.message).toMatch(/token id 10000000 is outside the vocabulary/);
+    expect(f).toMatchObject({ severity: 'error', turn: 0, index: t.turns[0]!.promptIds!.length + 2 });
+    expect(f!.message).toMatch(
+      /token id 10000000 at token \d+ \(turns\.0\.generatedIds\[2\]\) is outside the vocabulary/,
+    );
     expect(loaded.trajectories.filter((x) => x.id !== 'mutated').map((x) => x.id)).toEqual(valid.map((x) => x.id));
   });
 
@@ -227,14 +244,14 @@ describe('wrong values', () => {
     const t = nan.trajectories.find((x) => x.id === 'mutated')!;
     expect(Number.isNaN(t.turns[0]!.generatedLogprobs![3])).toBe(true);
     const findings = (await analyzeTrajectory(t, {}, [dir])).findings.filter((f) => f.kind === 'invalid_value');
-    expect(findings[0]!.message).toMatch(/logprob NaN at token \d+ is not a log-probability/);
+    expect(findings[0]!.message).toMatch(/logprob NaN at token \d+ \(turns\.0\.generatedLogprobs\[3\]\) is NaN/);
 
     const infLine = mutated((t) => (t.turns[0].generatedLogprobs[3] = 12345.5)).replace('12345.5', '-Infinity');
     const inf = await loadFile(fileWith('inf-logprob.rollscope.jsonl', infLine));
     expect(inf.errors).toEqual([]);
     const loadedInf = inf.trajectories.find((x) => x.id === 'mutated')!;
     const f = (await analyzeTrajectory(loadedInf, {}, [dir])).findings.filter((x) => x.kind === 'invalid_value');
-    expect(f[0]!.message).toMatch(/logprob -Infinity at token \d+ is not a log-probability/);
+    expect(f[0]!.message).toMatch(/logprob -Infinity at token \d+ \(turns\.0\.generatedLogprobs\[3\]\) is -Infinity/);
     expect(inf.trajectories.filter((x) => x.id !== 'mutated').map((x) => x.id)).toEqual(valid.map((x) => x.id));
   });
 

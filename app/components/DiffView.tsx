@@ -6,7 +6,7 @@ import type { DiffResult, TrajectoryDetail } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
 import { useDiff, useLoadDiff } from '../stores/trajectory.ts';
 import { causeLabel } from './labels.ts';
-import { isSpecial, pieceAt } from './TokenStreamView.tsx';
+import { isSpecial, joinTitle, shownPiece } from './TokenStreamView.tsx';
 
 function Context({ label, parts }: { label: string; parts: [string, string, string] }) {
   return (
@@ -178,15 +178,15 @@ export function DiffBody({
               <span className="ix">{ai >= 0 ? ai : ''}</span>
               <span
                 className={`dside${ai >= 0 && isSpecial(d.a, ai) ? ' special' : ''}`}
-                title={ai >= 0 ? `id ${d.a.ids[ai]}` : 'nothing on this side'}
+                title={ai >= 0 ? `id ${d.a.ids[ai]}${joinTitle(d.a, ai)}` : 'nothing on this side'}
               >
-                {ai >= 0 ? pieceAt(d.a, ai) : st === 'ins' ? '—' : ''}
+                {ai >= 0 ? shownPiece(d.a, ai) : st === 'ins' ? '—' : ''}
               </span>
               <span
                 className={`dside${bi >= 0 && isSpecial(d.b, bi) ? ' special' : ''}`}
-                title={bi >= 0 ? `id ${d.b.ids[bi]}` : 'nothing on this side'}
+                title={bi >= 0 ? `id ${d.b.ids[bi]}${joinTitle(d.b, bi)}` : 'nothing on this side'}
               >
-                {bi >= 0 ? pieceAt(d.b, bi) : st === 'del' ? '—' : ''}
+                {bi >= 0 ? shownPiece(d.b, bi) : st === 'del' ? '—' : ''}
               </span>
               <span className="ix">{bi >= 0 ? bi : ''}</span>
               {first && <span className="firstflag">◀ first divergence</span>}

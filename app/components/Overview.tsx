@@ -10,6 +10,8 @@ import { useClearPicked, usePicked, useSelection, useSetPicked, useTogglePicked 
 import { useExport, useExportActions, useExportOpen } from '../stores/export.ts';
 import { ExportDialog } from './ExportDialog.tsx';
 import { contentKeys } from './keys.ts';
+import { RunModels } from './RunModels.tsx';
+import { api } from '../api.ts';
 
 const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
   { key: 'findings', label: 'health' },
@@ -162,14 +164,22 @@ export function Overview() {
           </span>
         </h1>
         <span className="muted small">
-          {info
-            ? `${info.trajectories} trajectories · model ${info.profile.name}${info.loading ? ' · loading…' : ''}`
-            : 'loading…'}
+          {info ? (
+            <>
+              {info.trajectories} trajectories · <RunModels info={info} />
+              {info.loading ? ' · loading…' : ''}
+            </>
+          ) : (
+            'loading…'
+          )}
         </span>
         <span className="spacer" />
-        <a className="toplink" href="#/playground">
-          Playground
-        </a>
+        {/* The playground and export run on the server: not in a shared page. */}
+        {api.transport === 'http' && (
+          <a className="toplink" href="#/playground">
+            Playground
+          </a>
+        )}
       </header>
       {error && <div className="banner error">{error}</div>}
       {info && (
@@ -266,9 +276,17 @@ export function Overview() {
             </button>
           </span>
         )}
-        <button type="button" className="export-button" data-testid="open-export" onClick={showExport} disabled={!info}>
-          Export…
-        </button>
+        {api.transport === 'http' && (
+          <button
+            type="button"
+            className="export-button"
+            data-testid="open-export"
+            onClick={showExport}
+            disabled={!info}
+          >
+            Export…
+          </button>
+        )}
         <span className="muted small keys">j/k move · x select · Enter opens</span>
       </div>
       {exportOpen && (

@@ -6,7 +6,7 @@ import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
 import type { PlaygroundResult, TrajectoryDetail } from '../../server/http/api.ts';
 import type { StreamName } from '../../server/model/finding.ts';
 import { usePlaygroundActions, usePlaygroundView } from '../stores/playground.ts';
-import { buildRows, focusChipSoon, isSpecial, pieceAt } from './TokenStreamView.tsx';
+import { buildRows, focusChipSoon, isSpecial, joinClass, joinTitle, pieceAt, shownPiece } from './TokenStreamView.tsx';
 import { DiffBody, DiffSummary } from './DiffView.tsx';
 import { causeLabel } from './labels.ts';
 import './Playground.css';
@@ -22,7 +22,10 @@ const PLACEHOLDER = `{"messages": [
 
 /** Token chips of the rendered ids: rows break after newlines; each image's pad run is one chip. */
 function TokenChips({ r, flagged }: { r: PlaygroundResult; flagged: number }) {
-  const rows = useMemo(() => buildRows({ ids: r.ids, pieces: r.pieces, turns: [], vision: r.vision }, {}), [r]);
+  const rows = useMemo(
+    () => buildRows({ ids: r.ids, pieces: r.pieces, joins: r.joins, turns: [], vision: r.vision }, {}),
+    [r],
+  );
   const [selected, setSelected] = useState(-1);
   const listbox = useRef<HTMLDivElement>(null);
   const virtuoso = useRef<VirtuosoHandle>(null);
@@ -78,13 +81,13 @@ function TokenChips({ r, flagged }: { r: PlaygroundResult; flagged: number }) {
                   <span
                     key={i}
                     data-i={i}
-                    className={`tok${isSpecial(r, i) ? ' special' : ''}${i === flagged ? ' flagged' : ''}${i === selected ? ' selected' : ''}`}
+                    className={`tok${isSpecial(r, i) ? ' special' : ''}${i === flagged ? ' flagged' : ''}${i === selected ? ' selected' : ''}${joinClass(r, i)}`}
                     role="option"
                     aria-selected={i === selected}
                     tabIndex={i === selected ? 0 : -1}
-                    title={`#${i} · id ${r.ids[i]}${i === flagged ? '\n⚠ first divergence' : ''}`}
+                    title={`#${i} · id ${r.ids[i]}${joinTitle(r, i)}${i === flagged ? '\n⚠ first divergence' : ''}`}
                   >
-                    {pieceAt(r, i) || '∅'}
+                    {shownPiece(r, i) || '∅'}
                   </span>,
                 );
               }

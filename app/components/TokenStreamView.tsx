@@ -38,6 +38,42 @@ const badSet = derivedOnce((s: TokenStream) => new Set(s.badLogprobs));
 export const pieceAt = (s: { ids: number[]; pieces: Record<string, string> }, i: number): string =>
   s.pieces[s.ids[i]!] ?? '';
 
+type Join = TokenStream['joins'][number];
+type WithJoins = { ids: number[]; pieces: Record<string, string>; joins?: Join[] };
+
+const joinMap = derivedOnce((s: WithJoins) => {
+  const m = new Map<number, Join>();
+  for (const j of s.joins ?? []) for (let i = j.start; i < j.end; i++) m.set(i, j);
+  return m;
+});
+
+/** The character token `i` holds part of, when byte-level BPE split it across tokens (the server's `joins`). */
+export const joinAt = (s: WithJoins, i: number): Join | undefined => joinMap(s).get(i);
+
+/** Shown on the chips after the first of a split character: the character is drawn on the first. */
+export const JOIN_CONTINUATION = '⁀';
+
+/** What token `i`'s chip shows: its piece, or for a split character the character on the first chip. */
+export function shownPiece(s: WithJoins, i: number): string {
+  const j = joinAt(s, i);
+  if (!j) return pieceAt(s, i);
+  return i === j.start ? j.text : JOIN_CONTINUATION;
+}
+
+/** Class of a chip in a split character (first, middle or last of its tokens). */
+export function joinClass(s: WithJoins, i: number): string {
+  const j = joinAt(s, i);
+  if (!j) return '';
+  return i === j.start ? ' join join-first' : i === j.end - 1 ? ' join join-last' : ' join join-mid';
+}
+
+/** The hover text of a chip in a split character: which tokens hold it, and this token's raw bytes. */
+export function joinTitle(s: WithJoins, i: number): string {
+  const j = joinAt(s, i);
+  if (!j) return '';
+  return `\nbytes ${pieceAt(s, i)} · tokens #${j.start}–#${j.end - 1} together are “${j.text}”`;
+}
+
 export type Row =
   | { kind: 'mark'; mark: TurnMark }
   | { kind: 'tokens'; start: number; end: number }
@@ -50,7 +86,7 @@ export type Row =
  * (the server's `cellsWide`), or rows of ROW_TOKENS pads when the image's grid is unknown.
  */
 export function buildRows(
-  s: Pick<TokenStream, 'ids' | 'pieces' | 'turns' | 'vision'>,
+  s: Pick<TokenStream, 'ids' | 'pieces' | 'turns' | 'vision'> & { joins?: Join[] },
   expanded: Record<number, boolean>,
 ): Row[] {
   const rows: Row[] = [];
@@ -86,7 +122,9 @@ export function buildRows(
       continue;
     }
     i++;
-    if (pieceAt(s, i - 1).includes('⏎') || i - start >= ROW_TOKENS) flush(i);
+    // A character split across tokens stays on one row.
+    const inJoin = (joinAt(s, i)?.start ?? i) < i;
+    if (!inJoin && (pieceAt(s, i - 1).includes('⏎') || i - start >= ROW_TOKENS)) flush(i);
   }
   flush(n);
   return rows;
@@ -151,15 +189,15 @@ function tok(
   return (
     <span
       key={i}
-      className={`tok${colorClass(s, i, by)}${isSpecial(s, i) ? ' special' : ''}${selected ? ' selected' : ''}${lit ? ' lit' : ''}${pad ? ' pad' : ''}${flag ? ' flagged' : ''}`}
+      className={`tok${colorClass(s, i, by)}${isSpecial(s, i) ? ' special' : ''}${selected ? ' selected' : ''}${lit ? ' lit' : ''}${pad ? ' pad' : ''}${flag ? ' flagged' : ''}${joinClass(s, i)}`}
       role="option"
       aria-selected={selected}
       tabIndex={selected ? 0 : -1}
       data-i={i}
       data-pad={pad ? `${pad.image}:${pad.k}` : undefined}
-      title={flag ? `${tokTitle(s, i, pad)}\n⚠ ${flag}` : tokTitle(s, i, pad)}
+      title={`${tokTitle(s, i, pad)}${joinTitle(s, i)}${flag ? `\n⚠ ${flag}` : ''}`}
     >
-      {pad ? '' : pieceAt(s, i) || '∅'}
+      {pad ? '' : shownPiece(s, i) || '∅'}
     </span>
   );
 }
@@ -398,6 +436,7 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
         {token >= 0 && s && (
           <span className="small selected-info" data-testid="selected-token">
             token #{token} · id {s.ids[token]} · “{pieceAt(s, token)}”
+            {joinAt(s, token) ? ` · part of “${joinAt(s, token)!.text}”` : ''}
           </span>
         )}
       </div>

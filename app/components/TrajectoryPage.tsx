@@ -14,6 +14,8 @@ import { findingParams, PLACE_PARAMS } from '../keyboard.ts';
 import { ImagePanel } from './ImagePanel.tsx';
 import { Playground } from './Playground.tsx';
 import { causeLabel, kindLabel } from './labels.ts';
+import { ShareButton } from './ShareButton.tsx';
+import { api } from '../api.ts';
 
 export function TrajectoryPage() {
   const id = useRouteId()!;
@@ -81,6 +83,7 @@ export function TrajectoryPage() {
           {neighbours.at >= 0 ? `${neighbours.at + 1}/${neighbours.count} · ` : ''}j/k trajectory · n next finding · Esc
           run
         </span>
+        <ShareButton id={id} />
       </header>
       {error && <div className="banner error">{error}</div>}
       {worst && (
@@ -113,14 +116,17 @@ export function TrajectoryPage() {
             >
               Diff{detail?.diffs.some((d) => d.diverges) ? ' ●' : ''}
             </button>
-            <button
-              type="button"
-              className={view === 'playground' ? 'active' : ''}
-              onClick={() => setParams({ view: 'playground' })}
-              title="render a conversation and compare it with this trajectory"
-            >
-              Playground
-            </button>
+            {/* The playground renders on the server: not in a shared page. */}
+            {api.transport === 'http' && (
+              <button
+                type="button"
+                className={view === 'playground' ? 'active' : ''}
+                onClick={() => setParams({ view: 'playground' })}
+                title="render a conversation and compare it with this trajectory"
+              >
+                Playground
+              </button>
+            )}
           </nav>
           {detail && view === 'stream' && <TokenStreamView detail={detail} params={params} />}
           {detail && view === 'diff' && <DiffView detail={detail} params={params} />}

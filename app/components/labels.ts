@@ -17,6 +17,11 @@ export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
   logprob_mismatch: 'logprob mismatch',
   logprob_shift: 'logprobs shifted',
   trained_mismatch: 'trained ≠ rollout',
+  grouping_ambiguous: 'ambiguous grouping',
+  prompt_tokens_mismatch: 'prompt tokens ≠ usage',
+  chain_split: 'chain split',
+  chat_format_unrecognized: 'no chat format',
+  non_canonical_split: 'non-canonical BPE split',
 };
 
 export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {
@@ -27,6 +32,12 @@ export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {
   template_changed: 'template changed history',
   image_tokens_changed: 'image pads changed',
   other: 'other',
+  reasoning_stripped: 'reasoning stripped',
+  tool_call_reserialized: 'tool call re-serialized',
+  secondary_eos: 'ended by <|endoftext|>',
+  vision_token_generated: 'model wrote vision tokens',
+  placeholder_in_text: 'placeholder typed as text',
+  zero_filled_logprobs: 'logprobs zero-filled',
 };
 
 /** The label of a kind; a name the app does not know (counts are keyed by plain strings) reads as itself. */

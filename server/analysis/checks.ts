@@ -7,13 +7,18 @@ import type { Message, Trajectory } from '../model/trajectory.ts';
 import type { AnalysisContext } from './context.ts';
 import { expectedPadCounts } from './context.ts';
 import { realign, type Alignment } from './realign.ts';
-import { renderTokens, turnCloseIds } from './render.ts';
+import { boundaryIds, renderTokens, turnCloseIds, turnStopIds } from './render.ts';
 import { closedCanonical, expectedNextPrompt } from './expected-streams.ts';
 import { firstDivergence } from './classify.ts';
 import { commonPrefixLength, startsWith } from './diff.ts';
-import { findVisionSpans, padRuns } from './vision-spans.ts';
+import { padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
 import { expectedMask } from './mask.ts';
+import { checkZeroFilledLogprobs } from './zero-logprobs.ts';
+import { checkSources, followsChatFormat } from './sources.ts';
+import { renderSemanticsFor } from './render.ts';
+import { checkCanonicalSplits } from './canonical-split.ts';
+import { checkStrayVisionTokens, imageSpans } from './stray-vision.ts';
 
 export interface NamedStream {
   name: StreamName;
@@ -45,12 +50,16 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   findings.push(...checkValues(traj, ctx));
   const closeIds = await turnCloseIds(ctx.profile);
   findings.push(...checkPrefixes(traj, ctx, closeIds));
-  const rerender = await rerenderConversation(traj, ctx);
+  const rerender = await rerenderConversation(traj, ctx, alignment);
   if (rerender) findings.push(...checkRerender(traj, ctx, alignment, rerender, closeIds));
   findings.push(...checkSample(traj, ctx, alignment));
   findings.push(...checkImages(traj, ctx));
-  findings.push(...checkLengthsAndMasks(traj, ctx));
+  findings.push(...checkLengthsAndMasks(traj, ctx, alignment));
   findings.push(...mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch));
+  findings.push(...checkZeroFilledLogprobs(traj));
+  findings.push(...(await checkCanonicalSplits(traj, ctx)));
+  findings.push(...checkStrayVisionTokens(traj, ctx));
+  findings.push(...(await checkSources(traj, ctx)));
   // Errors first; then by kind in FINDING_KINDS order (what the engine saw before how a re-render would differ).
   const rank = (f: Finding) => FINDING_KINDS.indexOf(f.kind);
   findings.sort(
@@ -63,67 +72,136 @@ export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): P
   return { findings, alignment, rerender };
 }
 
-/** `invalid_value`: token ids outside the vocabulary, NaN/infinite/positive logprobs. */
+/** A value as JSON can carry it in `actual` (NaN and infinities are not JSON numbers). */
+function jsonValue(v: number | null): number | string | null {
+  return v === null || Number.isFinite(v) ? v : String(v);
+}
+
+/** Why a token id is not one, or undefined when it is. */
+function badTokenId(id: number, vocabSize: number): string | undefined {
+  if (Number.isNaN(id)) return 'is not a number';
+  if (!Number.isInteger(id)) return 'is not an integer';
+  if (id === -100) return "is the loss labels' ignore index, not a token id (labels written where ids belong)";
+  if (id < 0) return 'is negative';
+  if (id >= vocabSize) return `is outside the vocabulary (${vocabSize} tokens)`;
+  return undefined;
+}
+
+/** Why a logprob is not a log-probability, or undefined when it is. */
+function badLogprob(lp: number | null): string | undefined {
+  if (lp === null) return 'is missing (null)';
+  if (Number.isNaN(lp)) return 'is NaN';
+  if (!Number.isFinite(lp)) return lp > 0 ? 'is +Infinity' : 'is -Infinity (a token the sampler gave probability 0)';
+  if (lp > 1e-6) return 'is positive (a log-probability is <= 0)';
+  return undefined;
+}
+
+/**
+ * `invalid_value`: a token id that is not one (NaN, fractional, negative, -100, past the
+ * vocabulary), a logprob that is not a log-probability (null, NaN, infinite, positive), a loss
+ * mask value other than 0/1. One finding per field, at the first bad value (the message counts
+ * the others). A value the turns hold at the same place as the stored sample (turns split from
+ * it) is reported once, on the sample.
+ */
 export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const out: Finding[] = [];
-  const tok = ctx.profile.tokenizer;
-  const scan = (ids: readonly number[] | undefined, stream: StreamName, turn: number, offset = 0) => {
-    if (!ids) return;
-    const bad = ids.findIndex((id) => !tok.isValid(id));
-    if (bad >= 0) {
-      out.push({
-        kind: 'invalid_value',
-        severity: 'error',
-        turn,
-        index: offset + bad,
-        stream,
-        actual: ids[bad],
-        expected: `0..${tok.vocabSize - 1}`,
-        message: `token id ${ids[bad]} is outside the vocabulary (${tok.vocabSize} tokens)`,
-      });
+  const vocab = ctx.profile.tokenizer.vocabSize;
+  const s = traj.sample;
+  const sampleOffset = s ? (s.maskScope === 'full' ? 0 : s.tokens.length - (s.responseLength ?? 0)) : 0;
+  const scan = <T extends number | null>(
+    values: readonly T[] | undefined,
+    why: (v: T) => string | undefined,
+    where: { field: string; what: string; stream: StreamName; turn: number; offset: number; expected: string },
+    inSample?: (index: number, v: T) => boolean,
+  ) => {
+    if (!values) return;
+    let first = -1;
+    let count = 0;
+    for (let i = 0; i < values.length; i++) {
+      if (why(values[i]!) === undefined) continue;
+      if (inSample?.(where.offset + i, values[i]!)) continue;
+      if (first < 0) first = i;
+      count++;
     }
+    if (first < 0) return;
+    const v = values[first]!;
+    const index = where.offset + first;
+    out.push({
+      kind: 'invalid_value',
+      severity: 'error',
+      turn: where.turn,
+      index,
+      stream: where.stream,
+      field: where.field,
+      actual: jsonValue(v),
+      expected: where.expected,
+      message: `${where.what} ${v === null ? 'null' : String(v)} at token ${index} (${where.field}[${first}]) ${why(v)}${
+        count > 1 ? `; ${count - 1} more invalid value${count > 2 ? 's' : ''} in ${where.field}` : ''
+      }`,
+    });
   };
-  const scanLogprobs = (lps: readonly number[] | undefined, stream: StreamName, turn: number, offset: number) => {
-    if (!lps) return;
-    const bad = lps.findIndex((lp) => !Number.isFinite(lp) || lp > 1e-6);
-    if (bad >= 0) {
-      const v = lps[bad]!;
-      out.push({
-        kind: 'invalid_value',
-        severity: 'error',
-        turn,
-        index: offset + bad,
-        stream,
-        actual: Number.isNaN(v) ? 'NaN' : Number.isFinite(v) ? v : String(v),
-        expected: 'a finite logprob <= 0',
-        message: `logprob ${Number.isNaN(v) ? 'NaN' : v} at token ${offset + bad} is not a log-probability`,
-      });
-    }
-  };
-  traj.turns.forEach((t, k) => {
-    scan(t.promptIds, 'prompt', k);
-    scan(t.generatedIds, 'prompt', k, t.promptIds?.length ?? 0);
-    scanLogprobs(t.generatedLogprobs, 'prompt', k, t.promptIds?.length ?? 0);
-  });
-  if (traj.sample) {
-    scan(traj.sample.tokens, 'sample', -1);
-    const offset = traj.sample.maskScope === 'full' ? 0 : traj.sample.tokens.length - (traj.sample.responseLength ?? 0);
-    scanLogprobs(traj.sample.logprobs, 'sample', -1, offset);
+  const idWhy = (id: number) => badTokenId(id, vocab);
+  const idRange = `an integer token id in 0..${vocab - 1}`;
+  const sameAsSample = (index: number, v: number) => !!s && Object.is(s.tokens[index], v);
+  const sameLogprobAsSample = (index: number, v: number | null) =>
+    !!s?.logprobs && index >= sampleOffset && Object.is(s.logprobs[index - sampleOffset], v);
+  if (s) {
+    scan(s.tokens, idWhy, {
+      field: 'sample.tokens',
+      what: 'token id',
+      stream: 'sample',
+      turn: -1,
+      offset: 0,
+      expected: idRange,
+    });
+    scan(s.logprobs, badLogprob, {
+      field: 'sample.logprobs',
+      what: 'logprob',
+      stream: 'sample',
+      turn: -1,
+      offset: sampleOffset,
+      expected: 'a finite logprob <= 0',
+    });
+    scan(s.lossMask, (m) => (m === 0 || m === 1 ? undefined : 'is not 0 or 1'), {
+      field: 'sample.lossMask',
+      what: 'loss mask value',
+      stream: 'sample',
+      turn: -1,
+      offset: sampleOffset,
+      expected: '0 or 1',
+    });
   }
+  traj.turns.forEach((t, k) => {
+    const p = t.promptIds?.length ?? 0;
+    const base = { stream: 'prompt' as const, turn: k, expected: idRange, what: 'token id' };
+    scan(t.promptIds, idWhy, { ...base, field: `turns.${k}.promptIds`, offset: 0 }, sameAsSample);
+    scan(t.generatedIds, idWhy, { ...base, field: `turns.${k}.generatedIds`, offset: p }, sameAsSample);
+    scan(
+      t.generatedLogprobs,
+      badLogprob,
+      { ...base, field: `turns.${k}.generatedLogprobs`, what: 'logprob', offset: p, expected: 'a finite logprob <= 0' },
+      sameLogprobAsSample,
+    );
+  });
   return out;
 }
 
 /** `prefix_break`: turn k+1's prompt must start with turn k's prompt ⧺ generated ids ⧺ the EOS-aware boundary. */
 export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: readonly number[]): Finding[] {
   const out: Finding[] = [];
+  // Ids outside the chat format (no <|im_start|>) continue by plain concatenation (sources.ts says so once).
+  const plain = followsChatFormat(traj, ctx.profile.special.imStart) === false;
   for (let k = 0; k + 1 < traj.turns.length; k++) {
     const cur = traj.turns[k]!;
     const next = traj.turns[k + 1]!;
-    const expected = expectedNextPrompt(cur, closeIds, ctx.profile.special.eos);
+    const expected = expectedNextPrompt(cur, closeIds, turnStopIds(ctx.profile.special), plain);
     if (!cur.promptIds || !next.promptIds || !expected) continue;
     const gen = cur.generatedIds ?? [];
     if (startsWith(next.promptIds, expected)) continue;
-    const d = firstDivergence(ctx.profile, expected, next.promptIds, { prefixOnly: true });
+    const d = firstDivergence(ctx.profile, expected, next.promptIds, {
+      prefixOnly: true,
+      generated: [[cur.promptIds.length, cur.promptIds.length + gen.length]],
+    });
     if (!d) continue;
     const inGenerated = d.expectedIndex >= cur.promptIds.length && d.expectedIndex < cur.promptIds.length + gen.length;
     const where =
@@ -148,7 +226,17 @@ export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: 
 }
 
 /** The conversation rendered again from messages, the way a re-rendering rollout loop builds the next prompt. */
-export async function rerenderConversation(traj: Trajectory, ctx: AnalysisContext): Promise<number[] | undefined> {
+/**
+ * The conversation rendered again from its messages. An image whose size cannot be read (a missing
+ * file, a remote URL not fetched) takes the pad count of its run in the stored stream: the stored
+ * run is the authority (docs/reference/image-math.md), and guessing would report a re-render
+ * mismatch that is only the missing file.
+ */
+export async function rerenderConversation(
+  traj: Trajectory,
+  ctx: AnalysisContext,
+  alignment?: Alignment,
+): Promise<number[] | undefined> {
   const last = traj.turns[traj.turns.length - 1];
   if (!last?.messages) return undefined;
   const assistantText =
@@ -159,8 +247,12 @@ export async function rerenderConversation(traj: Trajectory, ctx: AnalysisContex
   const rendered = await renderTokens(
     ctx.profile,
     messages,
-    { addGenerationPrompt: !!last.observationMessages || assistantText === undefined, tools: last.tools },
-    expectedPadCounts(ctx),
+    {
+      addGenerationPrompt: !!last.observationMessages || assistantText === undefined,
+      tools: last.tools,
+      as: renderSemanticsFor(traj),
+    },
+    expectedPadCounts(ctx).map((n, k) => n ?? alignment?.placeholderRanges[k]?.length),
   );
   return rendered.expanded;
 }
@@ -177,8 +269,13 @@ export function checkRerender(
   rerender: number[],
   closeIds: readonly number[],
 ): Finding[] {
-  const canonical = closedCanonical(traj, alignment, closeIds, ctx.profile.special.eos);
-  const d = firstDivergence(ctx.profile, canonical, rerender);
+  const last = traj.turns[traj.turns.length - 1];
+  const canonical = closedCanonical(traj, alignment, closeIds, turnStopIds(ctx.profile.special));
+  // Without the last turn's generated ids the canonical stream ends at its prompt: the re-render may run on.
+  const d = firstDivergence(ctx.profile, canonical, rerender, {
+    generated: alignment.turns.map((s) => s.generated),
+    ...(last && !last.generatedIds ? { prefixOnly: true } : {}),
+  });
   if (!d) return [];
   const stored: number[][] = [];
   if (traj.sample) stored.push(traj.sample.tokens);
@@ -216,7 +313,9 @@ export function checkRerender(
 /** `sample_mismatch`: the stored training sample must hold the canonical stream (generated ids verbatim where they belong). */
 export function checkSample(traj: Trajectory, ctx: AnalysisContext, alignment: Alignment): Finding[] {
   if (!traj.sample || alignment.promptFrom === 'none') return [];
-  const d = firstDivergence(ctx.profile, alignment.tokens, traj.sample.tokens);
+  const d = firstDivergence(ctx.profile, alignment.tokens, traj.sample.tokens, {
+    generated: alignment.turns.map((s) => s.generated),
+  });
   if (!d) return [];
   const turn = alignment.turns.findIndex((s) => d.expectedIndex < s.observation[1]);
   const inGenerated = alignment.turns.some(
@@ -243,7 +342,7 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const { special, vision } = ctx.profile;
   const observed = observedStream(traj);
   if (!observed) return out;
-  const spans = findVisionSpans(observed.tokens, special).filter((s) => s.kind === 'image');
+  const spans = imageSpans(traj, observed.tokens, special).filter((s) => s.kind === 'image');
   const stream = observed.name;
   const turn = observed.turn;
   const grids = traj.sample?.imageGridThw;
@@ -267,6 +366,8 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   }
 
   spans.forEach((span, i) => {
+    // A stream that starts inside a pad run (cut on the left) is reported by truncation.ts.
+    if (span.start < 0 && span.padStart === 0) return;
     const img = ctx.images[i];
     const grid = grids?.[i];
     const fromGrid = grid ? padCountFromGrid(grid, vision.mergeSize) : undefined;
@@ -391,11 +492,24 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   return out;
 }
 
+/** How many entries the sample's per-token arrays must have (every token, or the response). */
+function sampleScopeLength(s: NonNullable<Trajectory['sample']>): number {
+  return s.maskScope === 'full' ? s.tokens.length : (s.responseLength ?? s.tokens.length);
+}
+
 /** `length_mismatch` and `mask_mismatch` on the stored training fields. */
-export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext): Finding[] {
+export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, alignment?: Alignment): Finding[] {
   const out: Finding[] = [];
+  // Turns split from a stored sample take their logprobs from it: a sample array of the wrong length
+  // is reported once, on the sample, where its first token without a partner is.
+  const sampleLogprobsOff = !!traj.sample?.logprobs && sampleScopeLength(traj.sample) !== traj.sample.logprobs.length;
   traj.turns.forEach((t, k) => {
-    if (t.generatedIds && t.generatedLogprobs && t.generatedLogprobs.length !== t.generatedIds.length) {
+    if (
+      !sampleLogprobsOff &&
+      t.generatedIds &&
+      t.generatedLogprobs &&
+      t.generatedLogprobs.length !== t.generatedIds.length
+    ) {
       out.push({
         kind: 'length_mismatch',
         severity: 'error',
@@ -449,10 +563,19 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext): Fi
     // Assistant turns before the first trained token are prompt history (few-shot, earlier episodes): not judged.
     const promptLength = respLen !== undefined ? total - respLen : Math.max(0, s.lossMask.indexOf(1));
     const expected = expectedMask(s.tokens, ctx.profile.special, promptLength);
+    // Where the chat structure allows either value (an assistant's <|im_end|>: generated when the
+    // model stopped, appended after a turn cut by length), the canonical re-alignment decides: it
+    // knows which tokens were generated. Judged only where the sample holds the canonical stream.
+    const canonicalUpTo = alignment ? commonPrefixLength(s.tokens, alignment.tokens) : 0;
     for (let i = 0; i < scopeLen; i++) {
-      const want = expected[offset + i];
+      const at = offset + i;
+      let want = expected[at];
+      const fromCanonical = (want === undefined || want < 0) && at >= promptLength && at < canonicalUpTo;
+      if (fromCanonical) want = alignment!.lossMask[at];
       const got = s.lossMask[i];
+      if (got !== 0 && got !== 1) continue; // invalid_value (checkValues)
       if (want === undefined || want < 0 || want === got) continue;
+      const eos = s.tokens[at] === ctx.profile.special.eos;
       out.push({
         kind: 'mask_mismatch',
         severity: 'error',
@@ -461,10 +584,13 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext): Fi
         stream: 'sample',
         expected: want,
         actual: got,
-        message:
-          want === 0
-            ? `loss mask is 1 at token ${offset + i}, which belongs to ${describeRole(s.tokens, offset + i, ctx)}: the model would be trained on text it did not generate`
-            : `loss mask is 0 at token ${offset + i}, inside the assistant's generated text: a generated token is left out of training`,
+        message: fromCanonical
+          ? want === 0
+            ? `loss mask is 1 at token ${at}, ${eos ? 'an <|im_end|> appended to close a turn cut by length' : 'a token appended to the generation'}: the model would be trained on a token it did not generate`
+            : `loss mask is 0 at token ${at}, ${eos ? 'the <|im_end|> the model generated to end its turn: the model is not trained to stop' : `a token the model generated (its logprob is the sampler's): it is left out of training`}`
+          : want === 0
+            ? `loss mask is 1 at token ${at}, which belongs to ${describeRole(s.tokens, at, ctx)}: the model would be trained on text it did not generate`
+            : `loss mask is 0 at token ${at}, inside the assistant's generated text: a generated token is left out of training`,
       });
       break;
     }

@@ -1,7 +1,8 @@
-// Why two token streams diverge, in the terms of docs/reference/prefix-stability.md: a duplicated or missing
-// `<|im_end|>`, a missing `\n` after it, the same text tokenized differently, a template that
-// rewrote history (special tokens, stripped whitespace or reasoning, re-serialized tool-call
-// JSON), or image pad runs of another length.
+// Why two token streams diverge (docs/reference/prefix-stability.md): a duplicated or missing
+// `<|im_end|>`, a missing `\n` after it, a turn the model ended with `<|endoftext|>` closed as if
+// cut by length, the same text tokenized differently, reasoning dropped from the history, a tool
+// call parsed and serialized again, vision tokens the model generated, a template that rewrote
+// history otherwise (special tokens, stripped whitespace), or image pad runs of another length.
 import type { DivergenceCause } from '../model/finding.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { commonPrefixLength, diffTokens, mergeNearbyHunks, type Hunk } from './diff.ts';
@@ -42,13 +43,13 @@ export function firstDivergence(
   profile: ModelProfile,
   expected: readonly number[],
   actual: readonly number[],
-  opts: { prefixOnly?: boolean; window?: number } = {},
+  opts: { prefixOnly?: boolean; window?: number; generated?: readonly (readonly [number, number])[] } = {},
 ): Divergence | undefined {
   // Diff only a window after the common prefix: the first divergence is local, and a diff of
   // whole streams would happily align the rest of a longer `actual` against later tokens.
   const lcp = commonPrefixLength(expected, actual);
   if (lcp === expected.length && (opts.prefixOnly || lcp === actual.length)) return undefined;
-  const atBoundary = boundaryDivergence(profile, expected, actual, lcp);
+  const atBoundary = boundaryDivergence(profile, expected, actual, lcp, opts.generated);
   if (atBoundary) return atBoundary;
   const w = opts.window ?? 256;
   const a = expected.slice(lcp, lcp + w);
@@ -68,7 +69,7 @@ export function firstDivergence(
     bStart: first.bStart + lcp,
     bEnd: first.bEnd + lcp,
   };
-  return classifyHunk(profile, expected, actual, hunk);
+  return classifyHunk(profile, expected, actual, hunk, opts.generated);
 }
 
 /**
@@ -80,8 +81,10 @@ function boundaryDivergence(
   expected: readonly number[],
   actual: readonly number[],
   i: number,
+  generated: readonly (readonly [number, number])[] = [],
 ): Divergence | undefined {
-  const { eos, newline, imStart } = profile.special;
+  const generatedEndsAt = (end: number) => generated.some(([, e]) => e === end);
+  const { eos, newline, imStart, endOfText } = profile.special;
   const e = expected[i];
   const a = actual[i];
   const prev = expected[i - 1];
@@ -94,6 +97,20 @@ function boundaryDivergence(
     actualTokens: actual.slice(hunk.bStart, hunk.bEnd),
     explanation,
   });
+  if (prev === endOfText && e === newline && a === eos) {
+    return make(
+      'secondary_eos',
+      { aStart: i, aEnd: i, bStart: i, bEnd: i + 1 },
+      'the turn ended with `<|endoftext|>`, a stop token of the model, but was closed with `<|im_end|>\\n` as if cut by the length limit: after a generated stop token only `\\n` follows',
+    );
+  }
+  if (e === endOfText && a === eos && generatedEndsAt(i + 1)) {
+    return make(
+      'secondary_eos',
+      { aStart: i, aEnd: i + 1, bStart: i, bEnd: i + 1 },
+      "the model ended its turn with `<|endoftext|>`, a stop token of its own; decoded without special tokens and rendered again, the turn ends with the template's `<|im_end|>` instead",
+    );
+  }
   if (prev === eos && a === eos) {
     return make(
       'duplicated_eos',
@@ -118,11 +135,16 @@ function boundaryDivergence(
   return undefined;
 }
 
+/**
+ * @param generated [start, end) ranges of `expected` that hold generated ids: vision tokens there
+ *   are the model's own text, not an image.
+ */
 export function classifyHunk(
   profile: ModelProfile,
   expected: readonly number[],
   actual: readonly number[],
   hunk: Hunk,
+  generated: readonly (readonly [number, number])[] = [],
 ): Divergence {
   const { special, tokenizer } = profile;
   const a = expected.slice(hunk.aStart, hunk.aEnd);
@@ -139,6 +161,17 @@ export function classifyHunk(
   const eos = special.eos;
   const eosText = '`<|im_end|>`';
 
+  const isVision = (t: number) => isPad(t) || t === special.visionStart || t === special.visionEnd;
+  const generatedVision = a.findIndex(
+    (t, k) => isVision(t) && generated.some(([s, e]) => hunk.aStart + k >= s && hunk.aStart + k < e),
+  );
+  if (generatedVision >= 0) {
+    return {
+      ...base,
+      cause: 'vision_token_generated',
+      explanation: `the model generated ${quote(profile, a.filter(isVision))} in its own text (token ${hunk.aStart + generatedVision}): no image stands behind them, and decoding without special tokens drops them from the history`,
+    };
+  }
   if (a.some(isPad) || b.some(isPad)) {
     const pa = a.filter(isPad).length;
     const pb = b.filter(isPad).length;
@@ -176,6 +209,24 @@ export function classifyHunk(
   }
   const textA = tokenizer.decodeSync(a);
   const textB = tokenizer.decodeSync(b);
+  const thinkTags = (x: string) => (x.match(/<\/?think>/g) ?? []).length;
+  if (thinkTags(textA) > thinkTags(textB)) {
+    const n = a.length - b.length;
+    return {
+      ...base,
+      cause: 'reasoning_stripped',
+      explanation: `the reasoning the model generated (${quote(profile, a)}${n > 0 ? `, ${n} tokens` : ''}) is missing from the history: the chat template dropped it (Qwen3's template keeps \`<think>…</think>\` only after the last user turn) or the loop re-rendered the answer without it`,
+    };
+  }
+  const callA = toolCallAround(profile, expected, hunk.aStart);
+  const callB = toolCallAround(profile, actual, hunk.bStart);
+  if (callA !== undefined && callB !== undefined && callA.text !== callB.text && callA.value === callB.value) {
+    return {
+      ...base,
+      cause: 'tool_call_reserialized',
+      explanation: `the tool call the model wrote as ${quoteText(callA.text)} was parsed and serialized again as ${quoteText(callB.text)}: the same JSON value in other text (key order, spacing or number format), so other tokens`,
+    };
+  }
   if (textA === textB) {
     return {
       ...base,
@@ -192,8 +243,6 @@ export function classifyHunk(
   if (looksJson && textA !== textB && sorted(textA) === sorted(textB))
     detail = 'tool-call JSON re-serialized (separators or key order changed)';
   else if (squash(textA) === squash(textB)) detail = 'whitespace changed (stripped or re-indented text)';
-  else if (/<think>|<\/think>/.test(textA) && !/<think>|<\/think>/.test(textB))
-    detail = 'reasoning stripped from the history';
   if (detail || specialA.join() !== specialB.join()) {
     return {
       ...base,
@@ -202,4 +251,49 @@ export function classifyHunk(
     };
   }
   return { ...base, cause: 'other', explanation: `different tokens: ${quote(profile, a)} vs ${quote(profile, b)}` };
+}
+
+function quoteText(text: string): string {
+  const t = visiblePiece(text.trim());
+  return `\`${t.length > 60 ? `${t.slice(0, 60)}…` : t}\``;
+}
+
+/** JSON with object keys sorted, so two serializations of one value compare equal. */
+function canonicalJson(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonicalJson).join(',')}]`;
+  if (v && typeof v === 'object')
+    return `{${Object.keys(v)
+      .sort()
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
+  return JSON.stringify(v);
+}
+
+const TOOL_OPEN = '<tool_call>';
+const TOOL_CLOSE = '</tool_call>';
+const TOOL_REACH = 512;
+
+/**
+ * The `<tool_call>…</tool_call>` block of `stream` that holds token `at`: its JSON text and its
+ * value (keys sorted; `2.0` and `2` are one number). Undefined outside a block or when the text
+ * is not JSON.
+ */
+function toolCallAround(
+  profile: ModelProfile,
+  stream: readonly number[],
+  at: number,
+): { text: string; value: string } | undefined {
+  const tok = profile.tokenizer;
+  const before = tok.decodeSync(stream.slice(Math.max(0, at - TOOL_REACH), at));
+  const open = before.lastIndexOf(TOOL_OPEN);
+  if (open < 0 || before.indexOf(TOOL_CLOSE, open) >= 0) return undefined;
+  const after = tok.decodeSync(stream.slice(at, at + TOOL_REACH));
+  const close = after.indexOf(TOOL_CLOSE);
+  if (close < 0) return undefined;
+  const text = before.slice(open + TOOL_OPEN.length) + after.slice(0, close);
+  try {
+    return { text, value: canonicalJson(JSON.parse(text)) };
+  } catch {
+    return undefined;
+  }
 }

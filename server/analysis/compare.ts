@@ -31,7 +31,7 @@ function isSubstitution(a: readonly number[], b: readonly number[]): boolean {
   return true;
 }
 
-const num = (x: number | undefined) => (x === undefined ? 'missing' : String(Number(x.toPrecision(6))));
+const num = (x: number | null | undefined) => (typeof x !== 'number' ? 'missing' : String(Number(x.toPrecision(6))));
 
 /** float32 storage rounds a logprob by up to ~1e-7 relative; anything past this is a real difference. */
 const LOGPROB_TOLERANCE = 1e-5;
@@ -65,7 +65,7 @@ function mismatch(
 }
 
 /** A per-response array on the trained side, on the response's index space whatever its scope. */
-function responseView(t: Trajectory, values: readonly number[] | undefined): readonly number[] | undefined {
+function responseView<T>(t: Trajectory, values: readonly T[] | undefined): readonly T[] | undefined {
   const s = t.sample;
   if (!s || !values) return undefined;
   if (s.maskScope !== 'full') return values;
@@ -227,7 +227,7 @@ export function compareTrained(rollout: RolloutSide, trained: TrainedSide): Find
       if (expected.lossMask[i] !== 1) continue;
       const a = expected.logprobs[i];
       const b = logprobs[i];
-      if (a === undefined || b === undefined || !(Math.abs(a - b) <= LOGPROB_TOLERANCE)) {
+      if (a === undefined || typeof b !== 'number' || !(Math.abs(a - b) <= LOGPROB_TOLERANCE)) {
         at = i;
         break;
       }

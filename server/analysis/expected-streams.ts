@@ -6,12 +6,19 @@ import { boundaryIds } from './render.ts';
 
 /**
  * What the next turn's prompt must start with: this turn's prompt ⧺ its generated ids ⧺ the
- * EOS-aware boundary (`closeIds` from `turnCloseIds`). Undefined when the turn has no prompt ids.
+ * EOS-aware boundary (`closeIds` from `turnCloseIds`, `stopIds` from `turnStopIds`). Ids outside the
+ * chat format (`plain`: no `<|im_start|>` anywhere) continue by plain concatenation. Undefined when
+ * the turn has no prompt ids.
  */
-export function expectedNextPrompt(turn: Turn, closeIds: readonly number[], eos: number): number[] | undefined {
+export function expectedNextPrompt(
+  turn: Turn,
+  closeIds: readonly number[],
+  stopIds: readonly number[],
+  plain = false,
+): number[] | undefined {
   if (!turn.promptIds) return undefined;
   const generated = turn.generatedIds ?? [];
-  return [...turn.promptIds, ...generated, ...boundaryIds(generated, closeIds, eos)];
+  return [...turn.promptIds, ...generated, ...(plain ? [] : boundaryIds(generated, closeIds, stopIds))];
 }
 
 /**
@@ -22,10 +29,10 @@ export function closedCanonical(
   traj: Trajectory,
   alignment: Alignment,
   closeIds: readonly number[],
-  eos: number,
+  stopIds: readonly number[],
 ): number[] {
   const last = traj.turns[traj.turns.length - 1];
   const generated = last?.generatedIds ?? [];
   if (last?.observationMessages || generated.length === 0) return alignment.tokens;
-  return [...alignment.tokens, ...boundaryIds(generated, closeIds, eos)];
+  return [...alignment.tokens, ...boundaryIds(generated, closeIds, stopIds)];
 }

@@ -53,8 +53,8 @@ export interface TrajectoryMismatch extends MismatchStats {
 export interface AlignedLogprobs {
   /** Absolute token index of entry 0. */
   offset: number;
-  rollout: readonly number[];
-  trainer: readonly number[];
+  rollout: readonly (number | null)[];
+  trainer: readonly (number | null)[];
   /** Loss mask on the same entries (absent = all trained). */
   mask?: readonly number[];
 }
@@ -66,7 +66,7 @@ export function alignedLogprobs(traj: Trajectory): AlignedLogprobs | undefined {
   return { offset, rollout: s.logprobs, trainer: s.trainerLogprobs, mask: s.lossMask };
 }
 
-const usable = (x: number | undefined): x is number => x !== undefined && Number.isFinite(x);
+const usable = (x: number | null | undefined): x is number => typeof x === 'number' && Number.isFinite(x);
 
 function statsOver(a: AlignedLogprobs, from: number, to: number, t: MismatchThresholds): MismatchStats {
   let n = 0;

@@ -20,6 +20,14 @@ export function expectedMask(tokens: readonly number[], special: SpecialTokens, 
       i = j + 1;
       continue;
     }
+    // A turn the model ended with the secondary EOS (`<|endoftext|>`) is closed by it: the `\n` after it is context.
+    if (t === special.endOfText && role === 'assistant' && tokens[i + 1] === special.newline) {
+      out[i] = 1;
+      out[i + 1] = 0;
+      role = 'none';
+      i += 2;
+      continue;
+    }
     if (t === special.imEnd) {
       out[i] = role === 'assistant' ? -1 : 0;
       if (tokens[i + 1] === special.newline) out[i + 1] = 0;

@@ -8,7 +8,15 @@
 import type { GridThw, Message, PlaceholderRange, Trajectory } from '../model/trajectory.ts';
 import type { AnalysisContext } from './context.ts';
 import { expectedPadCounts } from './context.ts';
-import { boundaryIds, observationSuffixText, renderTokens, tokenizeExpanded, turnCloseIds } from './render.ts';
+import {
+  boundaryIds,
+  observationSuffixText,
+  renderTokens,
+  tokenizeExpanded,
+  turnCloseIds,
+  turnStopIds,
+} from './render.ts';
+import { renderSemanticsFor } from './render.ts';
 import { startsWith } from './diff.ts';
 import { findVisionSpans, padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
@@ -44,8 +52,12 @@ function nthIndexOf(seq: readonly number[], id: number, n: number, from = 0): nu
   return -1;
 }
 
-function imagesSoFar(tokens: readonly number[], ctx: AnalysisContext): number {
-  return findVisionSpans(tokens, ctx.profile.special).filter((s) => s.kind === 'image').length;
+/** Images the stream holds so far; vision tokens inside generated ids are the model's text, not images. */
+function imagesSoFar(tokens: readonly number[], ctx: AnalysisContext, generated: readonly TurnSpan[]): number {
+  const inGenerated = (i: number) => generated.some((s) => i >= s.generated[0] && i < s.generated[1]);
+  return findVisionSpans(tokens, ctx.profile.special).filter(
+    (s) => s.kind === 'image' && !inGenerated(s.start >= 0 ? s.start : s.padStart),
+  ).length;
 }
 
 export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<Alignment> {
@@ -63,8 +75,8 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     tokens = first.promptIds.slice();
     promptFrom = 'engine';
   } else if (first?.messages) {
-    tokens = (await renderTokens(profile, first.messages, { addGenerationPrompt: true, tools: first.tools }, padCounts))
-      .expanded;
+    const opts = { addGenerationPrompt: true, tools: first.tools, as: renderSemanticsFor(traj) };
+    tokens = (await renderTokens(profile, first.messages, opts, padCounts)).expanded;
     promptFrom = 'render';
   } else if (traj.sample) {
     tokens = traj.sample.tokens.slice(0, traj.sample.tokens.length - (traj.sample.responseLength ?? 0));
@@ -75,11 +87,13 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
   const logprobs: number[] = new Array<number>(tokens.length).fill(0);
   const spans: TurnSpan[] = [];
 
-  const append = (ids: readonly number[], mask: number, lps?: readonly number[]) => {
+  const append = (ids: readonly number[], mask: number, lps?: readonly (number | null)[]) => {
     for (let i = 0; i < ids.length; i++) {
       tokens.push(ids[i]!);
       lossMask.push(mask);
-      logprobs.push(lps?.[i] ?? 0);
+      // A logprob the data left out (null) stays invalid (NaN) rather than becoming a plausible 0.
+      const lp = lps?.[i];
+      logprobs.push(lp === undefined ? 0 : lp === null ? NaN : lp);
     }
   };
 
@@ -101,7 +115,7 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     let obs: number[] = [];
     let observationFrom: TurnSpan['observationFrom'];
     if (hasObservation) {
-      const boundary = boundaryIds(gen, closeIds, special.eos);
+      const boundary = boundaryIds(gen, closeIds, turnStopIds(special));
       const expectedStart = [...tokens, ...boundary];
       const historyMessages = turn.messages;
       const obsMessages: Message[] | undefined =
@@ -115,12 +129,23 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
         obs = next.promptIds.slice(tokens.length);
         observationFrom = 'next_prompt';
       } else if (historyMessages && obsMessages) {
-        const suffix = observationSuffixText(profile, historyMessages, obsMessages, { tools: turn.tools });
+        const suffix = observationSuffixText(profile, historyMessages, obsMessages, {
+          tools: turn.tools,
+          as: renderSemanticsFor(traj),
+        });
         const parts = suffix ?? observationSuffixText(profile, [{ role: 'user', content: 'q' }], obsMessages);
         if (!suffix)
           notes.push(`turn ${k}: the template rewrites history; observation rendered after a stand-in history`);
         if (parts) {
-          const rendered = await tokenizeExpanded(profile, parts.delta, padCounts, imagesSoFar(tokens, ctx));
+          const rendered = await tokenizeExpanded(
+            profile,
+            parts.delta,
+            padCounts,
+            imagesSoFar(tokens, ctx, [
+              ...spans,
+              { turn: k, generated: [genStart, genEnd], observation: [genEnd, genEnd] },
+            ]),
+          );
           obs = [...boundary, ...rendered.expanded];
           observationFrom = 'messages';
         }

@@ -1,18 +1,66 @@
 // Rendering conversations to token ids the way a serving stack does: chat template ->
-// tokenizer -> each `<|image_pad|>` expanded to its pad count (docs/reference/chat-templates.md, image-math.md).
-import type { Message } from '../model/trajectory.ts';
+// tokenizer -> each `<|image_pad|>` expanded to the image's pad count (docs/reference/chat-templates.md, image-math.md).
+import type { Message, Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { expandImagePads, countToken } from './vision-spans.ts';
+
+/**
+ * Whose request handling the render follows: `transformers` renders the messages as given
+ * (`apply_chat_template`); `vllm` first normalizes them as vLLM's chat endpoint does.
+ */
+export type RenderSemantics = 'transformers' | 'vllm';
 
 export interface RenderOptions {
   addGenerationPrompt?: boolean;
   tools?: unknown[];
   addVisionId?: boolean;
+  /** Default `transformers`. */
+  as?: RenderSemantics;
+}
+
+/** The semantics of the server that rendered a trajectory's prompts (vLLM's for vLLM call logs). */
+export function renderSemanticsFor(traj: Pick<Trajectory, 'source'>): RenderSemantics {
+  return traj.source.format === 'vllm' ? 'vllm' : 'transformers';
+}
+
+/**
+ * Assistant tool calls as vLLM hands them to the template (vllm-project/vllm
+ * vllm/entrypoints/chat_utils.py `_postprocess_messages`): an empty `tool_calls` list is dropped,
+ * string `arguments` are decoded with json.loads (the template's `tojson` then re-serializes
+ * them), a missing or empty value becomes `{}`. A call without the `function` wrapper is kept
+ * as written: vLLM's request model rejects it before rendering (`ask.ts` reports that for
+ * `rollscope render --as vllm`). Arguments that are not JSON are left verbatim.
+ */
+export function normalizeMessagesLikeVllm(messages: readonly Message[]): Message[] {
+  return messages.map((m) => {
+    if (m.role !== 'assistant' || !Array.isArray(m.tool_calls)) return m;
+    if (m.tool_calls.length === 0) {
+      const { tool_calls: _, ...rest } = m;
+      return rest as Message;
+    }
+    const calls = m.tool_calls.map((call) => {
+      if (typeof call !== 'object' || call === null) return call;
+      const fn = (call as { function?: unknown }).function;
+      if (typeof fn !== 'object' || fn === null) return call;
+      const args = (fn as { arguments?: unknown }).arguments;
+      let decoded: unknown = args;
+      if (args === undefined || args === null || args === '') decoded = {};
+      else if (typeof args === 'string') {
+        try {
+          decoded = JSON.parse(args) ?? {};
+        } catch {
+          return call;
+        }
+      }
+      return decoded === args ? call : { ...call, function: { ...fn, arguments: decoded } };
+    });
+    return { ...m, tool_calls: calls };
+  });
 }
 
 export function renderText(profile: ModelProfile, messages: readonly Message[], opts: RenderOptions = {}): string {
   return profile.template.render({
-    messages: messages as unknown[],
+    messages: (opts.as === 'vllm' ? normalizeMessagesLikeVllm(messages) : messages) as unknown[],
     ...(opts.tools && opts.tools.length > 0 ? { tools: opts.tools } : {}),
     add_generation_prompt: opts.addGenerationPrompt ?? false,
     add_vision_id: opts.addVisionId ?? false,
@@ -36,7 +84,12 @@ export async function tokenizeExpanded(
 ): Promise<RenderedTokens> {
   const ids = await profile.tokenizer.encode(text);
   const imageCount = countToken(ids, profile.special.imagePad);
-  return { text, ids, expanded: expandImagePads(ids, profile.special.imagePad, padCounts, firstImage), imageCount };
+  return {
+    text,
+    ids,
+    expanded: expandImagePads(ids, profile.special.imagePad, padCounts, firstImage, profile.special.visionStart),
+    imageCount,
+  };
 }
 
 export async function renderTokens(
@@ -89,9 +142,27 @@ export function turnCloseIds(profile: ModelProfile): Promise<number[]> {
   return ids;
 }
 
-/** EOS-aware boundary: what must follow generated ids before the next turn's text. */
-export function boundaryIds(generated: readonly number[], closeIds: readonly number[], eos: number): number[] {
-  const endsWithEos = generated.length > 0 && generated[generated.length - 1] === eos;
-  if (endsWithEos && closeIds[0] === eos) return closeIds.slice(1);
+/**
+ * The ids that end a generation the way the model stops: the chat EOS first, then the secondary
+ * EOS of the generation config (`<|endoftext|>` for Qwen), which vLLM also stops at.
+ */
+export function turnStopIds(special: ModelProfile['special']): number[] {
+  return [special.eos, special.endOfText];
+}
+
+/**
+ * EOS-aware boundary: what must follow generated ids before the next turn's text. A generation
+ * that ended with a stop id (`stop`: the chat EOS, or `turnStopIds`) was closed by the model, so
+ * the template's own close loses its leading EOS; one that did not was cut by length.
+ */
+export function boundaryIds(
+  generated: readonly number[],
+  closeIds: readonly number[],
+  stop: number | readonly number[],
+): number[] {
+  const stops = typeof stop === 'number' ? [stop] : stop;
+  const last = generated[generated.length - 1];
+  const endsWithStop = last !== undefined && stops.includes(last);
+  if (endsWithStop && closeIds[0] === stops[0]) return closeIds.slice(1);
   return closeIds.slice();
 }

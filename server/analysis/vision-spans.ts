@@ -18,7 +18,9 @@ export function findVisionSpans(tokens: readonly number[], special: SpecialToken
     const t = tokens[i];
     const isPad = t === special.imagePad || t === special.videoPad;
     if (t !== special.visionStart && !isPad) continue;
-    // A pad run without `<|vision_start|>` (e.g. a prompt that starts mid-span) still counts as a span.
+    // A pad run without `<|vision_start|>` is an image only where a prompt cut on the left starts
+    // mid-span (index 0); elsewhere it is the placeholder string typed as text, not an image.
+    if (isPad && i > 0) continue;
     const start = t === special.visionStart ? i : -1;
     const padStart = t === special.visionStart ? i + 1 : i;
     const padToken = tokens[padStart];
@@ -51,17 +53,23 @@ export function padRuns(tokens: readonly number[], special: SpecialTokens): { of
   return runs;
 }
 
-/** Replace each single pad token (as a chat template renders it) by `counts[k]` pads for the k-th image. */
+/**
+ * Replace each single pad token (as a chat template renders it) by `counts[k]` pads for the k-th
+ * image. With `visionStart`, only a pad right after `<|vision_start|>` is an image placeholder:
+ * `<|image_pad|>` typed in the text stays one token and takes no image's count.
+ */
 export function expandImagePads(
   tokens: readonly number[],
   padId: number,
   counts: readonly (number | undefined)[],
   firstImage = 0,
+  visionStart?: number,
 ): number[] {
   const out: number[] = [];
   let k = firstImage;
-  for (const t of tokens) {
-    if (t === padId) {
+  for (let i = 0; i < tokens.length; i++) {
+    const t = tokens[i]!;
+    if (t === padId && (visionStart === undefined || tokens[i - 1] === visionStart)) {
       const n = counts[k++] ?? 1;
       for (let i = 0; i < n; i++) out.push(padId);
     } else out.push(t);

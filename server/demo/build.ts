@@ -16,6 +16,7 @@ import {
   tokenizeExpanded,
   boundaryIds,
   turnCloseIds,
+  turnStopIds,
 } from '../analysis/render.ts';
 import { imageTokens } from '../analysis/image-math.ts';
 import { mulberry32 } from '../util/random.ts';
@@ -34,6 +35,19 @@ export interface ScriptTurn {
   split?: { word: string; pieces: string[] };
   /** The assistant message as the framework keeps it in the history (e.g. with parsed `tool_calls`); default: the decoded answer. */
   historyMessage?: Message;
+  /** The model stopped with the secondary EOS `<|endoftext|>` instead of `<|im_end|>`. */
+  stoppedBy?: 'endoftext';
+  /** The loop closed this turn with the template's whole `<|im_end|>\n`, as if it had been cut by length. */
+  closedAsTruncated?: boolean;
+}
+
+/**
+ * The assistant content as Qwen3's chat template renders it in the history before the last user
+ * turn: everything up to `</think>` dropped, leading newlines stripped (`content.split('</think>')[-1].lstrip('\n')`).
+ */
+export function stripReasoning(content: string): string {
+  const at = content.lastIndexOf('</think>');
+  return at < 0 ? content : content.slice(at + '</think>'.length).replace(/^\n+/, '');
 }
 
 export interface ScriptImage {
@@ -68,7 +82,8 @@ export async function buildTrajectory(profile: ModelProfile, script: Script, mod
     const answerIds = st.split
       ? await encodeWithSplit(profile, st.answer, st.split)
       : await profile.tokenizer.encode(st.answer);
-    const gen = [...answerIds, ...(st.truncated ? [] : [eos])];
+    const stop = st.stoppedBy === 'endoftext' ? profile.special.endOfText : eos;
+    const gen = [...answerIds, ...(st.truncated ? [] : [stop])];
     const logprobs = gen.map((_, i) => (nextLogprob ? nextLogprob() : -0.01 * ((i % 7) + 1)));
     turns.push({
       messages: history.slice(),
@@ -88,7 +103,8 @@ export async function buildTrajectory(profile: ModelProfile, script: Script, mod
       if (!suffix) throw new Error(`${script.id}: the template rewrites history; no canonical suffix after turn ${k}`);
       const imagesBefore = prompt.filter((t) => t === profile.special.visionStart).length;
       const delta = await tokenizeExpanded(profile, suffix.delta, pads, imagesBefore);
-      prompt = [...prompt, ...gen, ...boundaryIds(gen, closeIds, eos), ...delta.expanded];
+      const boundary = st.closedAsTruncated ? closeIds : boundaryIds(gen, closeIds, turnStopIds(profile.special));
+      prompt = [...prompt, ...gen, ...boundary, ...delta.expanded];
     } else {
       prompt = (await renderTokens(profile, nextHistory, { addGenerationPrompt: true }, pads)).expanded;
     }

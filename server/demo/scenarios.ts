@@ -3,7 +3,7 @@
 // produced it: kept ids (clean), or one of the failures the checks know. Declarative on purpose:
 // write.ts builds and corrupts; test/demo.test.ts holds every trajectory to what its id promises.
 import type { Message } from '../model/trajectory.ts';
-import type { BuildMode, ScriptTurn } from './build.ts';
+import { stripReasoning, type BuildMode, type ScriptTurn } from './build.ts';
 import { DIAGRAMS, ZOOMS, type DiagramName, type ZoomName } from './diagrams.ts';
 
 export const DEMO_MODELS = {
@@ -51,7 +51,9 @@ export type Fault =
   /** Tool messages were tokenized from their text parts only: the returned image never reaches the tokens. */
   | { kind: 'flatten-tool-images' }
   /** The engine returned NaN for one sampled token's logprob. */
-  | { kind: 'nan-logprob'; turn: number; index: number };
+  | { kind: 'nan-logprob'; turn: number; index: number }
+  /** Every logprob of one turn written as 0.0: the sampler's values were missing and zero-filled. */
+  | { kind: 'zero-filled-logprobs'; turn: number };
 
 export interface DemoScenario {
   id: string;
@@ -76,6 +78,8 @@ export interface DemoScenario {
    */
   recordedAs?: 'native' | 'vllm';
   fault?: Fault;
+  /** The user's text, when it is not the problem's question. */
+  question?: string;
 }
 
 /** A tool call as Qwen models write it (Python json.dumps spacing, as the Qwen3-VL template renders it). */
@@ -131,7 +135,7 @@ export function scenarioMessages(s: DemoScenario): Message[] {
       role: 'user',
       content: [
         { type: 'image', image: imageUrl(p.diagram) },
-        { type: 'text', text: p.question },
+        { type: 'text', text: s.question ?? p.question },
       ],
     },
   ];
@@ -177,6 +181,9 @@ const inscribed = (last: string): ScriptTurn[] => [
   },
   { answer: last },
 ];
+
+const THINKING_ANSWER =
+  '<think>\nThe bases are 7 and 13 and the height is 6, so the area is (7 + 13) / 2 · 6 = 10 · 6 = 60.\n</think>\n\nThe area of the trapezoid is (7 + 13) / 2 · 6 = 60 cm².\nAnswer: 60';
 
 const trapezoidLead = 'The area of a trapezoid is (a + b) / 2 · h, with bases 7 and 13 and height 6.';
 
@@ -449,5 +456,92 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
           'The height of triangle CDE is 8. The rectangle has area 6 × 10 = 60 and the triangle ½ × 6 × 8 = 24, so the figure has area 60 + 24 = 84.\nAnswer: 84',
       },
     ],
+  },
+  {
+    id: 'geo-018-qwen3-reasoning-stripped',
+    description:
+      "The model reasoned inside `<think>…</think>` before answering; the user's follow-up was sent with the chat history rendered the way Qwen3's template renders it, reasoning dropped before the last user turn, so the next prompt no longer holds what the model generated.",
+    profile: 'qwen3-vl',
+    problem: 'trapezoid',
+    reward: 1,
+    status: 'completed',
+    mode: 'rerender',
+    turns: [
+      {
+        answer: THINKING_ANSWER,
+        historyMessage: { role: 'assistant', content: stripReasoning(THINKING_ANSWER) },
+        observation: [{ role: 'user', content: 'Give the answer in square millimetres.' }],
+      },
+      { answer: '60 cm² = 6000 mm².\nAnswer: 6000' },
+    ],
+  },
+  {
+    id: 'geo-019-secondary-eos',
+    description:
+      'The model ended its first answer with `<|endoftext|>`, its secondary stop token; the rollout loop only knew `<|im_end|>`, took the turn for length-truncated and closed it with `<|im_end|>\\n` after the `<|endoftext|>`.',
+    profile: 'qwen2.5-vl',
+    problem: 'isosceles',
+    reward: 1,
+    status: 'completed',
+    mode: 'canonical',
+    sample: true,
+    turns: [
+      {
+        answer: `The base angles are equal, so x = 180 − 2 · 70.\n${toolCall('calculator', { expression: '180 - 2*70' })}`,
+        stoppedBy: 'endoftext',
+        closedAsTruncated: true,
+        observation: tool('40'),
+      },
+      { answer: 'x = 40.\nAnswer: 40' },
+    ],
+  },
+  {
+    id: 'geo-020-vision-token-generated',
+    description:
+      'The model wrote `<|vision_start|><|image_pad|><|vision_end|>` in its own answer to point at the figure: no image stands behind those tokens, but a trainer that counts `<|image_pad|>` tokens pairs them with pixels.',
+    profile: 'qwen2.5-vl',
+    problem: 'circle-area',
+    reward: 1,
+    status: 'completed',
+    mode: 'canonical',
+    sample: true,
+    turns: [
+      {
+        answer: `In the figure <|vision_start|><|image_pad|><|vision_end|> the radius is 5 cm, so the area is π·5².\n${toolCall('calculator', { expression: '3.14159265 * 5**2' })}`,
+        observation: tool('78.5398163'),
+      },
+      { answer: 'The area is about 78.54 cm².\nAnswer: 78.54' },
+    ],
+  },
+  {
+    id: 'geo-021-placeholder-in-text',
+    description:
+      'The question text holds the literal string `<|image_pad|>` (left over from a dataset export), which the tokenizer turns into the image placeholder token: the prompt has one image and one stray placeholder.',
+    profile: 'qwen2.5-vl',
+    problem: 'parallel-lines',
+    reward: 1,
+    status: 'completed',
+    mode: 'canonical',
+    sample: true,
+    question: 'Lines l and m are parallel. Find m∠1. (figure: <|image_pad|>)',
+    turns: [
+      {
+        answer:
+          'The 65° angle at l and the angle above m to the right of t are corresponding angles; angle 1 forms a linear pair with it: m∠1 = 180° − 65° = 115°.\nAnswer: 115',
+      },
+    ],
+  },
+  {
+    id: 'geo-022-zero-filled-logprobs',
+    description:
+      'The rollout logprobs of the final answer were missing and written as 0.0 (zero-filled): every importance ratio of that turn is computed against probability 1.',
+    profile: 'qwen2.5-vl',
+    problem: 'inscribed-angle',
+    reward: 1,
+    status: 'completed',
+    mode: 'canonical',
+    sample: true,
+    fault: { kind: 'zero-filled-logprobs', turn: 1 },
+    turns: inscribed('The inscribed angle x subtends the same arc as the 110° central angle, so x = 55°.\nAnswer: 55'),
   },
 ];

@@ -187,6 +187,19 @@ async function applyFault(
       sampleLps[at] = Number.NaN;
       return { traj: { ...traj, turns }, sample: { ...sample, logprobs: sampleLps } };
     }
+    case 'zero-filled-logprobs': {
+      const turn = traj.turns[fault.turn] ?? fail(`no turn ${fault.turn}`);
+      const n = turn.generatedLogprobs?.length ?? fail(`turn ${fault.turn} has no logprobs`);
+      const turns = traj.turns.map((t, k) =>
+        k === fault.turn ? { ...t, generatedLogprobs: new Array<number>(n).fill(0) } : t,
+      );
+      if (!sample?.logprobs) return { traj: { ...traj, turns }, sample };
+      // The sample carries the same rollout logprobs.
+      const at = (turn.promptIds?.length ?? 0) - (sample.tokens.length - (sample.responseLength ?? 0));
+      const sampleLps = sample.logprobs.slice();
+      sampleLps.fill(0, at, at + n);
+      return { traj: { ...traj, turns }, sample: { ...sample, logprobs: sampleLps } };
+    }
     case 'flatten-tool-images': {
       // The tokens come from the text-only tool messages; the messages and images stay as the conversation had them.
       const flat = await buildTrajectory(profile, scriptFor(s, { toolImages: false }), s.mode);

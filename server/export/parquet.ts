@@ -62,6 +62,7 @@ const COLUMNS: Node[] = [
   list('placeholder_ranges', (n) => struct(n, [int32('offset'), int32('length')])),
   list('mm_token_type_ids', int8),
   list('position_ids', (n) => list(n, (m) => int32(m))),
+  struct('pixel_values', [utf8('dtype'), list('shape', (n) => int32(n)), binary('data', 'REQUIRED')], 'OPTIONAL'),
 ];
 
 export const PARQUET_SCHEMA: SchemaElement[] = [{ name: 'root', num_children: COLUMNS.length }, ...COLUMNS.flat()];
@@ -75,6 +76,8 @@ function columnValue(row: ExportRow, name: string): unknown {
       bytes: img.bytes === null ? null : Buffer.from(img.bytes, 'base64'),
       uri: img.uri ?? null,
     }));
+  if (name === 'pixel_values')
+    return row.pixel_values ? { ...row.pixel_values, data: Buffer.from(row.pixel_values.data, 'base64') } : null;
   return row[name as keyof ExportRow];
 }
 
@@ -185,6 +188,10 @@ export class ParquetRowWriter {
 }
 
 /** Read an exported Parquet batch back into rows in their JSON shape (binary image bytes → base64). */
+function isPixelValues(v: unknown): v is { data: Uint8Array } {
+  return typeof v === 'object' && v !== null && (v as { data?: unknown }).data instanceof Uint8Array;
+}
+
 export async function readParquetRows(bytes: Uint8Array): Promise<Record<string, unknown>[]> {
   const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
   // utf8: false keeps un-annotated BYTE_ARRAY (the image bytes) binary; UTF8 columns still decode to strings.
@@ -194,6 +201,9 @@ export async function readParquetRows(bytes: Uint8Array): Promise<Record<string,
     group: r.group ?? null,
     reward: r.reward ?? null,
     rollout_log_probs: r.rollout_log_probs ?? null,
+    pixel_values: isPixelValues(r.pixel_values)
+      ? { ...r.pixel_values, data: Buffer.from(r.pixel_values.data).toString('base64') }
+      : (r.pixel_values ?? null),
     images: Array.isArray(r.images)
       ? r.images.map(({ uri, ...img }: Record<string, unknown>) => ({
           ...img,

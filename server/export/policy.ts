@@ -57,6 +57,12 @@ const REPAIRED_BY_REALIGNMENT: Readonly<Record<FindingKind, boolean>> = {
   logprob_mismatch: false,
   logprob_shift: false,
   trained_mismatch: false,
+  grouping_ambiguous: false,
+  prompt_tokens_mismatch: false,
+  chain_split: false,
+  chat_format_unrecognized: false,
+  // The stored split is what the model sampled, and the re-alignment keeps it verbatim.
+  non_canonical_split: false,
 };
 
 /** True when the re-alignment repairs `f`. */

@@ -2,7 +2,7 @@
 // writing a batch (export/row.ts) and reading one back (import/export-rows.ts) share. Nothing
 // here runs the checks or decodes images, so the importer registry can load it cheaply.
 import { z } from 'zod';
-import { FormatName, GridThw, PlaceholderRange, TokenId, Trajectory, type Turn } from '../model/trajectory.ts';
+import { FormatName, GridThw, PixelValues, PlaceholderRange, Trajectory, type Turn } from '../model/trajectory.ts';
 import { imageMime } from '../images/mime.ts';
 
 export const EXPORT_SCHEMA_VERSION = 1;
@@ -42,8 +42,8 @@ export const ExportRow = z.object({
   model: z.string(),
   /** GRPO group (samples that share one prompt), when the data states it. */
   group: z.string().nullable(),
-  /** Prompt ⧺ response, image pads expanded. */
-  tokens: z.array(TokenId),
+  /** Prompt ⧺ response, image pads expanded: every id a vocabulary index (a row never carries a bad value). */
+  tokens: z.array(z.number().int().nonnegative()),
   /** Number of trailing response tokens; the prompt is `tokens[:len(tokens) - response_length]`. */
   response_length: z.number().int().nonnegative(),
   /** Per response token: 1 = sampled by the model, 0 = observation / turn boundary. */
@@ -61,15 +61,28 @@ export const ExportRow = z.object({
   mm_token_type_ids: z.array(z.number().int().min(0).max(2)),
   /** mRoPE positions: 3 rows (t, h, w), or verl's 4 rows (text, t, h, w); each of len(tokens). */
   position_ids: z.array(z.array(z.number().int())),
+  /** Processor outputs carried instead of images (`images` is then empty): every image's patches, float32 (below). */
+  pixel_values: PixelValues.nullable().default(null),
 });
 export type ExportRow = z.infer<typeof ExportRow>;
+
+/**
+ * A row as read back (import/export-rows.ts validates it): the written contract, except that
+ * per-token values may be bad (a batch edited or written by another tool), so the row still loads
+ * and the checks report the value at its index instead of the whole row being unreadable.
+ */
+export type ExportRowRead = Omit<ExportRow, 'tokens' | 'loss_mask' | 'rollout_log_probs'> & {
+  tokens: number[];
+  loss_mask: number[];
+  rollout_log_probs: (number | null)[] | null;
+};
 
 /**
  * The trajectory an exported row stands for: the prompt, then one turn per run of trained
  * tokens (its ids and logprobs), each later turn's prompt being everything before its
  * generation. Used to re-check a row before it is written and to read a batch back.
  */
-export function rowToTrajectory(row: ExportRow, where: { file: string; line: number }): Trajectory {
+export function rowToTrajectory(row: ExportRowRead, where: { file: string; line: number }): Trajectory {
   const promptLength = Math.max(0, row.tokens.length - row.response_length);
   const turns: Turn[] = [];
   let i = promptLength;
@@ -120,6 +133,7 @@ export function rowToTrajectory(row: ExportRow, where: { file: string; line: num
       placeholderRanges: row.placeholder_ranges,
       mmTokenTypeIds: row.mm_token_type_ids,
       positionIds: row.position_ids,
+      ...(row.pixel_values ? { pixelValues: row.pixel_values } : {}),
     },
     reward: row.reward,
     status: row.status,

@@ -4,7 +4,7 @@
 // `status`), plus the multimodal fields a Qwen-VL trainer needs. The schema is versioned
 // (docs/export-format.md); a row is written only after it passed every check again.
 import type { Finding } from '../model/finding.ts';
-import type { ProcessorSettings, Trajectory } from '../model/trajectory.ts';
+import type { GridThw, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
 import { inferProfileName, type ModelProfile } from '../profiles/profile.ts';
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
@@ -15,7 +15,7 @@ import { exportImages, type ImageMode } from './images.ts';
 import { originalRejections, type RejectReason } from './policy.ts';
 import {
   EXPORT_SCHEMA_VERSION,
-  type ExportRow,
+  ExportRow,
   rowToTrajectory,
   SAMPLE_STATUSES,
   type SampleStatus,
@@ -107,6 +107,8 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     messages.push('some generated tokens have logprobs and others do not');
   }
   const runs = padRuns(alignment.tokens, special);
+  // A record with processor outputs and no images (AReaL): the pixel values stand for the images.
+  const pixels = traj.images.length === 0 && runs.length > 0 ? traj.sample?.pixelValues : undefined;
   const videoRun = runs.find((r) => alignment.tokens[r.offset] === special.videoPad);
   const grids = alignment.imageGridThw;
   if (videoRun) {
@@ -114,14 +116,19 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     messages.push(
       `a video pad run at token ${videoRun.offset}: video rows are not exported (schema version ${EXPORT_SCHEMA_VERSION} has image fields only)`,
     );
-  } else if (runs.length !== traj.images.length) {
+  } else if (runs.length !== traj.images.length && !pixels) {
     // Every pad run needs its pixels: a run without an image (token ids only) cannot be trained on.
     reasons.push('image_unavailable');
     messages.push(`the tokens hold ${runs.length} image pad run(s) but the data gives ${traj.images.length} image(s)`);
   } else if (grids.some((g) => g === null)) {
     reasons.push('grid_unknown');
     messages.push(
-      `no image_grid_thw agrees with pad run ${grids.findIndex((g) => g === null)} (neither the image size nor a stored grid)`,
+      `no image_grid_thw agrees with pad run ${grids.indexOf(null)} (neither the image size nor a stored grid)`,
+    );
+  } else if (pixels && patchesOf(grids) !== pixels.shape[0]) {
+    reasons.push('image_unavailable');
+    messages.push(
+      `pixel_values holds ${pixels.shape[0]} patches but image_grid_thw of the pad runs gives ${patchesOf(grids)}`,
     );
   }
   if (reasons.length > 0)
@@ -169,6 +176,7 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     placeholder_ranges: runs,
     mm_token_type_ids: mmTokenTypeIds(tokens, special),
     position_ids: positionIds,
+    pixel_values: pixels ?? null,
   };
 
   // The re-check: the row as a trajectory of its own, through every check.
@@ -184,7 +192,29 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
       recheck,
     };
   }
+  // The written contract, checked on the row itself: integer ids, 0/1 mask, finite logprobs, each
+  // per-token array as long as what it covers. A row that breaks it is never written.
+  const contract = ExportRow.safeParse(row);
+  const lengthsOk =
+    row.loss_mask.length === row.response_length &&
+    (row.rollout_log_probs === null || row.rollout_log_probs.length === row.response_length) &&
+    row.mm_token_type_ids.length === row.tokens.length;
+  if (!contract.success || !lengthsOk)
+    return {
+      kind: 'rejected',
+      reasons: ['recheck_failed'],
+      messages: [
+        `the re-aligned row breaks the row contract: ${contract.success ? 'per-token array lengths differ' : contract.error.issues[0]?.message}`,
+      ],
+      causes: [],
+      recheck,
+    };
   return { kind: 'row', row, repaired: checked.findings.filter((f) => f.severity === 'error') };
+}
+
+/** Vision patches before the merge that grids stand for (Σ t·h·w): the first dimension of pixel_values. */
+function patchesOf(grids: readonly (GridThw | null)[]): number {
+  return grids.reduce((n, g) => n + (g ? g[0] * g[1] * g[2] : 0), 0);
 }
 
 function dedupe<T>(xs: T[]): T[] {

@@ -46,6 +46,15 @@ export const RunInfo = z.object({
   counts: FindingCounts,
   health: z.object({ ok: z.number().int(), warning: z.number().int(), error: z.number().int() }),
   profile: z.object({ name: z.string(), family: z.string() }),
+  /** The model profiles the run's trajectories were checked with, most trajectories first. */
+  models: z.array(
+    z.object({
+      profile: z.string(),
+      trajectories: z.number().int(),
+      /** The model names the records state (e.g. `Qwen/Qwen2.5-VL-7B-Instruct`), if any. */
+      names: z.array(z.string()),
+    }),
+  ),
   errors: z.array(ReadError),
   demo: z.boolean(),
   /** Still loading (files are checked in the background). */
@@ -202,6 +211,11 @@ export const Pieces = z.object({
   pieces: z.record(z.string(), z.string()),
   /** Added/special token ids among them (drawn as tags). */
   specialIds: z.array(z.number().int()),
+  /**
+   * Tokens `start..end-1` that hold one character between them (byte-level BPE split its UTF-8
+   * bytes, so each piece alone is `\xNN` bytes), and the text they form, whitespace made visible.
+   */
+  joins: z.array(z.object({ start: z.number().int(), end: z.number().int(), text: z.string() })),
 });
 export type Pieces = z.infer<typeof Pieces>;
 
@@ -266,6 +280,25 @@ export const DiffResult = z.object({
   prefixOnly: z.boolean(),
 });
 export type DiffResult = z.infer<typeof DiffResult>;
+
+/**
+ * Everything a shared page shows of one trajectory (server/share/page.ts): the answers the app's
+ * API calls would get, computed by the same views, embedded in the page and answered by the app's
+ * static transport (app/api.ts). Keys: `name:turn` for streams, `a:b:turn` for diffs, the image
+ * index for previews (data: URLs).
+ */
+export const SharedTrajectory = z.object({
+  version: z.literal(1),
+  id: z.string(),
+  createdAt: z.string(),
+  run: RunInfo,
+  list: TrajectoryList,
+  detail: TrajectoryDetail,
+  streams: z.record(z.string(), TokenStream),
+  diffs: z.record(z.string(), DiffResult),
+  previews: z.record(z.string(), z.string()),
+});
+export type SharedTrajectory = z.infer<typeof SharedTrajectory>;
 
 export const PreviewQuery = z.object({ w: z.coerce.number().int().min(16).max(2048).default(512) });
 

@@ -7,13 +7,12 @@
 //   GET /api/trajectories/ID/diff?DiffQuery        → DiffResult
 //   GET /api/trajectories/ID/images/K              → ImageInfo
 //   GET /api/trajectories/ID/images/K/preview?w=W  → PNG, resized with sharp
+//   GET /api/trajectories/ID/share                 → the trajectory as one self-contained HTML file
 //
 // A view of one trajectory is one entry of TRAJECTORY_VIEWS: its path after the id, the schemas
 // of its query and its response (api.ts), and the function of views.ts that computes it.
 // Errors are thrown (RequestError, views' NotFound, ImageUnavailable) and answered by the server.
 import type http from 'node:http';
-import path from 'node:path';
-import sharp from 'sharp';
 import { z } from 'zod';
 import {
   DiffQuery,
@@ -31,7 +30,8 @@ import {
 import type { RunStore } from './store.ts';
 import { RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { imageInfos, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
-import { imageBytes, MAX_INPUT_PIXELS } from '../images/resolve.ts';
+import { previewPng } from './preview.ts';
+import { APP_DIR, AppNotBuilt, shareFileName, shareHtml, sharedTrajectory } from '../share/page.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 
 /** What a view of one trajectory is computed from. */
@@ -43,6 +43,8 @@ export interface ViewRequest {
   url: URL;
   /** The numbers the path's `:n` segments matched, in order. */
   args: number[];
+  /** Folder of the built app (inlined into shared pages). */
+  appDir: string;
 }
 
 export interface TrajectoryView {
@@ -88,35 +90,35 @@ function imageInfo(view: ViewRequest): ImageInfo {
   return info;
 }
 
-/** Resized previews, keyed by image content and width. */
-const previewCache = new Map<string, Buffer>();
-const PREVIEW_CACHE_ENTRIES = 128;
-
 const imagePreview: TrajectoryView = {
   path: ['images', ':n', 'preview'],
   async answer(view, res, tools) {
     const { w } = parseQuery(PreviewQuery, view.url);
-    const k = imageInfo(view).index;
-    const { checked } = view;
-    const img = checked.trajectory.images[k]!;
-    if (!img.url || img.unavailable)
-      throw new RequestError(404, `image ${k} has no readable bytes${img.unavailable ? `: ${img.unavailable}` : ''}`);
-    const key = `${img.sha256 ?? `${checked.trajectory.source.file}\u0000${img.url.slice(0, 512)}`}\u0000${w}`;
-    let png = previewCache.get(key);
-    if (!png) {
-      const baseDir = path.dirname(path.resolve(checked.trajectory.source.file));
-      const { bytes } = imageBytes(img.url, baseDir, view.store.roots());
-      // rotate() applies EXIF orientation, as the Qwen processors see the image.
-      png = await sharp(bytes, { limitInputPixels: MAX_INPUT_PIXELS })
-        .rotate()
-        .resize({ width: w, withoutEnlargement: true })
-        .png()
-        .toBuffer();
-      if (previewCache.size >= PREVIEW_CACHE_ENTRIES) previewCache.delete(previewCache.keys().next().value!);
-      previewCache.set(key, png);
-    }
+    const png = await previewPng(view.checked, imageInfo(view).index, w, view.store.roots());
     res.writeHead(200, { 'Content-Type': 'image/png', 'Cache-Control': 'private, max-age=3600', ...tools.headers });
     res.end(png);
+  },
+};
+
+/** The trajectory as one self-contained HTML file (server/share/page.ts), the same bytes `rollscope share` writes. */
+const sharePageView: TrajectoryView = {
+  path: ['share'],
+  async answer(view, res, tools) {
+    parseQuery(NoQuery, view.url);
+    let html: Buffer;
+    try {
+      html = Buffer.from(shareHtml(await sharedTrajectory(view.store, view.summary.id), view.appDir));
+    } catch (e) {
+      if (e instanceof AppNotBuilt) throw new RequestError(503, e.message);
+      throw e;
+    }
+    res.writeHead(200, {
+      ...tools.headers,
+      'Content-Type': 'text/html; charset=utf-8',
+      'Content-Disposition': `attachment; filename="${shareFileName(view.summary.id)}"`,
+      'Cache-Control': 'no-store',
+    });
+    res.end(html);
   },
 };
 
@@ -127,6 +129,7 @@ export const TRAJECTORY_VIEWS: readonly TrajectoryView[] = [
   jsonView(['diff'], DiffQuery, DiffResult, (v, q) => tokenDiff(v.checked, q)),
   jsonView(['images', ':n'], NoQuery, ImageInfo, imageInfo),
   imagePreview,
+  sharePageView,
 ];
 
 /** The `:n` numbers when `parts` matches `pattern`, else undefined. */
@@ -142,7 +145,7 @@ function matchPath(pattern: readonly string[], parts: readonly string[]): number
   return args;
 }
 
-export function trajectoryRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
+export function trajectoryRoutes(store: RunStore, tools: RouteTools, appDir = APP_DIR): ApiRoutes {
   async function answerView(id: string, rest: readonly string[], url: URL, res: http.ServerResponse) {
     let view: TrajectoryView | undefined;
     let args: number[] | undefined;
@@ -158,7 +161,7 @@ export function trajectoryRoutes(store: RunStore, tools: RouteTools): ApiRoutes 
     if (!summary) throw new RequestError(404, `no trajectory with id "${id}"`);
     const checked = await store.get(id);
     if (!checked) throw new RequestError(404, `trajectory "${id}" is no longer in ${summary.source.file}`);
-    await view.answer({ summary, checked, opts: store.options(), store, url, args }, res, tools);
+    await view.answer({ summary, checked, opts: store.options(), store, url, args, appDir }, res, tools);
   }
 
   return {

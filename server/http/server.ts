@@ -103,7 +103,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   const appDir = path.resolve(opts.appDir);
   // Each route module answers its own paths (the run and its trajectories, export jobs, the playground).
   const tools = { sendJson, sendError, headers: SECURITY_HEADERS };
-  const routes = [trajectoryRoutes(store, tools), exportRoutes(store, tools), askRoutes(store, tools)];
+  const routes = [trajectoryRoutes(store, tools, appDir), exportRoutes(store, tools), askRoutes(store, tools)];
   async function routeApi(req: http.IncomingMessage, url: URL, res: http.ServerResponse): Promise<void> {
     for (const r of routes) if (await r.handle(req, res, url)) return;
     if (req.method !== 'GET' && req.method !== 'HEAD')

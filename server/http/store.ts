@@ -52,6 +52,8 @@ interface Entry {
   originalId: string;
   /** Distinct token ids of the trajectory's streams, sorted: a token-id query without holding the streams. */
   tokenSet: Uint32Array;
+  /** The profile it was checked with and the model name its record states. */
+  model: { profile: string; name: string | null };
 }
 
 interface FileState {
@@ -149,6 +151,20 @@ export function summarize(id: string, c: CheckedTrajectory): TrajectorySummary {
 function headline(message: string | undefined): string | null {
   if (message === undefined) return null;
   return message.length > 200 ? `${message.slice(0, 199)}…` : message;
+}
+
+/** Trajectories per model profile, most first, with the model names their records state. */
+function modelCounts(entries: Iterable<Entry>): RunInfo['models'] {
+  const byProfile = new Map<string, { trajectories: number; names: Set<string> }>();
+  for (const e of entries) {
+    const m = byProfile.get(e.model.profile) ?? { trajectories: 0, names: new Set<string>() };
+    m.trajectories++;
+    if (e.model.name) m.names.add(e.model.name);
+    byProfile.set(e.model.profile, m);
+  }
+  return [...byProfile.entries()]
+    .map(([profile, m]) => ({ profile, trajectories: m.trajectories, names: [...m.names].sort() }))
+    .sort((a, b) => b.trajectories - a.trajectories || a.profile.localeCompare(b.profile));
 }
 
 const HEALTH_RANK = { ok: 0, warning: 1, error: 2 } as const;
@@ -291,7 +307,12 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     const originalId = traj.id;
     const id = keys.keyOf(traj);
     traj.id = id;
-    entries.set(id, { summary: summarize(id, checked), originalId, tokenSet: distinctTokens(checked) });
+    entries.set(id, {
+      summary: summarize(id, checked),
+      originalId,
+      tokenSet: distinctTokens(checked),
+      model: { profile: checked.profile.name, name: traj.model ?? null },
+    });
     order.push(id);
     version++;
     cache.set(id, checked);
@@ -424,6 +445,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         counts,
         health,
         profile: { name: profile.name, family: profile.family },
+        models: modelCounts(entries.values()),
         errors: [...pathErrors, ...[...files.values()].flatMap((s) => s.errors)].map((e) => ({
           ...e,
           file: display(e.file),

@@ -6,13 +6,14 @@ import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 import { streamTokens } from '../pipeline.ts';
 import { analysisContext, type AnalysisContext } from '../analysis/context.ts';
 import { observedStream } from '../analysis/checks.ts';
-import { findVisionSpans } from '../analysis/vision-spans.ts';
+import { imageSpans } from '../analysis/stray-vision.ts';
 import { diffTokens, type Hunk } from '../analysis/diff.ts';
 import { firstDivergence } from '../analysis/classify.ts';
-import { turnCloseIds } from '../analysis/render.ts';
+import { turnCloseIds, turnStopIds } from '../analysis/render.ts';
 import { closedCanonical, expectedNextPrompt } from '../analysis/expected-streams.ts';
+import { followsChatFormat } from '../analysis/sources.ts';
 import { padCountFromGrid } from '../analysis/image-math.ts';
-import { visiblePiece } from '../profiles/tokenizer.ts';
+import { partialByteJoins, visiblePiece } from '../profiles/tokenizer.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import type {
   DiffA,
@@ -76,6 +77,11 @@ export const DIFF_OF_KIND: Readonly<Record<FindingKind, { a: DiffA; b: DiffB; si
   logprob_mismatch: null,
   logprob_shift: null,
   trained_mismatch: null,
+  grouping_ambiguous: null,
+  prompt_tokens_mismatch: null,
+  chain_split: { a: 'prompt', b: 'prompt', side: 'b' },
+  chat_format_unrecognized: null,
+  non_canonical_split: null,
 };
 
 /** The diff of `f`'s divergence, when its kind has one (the prefix pair is the finding's turn). */
@@ -134,7 +140,7 @@ export function trajectoryDetail(summary: TrajectorySummary, c: CheckedTrajector
   };
 }
 
-/** Visible pieces of the distinct ids, and which are special (for token chips). */
+/** Visible pieces of the distinct ids, which are special, and where a character spans tokens (for token chips). */
 export function pieces(profile: ModelProfile, ids: readonly number[]): Pieces {
   const tok = profile.tokenizer;
   const out: Record<string, string> = {};
@@ -143,7 +149,7 @@ export function pieces(profile: ModelProfile, ids: readonly number[]): Pieces {
     out[id] = visiblePiece(tok.piece(id));
     if (tok.isAdded(id)) specialIds.push(id);
   }
-  return { pieces: out, specialIds };
+  return { pieces: out, specialIds, joins: partialByteJoins(tok, ids) };
 }
 
 function visionSpans(
@@ -153,7 +159,8 @@ function visionSpans(
   firstImage = 0,
 ): VisionSpanInfo[] {
   let image = firstImage;
-  return findVisionSpans(ids, c.profile.special).map((s) => {
+  // Vision tokens the model generated are its text, not an image: they take no image's number.
+  return imageSpans(c.trajectory, ids, c.profile.special).map((s) => {
     const i = s.kind === 'image' ? image++ : -1;
     const math = ctx.images[i]?.tokens;
     const stored = c.trajectory.sample?.imageGridThw?.[i];
@@ -213,7 +220,7 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
   } else if (name === 'sample') {
     const s = c.trajectory.sample!;
     const offset = s.maskScope === 'full' ? 0 : ids.length - (s.responseLength ?? 0);
-    const at = (arr: readonly number[] | undefined, i: number) =>
+    const at = (arr: readonly (number | null)[] | undefined, i: number) =>
       arr && i >= offset ? (arr[i - offset] ?? null) : null;
     lossMask = s.lossMask ? ids.map((_, i) => at(s.lossMask, i)) : null;
     logprobs = s.logprobs ? ids.map((_, i) => at(s.logprobs, i)) : null;
@@ -286,7 +293,8 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
     const cur = traj.turns[q.turn - 1];
     const next = traj.turns[q.turn];
     // What turn k+1's prompt must start with (the expectation of checkPrefixes).
-    const expected = cur && expectedNextPrompt(cur, closeIds, profile.special.eos);
+    const plain = followsChatFormat(traj, profile.special.imStart) === false;
+    const expected = cur && expectedNextPrompt(cur, closeIds, turnStopIds(profile.special), plain);
     if (!expected || !next?.promptIds) throw new NotFound(`no prompt ids for turns ${q.turn - 1} and ${q.turn}`);
     a = expected;
     b = next.promptIds;
@@ -296,7 +304,7 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
   } else if (q.a === 'canonical' && q.b === 'rerender') {
     if (!c.rerender) throw new NotFound('this trajectory has no messages to re-render');
     // Closed as checkRerender closes it, so the divergence index matches the finding.
-    a = closedCanonical(traj, alignment, closeIds, profile.special.eos);
+    a = closedCanonical(traj, alignment, closeIds, turnStopIds(profile.special));
     b = c.rerender;
     labelA = 'canonical';
     labelB = 're-rendered';
@@ -371,7 +379,9 @@ export function idsDiff(
 export function imageInfos(c: CheckedTrajectory, opts: RunOptions): ImageInfo[] {
   const ctx = contextOf(c, opts);
   const observed = observedStream(c.trajectory);
-  const spans = observed ? findVisionSpans(observed.tokens, c.profile.special).filter((s) => s.kind === 'image') : [];
+  const spans = observed
+    ? imageSpans(c.trajectory, observed.tokens, c.profile.special).filter((s) => s.kind === 'image')
+    : [];
   return c.trajectory.images.map((img, i) => {
     const e = ctx.images[i];
     const vision = e?.vision ?? c.profile.vision;

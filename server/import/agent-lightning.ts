@@ -20,14 +20,20 @@ import { Message as MessageSchema } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
-import { chainCalls, QWEN_VL_PAD_IDS, uniqueIds } from './chain.ts';
+import { chainCalls, QWEN_VL_PAD_IDS, uniqueIds, type Chain } from './chain.ts';
+import { LogprobValues, TokenIdValues } from './turns-from-mask.ts';
+import type { Finding } from '../model/finding.ts';
 import { imagesOfTurns, readVllmCall } from './vllm.ts';
 
 type TurnInput = TrajectoryInput['turns'][number];
 
-const TokenIdArray = z.array(z.number().int().nonnegative());
+/** Ids and logprobs as written (-100, NaN, "NaN", null kept): bad values are findings at their index, not read errors. */
+const TokenIdArray = TokenIdValues;
 const AnyNumber = z.custom<number>((v) => typeof v === 'number', { message: 'expected a number' });
-const LogprobEntry = z.union([AnyNumber, z.object({ logprob: AnyNumber.nullable().optional() }).passthrough()]);
+/** A logprob, or a vLLM logprob entry `{"token", "logprob"}` (v0.2 `logprobs`). */
+const LogprobEntries = z
+  .array(z.unknown())
+  .transform((xs) => LogprobValues.parse(xs.map((x) => (isObject(x) ? (x.logprob ?? null) : x))));
 
 const Triplet = z
   .object({
@@ -42,8 +48,8 @@ const Triplet = z
       .object({
         token_ids: TokenIdArray,
         raw_content: z.unknown().optional(),
-        logprobs: z.array(LogprobEntry).nullable().optional(),
-        log_probs: z.array(AnyNumber.nullable()).nullable().optional(),
+        logprobs: LogprobEntries.nullable().optional(),
+        log_probs: LogprobValues.nullable().optional(),
       })
       .passthrough(),
     reward: AnyNumber.nullable().optional(),
@@ -57,7 +63,7 @@ const TrimmedRequest = z
   .object({
     prompt_token_ids: TokenIdArray,
     response_token_ids: TokenIdArray,
-    response_log_probs: z.array(AnyNumber.nullable()).nullable().optional(),
+    response_log_probs: LogprobValues.nullable().optional(),
     server: z.object({ model: z.string().nullable().optional() }).passthrough().nullable().optional(),
   })
   .passthrough();
@@ -171,9 +177,7 @@ function readTriplet(value: unknown, at: Where, out: Collected): void {
   const meta = t.metadata ?? {};
   const messages = messagesOfRawContent(t.prompt.raw_content);
   const completion = completionOf(t.response.raw_content);
-  const logprobs =
-    t.response.log_probs?.map((x) => x ?? NaN) ??
-    t.response.logprobs?.map((x) => (typeof x === 'number' ? x : (x.logprob ?? NaN)));
+  const logprobs = t.response.log_probs ?? t.response.logprobs ?? undefined;
   const finishReason =
     completion.finishReason ?? (typeof meta.finish_reason === 'string' ? meta.finish_reason : undefined);
   const imageUrls = t.image_urls ?? t.prompt.image_urls ?? undefined;
@@ -222,7 +226,7 @@ function readTrimmed(value: Record<string, unknown>, at: Where, event: boolean, 
     turn: {
       ...(d.prompt_token_ids.length > 0 ? { promptIds: d.prompt_token_ids } : {}),
       generatedIds: d.response_token_ids,
-      ...(d.response_log_probs ? { generatedLogprobs: d.response_log_probs.map((x) => x ?? NaN) } : {}),
+      ...(d.response_log_probs ? { generatedLogprobs: d.response_log_probs } : {}),
     },
     ...(model ? { model } : {}),
     event,
@@ -374,6 +378,57 @@ function imagesOfCalls(calls: readonly AglCall[]): ImageRef[] {
   return images;
 }
 
+/** Context tail kept for classifying a split (the check decodes it); longer tails are cut. */
+const MAX_SPLIT_TAIL = 4096;
+
+/**
+ * `chain_split` on both sides of every place a rollout's calls stop extending each other: Agent
+ * Lightning's `trajectory-strict` merge starts a new sample there (agentlightning/verl/daemon.py,
+ * v0.2 `strict_startswith_with_log`, which logs it as a merge mismatch and classifies it as
+ * template / retoken / others; server/analysis/sources.ts classifies it the same way with the
+ * tokenizer). The later chain's finding points at the first token its prompt departs from the
+ * context it broke from (the open chain sharing the longest prefix) and carries that context's
+ * tail (`expected`), so the check can decode both sides.
+ */
+function splitFindings(calls: readonly AglCall[], chains: readonly Chain[], rollout: string): Finding[][] {
+  const out: Finding[][] = chains.map(() => []);
+  for (let k = 1; k < chains.length; k++) {
+    const f = chains[k]!.calls[0]!;
+    const prompt = calls[f]!.turn.promptIds ?? [];
+    let best: { chain: number; call: number; shared: number; context: number[] } | undefined;
+    for (let j = 0; j < chains.length; j++) {
+      const before = chains[j]!.calls.filter((c) => c < f);
+      const last = before[before.length - 1];
+      if (j === k || last === undefined) continue;
+      const context = [...(calls[last]!.turn.promptIds ?? []), ...(calls[last]!.turn.generatedIds ?? [])];
+      let shared = 0;
+      while (shared < prompt.length && shared < context.length && prompt[shared] === context[shared]) shared++;
+      if (!best || shared > best.shared || (shared === best.shared && last > best.call))
+        best = { chain: j, call: last, shared, context };
+    }
+    if (!best || prompt.length === 0) continue;
+    const call = (i: number) => `call ${i + 1} (line ${calls[i]!.line})`;
+    out[k]!.push({
+      kind: 'chain_split',
+      severity: 'warning',
+      turn: 0,
+      index: best.shared,
+      stream: 'prompt',
+      expected: best.context.slice(best.shared, best.shared + MAX_SPLIT_TAIL),
+      message: `rollout ${rollout}: ${call(f)} does not extend ${call(best.call)} from token ${best.shared} on; Agent Lightning's trajectory-strict merge starts a new training sample here (a merge mismatch)`,
+    });
+    const position = chains[best.chain]!.calls.indexOf(best.call);
+    out[best.chain]!.push({
+      kind: 'chain_split',
+      severity: 'warning',
+      turn: position,
+      index: -1,
+      message: `rollout ${rollout} continues in ${call(f)}, whose prompt does not extend this conversation after turn ${position}: Agent Lightning trains the rest as a separate sample (a merge mismatch; see the rollout's next chain)`,
+    });
+  }
+  return out;
+}
+
 function assemble(
   file: string,
   members: readonly AglCall[],
@@ -381,10 +436,14 @@ function assemble(
   rollout: string | undefined,
   finalReward: number | undefined,
   part: string,
+  sourceFindings: readonly Finding[] = [],
+  relatedCalls: readonly AglCall[] = [],
 ): TrajectoryInput {
   const first = members[0]!;
   const turns = members.map((c) => c.turn);
   const lines = [...new Set(members.map((c) => c.line))];
+  // Lines of the rollout's other chains its split findings name.
+  const related = [...new Set(relatedCalls.map((c) => c.line))].filter((l) => !lines.includes(l)).sort((a, b) => a - b);
   const tripletReward = [...members].reverse().find((c) => c.reward !== undefined)?.reward;
   const reward = members.find((c) => c.rolloutReward !== undefined)?.rolloutReward ?? finalReward ?? tripletReward;
   const model = members.find((c) => c.model)?.model;
@@ -405,7 +464,9 @@ function assemble(
       groupedBy: rollout !== undefined ? 'rollout, then strict prefix chain' : 'strict prefix chain',
       ...(rollout !== undefined ? { rollout } : {}),
       ...(breaks.length > 0 ? { attachedAfterBreak: breaks } : {}),
+      ...(related.length > 0 ? { relatedLines: related } : {}),
     },
+    ...(sourceFindings.length > 0 ? { sourceFindings: [...sourceFindings] } : {}),
   };
 }
 
@@ -465,12 +526,22 @@ export const agentLightningImporter: Importer = {
         { padIds: QWEN_VL_PAD_IDS },
       );
       const finalReward = out.finalRewards.get(rollout ?? '');
+      const splits = rollout !== undefined && chains.length > 1 ? splitFindings(calls, chains, rollout) : [];
       chains.forEach((ch, k) => {
         const members = ch.calls.map((i) => calls[i]!);
         const part = rollout !== undefined && chains.length > 1 ? ` (chain ${k + 1} of ${chains.length})` : '';
         found.push({
           first: order.get(members[0]!) ?? 0,
-          trajectory: assemble(file, members, ch.breaks, rollout, finalReward, part),
+          trajectory: assemble(
+            file,
+            members,
+            ch.breaks,
+            rollout,
+            finalReward,
+            part,
+            splits[k],
+            splits[k]?.length ? chains.filter((_, j) => j !== k).flatMap((o) => o.calls.map((i) => calls[i]!)) : [],
+          ),
         });
       });
     }

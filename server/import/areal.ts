@@ -9,19 +9,26 @@
 //   mm_token_type_ids  [B, L] 1 = image pad, 0 otherwise
 //   rewards            [B]
 //   multi_modal_input  [{"pixel_values", "image_grid_thw"}] — processor outputs, not the images
+//   images, messages   what wrappers around the trajectory dict add (the rollout's images as paths,
+//                      data: URLs or image dicts, and the chat messages): read as the other trainer
+//                      formats read them, so the pads are checked against the real images
 // Masks and logprobs cover every token (`maskScope: 'full'`); the prompt/response split is not
 // stored, so turn 0's prompt is everything before the first masked-in token.
 import { z } from 'zod';
-import { TokenIds, type GridThw, type TrajectoryInput } from '../model/trajectory.ts';
+import { Message, type GridThw, type ImageRef, type PixelValues, type TrajectoryInput } from '../model/trajectory.ts';
+import { imagesInMessages } from '../model/message-images.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
 import {
   GridList,
+  ImageEntry,
   LogprobValues,
   MaskValues,
+  TokenIdValues,
   fileStem,
   idAllocator,
+  imageRefOf,
   statedModel,
   turnsFromMask,
 } from './turns-from-mask.ts';
@@ -30,15 +37,28 @@ const Rows = <T extends z.ZodType>(row: T) => z.array(row).min(1);
 
 export const ArealTrajectory = z
   .object({
-    input_ids: Rows(TokenIds),
+    input_ids: Rows(TokenIdValues),
     loss_mask: Rows(MaskValues),
     logprobs: Rows(LogprobValues).nullish(),
     versions: Rows(z.array(z.number().int())).nullish(),
     attention_mask: Rows(MaskValues).nullish(),
     mm_token_type_ids: Rows(z.array(z.number().int())).nullish(),
     rewards: z.union([z.number(), z.array(z.number()), z.array(z.array(z.number()))]).nullish(),
-    multi_modal_input: z.array(z.object({ image_grid_thw: GridList.nullish() }).passthrough()).nullish(),
+    multi_modal_input: z
+      .array(
+        z
+          .object({
+            image_grid_thw: GridList.nullish(),
+            // [patches, channels·temporal_patch·patch²] as nested lists (a tensor's .tolist()).
+            pixel_values: z.array(z.array(z.number())).nullish(),
+          })
+          .passthrough(),
+      )
+      .nullish(),
     task_id: z.union([z.number(), z.string()]).nullish(),
+    // One list for the record (a batch of one), or one list per row.
+    images: z.union([z.array(ImageEntry), z.array(z.array(ImageEntry))]).nullish(),
+    messages: z.union([z.array(Message), z.array(z.array(Message))]).nullish(),
   })
   .passthrough()
   .superRefine((t, ctx) => {
@@ -78,6 +98,25 @@ function versionRange(
   return Number.isFinite(min) ? { min, max } : undefined;
 }
 
+/** The processor outputs' pixel_values of one row, all images in order, as float32 bytes; undefined when absent or ragged. */
+function pixelValuesOf(dicts: readonly { pixel_values?: number[][] | null }[]): PixelValues | undefined {
+  const rows = dicts.flatMap((d) => d.pixel_values ?? []);
+  const width = rows[0]?.length ?? 0;
+  if (rows.length === 0 || width === 0 || rows.some((r) => r.length !== width)) return undefined;
+  const flat = new Float32Array(rows.length * width);
+  for (let i = 0; i < rows.length; i++) flat.set(rows[i]!, i * width);
+  const bytes = Buffer.from(flat.buffer, flat.byteOffset, flat.byteLength);
+  return { dtype: 'float32', shape: [rows.length, width], data: bytes.toString('base64') };
+}
+
+/** A wrapper's list for one row: the whole list for a batch of one, else the row's own list. */
+function perRow<T>(lists: T[] | T[][] | null | undefined, row: number): T[] | undefined {
+  if (!lists || lists.length === 0) return undefined;
+  const nested = Array.isArray(lists[0]);
+  if (!nested) return row === 0 ? (lists as T[]).slice() : undefined;
+  return (lists as T[][])[row]?.slice();
+}
+
 export function arealTrajectories(
   t: ArealTrajectory,
   where: { file: string; line: number; id: (row: number) => string },
@@ -90,18 +129,27 @@ export function arealTrajectories(
     const grids = dicts.flatMap((d) => d.image_grid_thw ?? []);
     return grids.length > 0 ? grids : undefined;
   };
+  const pixelsFor = (row: number): PixelValues | undefined =>
+    pixelValuesOf(rows === 1 ? mmInputs : mmInputs.length === rows ? [mmInputs[row]!] : []);
   const out: TrajectoryInput[] = [];
   for (let row = 0; row < rows; row++) {
     const ids = t.input_ids[row]!;
     const seqlen = t.attention_mask ? t.attention_mask[row]!.reduce((a, b) => a + (b ? 1 : 0), 0) : ids.length;
-    const cut = <T>(a: readonly T[] | undefined): T[] | undefined => a?.slice(0, seqlen);
+    // Rows are right-padded to the attention mask's sum. A row whose length differs from input_ids'
+    // is not padding but a fault: it is kept as written, so length_mismatch points at its end.
+    const cut = <T>(a: readonly T[] | undefined): T[] | undefined =>
+      a && a.length === ids.length ? a.slice(0, seqlen) : a?.slice();
     const tokens = ids.slice(0, seqlen);
     const lossMask = cut(t.loss_mask[row])!;
     const logprobs = cut(t.logprobs?.[row]);
     const turns = turnsFromMask({ tokens, scope: 'full', mask: lossMask, logprobs });
     const limitations: string[] = [];
     const imageGridThw = gridsFor(row);
-    if (imageGridThw) {
+    const messages = perRow<Message>(t.messages, row);
+    if (messages && turns[0]) turns[0].messages = messages;
+    const images: ImageRef[] =
+      perRow<ImageEntry>(t.images, row)?.map(imageRefOf) ?? (messages ? imagesInMessages(messages) : []);
+    if (imageGridThw && images.length === 0) {
       limitations.push(
         'AReaL stores processor outputs (image_grid_thw), not the images: pad runs are checked against image_grid_thw, not against image sizes or min/max pixels',
       );
@@ -121,13 +169,14 @@ export function arealTrajectories(
       source: { file: where.file, line: where.line, format: 'areal' },
       model: statedModel(t, ['model', 'metadata.model']),
       turns,
-      images: [],
+      images,
       sample: {
         tokens,
         lossMask,
         logprobs,
         maskScope: 'full',
         imageGridThw,
+        pixelValues: images.length === 0 ? pixelsFor(row) : undefined,
         mmTokenTypeIds: cut(t.mm_token_type_ids?.[row]),
       },
       reward: rowReward(t.rewards, row),

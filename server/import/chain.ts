@@ -28,6 +28,12 @@ export interface Chain {
   calls: number[];
   /** Positions in `calls` (>= 1) of calls attached although their prompt does not extend the chain. */
   breaks: number[];
+  /**
+   * Calls that continued several chains equally well (identical contexts: two sessions with the
+   * same temperature-0 turns): `call` went to the oldest candidate; every candidate lists it, with
+   * the position its next turn had and the other candidates (indices into the returned chains).
+   */
+  ambiguous: { call: number; position: number; others: number[] }[];
 }
 
 export interface ChainOptions {
@@ -111,6 +117,7 @@ class PrefixIndex {
 interface ChainState {
   calls: number[];
   breaks: number[];
+  ambiguous: { call: number; position: number; others: number[] }[];
   /** The context is the last prompt ⧺ last generated ids; its length and hash recognise stale index entries. */
   lastPrompt: readonly number[];
   lastGenerated: readonly number[];
@@ -189,22 +196,34 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
     if (c.contextLength > 0) ends.add(c.contextLength, c.contextHash, id);
   };
 
+  const markAmbiguous = (candidates: readonly number[], index: number) => {
+    for (const id of candidates) {
+      const c = chains[id]!;
+      c.ambiguous.push({ call: index, position: c.calls.length, others: candidates.filter((o) => o !== id) });
+    }
+  };
+
   calls.forEach((call, index) => {
     const prompt = call.promptIds;
 
     // 1. The strict rule: the longest chain context the prompt starts with (oldest chain on ties).
     let strict = -1;
     let strictLength = 0;
+    let tied: number[] = [];
     const promptHash = ends.scan(prompt, (length, ids) => {
       for (const id of ids) {
         const c = chains[id]!;
-        if (c.contextLength !== length || (strict >= 0 && length === strictLength && id > strict)) continue;
-        if (!contextIsPrefix(c, prompt)) continue;
+        if (c.contextLength !== length || !contextIsPrefix(c, prompt)) continue;
+        if (strict >= 0 && length === strictLength) {
+          if (!tied.includes(id)) tied.push(id);
+          if (id > strict) continue;
+        } else tied = [id];
         strict = id;
         strictLength = length;
       }
     });
     if (strict >= 0) {
+      if (tied.length > 1) markAmbiguous(tied, index);
       chains[strict]!.calls.push(index);
       setEnd(strict, call, promptHash);
       return;
@@ -214,6 +233,7 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
     const collapsed = collapseRuns(prompt, padIds);
     let best = -1;
     let bestScore: [number, number] = [-1, -1];
+    let bestTied: number[] = [];
     if (collapsed.length > 0) {
       let own: { hashes: number[]; json: string[] } | undefined;
       firsts.scan(collapsed, (length, ids) => {
@@ -239,11 +259,16 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
           if (score[0] > bestScore[0] || (score[0] === bestScore[0] && score[1] > bestScore[1])) {
             best = id;
             bestScore = score;
+            bestTied = [id];
+          } else if (score[0] === bestScore[0] && score[1] === bestScore[1]) {
+            bestTied.push(id);
+            if (id < best) best = id;
           }
         }
       });
     }
     if (best >= 0) {
+      if (bestTied.length > 1) markAmbiguous(bestTied, index);
       const c = chains[best]!;
       c.breaks.push(c.calls.length);
       c.calls.push(index);
@@ -256,6 +281,7 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
     chains.push({
       calls: [index],
       breaks: [],
+      ambiguous: [],
       lastPrompt: [],
       lastGenerated: [],
       contextLength: 0,
@@ -267,7 +293,7 @@ export function chainCalls(calls: readonly ChainCall[], opts: ChainOptions = {})
     setEnd(id, call, promptHash);
   });
 
-  return chains.map((c) => ({ calls: c.calls, breaks: c.breaks }));
+  return chains.map((c) => ({ calls: c.calls, breaks: c.breaks, ambiguous: c.ambiguous }));
 }
 
 /** Trajectory ids made unique within a file, as everywhere: a repeated id gets `#2`, `#3`, ... */

@@ -5,6 +5,18 @@
 // tokens, the images with their bytes or paths, so a batch goes through the same checks as
 // any rollout.
 import { ExportRow, EXPORT_SCHEMA_VERSION, rowToTrajectory } from '../export/row-schema.ts';
+import { LogprobValues, MaskValues, TokenIdValues } from './turns-from-mask.ts';
+
+/**
+ * A row as read back: the written contract, except that per-token values are read leniently (a
+ * batch edited or written by another tool may hold a bad value), so the row still loads and the
+ * checks report the value at its index instead of the whole row being unreadable.
+ */
+const ExportRowRead = ExportRow.extend({
+  tokens: TokenIdValues,
+  loss_mask: MaskValues,
+  rollout_log_probs: LogprobValues.nullable(),
+});
 import { readParquetRows } from '../export/parquet.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
@@ -30,7 +42,7 @@ function importRows(
       });
       continue;
     }
-    const parsed = ExportRow.safeParse(r.value);
+    const parsed = ExportRowRead.safeParse(r.value);
     if (!parsed.success) {
       out.errors.push(
         ...zodErrors(file, r.line, parsed.error).map((e) =>

@@ -16,6 +16,8 @@ import { exportRowsImporter } from './export-rows.ts';
 import { vllmImporter } from './vllm.ts';
 import { agentLightningImporter } from './agent-lightning.ts';
 import { slimeTrainImporter } from './slime-train.ts';
+import { sglangImporter } from './sglang.ts';
+import { sglangOpenAiImporter } from './sglang-openai.ts';
 
 interface FormatEntry {
   importer: Importer;
@@ -38,6 +40,9 @@ const FORMATS: readonly FormatEntry[] = [
   { importer: verlDumpImporter },
   { importer: arealDumpImporter },
   { importer: primeRlImporter, byteExtensions: ['.bin', '.msgpack', '.mpk'] },
+  // SGLang's OpenAI-compatible logs are vLLM-shaped: their sniff (SGLang-only fields) goes first.
+  { importer: sglangOpenAiImporter },
+  { importer: sglangImporter },
   { importer: vllmImporter },
   { importer: agentLightningImporter },
 ];

@@ -35,15 +35,13 @@ import type { FileContext, Importer, ImportResult } from './importer.ts';
 import { QWEN_VL_IMAGE_PAD } from '../profiles/qwen-vl-ids.ts';
 import { arrayHeader, decodeElements, isIntegerType, msgpackTypeName, msgpackValueEnd } from './read/msgpack.ts';
 import { zodErrors } from './read/validate.ts';
-import { turnsFromMask } from './turns-from-mask.ts';
+import { LogprobValues, MaskValues, TokenIdValues, turnsFromMask } from './turns-from-mask.ts';
 
 // ---------------------------------------------------------------------------------------------
 // The structs, field by field (nil → null → unset).
 
 const Int = z.number().int();
 const IntList = z.array(Int);
-/** msgspec writes `list[bool]` as msgpack booleans; 0/1 integers are taken as well. */
-const BoolList = z.array(z.union([z.boolean(), z.literal(0), z.literal(1)]));
 /** Floats are float64 on the wire; NaN/Infinity are findings for the checks, not read errors. */
 const FloatList = z.array(z.number().or(z.nan()));
 const EncodedTensor = z.tuple([z.string(), z.array(Int.nonnegative()), z.instanceof(Uint8Array)]).rest(z.unknown());
@@ -79,10 +77,10 @@ const MICRO_BATCH_FIELDS = [
 ] as const;
 
 const MicroBatch = z.object({
-  input_ids: IntList,
-  loss_mask: BoolList,
+  input_ids: TokenIdValues,
+  loss_mask: MaskValues,
   advantages: opt(FloatList),
-  inference_logprobs: FloatList,
+  inference_logprobs: LogprobValues,
   position_ids: opt(IntList),
   sequence_lengths: opt(IntList),
   temperatures: opt(FloatList),
@@ -115,9 +113,9 @@ const TRAINING_SAMPLE_FIELDS = [
 ] as const;
 
 const TrainingSampleStruct = z.object({
-  token_ids: IntList,
-  mask: BoolList,
-  logprobs: FloatList,
+  token_ids: TokenIdValues,
+  mask: MaskValues,
+  logprobs: LogprobValues,
   temperatures: opt(FloatList),
   env_name: opt(z.string()),
   ref_logprobs: opt(FloatList),
@@ -242,7 +240,7 @@ const LIMITATION =
 interface SampleParts {
   tokens: number[];
   mask: number[];
-  logprobs: number[];
+  logprobs: (number | null)[];
   mmTokenTypeIds?: number[];
   grids?: GridThw[];
   images: ImageRef[];
@@ -254,8 +252,9 @@ interface SampleParts {
   meta: Record<string, unknown>;
 }
 
-function toMask(values: readonly (boolean | number)[]): number[] {
-  return values.map((v) => (v === true || v === 1 ? 1 : 0));
+/** Booleans are read as 0/1 by MaskValues; any other value is kept for the checks to report. */
+function toMask(values: readonly number[]): number[] {
+  return values.slice();
 }
 
 /** Where the file sits in a prime-rl output folder (`[<run>/rollouts/]step_<n>/rank_<r>.bin`), for ids and

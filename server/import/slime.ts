@@ -15,7 +15,7 @@
 // `_validate_response_metadata_lengths` requires len(loss_mask) == len(rollout_log_probs) ==
 // response_length; a record that breaks it still loads so the checks can say where.
 import { z } from 'zod';
-import { Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts';
+import { Message, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
@@ -23,6 +23,7 @@ import {
   ImageEntry,
   LogprobValues,
   MaskValues,
+  TokenIdValues,
   ProcessorOutputs,
   fileStem,
   gridsOf,
@@ -35,7 +36,7 @@ import {
 
 export const SlimeSample = z
   .object({
-    tokens: TokenIds,
+    tokens: TokenIdValues,
     response_length: z.number().int().nonnegative(),
     loss_mask: MaskValues.nullish(),
     rollout_log_probs: LogprobValues.nullish(),

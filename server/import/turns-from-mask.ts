@@ -23,7 +23,7 @@ export interface MaskedStream {
   responseLength?: number;
   /** Loss mask in `scope`; absent = every response token is generated (slime's default when `loss_mask` is None). */
   mask?: readonly number[];
-  logprobs?: readonly number[];
+  logprobs?: readonly (number | null)[];
 }
 
 /**
@@ -40,10 +40,21 @@ export function turnsFromMask(s: MaskedStream): TurnInput[] {
   const n = s.tokens.length;
   const offset = s.scope === 'full' ? 0 : Math.max(0, n - Math.min(n, s.responseLength ?? 0));
   const fallback = s.mask && s.mask.length > 0 ? s.mask[s.mask.length - 1]! : 1;
+  const masked = (i: number): boolean => (s.mask![i - offset] ?? fallback) !== 0;
+  let firstTrained = offset;
+  if (s.mask) while (firstTrained < n && !masked(firstTrained)) firstTrained++;
+  // Frameworks write logprob 0.0 for the tokens they append (observations, turn closes): a token
+  // after the first trained one whose mask is 0 but whose logprob is the sampler's (finite, not
+  // 0) was generated, and its 0 is a mask fault (a generated <|im_end|> left out of training).
+  // The checks report the stored mask against the canonical one, which trains it.
+  const sampled = (i: number): boolean => {
+    const lp = s.logprobs?.[i - offset];
+    return typeof lp === 'number' && Number.isFinite(lp) && lp !== 0;
+  };
   const generated = (i: number): boolean => {
     if (i < offset) return false;
     if (!s.mask) return true;
-    return (s.mask[i - offset] ?? fallback) !== 0;
+    return masked(i) || (i > firstTrained && sampled(i));
   };
   const turns: TurnInput[] = [];
   let i = offset;
@@ -65,15 +76,49 @@ export function turnsFromMask(s: MaskedStream): TurnInput[] {
 // ---------------------------------------------------------------------------------------------
 // Fields the trainer formats share.
 
-/** Loss masks are written as ints, floats or booleans (prime-rl/msgspec and some converters write bools). */
-export const MaskValues = z.array(
-  z
-    .union([z.number(), z.boolean()], { error: 'expected a mask value (0/1 or a boolean)' })
-    .transform((v) => (v === true ? 1 : v === false ? 0 : v)),
-);
+// Per-token values are read leniently: a record with one bad value must still load, so the checks
+// can report `invalid_value` at its index (server/analysis/checks.ts checkValues). Only the shape
+// (a list) is a schema rule; each entry is kept as the number it is, or NaN when it is none.
 
-/** Logprobs as the core model takes them (NaN is a finding, not a read error), with a message that says what was expected. */
-export const LogprobValues = z.array(z.union([z.number(), z.nan()], { error: 'expected a logprob (a number)' }));
+/** Every entry a number already (the common case: no copy). */
+function allNumbers(values: readonly unknown[]): values is number[] {
+  for (let i = 0; i < values.length; i++) if (typeof values[i] !== 'number') return false;
+  return true;
+}
+
+/** Token ids as written; any number is kept (-100, floats, ids past the vocabulary), anything else is NaN. */
+export const TokenIdValues = z
+  .array(z.unknown(), { error: 'expected a list of token ids' })
+  // An id of ±Infinity (Python's json reads 1e999 so) is held as NaN: the model's ids are numbers or NaN.
+  .transform((ids): number[] =>
+    allNumbers(ids) && ids.every(Number.isFinite)
+      ? ids
+      : ids.map((v) => (typeof v === 'number' && Number.isFinite(v) ? v : NaN)),
+  );
+
+/** Python's spellings of the non-finite floats, as `str(float)` and numpy/torch write them. */
+const NON_FINITE: Record<string, number> = { nan: NaN, inf: Infinity, infinity: Infinity };
+
+function logprobValue(v: unknown): number | null {
+  if (typeof v === 'number' || v === null) return v;
+  if (typeof v === 'string') {
+    const m = /^\s*([+-]?)(nan|inf|infinity)\s*$/i.exec(v);
+    if (m) return m[1] === '-' ? -NON_FINITE[m[2]!.toLowerCase()]! : NON_FINITE[m[2]!.toLowerCase()]!;
+  }
+  return NaN;
+}
+
+/** Logprobs as written: numbers (NaN/infinite/positive included), null kept as null, `"NaN"`/`"-inf"` strings read as the float they name, anything else NaN. */
+export const LogprobValues = z
+  .array(z.unknown(), { error: 'expected a list of logprobs' })
+  .transform((lps): (number | null)[] => (allNumbers(lps) ? lps : lps.map(logprobValue)));
+
+/** Loss masks are written as ints, floats or booleans (prime-rl/msgspec and some converters write bools); anything else is NaN. */
+export const MaskValues = z
+  .array(z.unknown(), { error: 'expected a list of loss mask values' })
+  .transform((m): number[] =>
+    allNumbers(m) ? m : m.map((v) => (v === true ? 1 : v === false ? 0 : typeof v === 'number' ? v : NaN)),
+  );
 
 /** `image_grid_thw` as nested lists, `[n_images, 3]`; a single `[t, h, w]` is taken as one image. */
 export const GridList = z.union([z.array(GridThw), GridThw.transform((g) => [g])], {

@@ -11,13 +11,14 @@
 // Tool responses are rendered with the chat template and appended with mask 0 and logprob 0.0
 // (verl/experimental/agent_loop/tool_agent_loop.py), so the turns are the mask's runs.
 import { z } from 'zod';
-import { Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts';
+import { Message, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { importEachRecord, isObject } from './importer.ts';
 import {
   ImageEntry,
   LogprobValues,
   MaskValues,
+  TokenIdValues,
   ProcessorOutputs,
   fileStem,
   gridsOf,
@@ -30,8 +31,8 @@ import {
 
 export const VerlAgentLoopOutput = z
   .object({
-    prompt_ids: TokenIds,
-    response_ids: TokenIds,
+    prompt_ids: TokenIdValues,
+    response_ids: TokenIdValues,
     response_mask: MaskValues,
     response_logprobs: LogprobValues.nullish(),
     // verl's datasets name the key `image` (RLHFDataset) and the agent loop `images`.

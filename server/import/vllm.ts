@@ -17,9 +17,11 @@
 //   render result may be the line's `request` or a separate `render`; `chat_request` holds the
 //   chat request that was rendered (vLLM's `DerenderChatRequest` names it so).
 // Calls are grouped by an explicit id when the line carries one, else by prefix chaining (chain.ts).
+import { imagesInMessages } from '../model/message-images.ts';
 import { z } from 'zod';
 import {
   Message,
+  type FormatName,
   type ImageRef,
   type ProcessorSettings,
   type ReadError,
@@ -28,23 +30,24 @@ import {
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
+import { LogprobValues, TokenIdValues } from './turns-from-mask.ts';
 import { chainCalls, QWEN_VL_PAD_IDS, uniqueIds } from './chain.ts';
+import type { Finding } from '../model/finding.ts';
 
 type TurnInput = TrajectoryInput['turns'][number];
 
-const TokenIdArray = z.array(z.number().int().nonnegative());
-/** Python's json writes NaN and ±Infinity; they are findings for the checks, not read errors. */
-const AnyNumber = z.custom<number>((v) => typeof v === 'number', { message: 'expected a number' });
+/** Ids and logprobs as written (-100, NaN, "NaN", null kept): bad values are findings at their index, not read errors. */
+const TokenIdArray = TokenIdValues;
 const PositiveInt = z.number().int().positive();
 
 const ChatLogprob = z
-  .object({ token: z.string().nullable().optional(), logprob: AnyNumber.nullable().optional() })
+  .object({ token: z.string().nullable().optional(), logprob: z.unknown().optional() })
   .passthrough();
 const ChoiceLogprobs = z
   .object({
     content: z.array(ChatLogprob).nullable().optional(),
     tokens: z.array(z.string().nullable()).nullable().optional(),
-    token_logprobs: z.array(AnyNumber.nullable()).nullable().optional(),
+    token_logprobs: LogprobValues.nullable().optional(),
   })
   .passthrough();
 const Choice = z
@@ -63,6 +66,14 @@ const VllmResponse = z
     model: z.string().nullable().optional(),
     prompt_token_ids: TokenIdArray.nullable().optional(),
     choices: z.array(Choice).min(1),
+    usage: z
+      .object({
+        prompt_tokens: z.number().int().nonnegative().optional(),
+        completion_tokens: z.number().int().nonnegative().optional(),
+      })
+      .passthrough()
+      .nullable()
+      .optional(),
   })
   .passthrough();
 
@@ -115,18 +126,39 @@ interface RequestView {
   placeholders?: { offset: number; length: number }[];
 }
 
-/** Fields a logger (or vLLM's `session_id`) puts the trajectory's id in, and where (docs/reference/vllm-api.md). */
-export const ID_FIELDS = ['trajectory_id', 'session_id', 'rollout_id'] as const;
+/**
+ * Fields that name the conversation a call belongs to (never a per-call id such as `request_id`):
+ * - `session_id`: vLLM's own request field and `X-Session-ID` header (vllm-project/vllm#48049,
+ *   #48070: "OpenAI body.session_id / HTTP X-Session-ID header"; before it, clients passed it as
+ *   `vllm_xargs` / `sampling_params.extra_args["session_id"]`); slime's and miles' `Sample.session_id`;
+ * - `rollout_id`: Agent Lightning (`agentlightning` stores, `rollout_id` on every span/triplet),
+ *   slime `Sample.rollout_id`; `trajectory_id`, `conversation_id`, `episode_id`: loggers' own names.
+ * Places searched, in order: the line, `metadata`, the request body itself, `request.metadata`,
+ * `request.extra_body` (and its `metadata`), `request.vllm_xargs`, `request.sampling_params.extra_args`,
+ * a logged `headers` / `request.headers` object (`x-session-id`). docs/reference/vllm-api.md.
+ */
+export const ID_FIELDS = ['trajectory_id', 'session_id', 'rollout_id', 'conversation_id', 'episode_id'] as const;
+
+function headerSessionId(headers: unknown): string | undefined {
+  if (!isObject(headers)) return undefined;
+  for (const [k, v] of Object.entries(headers))
+    if (k.toLowerCase() === 'x-session-id' && typeof v === 'string' && v !== '') return v;
+  return undefined;
+}
 
 export function explicitId(line: Record<string, unknown>): { field: string; value: string } | undefined {
   const request = isObject(line.request) ? line.request : undefined;
   const extraBody = isObject(request?.extra_body) ? request.extra_body : undefined;
+  const sampling = isObject(request?.sampling_params) ? request.sampling_params : undefined;
   const places: [string, unknown][] = [
     ['', line],
     ['metadata.', line.metadata],
+    ['request.', request],
     ['request.metadata.', request?.metadata],
     ['request.extra_body.', extraBody],
     ['request.extra_body.metadata.', extraBody?.metadata],
+    ['request.vllm_xargs.', request?.vllm_xargs],
+    ['request.sampling_params.extra_args.', sampling?.extra_args],
   ];
   for (const [prefix, obj] of places) {
     if (!isObject(obj)) continue;
@@ -136,37 +168,17 @@ export function explicitId(line: Record<string, unknown>): { field: string; valu
         return { field: prefix + field, value: String(v) };
     }
   }
-  return undefined;
-}
-
-function imageUrlOf(part: Record<string, unknown>): string | undefined {
-  const u = part.image_url;
-  if (typeof u === 'string') return u;
-  if (isObject(u) && typeof u.url === 'string') return u.url;
-  if (typeof part.image === 'string') return part.image;
-  return undefined;
-}
-
-/**
- * Images of OpenAI-style messages in order of appearance: what the Qwen templates render as a
- * vision span (`type == 'image'`, or an `image` / `image_url` key), with qwen-vl-utils'
- * per-image `min_pixels`/`max_pixels` when stated.
- */
-export function imagesInMessages(messages: readonly unknown[]): ImageRef[] {
-  const out: ImageRef[] = [];
-  for (const m of messages) {
-    if (!isObject(m) || !Array.isArray(m.content)) continue;
-    for (const part of m.content) {
-      if (!isObject(part) || !(part.type === 'image' || 'image' in part || 'image_url' in part)) continue;
-      const url = imageUrlOf(part);
-      const img: ImageRef =
-        url !== undefined ? { url } : { unavailable: 'the record names the image but does not carry it (no URL)' };
-      if (typeof part.min_pixels === 'number' && part.min_pixels > 0) img.minPixels = Math.round(part.min_pixels);
-      if (typeof part.max_pixels === 'number' && part.max_pixels > 0) img.maxPixels = Math.round(part.max_pixels);
-      out.push(img);
-    }
+  // SGLang's own session (`GenerateReqInput.session_params = {id, rid, offset, replace}`, io_struct.py).
+  const session = isObject(request?.session_params) ? request.session_params.id : undefined;
+  if (typeof session === 'string' && session !== '') return { field: 'request.session_params.id', value: session };
+  for (const [field, headers] of [
+    ['headers.x-session-id', line.headers],
+    ['request.headers.x-session-id', request?.headers],
+  ] as const) {
+    const v = headerSessionId(headers);
+    if (v !== undefined) return { field, value: v };
   }
-  return out;
+  return undefined;
 }
 
 /** Trajectory images: the first turn's, then only those in each later turn's new messages (history repeats the rest). */
@@ -261,6 +273,8 @@ export interface VllmCall {
   model?: string;
   tools?: unknown[];
   reward?: number;
+  /** Images the request carried outside its messages (SGLang `image_data`: the history's and the new ones). */
+  images?: ImageRef[];
 }
 
 /**
@@ -309,19 +323,37 @@ export function readVllmCall(
   const model = pick('model') ?? res.model ?? undefined;
   const reward = typeof value.reward === 'number' ? value.reward : undefined;
   const several = res.choices.length > 1;
+  const echo = isObject(value.request) && value.request.echo === true;
   const calls = res.choices.map((choice, i): VllmCall => {
     const promptIds = choice.prompt_token_ids ?? res.prompt_token_ids ?? pick('promptIds');
     const lp = choice.logprobs;
-    const generatedIds =
-      choice.token_ids ??
-      idsFromTokenStrings(lp?.content?.map((c) => c.token)) ??
-      idsFromTokenStrings(lp?.tokens ?? undefined);
-    const generatedLogprobs = lp?.content
-      ? lp.content.map((c) => c.logprob ?? NaN)
-      : lp?.token_logprobs
-        ? lp.token_logprobs.map((x) => x ?? NaN)
-        : undefined;
-    const generatedText = choice.message?.content ?? choice.text ?? undefined;
+    let idsFromLogprobs =
+      idsFromTokenStrings(lp?.content?.map((c) => c.token)) ?? idsFromTokenStrings(lp?.tokens ?? undefined);
+    let generatedLogprobs = lp?.content
+      ? LogprobValues.parse(lp.content.map((c) => (c.logprob === undefined ? null : c.logprob)))
+      : (lp?.token_logprobs ?? undefined);
+    let generatedText = choice.message?.content ?? choice.text ?? undefined;
+    if (echo) {
+      // `echo: true` logprobs cover the prompt (the first entry null) and then the generation; the
+      // generated ones are the last len(token_ids) (vllm tests/entrypoints/openai/test_return_token_ids.py
+      // `test_comparison_with_prompt_logprobs_and_logprobs`), `text` is the prompt text ⧺ the generation.
+      const all = generatedLogprobs?.length ?? idsFromLogprobs?.length ?? 0;
+      const generatedCount =
+        choice.token_ids?.length ??
+        (several ? undefined : res.usage?.completion_tokens) ??
+        (promptIds && all > promptIds.length ? all - promptIds.length : undefined);
+      if (generatedCount !== undefined && generatedCount <= all) {
+        generatedLogprobs = generatedLogprobs?.slice(generatedLogprobs.length - generatedCount);
+        idsFromLogprobs = idsFromLogprobs?.slice(idsFromLogprobs.length - generatedCount);
+      }
+      const promptText =
+        isObject(value.request) && typeof value.request.prompt === 'string' ? value.request.prompt : undefined;
+      generatedText =
+        promptText !== undefined && generatedText?.startsWith(promptText)
+          ? generatedText.slice(promptText.length)
+          : undefined;
+    }
+    const generatedIds = choice.token_ids ?? idsFromLogprobs;
     const messages = pick('messages');
     const placeholders = pick('placeholders');
     const processor = pick('processor');
@@ -334,6 +366,7 @@ export function readVllmCall(
       ...(generatedText !== undefined ? { generatedText } : {}),
       ...(choice.finish_reason ? { finishReason: choice.finish_reason } : {}),
       ...(processor ? { processor } : {}),
+      ...(res.usage?.prompt_tokens !== undefined ? { statedPromptTokens: res.usage.prompt_tokens } : {}),
     };
     return {
       line,
@@ -352,39 +385,85 @@ interface Group {
   calls: number[];
   /** Turn indices attached to a prefix chain although their prompt breaks it. */
   breaks: number[];
+  /** Prefix chaining could not tell which conversation a call continued: the turn, the call, the other candidates. */
+  ambiguous?: { turn: number; call: number; others: number[] }[];
 }
 
-function assemble(file: string, calls: readonly VllmCall[], group: Group): TrajectoryInput {
+/** Lines of other conversations an ambiguity names (the trajectory's grouping depends on them). */
+function relatedLines(group: Group, calls: readonly VllmCall[], own: readonly number[]): number[] {
+  const lines = (group.ambiguous ?? []).flatMap((a) => [calls[a.call]!.line, ...a.others.map((i) => calls[i]!.line)]);
+  return [...new Set(lines)].filter((l) => !own.includes(l)).sort((a, b) => a - b);
+}
+
+/** `grouping_ambiguous` findings: the grouping of these turns is a guess the ids could have settled. */
+export function ambiguityFindings(
+  ambiguous: readonly { turn: number; line: number; otherLines: number[] }[],
+  turnCount: number,
+): Finding[] {
+  return ambiguous.map((a) => {
+    const others = a.otherLines.map((l) => `line ${l}`).join(', ');
+    return {
+      kind: 'grouping_ambiguous',
+      severity: 'error',
+      turn: Math.min(a.turn, turnCount - 1),
+      index: -1,
+      actual: { line: a.line, alsoContinues: a.otherLines },
+      message: `the call on line ${a.line} extends this conversation and the one${a.otherLines.length > 1 ? 's' : ''} starting on ${others} equally (identical prompts and answers so far): prefix chaining cannot tell which it continues, so the turns from here on may belong to the other conversation; log a session_id (or trajectory_id) with each call`,
+    };
+  });
+}
+
+/** What a call log of one engine says when ids are missing (the fields that engine would have written). */
+export interface CallLogFormat {
+  format: FormatName;
+  noPromptIds: string;
+  noGeneratedIds: string;
+}
+
+const VLLM_LOG: CallLogFormat = {
+  format: 'vllm',
+  noPromptIds:
+    'no prompt_token_ids (requests sent without return_token_ids): the prompt is rendered from the messages and prefix checks cannot run',
+  noGeneratedIds: 'no generated token ids (neither token_ids nor "token_id:N" logprob tokens): only the text is known',
+};
+
+function assemble(file: string, calls: readonly VllmCall[], group: Group, log: CallLogFormat): TrajectoryInput {
   const members = group.calls.map((i) => calls[i]!);
   const first = members[0]!;
   // Tools ride on each turn: the chat template renders them into the system turn.
   const turns = members.map((c) => (c.tools && c.tools.length > 0 ? { ...c.turn, tools: c.tools } : c.turn));
   const lines = [...new Set(members.map((c) => c.line))];
   const limitations: string[] = [];
-  if (turns.some((t) => !t.promptIds)) {
-    limitations.push(
-      'no prompt_token_ids (requests sent without return_token_ids): the prompt is rendered from the messages and prefix checks cannot run',
-    );
-  }
-  if (turns.some((t) => !t.generatedIds))
-    limitations.push(
-      'no generated token ids (neither token_ids nor "token_id:N" logprob tokens): only the text is known',
-    );
+  if (turns.some((t) => !t.promptIds)) limitations.push(log.noPromptIds);
+  if (turns.some((t) => !t.generatedIds)) limitations.push(log.noGeneratedIds);
   const model = members.find((c) => c.model)?.model;
   const reward = [...members].reverse().find((c) => c.reward !== undefined)?.reward;
   const id = first.key ? first.key.value : `line ${first.line}${first.choice !== undefined ? `#${first.choice}` : ''}`;
   return {
     id,
-    source: { file, line: first.line, format: 'vllm', ...(lines.length > 1 ? { lines } : {}) },
+    source: { file, line: first.line, format: log.format, ...(lines.length > 1 ? { lines } : {}) },
     ...(model ? { model } : {}),
     turns,
-    images: imagesOfTurns(turns),
+    images: [...members].reverse().find((c) => c.images)?.images ?? imagesOfTurns(turns),
     ...(reward !== undefined ? { reward } : {}),
     limitations,
     meta: {
       groupedBy: first.key ? first.key.field : members.length > 1 ? 'prefix chain' : 'single call',
       ...(group.breaks.length > 0 ? { attachedAfterBreak: group.breaks } : {}),
+      ...(group.ambiguous?.length ? { relatedLines: relatedLines(group, calls, lines) } : {}),
     },
+    ...(group.ambiguous?.length
+      ? {
+          sourceFindings: ambiguityFindings(
+            group.ambiguous.map((a) => ({
+              turn: a.turn,
+              line: calls[a.call]!.line,
+              otherLines: a.others.map((i) => calls[i]!.line),
+            })),
+            turns.length,
+          ),
+        }
+      : {}),
   };
 }
 
@@ -399,7 +478,7 @@ function groupCalls(calls: readonly VllmCall[]): Group[] {
     if (g) g.calls.push(i);
     else byKey.set(k, { calls: [i], breaks: [] });
   });
-  const chained = chainCalls(
+  const chains = chainCalls(
     unkeyed.map((i) => {
       const t = calls[i]!.turn;
       return {
@@ -410,7 +489,17 @@ function groupCalls(calls: readonly VllmCall[]): Group[] {
       };
     }),
     { padIds: QWEN_VL_PAD_IDS },
-  ).map((ch) => ({ calls: ch.calls.map((j) => unkeyed[j]!), breaks: ch.breaks }));
+  );
+  const chained = chains.map((ch) => ({
+    calls: ch.calls.map((j) => unkeyed[j]!),
+    breaks: ch.breaks,
+    // Other candidates are named by their first call.
+    ambiguous: ch.ambiguous.map((a) => ({
+      turn: a.position,
+      call: unkeyed[a.call]!,
+      others: a.others.map((o) => unkeyed[chains[o]!.calls[0]!]!),
+    })),
+  }));
   return [...byKey.values(), ...chained].sort((a, b) => a.calls[0]! - b.calls[0]!);
 }
 
@@ -435,11 +524,20 @@ export const vllmImporter: Importer = {
       calls.push(...c);
       out.errors.push(...errors);
     }
-    const unique = uniqueIds();
-    for (const g of groupCalls(calls)) {
-      const t = assemble(file, calls, g);
-      out.trajectories.push({ ...t, id: unique(t.id) });
-    }
+    out.trajectories.push(...trajectoriesFromCalls(file, calls, VLLM_LOG));
     return out;
   },
 };
+
+/**
+ * Calls of one request/response log as trajectories: grouped by the ids the lines state, else by
+ * prefix chaining (ambiguities reported), ids unique within the file. Shared by the engines whose
+ * logs have this shape (vLLM, SGLang).
+ */
+export function trajectoriesFromCalls(file: string, calls: readonly VllmCall[], log: CallLogFormat): TrajectoryInput[] {
+  const unique = uniqueIds();
+  return groupCalls(calls).map((g) => {
+    const t = assemble(file, calls, g, log);
+    return { ...t, id: unique(t.id) };
+  });
+}

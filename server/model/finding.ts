@@ -16,6 +16,11 @@ export const FINDING_KINDS = [
   'logprob_mismatch',
   'logprob_shift',
   'trained_mismatch',
+  'grouping_ambiguous',
+  'prompt_tokens_mismatch',
+  'chain_split',
+  'chat_format_unrecognized',
+  'non_canonical_split',
 ] as const;
 export const FindingKind = z.enum(FINDING_KINDS);
 export type FindingKind = z.infer<typeof FindingKind>;
@@ -28,6 +33,12 @@ export const DIVERGENCE_CAUSES = [
   'template_changed',
   'image_tokens_changed',
   'other',
+  'reasoning_stripped',
+  'tool_call_reserialized',
+  'secondary_eos',
+  'vision_token_generated',
+  'placeholder_in_text',
+  'zero_filled_logprobs',
 ] as const;
 export const DivergenceCause = z.enum(DIVERGENCE_CAUSES);
 export type DivergenceCause = z.infer<typeof DivergenceCause>;
@@ -56,7 +67,11 @@ export const Finding = z.object({
   stream: StreamName.optional(),
   expected: z.unknown().optional(),
   actual: z.unknown().optional(),
-  /** For `trained_mismatch`: which field of the trained side differs (`tokens`, `images`, `loss_mask`, …). */
+  /**
+   * The field at fault: for `invalid_value`, the model field holding the value (`sample.logprobs`,
+   * `turns.1.generatedIds`); for `trained_mismatch`, what differs on the trained side (`tokens`,
+   * `images`, `placeholders`, `loss_mask`, `logprobs`, `position_ids`).
+   */
   field: z.string().optional(),
   /** Image the finding concerns (0-based, order of appearance). */
   image: z.number().int().optional(),

@@ -2,6 +2,7 @@
 // `Trajectory`; nothing downstream (checks, alignment, export, server, app) knows
 // which framework wrote the data.
 import { z } from 'zod';
+import { Finding } from './finding.ts';
 
 export const FORMAT_NAMES = [
   'native',
@@ -15,20 +16,32 @@ export const FORMAT_NAMES = [
   'agent-lightning',
   'export',
   'slime-train',
+  'sglang',
+  'sglang-openai',
 ] as const;
 export const FormatName = z.enum(FORMAT_NAMES);
 export type FormatName = z.infer<typeof FormatName>;
 
-/** Non-negative integer token id. Range against the vocabulary is a check (`invalid_value`), not a schema rule. */
-export const TokenId = z.number().int().nonnegative();
+/**
+ * A token id as the data states it. Any number is held, NaN included (an id of -100, a float, an
+ * id past the vocabulary, a value an importer could not read as a number): type and range are a
+ * check (`invalid_value` at that index), not a schema rule, so the trajectory still loads.
+ */
+export const TokenId = z.union([z.number(), z.nan()]);
 export const TokenIds = z.array(TokenId);
-/** Logprobs may legitimately be any finite number <= 0; NaN/Infinity/positive values are findings, not schema errors. */
+/**
+ * Logprobs may legitimately be any finite number <= 0; NaN, infinite and positive values, and
+ * `null` (a value the data left out), are findings, not schema errors.
+ */
 export const Logprob = z.union([
   z.number(),
   z.nan(),
+  z.null(),
   z.custom<number>((v) => v === Infinity || v === -Infinity, 'an infinite number'),
 ]);
 export const Logprobs = z.array(Logprob);
+/** Loss-mask values as stored: 0/1 are valid; any other number (NaN for an unreadable entry) is an `invalid_value` finding. */
+export const MaskValue = z.union([z.number(), z.nan()]);
 
 export const Source = z.object({
   file: z.string(),
@@ -103,8 +116,22 @@ export const Turn = z.object({
   processor: ProcessorSettings.optional(),
   /** Tool definitions the request carried (they change what the chat template renders). */
   tools: z.array(z.unknown()).optional(),
+  /** Prompt length the engine reported (vLLM `usage.prompt_tokens`, SGLang `meta_info.prompt_tokens`). */
+  statedPromptTokens: z.number().int().nonnegative().optional(),
 });
 export type Turn = z.infer<typeof Turn>;
+
+/**
+ * Processor outputs a record carries instead of images (AReaL's `multi_modal_input[].pixel_values`):
+ * the patches of every image in order, `[Σ t·h·w, channels·temporal_patch·patch²]`, as little-endian
+ * float32 bytes in base64. Carried through to export as they are; rollscope does not interpret them.
+ */
+export const PixelValues = z.object({
+  dtype: z.literal('float32'),
+  shape: z.tuple([z.number().int().nonnegative(), z.number().int().positive()]),
+  data: z.string(),
+});
+export type PixelValues = z.infer<typeof PixelValues>;
 
 /** The training sample as the framework stored it, normalised to slime's layout (prompt ⧺ response). */
 export const TrainingSample = z.object({
@@ -112,7 +139,7 @@ export const TrainingSample = z.object({
   /** Number of trailing response tokens; the rest is the prompt. */
   responseLength: z.number().int().nonnegative().optional(),
   /** Per response token (slime/verl) or per token (AReaL, prime-rl): see `maskScope`. */
-  lossMask: z.array(z.number()).optional(),
+  lossMask: z.array(MaskValue).optional(),
   logprobs: Logprobs.optional(),
   /**
    * The trainer's side, indexed like `logprobs`: its recomputed logprobs of the same tokens
@@ -130,6 +157,8 @@ export const TrainingSample = z.object({
   positionIds: z.array(z.array(z.number().int())).optional(),
   /** True when the framework built `tokens` by re-rendering decoded text rather than keeping generated ids. */
   builtFromRerender: z.boolean().optional(),
+  /** Processor outputs stated instead of images (see PixelValues). */
+  pixelValues: PixelValues.optional(),
 });
 export type TrainingSample = z.infer<typeof TrainingSample>;
 
@@ -152,6 +181,8 @@ export const Trajectory = z.object({
   limitations: z.array(z.string()).default([]),
   /** Small free-form metadata worth showing (step, task id, ...). */
   meta: z.record(z.string(), z.unknown()).optional(),
+  /** What the importer saw while reading and grouping (an ambiguous chain, a split merge): reported with the checks' findings. */
+  sourceFindings: z.array(Finding).optional(),
 });
 export type Trajectory = z.infer<typeof Trajectory>;
 export type TrajectoryInput = z.input<typeof Trajectory>;

@@ -53,6 +53,7 @@ export class TokenizerHandle {
   private readonly addedIds = new Map<string, number>();
   private readonly byteLevel: boolean;
   private pieceBytesCache: (Uint8Array | undefined)[] = [];
+  private wholeUtf8Cache: (boolean | undefined)[] = [];
   /** Splits text at added tokens, as the tokenizer's added vocabulary does before normalising; undefined when unsafe. */
   private readonly addedSplitter: RegExp | undefined;
   private readonly segmentCache = new Map<string, number[]>();
@@ -196,6 +197,16 @@ export class TokenizerHandle {
     return bytes;
   }
 
+  /** Whether the token's bytes are valid UTF-8 on their own (no character split off to a neighbour). */
+  wholeUtf8(id: number): boolean {
+    let whole = this.wholeUtf8Cache[id];
+    if (whole === undefined) {
+      whole = validWhole(this.pieceBytes(id));
+      this.wholeUtf8Cache[id] = whole;
+    }
+    return whole;
+  }
+
   /** Decoded text of one token; bytes that are not valid UTF-8 on their own show as `\xNN`. */
   piece(id: number): string {
     if (!this.isValid(id)) return `⟨invalid ${id}⟩`;
@@ -224,6 +235,118 @@ export class TokenizerHandle {
       at += p.length;
     }
     return new TextDecoder('utf-8').decode(all);
+  }
+}
+
+/** Tokens `start..end-1` whose bytes form characters only together (a character split across tokens), and that text. */
+export interface ByteJoin {
+  start: number;
+  end: number;
+  text: string;
+}
+
+/** Bytes of the UTF-8 sequence `lead` starts (0: not a lead byte). */
+function utf8Length(lead: number): number {
+  if (lead < 0x80) return 1;
+  if (lead >= 0xc2 && lead <= 0xdf) return 2;
+  if (lead >= 0xe0 && lead <= 0xef) return 3;
+  if (lead >= 0xf0 && lead <= 0xf4) return 4;
+  return 0;
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Length of the valid UTF-8 character at `bytes[p]`, or 0 (overlong forms and surrogates are invalid). */
+function validCharAt(bytes: Uint8Array, p: number): number {
+  const len = utf8Length(bytes[p]!);
+  if (len <= 1 || p + len > bytes.length) return len === 1 ? 1 : 0;
+  try {
+    strictUtf8.decode(bytes.subarray(p, p + len));
+    return len;
+  } catch {
+    return 0;
+  }
+}
+
+/** UTF-8 text of `bytes`, each byte that is not part of a valid character shown as `\xNN`. */
+export function decodeLenient(bytes: Uint8Array): string {
+  let out = '';
+  for (let p = 0; p < bytes.length; ) {
+    const len = validCharAt(bytes, p);
+    if (len === 0) {
+      out += `\\x${bytes[p]!.toString(16).padStart(2, '0')}`;
+      p++;
+    } else {
+      out += len === 1 ? String.fromCharCode(bytes[p]!) : strictUtf8.decode(bytes.subarray(p, p + len));
+      p += len;
+    }
+  }
+  return out;
+}
+
+/**
+ * Where byte-level BPE split a character across tokens (`△` = e2 96 b3 as `\xe2\x96` + `\xb3`):
+ * each run of tokens that a valid multi-byte character spans, with the text the run decodes to.
+ * Added tokens (special tokens, image pads) are whole on their own and end a run.
+ */
+export function partialByteJoins(tok: TokenizerHandle, ids: readonly number[]): ByteJoin[] {
+  const joins: ByteJoin[] = [];
+  let i = 0;
+  while (i < ids.length) {
+    if (!tok.isValid(ids[i]!) || tok.isAdded(ids[i]!)) {
+      i++;
+      continue;
+    }
+    // A run of ordinary tokens: their bytes end to end, and which token holds each byte.
+    const from = i;
+    while (i < ids.length && tok.isValid(ids[i]!) && !tok.isAdded(ids[i]!)) i++;
+    if (ids.slice(from, i).every((id) => tok.wholeUtf8(id))) continue;
+    const parts = ids.slice(from, i).map((id) => tok.pieceBytes(id));
+    const starts: number[] = [];
+    let total = 0;
+    for (const b of parts) {
+      starts.push(total);
+      total += b.length;
+    }
+    const bytes = new Uint8Array(total);
+    const owner = new Int32Array(total);
+    parts.forEach((b, k) => {
+      bytes.set(b, starts[k]!);
+      owner.fill(k, starts[k]!, starts[k]! + b.length);
+    });
+    // Tokens k..m-1 of the run that characters crossing token boundaries tie together.
+    let group: [number, number] | undefined;
+    const flush = () => {
+      if (!group) return;
+      const [k, m] = group;
+      const text = decodeLenient(bytes.subarray(starts[k]!, starts[m - 1]! + parts[m - 1]!.length));
+      joins.push({ start: from + k, end: from + m, text: visiblePiece(text) });
+      group = undefined;
+    };
+    for (let p = 0; p < total; ) {
+      const len = validCharAt(bytes, p);
+      if (len > 1 && owner[p] !== owner[p + len - 1]) {
+        const k = owner[p]!;
+        const m = owner[p + len - 1]! + 1;
+        if (group && k < group[1]) group[1] = m;
+        else {
+          flush();
+          group = [k, m];
+        }
+      }
+      p += Math.max(1, len);
+    }
+    flush();
+  }
+  return joins;
+}
+
+function validWhole(bytes: Uint8Array): boolean {
+  try {
+    strictUtf8.decode(bytes);
+    return true;
+  } catch {
+    return false;
   }
 }
 

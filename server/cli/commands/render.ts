@@ -92,11 +92,12 @@ function printRendered(out: NodeJS.WritableStream, r: RenderResult): void {
 export const command: Command = {
   name: 'render',
   summary: 'render a conversation with the model chat template and print the text and its token ids',
-  usage: `rollscope render --model M [--add-generation-prompt] [--tools FILE] [--json] [FILE|-]
+  usage: `rollscope render --model M [--as transformers|vllm] [--add-generation-prompt] [--tools FILE] [--json] [FILE|-]
 
 Reads an OpenAI-style conversation {"messages": [...], "tools"?: [...], "chat_template_kwargs"?: {...}}
-(or a bare list of messages) from FILE or stdin, parsed as Python's json.loads parses it. String
-tool-call arguments are decoded as vLLM does before rendering. Images are data: URLs, local files
+(or a bare list of messages) from FILE or stdin, parsed as Python's json.loads parses it, and renders
+it as transformers' apply_chat_template does (--as vllm: as vLLM's chat endpoint does, which first
+decodes string tool-call arguments and refuses a tool call without its "function" object). Images are data: URLs, local files
 (relative to FILE's folder) or parts with "width" and "height"; each image's <|image_pad|> is
 expanded to its real count in token_ids_expanded.
 
@@ -106,7 +107,11 @@ ${MODEL_USAGE}
   --add-generation-prompt
                      end with the assistant turn opener (<|im_start|>assistant\\n)
   --tools FILE       tool definitions (a JSON list, or {"tools": [...]}); replaces the document's tools
-  --raw-arguments    keep string tool-call arguments verbatim (transformers with data as given)
+  --as S             transformers (default): the messages as given, string tool-call arguments verbatim;
+                     vllm: vLLM's request normalization first (vllm/entrypoints/chat_utils.py
+                     _postprocess_messages: string arguments json.loads-ed, so tojson re-serializes them;
+                     a tool call that is not {"type": "function", "function": {...}} is an error)
+  --raw-arguments    the same as --as transformers
   --image-root DIR   also allow local images under DIR (default: FILE's folder and the current folder)
 ${PIXELS_USAGE}
   --json             {"text", "token_ids", "token_ids_expanded", "images", "notes"}`,
@@ -115,6 +120,7 @@ ${PIXELS_USAGE}
       model: { type: 'string' },
       'add-generation-prompt': { type: 'boolean', default: false },
       tools: { type: 'string' },
+      as: { type: 'string', default: 'transformers' },
       'raw-arguments': { type: 'boolean', default: false },
       'image-root': { type: 'string', multiple: true },
       'min-pixels': { type: 'string' },
@@ -123,6 +129,9 @@ ${PIXELS_USAGE}
       help: { type: 'boolean', short: 'h', default: false },
     });
     if (positionals.length > 1) throw new UsageError('render takes one conversation FILE (or - for stdin)');
+    if (values.as !== 'transformers' && values.as !== 'vllm')
+      throw new UsageError(`--as takes transformers or vllm, not "${values.as}"`);
+    const asVllm = values.as === 'vllm' && values['raw-arguments'] !== true;
     const processor = processorOptions(values);
     return answering('render', async () => {
       const input = readInputText(positionals[0], 'a conversation FILE');
@@ -137,7 +146,7 @@ ${PIXELS_USAGE}
         addGenerationPrompt: values['add-generation-prompt'] === true,
         tools,
         processor,
-        decodeToolArguments: values['raw-arguments'] !== true,
+        decodeToolArguments: asVllm,
         sizeImage: localImageSizer({ baseDir: input.dir, roots }),
       });
       if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);

@@ -1,0 +1,149 @@
+// Non-canonical BPE splits kept in stored generated ids: the sampler may emit a valid split of a
+// word that the tokenizer would never produce (" w" + "ill" for " will"). The stored ids are right
+// for training, but decoding and tokenizing the text again (a re-render) gives other ids, so every
+// later prompt built that way stops extending the generation (docs/reference/prefix-stability.md).
+//
+// Method: each generated turn is cut at added tokens (the tokenizer splits text there before
+// BPE, so each piece between them is encoded on its own); each piece's decoded text is encoded
+// again and the two id sequences are walked side by side by byte offset, so every differing span
+// is found exactly, however many there are. Pieces whose bytes are not valid UTF-8 (a character
+// cut by the length limit, stray bytes) are compared only up to where their text is whole.
+import type { Finding } from '../model/finding.ts';
+import type { Trajectory } from '../model/trajectory.ts';
+import type { TokenizerHandle } from '../profiles/tokenizer.ts';
+import { visiblePiece } from '../profiles/tokenizer.ts';
+import type { AnalysisContext } from './context.ts';
+
+export interface SplitSpan {
+  /** Offset of the first stored token of the span inside the checked ids. */
+  at: number;
+  stored: number[];
+  canonical: number[];
+}
+
+/**
+ * How many leading ids decode to whole UTF-8 text: all of them unless a character is cut at the end
+ * or bytes are stray (then up to the last token boundary before the first bad byte).
+ */
+function wholeTextPrefix(tok: TokenizerHandle, ids: readonly number[]): number {
+  let whole = 0;
+  let pending = 0; // continuation bytes the current character still needs
+  for (let n = 0; n < ids.length; n++) {
+    for (const b of tok.pieceBytes(ids[n]!)) {
+      if (pending > 0) {
+        if ((b & 0xc0) !== 0x80) return whole;
+        pending--;
+      } else if (b < 0x80) pending = 0;
+      else if ((b & 0xe0) === 0xc0 && b >= 0xc2) pending = 1;
+      else if ((b & 0xf0) === 0xe0) pending = 2;
+      else if ((b & 0xf8) === 0xf0 && b <= 0xf4) pending = 3;
+      else return whole;
+    }
+    if (pending === 0) whole = n + 1;
+  }
+  return whole;
+}
+
+/** Differing spans of `stored` vs `canonical` (same bytes), aligned by byte offset. */
+export function alignSplits(
+  tok: TokenizerHandle,
+  stored: readonly number[],
+  canonical: readonly number[],
+): SplitSpan[] {
+  const spans: SplitSpan[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < stored.length && j < canonical.length) {
+    if (stored[i] === canonical[j]) {
+      i++;
+      j++;
+      continue;
+    }
+    // Both sides start at the same byte here; advance the side that ends first until they end together.
+    const si = i;
+    const sj = j;
+    let endA = tok.pieceBytes(stored[i++]!).length;
+    let endB = tok.pieceBytes(canonical[j++]!).length;
+    while (endA !== endB) {
+      if (endA < endB && i < stored.length) endA += tok.pieceBytes(stored[i++]!).length;
+      else if (endB < endA && j < canonical.length) endB += tok.pieceBytes(canonical[j++]!).length;
+      else break;
+    }
+    spans.push({ at: si, stored: stored.slice(si, i), canonical: canonical.slice(sj, j) });
+    if (endA !== endB) break;
+  }
+  if (spans.length === 0 && (i < stored.length || j < canonical.length))
+    spans.push({ at: i, stored: stored.slice(i), canonical: canonical.slice(j) });
+  return spans;
+}
+
+/**
+ * The non-canonical spans of one generation: `ids` cut at added tokens, each piece compared with
+ * the tokenizer's encoding of its text. With `cut` (a length-truncated turn), a span that reaches
+ * the end of the generation is left out: the last word was cut mid-way, not split.
+ */
+export async function nonCanonicalSpans(
+  tok: TokenizerHandle,
+  ids: readonly number[],
+  opts: { cut?: boolean } = {},
+): Promise<SplitSpan[]> {
+  const pieces: { start: number; ids: number[] }[] = [];
+  let start = 0;
+  for (let i = 0; i <= ids.length; i++) {
+    if (i < ids.length && !tok.isAdded(ids[i]!) && tok.isValid(ids[i]!)) continue;
+    if (i > start) pieces.push({ start, ids: ids.slice(start, i) });
+    start = i + 1;
+  }
+  const out: SplitSpan[] = [];
+  for (const piece of pieces) {
+    const whole = wholeTextPrefix(tok, piece.ids);
+    const checked = piece.ids.slice(0, whole);
+    if (checked.length === 0) continue;
+    const canonical = await tok.encode(tok.decodeSync(checked));
+    if (canonical.length === checked.length && canonical.every((id, k) => id === checked[k])) continue;
+    for (const span of alignSplits(tok, checked, canonical)) {
+      const end = piece.start + span.at + span.stored.length;
+      if (opts.cut && end === ids.length) continue;
+      out.push({ ...span, at: piece.start + span.at });
+    }
+  }
+  return out;
+}
+
+const shown = (tok: TokenizerHandle, ids: readonly number[]) =>
+  ids.map((id) => `"${visiblePiece(tok.piece(id))}"`).join(' + ');
+
+/**
+ * `non_canonical_split` (warning): for each turn, the first generated span whose ids are not the
+ * tokenizer's own encoding of their text; `index` in the turn's prompt ⧺ generation stream.
+ */
+export async function checkCanonicalSplits(traj: Trajectory, ctx: AnalysisContext): Promise<Finding[]> {
+  const tok = ctx.profile.tokenizer;
+  const { eos, endOfText } = ctx.profile.special;
+  const out: Finding[] = [];
+  for (const [k, turn] of traj.turns.entries()) {
+    const gen = turn.generatedIds;
+    if (!gen || gen.length === 0) continue;
+    const last = gen[gen.length - 1];
+    const cut = turn.finishReason === 'length' || (last !== eos && last !== endOfText);
+    const spans = await nonCanonicalSpans(tok, gen, { cut });
+    const first = spans[0];
+    if (!first) continue;
+    const offset = turn.promptIds?.length ?? 0;
+    const index = offset + first.at;
+    const text = tok.decodeSync(first.stored);
+    const more =
+      spans.length > 1 ? ` (${spans.length - 1} more such span${spans.length > 2 ? 's' : ''} in this turn)` : '';
+    out.push({
+      kind: 'non_canonical_split',
+      severity: 'warning',
+      turn: k,
+      index,
+      stream: 'prompt',
+      expected: { ids: first.canonical, tokens: first.canonical.map((id) => tok.piece(id)) },
+      actual: { ids: first.stored, tokens: first.stored.map((id) => tok.piece(id)) },
+      message: `turn ${k} generated "${visiblePiece(text)}" as ${shown(tok, first.stored)} (${first.stored.join(' ')}) at token ${index}; the tokenizer writes it ${shown(tok, first.canonical)} (${first.canonical.join(' ')}): the ids are right for training, but decoding and re-rendering them would change them${more}`,
+    });
+  }
+  return out;
+}

@@ -1,0 +1,96 @@
+// Vision tokens that stand for no image: the model writing `<|vision_start|>`/`<|image_pad|>` in its
+// own output, or a user typing the placeholder string `<|image_pad|>` (the tokenizer turns the text
+// into the placeholder token). Neither is an image of the prompt, so the image checks must not
+// count them; but a processor or a model forward that counts `<|image_pad|>` tokens pairs them
+// with pixels (or fails on the count), so each is a finding of its own (docs/reference/tokens.md).
+import type { Finding } from '../model/finding.ts';
+import type { Trajectory } from '../model/trajectory.ts';
+import type { SpecialTokens } from '../profiles/profile.ts';
+import type { AnalysisContext } from './context.ts';
+import { findVisionSpans, type VisionSpan } from './vision-spans.ts';
+
+const isVisionToken = (t: number, s: SpecialTokens) =>
+  t === s.visionStart || t === s.visionEnd || t === s.imagePad || t === s.videoPad;
+
+/** [start, end) of each turn's generated ids in `tokens` (where `tokens` holds them at the turn's prompt length). */
+export function generatedRanges(traj: Trajectory, tokens: readonly number[]): [number, number][] {
+  const out: [number, number][] = [];
+  for (const t of traj.turns) {
+    const gen = t.generatedIds;
+    if (!gen?.length || !t.promptIds) continue;
+    const start = t.promptIds.length;
+    if (gen.every((id, i) => tokens[start + i] === id)) out.push([start, start + gen.length]);
+  }
+  return out;
+}
+
+/** The vision spans of `tokens` that are images: none inside generated ids (findVisionSpans skips typed pads). */
+export function imageSpans(traj: Trajectory, tokens: readonly number[], special: SpecialTokens): VisionSpan[] {
+  const generated = generatedRanges(traj, tokens);
+  const inGenerated = (i: number) => generated.some(([s, e]) => i >= s && i < e);
+  return findVisionSpans(tokens, special).filter((s) => !inGenerated(s.start >= 0 ? s.start : s.padStart));
+}
+
+/**
+ * `image_count` with cause `vision_token_generated` (at the first vision token of each turn's
+ * generation, in its prompt ⧺ generation stream) and `placeholder_in_text` (at each typed
+ * `<|image_pad|>` of the prompts, or of the sample when no turn holds prompt ids).
+ */
+export function checkStrayVisionTokens(traj: Trajectory, ctx: AnalysisContext): Finding[] {
+  const { special } = ctx.profile;
+  const out: Finding[] = [];
+  const images = traj.images.length;
+  traj.turns.forEach((t, k) => {
+    const gen = t.generatedIds ?? [];
+    const at = gen.findIndex((id) => isVisionToken(id, special));
+    if (at < 0) return;
+    const n = gen.filter((id) => isVisionToken(id, special)).length;
+    const pads = gen.filter((id) => id === special.imagePad || id === special.videoPad).length;
+    const index = (t.promptIds?.length ?? 0) + at;
+    out.push({
+      kind: 'image_count',
+      cause: 'vision_token_generated',
+      // Pads are what a trainer pairs with pixels; a lone <|vision_start|>/<|vision_end|> is only odd text.
+      severity: pads > 0 ? 'error' : 'warning',
+      turn: k,
+      index,
+      stream: 'prompt',
+      expected: 0,
+      actual: n,
+      message: `turn ${k}'s generated text holds ${n} vision token${n === 1 ? '' : 's'} (the first at token ${index}): the model wrote ${n === 1 ? 'it' : 'them'}, no image stands behind ${n === 1 ? 'it' : 'them'}${pads > 0 ? `; a trainer that counts <|image_pad|> tokens finds ${pads} more than the ${images} image${images === 1 ? '' : 's'} it has pixels for` : ''}`,
+    });
+  });
+
+  // Typed placeholders: a pad that does not follow `<|vision_start|>` (nor continues a run), outside generated ids.
+  const seen = new Set<number>();
+  const scan = (tokens: readonly number[], stream: 'prompt' | 'sample', turn: number) => {
+    const generated = generatedRanges(traj, tokens);
+    for (let i = 1; i < tokens.length; i++) {
+      const t = tokens[i]!;
+      if (t !== special.imagePad && t !== special.videoPad) continue;
+      const prev = tokens[i - 1]!;
+      if (prev === special.visionStart || prev === t || seen.has(i)) continue;
+      if (generated.some(([s, e]) => i >= s && i < e)) continue;
+      seen.add(i);
+      out.push({
+        kind: 'image_count',
+        cause: 'placeholder_in_text',
+        severity: 'error',
+        turn,
+        index: i,
+        stream,
+        expected: images,
+        actual: images + 1,
+        message: `token ${i} is the image placeholder <|${t === special.imagePad ? 'image' : 'video'}_pad|> without <|vision_start|>: the text holds the placeholder string typed out, not an image; a processor that counts <|image_pad|> tokens takes it for one more image than the ${images} the conversation has`,
+      });
+    }
+  };
+  let scanned = false;
+  traj.turns.forEach((t, k) => {
+    if (!t.promptIds) return;
+    scanned = true;
+    scan(t.promptIds, 'prompt', k);
+  });
+  if (!scanned && traj.sample) scan(traj.sample.tokens, 'sample', -1);
+  return out;
+}
