@@ -25,6 +25,7 @@ import { exportFigure } from './export.ts';
 import { memoryFigure } from './memory.ts';
 import { serveFigure } from './serve.ts';
 import { browserFigure } from './browser.ts';
+import { shardFigure } from './shard.ts';
 
 const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   load: loadFigure,
@@ -33,6 +34,7 @@ const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   memory: memoryFigure,
   serve: serveFigure,
   browser: browserFigure,
+  shard: shardFigure,
 };
 
 const args = benchArgs();

@@ -7,7 +7,7 @@ import { Worker } from 'node:worker_threads';
 import type { FormatName, Trajectory } from './model/trajectory.ts';
 import { loadProfile, type ModelProfile } from './profiles/profile.ts';
 import type { RecordLine } from './import/read/lines.ts';
-import type { CheckedTrajectory, RunEvent } from './analysis/checked.ts';
+import type { CheckedTrajectory } from './analysis/checked.ts';
 import type { ChunkOutcome, RunOptions } from './pipeline/analyze.ts';
 import { packForWire, unpackFromWire, type Job, type Reply, type WireChecked } from './pipeline/wire.ts';
 
@@ -124,8 +124,8 @@ export class AnalysisPool {
     });
     if (r.kind !== 'lines') throw new Error('analysis worker answered a batch with a trajectory');
     return {
-      events: r.events.map(
-        (e): RunEvent => (e.type === 'trajectory' ? { type: 'trajectory', checked: fromWire(e.checked) } : e),
+      events: r.events.map((e): ChunkOutcome['events'][number] =>
+        e.type === 'trajectory' ? { type: 'trajectory', checked: fromWire(e.checked) } : e,
       ),
       imported: r.imported,
     };

@@ -18,6 +18,7 @@ import {
   type ChunkOutcome,
   type RunOptions,
 } from './pipeline/analyze.ts';
+import { ownsError, ownsTrajectory, runRoot, type Skipped } from './pipeline/shard.ts';
 
 export type { CheckedTrajectory, RunEvent } from './analysis/checked.ts';
 export { streamTokens } from './analysis/checked.ts';
@@ -61,6 +62,7 @@ export async function* analyzeInputs(
   opts: RunOptions,
   roots: readonly string[],
   pool?: AnalysisPool,
+  onSkipped?: (s: Skipped) => void,
 ): AsyncGenerator<RunEvent> {
   // Work in flight: enough that a worker never waits for an older batch on another worker to be
   // handed out (results leave in input order), little enough to bound memory. Streamed batches
@@ -89,7 +91,10 @@ export async function* analyzeInputs(
     else single--;
     const { events, imported } = await p.outcome;
     count += imported;
-    yield* events;
+    for (const ev of events) {
+      if (ev.type === 'skipped') onSkipped?.(ev);
+      else yield ev;
+    }
   }
   const submit = (outcome: Promise<ChunkOutcome>, batch: boolean) => {
     outcome.catch(() => undefined); // settled in order; avoid an unhandled rejection meanwhile
@@ -109,12 +114,19 @@ export async function* analyzeInputs(
       format = loaded.format;
       submit(
         Promise.resolve({
-          events: loaded.errors.map((error): RunEvent => ({ type: 'error', error })),
+          events: loaded.errors.map((error): ChunkOutcome['events'][number] =>
+            ownsError(opts.shard, error) ? { type: 'error', error } : { type: 'skipped', what: 'error' },
+          ),
           imported: 0,
         }),
         true,
       );
       for (const traj of loaded.trajectories) {
+        if (!ownsTrajectory(opts.shard, traj)) {
+          const skipped: Skipped = { type: 'skipped', what: 'trajectory', trajectory: traj };
+          submit(Promise.resolve({ events: [skipped], imported: 0 }), false);
+          continue;
+        }
         const result = pool ? pool.analyze(traj, opts, roots) : analyzeTrajectory(traj, opts, roots);
         submit(
           analyzeOrError(traj, result).then((ev) => ({ events: [ev], imported: 1 })),
@@ -128,13 +140,15 @@ export async function* analyzeInputs(
       const outcome = (pool ? pool.importAndAnalyze(chunk, opts, roots) : importAndAnalyze(chunk, opts, roots)).catch(
         (e: unknown): ChunkOutcome => ({
           events: [
-            {
-              type: 'error',
-              error: {
-                ...where,
-                message: `cannot analyze the ${chunk.lines.length} record(s) from line ${where.line}: ${(e as Error).message}`,
-              },
-            },
+            ownsError(opts.shard, where)
+              ? {
+                  type: 'error',
+                  error: {
+                    ...where,
+                    message: `cannot analyze the ${chunk.lines.length} record(s) from line ${where.line}: ${(e as Error).message}`,
+                  },
+                }
+              : { type: 'skipped', what: 'error' },
           ],
           imported: 0,
         }),
@@ -168,6 +182,11 @@ export interface CheckPathsHooks {
    * export passes the keys its store gave, so an exported row names a trajectory as the API does.
    */
   keyOf?: (t: KeySource) => string;
+  /**
+   * Called, in run order, for each trajectory and unreadable record another shard owns
+   * (`opts.shard`): their keys are given all the same, so a shard names its own as a whole run would.
+   */
+  onSkipped?: (s: Skipped) => void;
 }
 
 /**
@@ -180,14 +199,22 @@ export async function* checkPaths(
   hooks: CheckPathsHooks = {},
 ): AsyncGenerator<RunEvent> {
   const roots = opts.roots ?? defaultRoots(paths);
+  if (opts.shard && opts.shard.root === undefined) opts = { ...opts, shard: { ...opts.shard, root: runRoot(paths) } };
   const { files, errors } = expandPaths(paths);
-  for (const error of errors) yield { type: 'error', error };
+  for (const error of errors) {
+    if (ownsError(opts.shard, error)) yield { type: 'error', error };
+    else hooks.onSkipped?.({ type: 'skipped', what: 'error' });
+  }
   const workers = opts.workers && opts.workers > 0 ? opts.workers : 0;
   const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
   const keys = new TrajectoryKeys();
   const keyOf = hooks.keyOf ?? ((t: KeySource) => keys.keyOf(t));
   try {
-    yield* keyed(analyzeInputs(fileInputs(files, opts), opts, roots, pool), keyOf);
+    const onSkipped = (s: Skipped) => {
+      if (s.what === 'trajectory') keyOf(s.trajectory);
+      hooks.onSkipped?.(s);
+    };
+    yield* keyed(analyzeInputs(fileInputs(files, opts), opts, roots, pool, onSkipped), keyOf);
   } finally {
     await pool?.close();
   }

@@ -369,7 +369,7 @@ describe('export of built trajectories', () => {
         id: 'VARCHAR',
       });
       expect(types.images).toMatch(
-        /^STRUCT\(sha256 VARCHAR, width INTEGER, height INTEGER, min_pixels INTEGER, max_pixels INTEGER, bytes BLOB, path VARCHAR\)\[\]$/,
+        /^STRUCT\(sha256 VARCHAR, width INTEGER, height INTEGER, min_pixels INTEGER, max_pixels INTEGER, bytes BLOB, path VARCHAR, uri VARCHAR\)\[\]$/,
       );
       const jsSum = jsonl.rows.reduce((s, row) => s + row.tokens.reduce((a, b) => a + BigInt(b), 0n), 0n);
       const fromParquet = (

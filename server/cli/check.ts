@@ -12,6 +12,10 @@ import { paint } from './output.ts';
 import { logprobMismatch, runMismatch, type TrajectoryMismatch } from '../analysis/logprob-mismatch.ts';
 import { RunLogprobs, runLogprobs, TrajectoryLogprobs, trajectoryLogprobs } from './mismatch-json.ts';
 import { GroupChecks, groupMember } from '../analysis/groups.ts';
+import { FindingsParquetWriter } from '../export/findings-parquet.ts';
+import { createHash } from 'node:crypto';
+import path from 'node:path';
+import { runRoot } from '../pipeline/shard.ts';
 
 /** The stable `--json` contract (docs/check-json.md). */
 export const CheckReport = z.object({
@@ -59,6 +63,22 @@ export const CheckReport = z.object({
     /** Run totals of the logprob metrics, when any trajectory has trainer logprobs. */
     logprobs: RunLogprobs.optional(),
   }),
+  /**
+   * Only in the report of one shard (`check --shard K/N`), for `rollscope merge`: which shard, a
+   * fingerprint of the files the run read, and the run-wide position of each trajectory and error
+   * (one count over both, in the order the run reads them).
+   */
+  shard: z
+    .object({
+      index: z.number().int().nonnegative(),
+      count: z.number().int().positive(),
+      run: z.string(),
+      positions: z.object({
+        trajectories: z.array(z.number().int().nonnegative()),
+        errors: z.array(z.number().int().nonnegative()),
+      }),
+    })
+    .optional(),
 });
 export type CheckReport = z.infer<typeof CheckReport>;
 
@@ -99,11 +119,18 @@ export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): stri
   return `${from > 0 ? '…' : ''}${parts.join(' ')}${to < tokens.length ? '…' : ''}`;
 }
 
-export async function runCheck(
-  paths: string[],
-  opts: RunOptions & { json: boolean },
-  out: NodeJS.WritableStream,
-): Promise<number> {
+/** Where the report goes: stdout, or a file written whole (util/atomic-file.ts). */
+export interface TextOut {
+  write(text: string): unknown;
+}
+
+export interface CheckOptions extends RunOptions {
+  json: boolean;
+  /** Also write one Parquet row per finding to this file (export/findings-parquet.ts). */
+  findingsParquet?: string;
+}
+
+export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut): Promise<number> {
   // `trajectories` stays empty: each entry is written as it comes (memory bounded on any run size),
   // into the same bytes JSON.stringify(report) would give.
   const report: CheckReport = { version: 1, trajectories: [], groups: [], errors: [], summary: newSummary() };
@@ -112,37 +139,62 @@ export async function runCheck(
   const errors: ReadError[] = [];
   let written = 0;
   const mismatches: TrajectoryMismatch[] = [];
+  // Run-wide positions of what this shard lists, counting what the other shards own: trajectories
+  // and errors in one count, so a trajectory that fails analysis (an error in its owner, a skipped
+  // trajectory elsewhere) takes one place in every shard.
+  const positions = { trajectories: [] as number[], errors: [] as number[] };
+  let seen = 0;
+  const runFiles = createHash('sha256');
+  const root = opts.shard?.root ?? runRoot(paths);
+  const findings = opts.findingsParquet ? new FindingsParquetWriter(opts.findingsParquet) : undefined;
   if (opts.json) out.write('{"version":1,"trajectories":[');
-  for await (const ev of checkPaths(paths, opts)) {
-    if (ev.type === 'error') {
-      errors.push(ev.error);
-      if (ev.error.line === 0) fatal = true;
-      continue;
+  const events = checkPaths(paths, opts, {
+    onSkipped: () => {
+      seen++;
+    },
+  });
+  try {
+    for await (const ev of events) {
+      if (ev.type === 'error') {
+        positions.errors.push(seen++);
+        errors.push(ev.error);
+        if (ev.error.line === 0) fatal = true;
+        continue;
+      }
+      if (ev.type === 'file') {
+        runFiles.update(`${path.relative(root, path.resolve(ev.file)).split(path.sep).join('/')}\n`);
+        continue;
+      }
+      positions.trajectories.push(seen++);
+      const c = ev.checked;
+      findings?.add(c);
+      const t = c.trajectory;
+      addToSummary(report.summary, c.findings, hasTokens(t));
+      const member = groupMember(t);
+      if (member) groupChecks.add(member);
+      const entry: CheckReport['trajectories'][number] = {
+        id: t.id,
+        source: { file: t.source.file, line: t.source.line },
+        format: t.source.format,
+        model: t.model ?? null,
+        profile: c.profile.name,
+        findings: c.findings.map(publicFinding),
+        limitations: t.limitations,
+        group: t.group ?? null,
+        step: t.step ?? null,
+      };
+      const m = logprobMismatch(t, opts.mismatch);
+      if (m) {
+        mismatches.push(m);
+        entry.logprobs = trajectoryLogprobs(m);
+      }
+      if (opts.json) out.write(`${written++ > 0 ? ',' : ''}${JSON.stringify(entry)}`);
+      else printTrajectory(c, out);
     }
-    if (ev.type === 'file') continue;
-    const c = ev.checked;
-    const t = c.trajectory;
-    addToSummary(report.summary, c.findings, hasTokens(t));
-    const member = groupMember(t);
-    if (member) groupChecks.add(member);
-    const entry: CheckReport['trajectories'][number] = {
-      id: t.id,
-      source: { file: t.source.file, line: t.source.line },
-      format: t.source.format,
-      model: t.model ?? null,
-      profile: c.profile.name,
-      findings: c.findings.map(publicFinding),
-      limitations: t.limitations,
-      group: t.group ?? null,
-      step: t.step ?? null,
-    };
-    const m = logprobMismatch(t, opts.mismatch);
-    if (m) {
-      mismatches.push(m);
-      entry.logprobs = trajectoryLogprobs(m);
-    }
-    if (opts.json) out.write(`${written++ > 0 ? ',' : ''}${JSON.stringify(entry)}`);
-    else printTrajectory(c, out);
+    findings?.commit();
+  } catch (e) {
+    findings?.discard();
+    throw e;
   }
   report.errors = errors.map(({ file, line, field, message }) => ({
     file,
@@ -155,9 +207,16 @@ export async function runCheck(
   if (run) report.summary.logprobs = runLogprobs(run, opts.mismatch);
   report.groups = groupChecks.summaries().map((g) => ({ ...g, findings: g.findings.map(publicFinding) }));
   for (const g of report.groups) report.summary.findingsByKind.group! += g.findings.length;
+  const shard: CheckReport['shard'] = opts.shard && {
+    index: opts.shard.index,
+    count: opts.shard.count,
+    run: runFiles.digest('hex'),
+    positions,
+  };
   if (opts.json)
     out.write(
-      `],"groups":${JSON.stringify(report.groups)},"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}}\n`,
+      `],"groups":${JSON.stringify(report.groups)},"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}` +
+        `${shard ? `,"shard":${JSON.stringify(shard)}` : ''}}\n`,
     );
   else printSummary(report, out);
   if (fatal) return 2;
@@ -171,7 +230,7 @@ export function hasTokens(t: Trajectory): boolean {
   );
 }
 
-function printTrajectory(c: CheckedTrajectory, out: NodeJS.WritableStream): void {
+function printTrajectory(c: CheckedTrajectory, out: TextOut): void {
   const t = c.trajectory;
   const errs = c.findings.filter((f) => f.severity === 'error').length;
   const warns = c.findings.length - errs;
@@ -202,7 +261,7 @@ function printTrajectory(c: CheckedTrajectory, out: NodeJS.WritableStream): void
   for (const l of t.limitations) out.write(paint.dim(`    note: ${l}\n`));
 }
 
-function printSummary(r: CheckReport, out: NodeJS.WritableStream): void {
+export function printSummary(r: CheckReport, out: TextOut): void {
   for (const g of r.groups)
     for (const f of g.findings) out.write(`${paint.yellow('!')} ${paint.yellow('group')}: ${(f as Finding).message}\n`);
   for (const e of r.errors) out.write(`${paint.red('error')} ${e.file}${e.line ? `:${e.line}` : ''}: ${e.message}\n`);

@@ -3,6 +3,9 @@
 // (`path`). Images that exist only inside the data (`data:` URLs) are written once, named by
 // their hash, into a folder beside the batch so a path can point at them. Remote URLs are not
 // fetched (rollscope fetches nothing it was not asked to), so a row that needs one is rejected.
+// `ref` (by reference): every distinct image is written once, named by its SHA-256, into an
+// `images/` folder beside the batch, and the row carries its `uri` (relative to the batch
+// file's folder) instead of the bytes: inline images are most of a multimodal batch's size.
 import fs from 'node:fs';
 import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
@@ -12,7 +15,7 @@ import { imageBytes, ImageUnavailable } from '../images/resolve.ts';
 import { imageMime } from '../images/mime.ts';
 import type { ExportImage } from './row-schema.ts';
 
-export type ImageMode = 'embed' | 'path';
+export type ImageMode = 'embed' | 'path' | 'ref';
 
 export interface ImageExportOptions {
   images: ImageMode;
@@ -73,7 +76,10 @@ export async function exportImages(
     const sha256 = createHash('sha256').update(got.bytes).digest('hex');
     let bytes: string | null = null;
     let where: string | null = null;
+    let uri: string | undefined;
     if (opts.images === 'embed') bytes = got.bytes.toString('base64');
+    else if (opts.images === 'ref')
+      uri = relativePath(opts.outDir, writeContentAddressed(opts.imageDir, sha256, got.bytes));
     else where = relativePath(opts.outDir, got.path ?? writeContentAddressed(opts.imageDir, sha256, got.bytes));
     images.push({
       sha256,
@@ -83,6 +89,7 @@ export async function exportImages(
       max_pixels: vision.maxPixels,
       bytes,
       path: where,
+      ...(uri !== undefined ? { uri } : {}),
     });
   }
   return { images };

@@ -27,6 +27,23 @@ export const Manifest = z.object({
     bytes: z.number().int().nonnegative(),
     sha256: z.string(),
   }),
+  /**
+   * A partitioned export (`--partition`): every Parquet file written, relative to the export
+   * folder, with its hive partition values. `output` then names the folder and sums the parts.
+   */
+  parts: z
+    .array(
+      z.object({
+        file: z.string(),
+        partition: z.record(z.string(), z.string()),
+        rows: z.number().int().nonnegative(),
+        bytes: z.number().int().nonnegative(),
+        sha256: z.string(),
+      }),
+    )
+    .optional(),
+  /** The export of one shard (`--shard K/N`): `rollscope merge` checks it has all N. */
+  shard: z.object({ index: z.number().int().nonnegative(), count: z.number().int().positive() }).optional(),
   rejects: z.object({ file: z.string(), lines: z.number().int().nonnegative() }),
   /** Model profiles the rows were aligned with (tokenizer, chat template, preprocessor hashes). */
   profiles: z.array(
@@ -62,7 +79,7 @@ export const Manifest = z.object({
   }),
   settings: z.object({
     format: ExportFormat,
-    images: z.enum(['embed', 'path']),
+    images: z.enum(['embed', 'path', 'ref']),
     position_ids: z.enum(['qwen', 'verl']),
     include_warnings: z.boolean(),
     model: z.string().nullable(),

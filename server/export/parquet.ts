@@ -55,6 +55,7 @@ const COLUMNS: Node[] = [
       int32('max_pixels'),
       binary('bytes', 'OPTIONAL'),
       utf8('path', 'OPTIONAL'),
+      utf8('uri', 'OPTIONAL'),
     ]),
   ),
   list('image_grid_thw', (n) => list(n, (m) => int32(m))),
@@ -70,14 +71,18 @@ const COLUMN_NAMES = COLUMNS.map((c) => c[0]!.name);
 /** Row fields as Parquet values: images' base64 bytes become binary. */
 function columnValue(row: ExportRow, name: string): unknown {
   if (name === 'images')
-    return row.images.map((img) => ({ ...img, bytes: img.bytes === null ? null : Buffer.from(img.bytes, 'base64') }));
+    return row.images.map((img) => ({
+      ...img,
+      bytes: img.bytes === null ? null : Buffer.from(img.bytes, 'base64'),
+      uri: img.uri ?? null,
+    }));
   if (name === 'pixel_values')
     return row.pixel_values ? { ...row.pixel_values, data: Buffer.from(row.pixel_values.data, 'base64') } : null;
   return row[name as keyof ExportRow];
 }
 
 /** A hyparquet-writer sink that appends to an open file descriptor, 1 MiB at a time (like its own fileWriter). */
-class FdWriter extends ByteWriter {
+export class FdWriter extends ByteWriter {
   constructor(private readonly fd: number) {
     super(1 << 20);
   }
@@ -200,10 +205,12 @@ export async function readParquetRows(bytes: Uint8Array): Promise<Record<string,
       ? { ...r.pixel_values, data: Buffer.from(r.pixel_values.data).toString('base64') }
       : (r.pixel_values ?? null),
     images: Array.isArray(r.images)
-      ? r.images.map((img: Record<string, unknown>) => ({
+      ? r.images.map(({ uri, ...img }: Record<string, unknown>) => ({
           ...img,
           bytes: img.bytes instanceof Uint8Array ? Buffer.from(img.bytes).toString('base64') : (img.bytes ?? null),
           path: img.path ?? null,
+          // Only `--images ref` rows carry a uri (the JSONL rows of the other modes have no such key).
+          ...(uri !== null && uri !== undefined ? { uri } : {}),
         }))
       : r.images,
   }));

@@ -25,6 +25,11 @@ export const ExportImage = z.object({
   bytes: z.string().nullable(),
   /** Path relative to the batch file's folder (`--images path`). */
   path: z.string().nullable(),
+  /**
+   * `--images ref`: the image in the batch's content-addressed store, `images/<sha256>.<ext>`,
+   * as a URI reference relative to the batch file's folder. Absent in the other modes.
+   */
+  uri: z.string().nullable().optional(),
 });
 export type ExportImage = z.infer<typeof ExportImage>;
 
@@ -110,7 +115,7 @@ export function rowToTrajectory(row: ExportRowRead, where: { file: string; line:
       url:
         img.bytes !== null
           ? `data:${imageMime(Buffer.from(img.bytes.slice(0, 24), 'base64'))};base64,${img.bytes}`
-          : (img.path ?? undefined),
+          : (img.path ?? img.uri ?? undefined),
       width: img.width,
       height: img.height,
       sizeFrom: 'record',

@@ -12,7 +12,7 @@
 // caught and leaves only a temporary file.
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Finding } from '../model/finding.ts';
 import type { ProcessorSettings, ReadError } from '../model/trajectory.ts';
 import { publicFinding } from '../model/public-finding.ts';
@@ -34,6 +34,13 @@ import {
   type RejectEntry,
 } from './manifest.ts';
 import { EXPORT_SCHEMA_VERSION } from './row-schema.ts';
+import {
+  PartitionedParquetSink,
+  partitionDirOf,
+  partitionedManifestPath,
+  partitionedRejectsPath,
+  type PartitionTarget,
+} from './partitioned.ts';
 
 export interface ExportOptions {
   /** The batch file to write. */
@@ -62,6 +69,10 @@ export interface ExportOptions {
   signal?: AbortSignal;
   /** Parquet rows per row group. */
   rowGroupRows?: number;
+  /** Write hive-style partition folders under `out` (a folder then), one Parquet part per folder (export/partitioned.ts). */
+  partition?: PartitionTarget;
+  /** Export only this shard's trajectories (pipeline/shard.ts ShardSpec); recorded in the manifest for `merge`. */
+  shard?: { index: number; count: number; root?: string };
 }
 
 export interface ExportProgress {
@@ -177,7 +188,7 @@ function publish(tmp: string, dest: string, force: boolean): void {
 // --- the export --------------------------------------------------------------------------------
 
 interface Sink {
-  write(row: Parameters<ParquetRowWriter['write']>[0]): Promise<void> | void;
+  write(row: Parameters<ParquetRowWriter['write']>[0], checked: CheckedTrajectory): Promise<void> | void;
   close(): Promise<void> | void;
   abandon(): Promise<void> | void;
   readonly bytesWritten: number;
@@ -195,18 +206,22 @@ export async function exportEvents(
 ): Promise<ExportResult> {
   const out = path.resolve(opts.out);
   const force = opts.force === true;
-  const format = formatFor(out, opts.format);
-  checkTarget(out, force);
-  const manifestFile = manifestPathFor(out);
-  const rejectsFile = rejectsPathFor(out);
+  const partition = opts.partition;
+  const format = partition ? 'parquet' : formatFor(out, opts.format);
+  if (partition) checkPartitionTarget(out, partition, force);
+  else checkTarget(out, force);
+  const manifestFile = partition ? partitionedManifestPath(out, partition.part) : manifestPathFor(out);
+  const rejectsFile = partition ? partitionedRejectsPath(out, partition.part) : rejectsPathFor(out);
+  const images = opts.images ?? 'embed';
   const rowOpts: RowOptions = {
-    images: opts.images ?? 'embed',
+    images,
     positionIds: opts.positionIds ?? 'qwen',
     includeWarnings: opts.includeWarnings === true,
     processor: opts.processor,
     roots: opts.roots ?? [],
-    outDir: path.dirname(out),
-    imageDir: imageDirFor(out),
+    outDir: partition ? out : path.dirname(out),
+    // By reference: one content-addressed store beside the batch (the file, or the partitioned folder).
+    imageDir: images === 'ref' ? path.join(path.dirname(out), 'images') : imageDirFor(out),
   };
 
   const abort = new AbortController();
@@ -233,16 +248,31 @@ export async function exportEvents(
   const temps = { batch: tempPathFor(out), manifest: tempPathFor(manifestFile), rejects: tempPathFor(rejectsFile) };
   const mine = Object.values(temps);
   let sink: Sink | undefined;
+  let parts: PartitionedParquetSink | undefined;
   let rejects: JsonlWriter | undefined;
   try {
     for (const t of mine) liveTemps.add(t);
+    if (partition) {
+      parts = new PartitionedParquetSink(
+        out,
+        partition,
+        { createdBy: `rollscope ${rollscopeVersion()}`, rowGroupRows: opts.rowGroupRows },
+        (dest) => {
+          const tmp = tempPathFor(dest);
+          liveTemps.add(tmp);
+          mine.push(tmp);
+          return tmp;
+        },
+      );
+    }
     sink =
-      format === 'parquet'
+      parts ??
+      (format === 'parquet'
         ? ParquetRowWriter.create(temps.batch, {
             createdBy: `rollscope ${rollscopeVersion()}`,
             rowGroupRows: opts.rowGroupRows,
           })
-        : await JsonlWriter.create(temps.batch);
+        : await JsonlWriter.create(temps.batch));
     rejects = await JsonlWriter.create(temps.rejects);
 
     const counts = emptyCounts();
@@ -317,9 +347,14 @@ export async function exportEvents(
         };
         prof.trajectories++;
         profiles.set(c.profile.name, prof);
-        const outcome = await exportRow(c, rowOpts);
+        const outcome = await exportRow(
+          c,
+          partition
+            ? { ...rowOpts, outDir: path.join(out, ...partitionDirOf(c.trajectory, partition).split('/')) }
+            : rowOpts,
+        );
         if (outcome.kind === 'row') {
-          await sink.write(outcome.row);
+          await sink.write(outcome.row, c);
           counts.exported++;
           countDistinct(
             counts.repairedByFindingKind,
@@ -346,11 +381,12 @@ export async function exportEvents(
 
     await sink.close();
     await rejects.close();
-    const batchHash = await hashFile(temps.batch);
+    const partList = await parts?.describe();
+    const batchHash = partList ? partsDigest(partList) : await hashFile(temps.batch);
     const manifest: Manifest = Manifest.parse({
       schema_version: EXPORT_SCHEMA_VERSION,
       rollscope_version: rollscopeVersion(),
-      created_at: new Date().toISOString(),
+      created_at: createdAt(),
       output: {
         file: path.basename(out),
         format,
@@ -358,6 +394,8 @@ export async function exportEvents(
         bytes: batchHash.bytes,
         sha256: batchHash.sha256,
       },
+      ...(partList ? { parts: partList } : {}),
+      ...(opts.shard ? { shard: { index: opts.shard.index, count: opts.shard.count } } : {}),
       rejects: { file: path.basename(rejectsFile), lines: counts.rejected },
       profiles: [...profiles.values()],
       inputs,
@@ -382,7 +420,8 @@ export async function exportEvents(
     stopIfAborted();
     fs.renameSync(temps.rejects, rejectsFile);
     fs.renameSync(temps.manifest, manifestFile);
-    publish(temps.batch, out, force);
+    if (parts) parts.publish();
+    else publish(temps.batch, out, force);
     return { out, manifestFile, rejectsFile, manifest };
   } catch (e) {
     await sink?.abandon();
@@ -401,6 +440,33 @@ export async function exportEvents(
     opts.signal?.removeEventListener('abort', onOuterAbort);
     if (liveExports.size === 0) uninstallSignalHandlers();
   }
+}
+
+/** The manifest's time: SOURCE_DATE_EPOCH when set (reproducible reruns write the same bytes), else now. */
+function createdAt(): string {
+  const epoch = process.env.SOURCE_DATE_EPOCH;
+  if (epoch && /^\d+$/.test(epoch)) return new Date(Number(epoch) * 1000).toISOString();
+  return new Date().toISOString();
+}
+
+/** The hash of a partitioned export as a whole: SHA-256 of its parts' `file<TAB>sha256` lines, in order. */
+function partsDigest(parts: { file: string; bytes: number; sha256: string }[]): { sha256: string; bytes: number } {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(`${p.file}\t${p.sha256}\n`);
+  return { sha256: h.digest('hex'), bytes: parts.reduce((n, p) => n + p.bytes, 0) };
+}
+
+/** A partitioned export goes into a folder (made if missing, in an existing parent); its shard's manifest is not replaced without force. */
+function checkPartitionTarget(out: string, partition: PartitionTarget, force: boolean): void {
+  const parent = path.dirname(out);
+  if (!fs.existsSync(parent) || !fs.statSync(parent).isDirectory())
+    throw new ExportError('bad_target', `${parent}: no such folder to write ${path.basename(out)} into`);
+  if (fs.existsSync(out) && !fs.statSync(out).isDirectory())
+    throw new ExportError('bad_target', `${out} is a file; --partition writes a folder`);
+  fs.mkdirSync(out, { recursive: true });
+  const manifest = partitionedManifestPath(out, partition.part);
+  if (fs.existsSync(manifest) && !force)
+    throw new ExportError('target_exists', `${manifest} exists; pass --force to replace this part`);
 }
 
 function rejectEntry(

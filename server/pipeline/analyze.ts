@@ -10,6 +10,7 @@ import { checkTrajectory } from '../analysis/checks.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { importLines, type RecordLine } from '../import/stream.ts';
 import { resolveImages } from '../images/resolve.ts';
+import { ownsError, ownsTrajectory, type ShardSpec, type Skipped } from './shard.ts';
 
 export interface RunOptions {
   /** Built-in profile name, model name, or local model folder. */
@@ -24,6 +25,8 @@ export interface RunOptions {
   allowRemoteImages?: boolean;
   /** Rollout-vs-trainer logprob thresholds (`--max-logprob-delta`, `--mean-logprob-delta`, `--is-cap`). */
   mismatch?: MismatchThresholds;
+  /** Analyze only the trajectories and unreadable records of this shard (pipeline/shard.ts). */
+  shard?: ShardSpec;
 }
 
 export async function analyzeTrajectory(
@@ -46,7 +49,8 @@ export function defaultRoots(paths: readonly string[]): string[] {
 
 /** Settles to the events of one piece of work, in order; `imported` counts the trajectories it read. */
 export interface ChunkOutcome {
-  events: RunEvent[];
+  /** `skipped`: read, but another shard's (the pipeline counts them and hands them out no further). */
+  events: (RunEvent | Skipped)[];
   imported: number;
 }
 
@@ -57,9 +61,19 @@ export async function importAndAnalyze(
   roots: readonly string[],
 ): Promise<ChunkOutcome> {
   const { trajectories, errors } = importLines(chunk.file, chunk.format, chunk.lines);
-  const events: RunEvent[] = errors.map((error) => ({ type: 'error', error }));
-  for (const traj of trajectories) events.push(await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots)));
-  return { events, imported: trajectories.length };
+  const events: ChunkOutcome['events'] = errors.map((error) =>
+    ownsError(opts.shard, error) ? { type: 'error', error } : { type: 'skipped', what: 'error' },
+  );
+  let imported = 0;
+  for (const traj of trajectories) {
+    if (!ownsTrajectory(opts.shard, traj)) {
+      events.push({ type: 'skipped', what: 'trajectory', trajectory: { id: traj.id, source: traj.source } });
+      continue;
+    }
+    imported++;
+    events.push(await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots)));
+  }
+  return { events, imported };
 }
 
 /** The trajectory's event, or the error that says it could not be analyzed (the rest of the run goes on). */

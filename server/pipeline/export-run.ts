@@ -13,6 +13,7 @@ import {
 } from '../export/run.ts';
 import { checkPaths, type RunEvent } from '../pipeline.ts';
 import { defaultRoots, type RunOptions } from './analyze.ts';
+import { ownsError, runRoot } from './shard.ts';
 
 /** Export every trajectory under `paths` (files or folders). */
 export async function exportRun(
@@ -29,12 +30,23 @@ export async function exportRun(
     roots,
     workers: opts.workers,
     allowRemoteImages: opts.allowRemoteImages,
+    // Hashed names are relative to the run as given, not to the files it expands to.
+    ...(opts.shard ? { shard: { ...opts.shard, root: opts.shard.root ?? runRoot(paths) } } : {}),
   };
-  checkTarget(out, opts.force === true);
-  const { files, errors } = expandPaths(paths);
+  if (!opts.partition) checkTarget(out, opts.force === true);
+  const expanded = expandPaths(paths);
+  const files = expanded.files;
+  const errors = expanded.errors.filter((e) => ownsError(runOpts.shard, e));
   // A batch written into a folder it was exported from is not an input of the next export (--force reruns).
-  const inputs = files.filter((f) => path.resolve(f) !== out);
+  const inputs = files.filter((f) => path.resolve(f) !== out && !isInside(f, opts.partition ? out : undefined));
   return exportEvents(withErrors(errors, checkPaths(inputs, runOpts)), { ...opts, roots }, onProgress, inputs.length);
+}
+
+/** Whether `file` lies under `dir` (a partitioned export's own folder is not an input of a rerun). */
+function isInside(file: string, dir: string | undefined): boolean {
+  if (!dir) return false;
+  const rel = path.relative(dir, path.resolve(file));
+  return rel !== '' && !rel.startsWith('..') && !path.isAbsolute(rel);
 }
 
 async function* withErrors(errors: readonly ReadError[], events: AsyncIterable<RunEvent>): AsyncGenerator<RunEvent> {

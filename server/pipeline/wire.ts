@@ -5,10 +5,14 @@ import type { FormatName, Trajectory } from '../model/trajectory.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import type { RecordLine } from '../import/stream.ts';
 import type { RunOptions } from './analyze.ts';
+import type { Skipped } from './shard.ts';
 
 /** A checked trajectory as it crosses threads: the profile by name (tokenizers are not transferable). */
 export type WireChecked = Omit<CheckedTrajectory, 'profile'> & { profileName: string };
-export type WireEvent = { type: 'trajectory'; checked: WireChecked } | Exclude<RunEvent, { type: 'trajectory' }>;
+export type WireEvent =
+  | { type: 'trajectory'; checked: WireChecked }
+  | Exclude<RunEvent, { type: 'trajectory' }>
+  | Skipped;
 
 export type Job =
   | { kind: 'trajectory'; seq: number; trajectory: Trajectory; opts: RunOptions; roots: string[] }

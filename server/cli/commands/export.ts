@@ -8,6 +8,8 @@ import { paint } from '../output.ts';
 import { ExportError, formatFor, type ExportProgress } from '../../export/run.ts';
 import { exportRun } from '../../pipeline/export-run.ts';
 import { ExportFormat } from '../../export/manifest.ts';
+import { parseShard, type ShardSpec } from '../../pipeline/shard.ts';
+import { parsePartitionKeys, type PartitionKey } from '../../export/partition.ts';
 
 const OPTIONS = {
   ...COMMON_OPTIONS,
@@ -18,6 +20,8 @@ const OPTIONS = {
   images: { type: 'string', default: 'embed' },
   'position-ids': { type: 'string', default: 'qwen' },
   workers: { type: 'string' },
+  shard: { type: 'string' },
+  partition: { type: 'string' },
 } as const;
 
 function oneOf<T extends string>(name: string, value: string | undefined, allowed: readonly T[]): T {
@@ -35,8 +39,8 @@ export const command: Command = {
   summary:
     'write a validated training batch (JSONL or Parquet) from the canonical re-alignment, with a manifest and rejects',
   usage: `rollscope export PATH... --out FILE [--model M] [--format jsonl|parquet] [--include-warnings] [--force]
-                 [--images embed|path] [--position-ids qwen|verl] [--input-format F] [--min-pixels N] [--max-pixels N]
-                 [--workers N] [--json]
+                 [--images embed|path|ref] [--position-ids qwen|verl] [--input-format F] [--min-pixels N] [--max-pixels N]
+                 [--workers N] [--shard K/N] [--partition step,rank] [--json]
 
 Re-aligns every trajectory the canonical way (prompt once, generated ids verbatim, EOS-aware
 observation suffixes), checks the re-aligned row again, and writes the rows that pass to FILE.
@@ -53,7 +57,12 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
   --include-warnings   also export trajectories whose findings include warnings (default: rejected)
   --force              replace an existing FILE
   --images MODE        embed: image bytes in each row (default); path: paths relative to FILE's folder
-                       (images that exist only inside the data are written to FILE.images/)
+                       (images that exist only inside the data are written to FILE.images/); ref: each distinct
+                       image once under images/ beside FILE, named by its sha256, and its uri in the row
+  --shard K/N          export only shard K of N (K from 0 to N−1); give each shard its own FILE, or one
+                       --partition folder; fold the manifests with rollscope merge (docs/distributed.md)
+  --partition KEYS     step, rank or step,rank: FILE is a folder of hive-style parts
+                       (FILE/step=12/rank=3/part-K.parquet, K the shard), Parquet only
   --position-ids L     qwen: 3 rows t/h/w (default); verl: verl's 4 rows (text, t, h, w)
   --model M            qwen2-vl, qwen2.5-vl, qwen3-vl, a model name, or a local model folder
                        (default: inferred from the data, else qwen2.5-vl)
@@ -68,15 +77,30 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
     if (!values.out) throw new UsageError('export needs --out FILE');
     const missing = positionals.filter((p) => !fs.existsSync(p));
     if (missing.length > 0) throw new UsageError(`no such file or folder: ${missing.join(', ')}`);
-    const format =
-      values.format === undefined ? formatFor(values.out) : oneOf('format', values.format, ExportFormat.options);
+    const format = values.partition
+      ? 'parquet'
+      : values.format === undefined
+        ? formatFor(values.out)
+        : oneOf('format', values.format, ExportFormat.options);
     const ext = path.extname(values.out).toLowerCase();
-    if ((ext === '.parquet' && format === 'jsonl') || (ext === '.jsonl' && format === 'parquet')) {
+    if (
+      !values.partition &&
+      ((ext === '.parquet' && format === 'jsonl') || (ext === '.jsonl' && format === 'parquet'))
+    ) {
       throw new UsageError(
         `--format ${format} does not match the file name ${path.basename(values.out)} (rollscope reads Parquet back by its .parquet name)`,
       );
     }
-    const images = oneOf('images', values.images, ['embed', 'path'] as const);
+    const images = oneOf('images', values.images, ['embed', 'path', 'ref'] as const);
+    let shard: ShardSpec | undefined;
+    let partitionKeys: PartitionKey[] | undefined;
+    try {
+      if (values.shard !== undefined) shard = parseShard(values.shard);
+      if (values.partition !== undefined) partitionKeys = parsePartitionKeys(values.partition);
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    if (partitionKeys && values.format === 'jsonl') throw new UsageError('--partition writes Parquet only');
     const positionIds = oneOf('position-ids', values['position-ids'], ['qwen', 'verl'] as const);
 
     const live = process.stderr.isTTY === true;
@@ -102,6 +126,8 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
           processor: processorOptions(values),
           workers: workerCount(values.workers),
           allowRemoteImages: values['allow-remote-images'] === true,
+          shard,
+          ...(partitionKeys ? { partition: { keys: partitionKeys, part: shard?.index ?? 0 } } : {}),
         },
         onProgress,
       );

@@ -1,0 +1,92 @@
+// `--shard K/N`: which trajectories and unreadable records of a run one worker of N owns. The
+// split is by a stable hash, decided after import and before analysis, so each shard analyzes
+// only its own trajectories while every shard reads the same files (and so names trajectories
+// by the same run-wide keys). A GRPO group (trajectory `group`, within a file) always goes
+// whole to one shard; a multi-record trajectory is one trajectory after import, so it does too.
+// An unreadable record belongs to the shard its file and line hash to: `merge` counts it once.
+import path from 'node:path';
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+
+export const ShardSpec = z
+  .object({
+    index: z.number().int().nonnegative(),
+    count: z.number().int().positive(),
+    /** Folder the hashed file names are relative to (default: the inputs' common folder), so shards whose
+     * run directory is mounted at different places still agree. */
+    root: z.string().optional(),
+  })
+  .refine((s) => s.index < s.count, { message: 'the shard index must be below the shard count' });
+export type ShardSpec = z.infer<typeof ShardSpec>;
+
+/** Parse `K/N` (K from 0 to N−1, as JOB_COMPLETION_INDEX and SLURM_ARRAY_TASK_ID count). */
+export function parseShard(text: string): ShardSpec {
+  const m = /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(text);
+  if (!m) throw new Error(`--shard takes K/N (for example 0/4), got "${text}"`);
+  const index = Number(m[1]);
+  const count = Number(m[2]);
+  if (count < 1) throw new Error(`--shard ${text}: N must be at least 1`);
+  if (index >= count) throw new Error(`--shard ${text}: K counts from 0 to N−1 (${count - 1})`);
+  return { index, count };
+}
+
+/** The deepest folder that holds every input (a file's own folder when it is the only input). */
+export function runRoot(paths: readonly string[]): string {
+  const dirs = paths.map((p) => {
+    const abs = path.resolve(p);
+    return /\.[a-z0-9]+$/i.test(abs) ? path.dirname(abs) : abs;
+  });
+  if (dirs.length === 0) return path.resolve('.');
+  let common = dirs[0]!.split(path.sep);
+  for (const d of dirs.slice(1)) {
+    const parts = d.split(path.sep);
+    let i = 0;
+    while (i < common.length && i < parts.length && common[i] === parts[i]) i++;
+    common = common.slice(0, i);
+  }
+  return common.join(path.sep) || path.sep;
+}
+
+/** A file's name as hashed: relative to the run root, with forward slashes on every OS. */
+function relativeName(file: string, root: string | undefined): string {
+  const abs = path.resolve(file);
+  return (root ? path.relative(root, abs) : abs).split(path.sep).join('/');
+}
+
+/** The shard (0 … count−1) a key hashes to: the first 8 bytes of its SHA-256, modulo count. */
+export function shardOfKey(key: string, count: number): number {
+  if (count === 1) return 0;
+  const digest = createHash('sha256').update(key).digest();
+  return Number(digest.readBigUInt64BE(0) % BigInt(count));
+}
+
+/** What decides a trajectory's shard: its file, and its group when it has one, else its stated id. */
+export function trajectoryShardKey(
+  t: { id: string; group?: string; source: { file: string } },
+  root: string | undefined,
+): string {
+  const file = relativeName(t.source.file, root);
+  return t.group !== undefined ? `${file}\u0000group\u0000${t.group}` : `${file}\u0000id\u0000${t.id}`;
+}
+
+export function ownsTrajectory(
+  spec: ShardSpec | undefined,
+  t: { id: string; group?: string; source: { file: string } },
+): boolean {
+  if (!spec || spec.count === 1) return true;
+  return shardOfKey(trajectoryShardKey(t, spec.root), spec.count) === spec.index;
+}
+
+/** An unreadable record (or an unreadable file, line 0) belongs to the shard its file and line hash to. */
+export function ownsError(spec: ShardSpec | undefined, e: { file: string; line: number }): boolean {
+  if (!spec || spec.count === 1) return true;
+  return shardOfKey(`${relativeName(e.file, spec.root)}\u0000line\u0000${e.line}`, spec.count) === spec.index;
+}
+
+/**
+ * What a shard read but does not own: still seen in run order, so the run-wide keys of the
+ * trajectories it owns and the run-wide position of each entry are those of an unsharded run.
+ */
+export type Skipped =
+  | { type: 'skipped'; what: 'trajectory'; trajectory: { id: string; source: { file: string; line: number } } }
+  | { type: 'skipped'; what: 'error' };
