@@ -32,22 +32,25 @@ export const CheckReport = z.object({
       /** Rollout against trainer logprobs, when the trajectory has both. */
       logprobs: TrajectoryLogprobs.optional(),
       /** The GRPO group and rollout step the trajectory belongs to (null when its format states none). */
-      group: z.string().nullable(),
-      step: z.number().int().nullable(),
+      // Reports written before these fields existed read as null.
+      group: z.string().nullable().default(null),
+      step: z.number().int().nullable().default(null),
     }),
   ),
   /** GRPO groups (analysis/groups.ts), in the order their first sample came; their findings are here, not on each sample. */
-  groups: z.array(
-    z.object({
-      id: z.string(),
-      step: z.number().int().nullable(),
-      size: z.number().int(),
-      reward_mean: z.number().nullable(),
-      reward_std: z.number().nullable(),
-      degenerate: z.boolean(),
-      findings: z.array(z.unknown()),
-    }),
-  ),
+  groups: z
+    .array(
+      z.object({
+        id: z.string(),
+        step: z.number().int().nullable(),
+        size: z.number().int(),
+        reward_mean: z.number().nullable(),
+        reward_std: z.number().nullable(),
+        degenerate: z.boolean(),
+        findings: z.array(z.unknown()),
+      }),
+    )
+    .default([]),
   errors: z.array(
     z.object({ file: z.string(), line: z.number().int(), field: z.string().optional(), message: z.string() }),
   ),
@@ -191,6 +194,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       if (opts.json) out.write(`${written++ > 0 ? ',' : ''}${JSON.stringify(entry)}`);
       else printTrajectory(c, out);
     }
+    for (const g of groupChecks.summaries()) findings?.addGroup(g);
     findings?.commit();
   } catch (e) {
     findings?.discard();

@@ -70,7 +70,7 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
   const reports = docs.map(({ name, doc }) => {
     const r = CheckReport.safeParse(doc);
     if (!r.success) throw new MergeError(`${name}: not a valid check report: ${zodMessage(r.error)}`);
-    return { name, report: doc as CheckReport };
+    return { name, report: r.data };
   });
   const unsharded = reports.filter((r) => !r.report.shard);
   if (unsharded.length > 0) {

@@ -2,6 +2,7 @@
 // run (every shard's file) with DuckDB, Spark or pyarrow. Flat columns with statistics, written a
 // row group at a time as rows come (memory bounded by one row group), into a file that appears
 // only when complete (util/atomic-file.ts). Schema: docs/check-json.md, "Findings as Parquet".
+import type { Finding } from '../model/finding.ts';
 import { ParquetWriter, type ColumnSource, type SchemaElement } from 'hyparquet-writer';
 import type { CheckedTrajectory } from '../analysis/checked.ts';
 import { AtomicFile } from '../util/atomic-file.ts';
@@ -78,6 +79,29 @@ export function findingRows(c: CheckedTrajectory): FindingRow[] {
   }));
 }
 
+/**
+ * The rows of a GRPO group's findings (analysis/groups.ts): they concern the group, not one of its
+ * trajectories, so `trajectory_id` and `file` are empty and `line` 0; `group` and `step` say which.
+ */
+export function groupFindingRows(g: { id: string; step: number | null; findings: readonly Finding[] }): FindingRow[] {
+  return g.findings.map((f) => ({
+    trajectory_id: '',
+    file: '',
+    line: 0,
+    format: '',
+    step: g.step,
+    rank: null,
+    group: g.id,
+    kind: f.kind,
+    cause: f.cause ?? null,
+    severity: f.severity,
+    turn: f.turn,
+    index: f.index,
+    stream: f.stream ?? null,
+    message: f.message,
+  }));
+}
+
 export class FindingsParquetWriter {
   private readonly file: AtomicFile;
   private readonly writer: ParquetWriter;
@@ -98,7 +122,15 @@ export class FindingsParquetWriter {
   }
 
   add(c: CheckedTrajectory): void {
-    for (const row of findingRows(c)) this.buffered.push(row);
+    this.addRows(findingRows(c));
+  }
+
+  addGroup(g: { id: string; step: number | null; findings: readonly Finding[] }): void {
+    this.addRows(groupFindingRows(g));
+  }
+
+  private addRows(rows: readonly FindingRow[]): void {
+    for (const row of rows) this.buffered.push(row);
     if (this.buffered.length >= this.rowGroupRows) this.flushGroup();
   }
 

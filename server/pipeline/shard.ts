@@ -1,8 +1,9 @@
 // `--shard K/N`: which trajectories and unreadable records of a run one worker of N owns. The
 // split is by a stable hash, decided after import and before analysis, so each shard analyzes
 // only its own trajectories while every shard reads the same files (and so names trajectories
-// by the same run-wide keys). A GRPO group (trajectory `group`, within a file) always goes
-// whole to one shard; a multi-record trajectory is one trajectory after import, so it does too.
+// by the same run-wide keys). A GRPO group (trajectory `group` at its `step`, run-wide as the
+// group checks of analysis/groups.ts know it, even when data-parallel ranks wrote its samples to
+// several files) always goes whole to one shard; a multi-record trajectory is one trajectory after import, so it does too.
 // An unreadable record belongs to the shard its file and line hash to: `merge` counts it once.
 import path from 'node:path';
 import { createHash } from 'node:crypto';
@@ -60,18 +61,18 @@ export function shardOfKey(key: string, count: number): number {
   return Number(digest.readBigUInt64BE(0) % BigInt(count));
 }
 
-/** What decides a trajectory's shard: its file, and its group when it has one, else its stated id. */
+/** What decides a trajectory's shard: its group (at its step) when it has one, else its file and stated id. */
 export function trajectoryShardKey(
-  t: { id: string; group?: string; source: { file: string } },
+  t: { id: string; group?: string; step?: number; source: { file: string } },
   root: string | undefined,
 ): string {
-  const file = relativeName(t.source.file, root);
-  return t.group !== undefined ? `${file}\u0000group\u0000${t.group}` : `${file}\u0000id\u0000${t.id}`;
+  if (t.group !== undefined) return `group\u0000${t.step ?? ''}\u0000${t.group}`;
+  return `${relativeName(t.source.file, root)}\u0000id\u0000${t.id}`;
 }
 
 export function ownsTrajectory(
   spec: ShardSpec | undefined,
-  t: { id: string; group?: string; source: { file: string } },
+  t: { id: string; group?: string; step?: number; source: { file: string } },
 ): boolean {
   if (!spec || spec.count === 1) return true;
   return shardOfKey(trajectoryShardKey(t, spec.root), spec.count) === spec.index;
