@@ -25,9 +25,11 @@ import { exportFigure } from './export.ts';
 import { memoryFigure } from './memory.ts';
 import { serveFigure } from './serve.ts';
 import { browserFigure } from './browser.ts';
+import { standardFigure } from './standard.ts';
 
 const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   load: loadFigure,
+  standard: standardFigure,
   check: checkFigure,
   export: exportFigure,
   memory: memoryFigure,
