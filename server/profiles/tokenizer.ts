@@ -44,10 +44,41 @@ export interface TokenizerJson {
   [key: string]: unknown;
 }
 
+/**
+ * One parsed `tokenizer.json` and the library's tokenizer built from it with every added token:
+ * shared by every handle made from the same file (Qwen2-VL, 2.5-VL and 3-VL ship one BPE
+ * vocabulary and differ only in how many added tokens they have), so a run that mixes
+ * generations parses the 11 MB file and builds the tokenizer once, not once per generation.
+ */
+interface SharedVocabulary {
+  sha256: string;
+  parsed: TokenizerJson;
+  rust: RustTokenizer;
+}
+const sharedVocabularies = new Map<string, SharedVocabulary>();
+
+function sharedVocabulary(json: string): SharedVocabulary {
+  const sha256 = createHash('sha256').update(json).digest('hex');
+  let v = sharedVocabularies.get(sha256);
+  if (!v) {
+    v = { sha256, parsed: JSON.parse(json) as TokenizerJson, rust: Tokenizer.fromString(json) };
+    sharedVocabularies.set(sha256, v);
+  }
+  return v;
+}
+
 export class TokenizerHandle {
   readonly vocabSize: number;
-  readonly sha256: string;
   private readonly rust: RustTokenizer;
+  /**
+   * Added tokens of the shared file this model does not have. Text containing one of them goes to
+   * `exact` (this model's own tokenizer, built on first need), everything else to the shared one:
+   * the two agree on any text without those tokens, since added tokens only ever split text at
+   * their literal occurrences.
+   */
+  private readonly droppedContents: readonly string[];
+  private exactTokenizer: RustTokenizer | undefined;
+  private exactSha256: string | undefined;
   private readonly specialIds: Set<number>;
   private readonly addedContent = new Map<number, string>();
   private readonly addedIds = new Map<string, number>();
@@ -61,19 +92,27 @@ export class TokenizerHandle {
   /** Characters the segment cache may hold before it starts over. */
   segmentCacheLimit = SEGMENT_CACHE_CHARS;
 
-  private constructor(json: string, parsed: TokenizerJson) {
-    this.sha256 = createHash('sha256').update(json).digest('hex');
-    this.rust = Tokenizer.fromString(json);
-    this.vocabSize = this.rust.getVocabSize(true);
-    this.specialIds = new Set((parsed.added_tokens ?? []).filter((t) => t.special).map((t) => t.id));
-    for (const t of parsed.added_tokens ?? []) {
+  private constructor(
+    private readonly shared: SharedVocabulary,
+    private readonly added: NonNullable<TokenizerJson['added_tokens']>,
+    dropped: NonNullable<TokenizerJson['added_tokens']>,
+  ) {
+    const parsed = shared.parsed;
+    this.rust = shared.rust;
+    this.droppedContents = dropped.map((t) => t.content);
+    // Without the dropped ones (the highest ids in Qwen's files), the vocabulary ends at the last id kept.
+    this.vocabSize =
+      dropped.length === 0
+        ? this.rust.getVocabSize(true)
+        : Math.max(this.rust.getVocabSize(false), ...added.map((t) => t.id + 1));
+    this.specialIds = new Set(added.filter((t) => t.special).map((t) => t.id));
+    for (const t of added) {
       this.addedContent.set(t.id, t.content);
       this.addedIds.set(t.content, t.id);
     }
     this.byteLevel = JSON.stringify(parsed.decoder ?? {}).includes('ByteLevel');
     // Segment caching is exact only when added tokens match literally (no lstrip/rstrip/single_word/normalized):
     // then the library itself splits the text at them first and encodes each piece on its own.
-    const added = parsed.added_tokens ?? [];
     const literal = added.every((t) => !t.lstrip && !t.rstrip && !t.single_word && t.normalized === false);
     if (literal && added.length > 0) {
       const alternatives = added
@@ -89,17 +128,37 @@ export class TokenizerHandle {
    *   so a shared vocabulary file serves several model generations exactly.
    */
   static fromJson(json: string, keepAddedToken?: (id: number) => boolean): TokenizerHandle {
-    const parsed = JSON.parse(json) as TokenizerJson;
-    if (keepAddedToken && parsed.added_tokens) {
-      parsed.added_tokens = parsed.added_tokens.filter((t) => keepAddedToken(t.id));
-      json = JSON.stringify(parsed);
-    }
-    return new TokenizerHandle(json, parsed);
+    const shared = sharedVocabulary(json);
+    const all = shared.parsed.added_tokens ?? [];
+    const kept = keepAddedToken ? all.filter((t) => keepAddedToken(t.id)) : all;
+    return new TokenizerHandle(
+      shared,
+      kept,
+      all.filter((t) => !kept.includes(t)),
+    );
+  }
+
+  /** SHA-256 of the tokenizer.json this model's tokenizer is (its added tokens filtered, as the model has them). */
+  get sha256(): string {
+    if (this.droppedContents.length === 0) return this.shared.sha256;
+    this.exactSha256 ??= createHash('sha256').update(this.exactJson()).digest('hex');
+    return this.exactSha256;
+  }
+
+  private exactJson(): string {
+    return JSON.stringify({ ...this.shared.parsed, added_tokens: this.added });
+  }
+
+  /** The tokenizer for `text`: the shared one unless the text holds an added token this model lacks. */
+  private tokenizerFor(text: string): RustTokenizer {
+    if (this.droppedContents.length === 0 || !this.droppedContents.some((c) => text.includes(c))) return this.rust;
+    this.exactTokenizer ??= Tokenizer.fromString(this.exactJson());
+    return this.exactTokenizer;
   }
 
   /** Exactly the library's encoding of `text` (no special tokens added). */
   async encodeDirect(text: string): Promise<number[]> {
-    const enc = await this.rust.encode(text, null, { addSpecialTokens: false });
+    const enc = await this.tokenizerFor(text).encode(text, null, { addSpecialTokens: false });
     return enc.getIds();
   }
 
@@ -150,6 +209,8 @@ export class TokenizerHandle {
 
   async encodeBatch(texts: string[]): Promise<number[][]> {
     if (texts.length === 0) return [];
+    if (texts.some((t) => this.tokenizerFor(t) !== this.rust))
+      return Promise.all(texts.map((t) => this.encodeDirect(t)));
     const encs = await this.rust.encodeBatch(texts, { addSpecialTokens: false });
     return encs.map((e) => e.getIds());
   }
@@ -173,7 +234,7 @@ export class TokenizerHandle {
   }
 
   tokenToId(content: string): number | undefined {
-    return this.rust.tokenToId(content) ?? undefined;
+    return this.tokenizerFor(content).tokenToId(content) ?? undefined;
   }
 
   /** The raw bytes a token stands for (added tokens: their UTF-8 content). */
