@@ -18,7 +18,7 @@ import { z } from 'zod';
 import { Message, TokenIds, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { zodErrors } from './read/validate.ts';
+import { safeParseBounded, zodErrors } from './read/validate.ts';
 import {
   ImageEntry,
   LogprobValues,
@@ -161,7 +161,7 @@ export const slimeImporter: Importer = {
         : [{ value: r.value, field: '' }];
       const rollout = wrapped ? (r.value as Record<string, unknown>).rollout_id : undefined;
       items.forEach(({ value, field }, k) => {
-        const parsed = SlimeSample.safeParse(value);
+        const parsed = safeParseBounded(SlimeSample, value);
         if (!parsed.success) {
           out.errors.push(...zodErrors(file, r.line, parsed.error, field));
           return;
