@@ -52,7 +52,10 @@ export interface TokenizerJson {
  */
 interface SharedVocabulary {
   sha256: string;
-  parsed: TokenizerJson;
+  /** The file as text; parsed again only to build a filtered copy (holding the parse would cost ~100 MB of heap). */
+  json: string;
+  /** The parts of the file the handle reads. */
+  parsed: Pick<TokenizerJson, 'added_tokens' | 'decoder'>;
   rust: RustTokenizer;
 }
 const sharedVocabularies = new Map<string, SharedVocabulary>();
@@ -61,7 +64,8 @@ function sharedVocabulary(json: string): SharedVocabulary {
   const sha256 = createHash('sha256').update(json).digest('hex');
   let v = sharedVocabularies.get(sha256);
   if (!v) {
-    v = { sha256, parsed: JSON.parse(json) as TokenizerJson, rust: Tokenizer.fromString(json) };
+    const { added_tokens, decoder } = JSON.parse(json) as TokenizerJson;
+    v = { sha256, json, parsed: { added_tokens, decoder }, rust: Tokenizer.fromString(json) };
     sharedVocabularies.set(sha256, v);
   }
   return v;
@@ -146,7 +150,7 @@ export class TokenizerHandle {
   }
 
   private exactJson(): string {
-    return JSON.stringify({ ...this.shared.parsed, added_tokens: this.added });
+    return JSON.stringify({ ...(JSON.parse(this.shared.json) as TokenizerJson), added_tokens: this.added });
   }
 
   /** The tokenizer for `text`: the shared one unless the text holds an added token this model lacks. */

@@ -11,18 +11,26 @@ Exit status: 0 when no finding is an error and every record was read; 1 when a f
 error or a record could not be read; 2 on wrong arguments or a path that cannot be read.
 
 ${COMMON_USAGE}
-  --workers N      analysis threads (default: one per core; 0 = main thread only)`,
+  --workers N      analysis threads (default: one per core for runs of 512 MB or more, else none;
+                   0 = main thread only)
+  --all            list every trajectory (default: a summary by finding kind with a few examples each)`,
   async run(argv) {
-    const { values, positionals } = parse(argv, { ...COMMON_OPTIONS, workers: { type: 'string' } });
+    const { values, positionals } = parse(argv, {
+      ...COMMON_OPTIONS,
+      workers: { type: 'string' },
+      all: { type: 'boolean' },
+    });
     if (positionals.length === 0) throw new UsageError('check needs at least one PATH');
     return runCheck(
       positionals,
       {
         json: values.json === true,
+        all: values.all === true,
         model: values.model,
         format: values.format,
         processor: processorOptions(values),
-        workers: workerCount(values.workers),
+        // Unset: the pipeline starts workers only for a run big enough to repay them.
+        workers: values.workers === undefined ? undefined : workerCount(values.workers),
         allowRemoteImages: values['allow-remote-images'] === true,
       },
       process.stdout,
