@@ -181,11 +181,20 @@ export interface CheckPathsHooks {
  */
 export const WORKERS_FROM_BYTES = 512 * 1024 * 1024;
 
-/** The worker count `checkPaths` uses: `requested` when given, else one per core (≤ 8) for big inputs and none otherwise. */
-export function workersFor(requested: number | undefined, totalBytes: number): number {
+/**
+ * The worker count `checkPaths` uses: `requested` when given; else one per idle core (≤ 8) for
+ * big inputs, none otherwise. Cores other processes keep busy (the load average) do not count: a
+ * worker there only competes with the main thread and costs its start-up.
+ */
+export function workersFor(
+  requested: number | undefined,
+  totalBytes: number,
+  cores = os.availableParallelism?.() ?? os.cpus().length,
+  load = os.loadavg()[0] ?? 0,
+): number {
   if (requested !== undefined) return Math.max(0, requested);
-  const cores = os.availableParallelism?.() ?? os.cpus().length;
-  return cores > 1 && totalBytes >= WORKERS_FROM_BYTES ? Math.min(cores, 8) : 0;
+  const idle = Math.floor(cores - load + 0.5);
+  return idle > 1 && totalBytes >= WORKERS_FROM_BYTES ? Math.min(idle, 8) : 0;
 }
 
 const fileBytes = (file: string): number => {

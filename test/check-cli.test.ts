@@ -1,5 +1,4 @@
 import { spawnSync } from 'node:child_process';
-import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -42,8 +41,12 @@ describe('check on a terminal', () => {
     expect(workersFor(undefined, 50e6)).toBe(0);
     expect(workersFor(0, 10 * WORKERS_FROM_BYTES)).toBe(0);
     expect(workersFor(2, 1000)).toBe(2);
-    const cores = os.availableParallelism();
-    expect(workersFor(undefined, WORKERS_FROM_BYTES)).toBe(cores > 1 ? Math.min(cores, 8) : 0);
+    expect(workersFor(undefined, WORKERS_FROM_BYTES, 2, 0.1)).toBe(2);
+    expect(workersFor(undefined, WORKERS_FROM_BYTES, 16, 0)).toBe(8);
+    // A machine other work keeps busy gets no workers: they would compete with the main thread.
+    expect(workersFor(undefined, WORKERS_FROM_BYTES, 2, 1.2)).toBe(0);
+    expect(workersFor(undefined, WORKERS_FROM_BYTES, 8, 4)).toBe(4);
+    expect(workersFor(3, WORKERS_FROM_BYTES, 2, 9)).toBe(3);
   });
 
   it('streams slime JSONL in batches (memory bounded by the batch), with the ids of the file loaded whole', async () => {

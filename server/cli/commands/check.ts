@@ -11,7 +11,7 @@ Exit status: 0 when no finding is an error and every record was read; 1 when a f
 error or a record could not be read; 2 on wrong arguments or a path that cannot be read.
 
 ${COMMON_USAGE}
-  --workers N      analysis threads (default: one per core for runs of 512 MB or more, else none;
+  --workers N      analysis threads (default: one per idle core for runs of 512 MB or more, else none;
                    0 = main thread only)
   --all            list every trajectory (default: a summary by finding kind with a few examples each)`,
   async run(argv) {
