@@ -89,7 +89,11 @@ export function topLevelFields(json: string, keys: readonly string[]): Record<st
       if (depth === 1) expectKey = true;
     } else if (c === 0x7d || c === 0x5d || (c === 0x2c && depth === 1)) {
       if (depth === 1 && key !== undefined && valueStart >= 0) {
-        if (wanted.has(key)) out[key] = JSON.parse(json.slice(valueStart, i));
+        if (wanted.has(key)) {
+          out[key] = JSON.parse(json.slice(valueStart, i));
+          // Hugging Face writes the vocabulary (`model`, most of the file) last: stop before it.
+          if (Object.keys(out).length === wanted.size) return out;
+        }
         key = undefined;
         valueStart = -1;
       }
