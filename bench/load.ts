@@ -42,7 +42,7 @@ async function lineIndex(file: string): Promise<number> {
   return n;
 }
 
-async function streamedImport(file: string): Promise<{ trajectories: number; errors: number }> {
+export async function streamedImport(file: string): Promise<{ trajectories: number; errors: number }> {
   let trajectories = 0;
   let errors = 0;
   for await (const chunk of readFileChunks(file)) {
