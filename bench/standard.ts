@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { STANDARD_RUN, generateRun, progressPrinter, type GeneratedRun } from './generate.ts';
 import { floorParse, streamedImport } from './load.ts';
+import { workersFor } from '../server/pipeline.ts';
 import {
   benchDir,
   isMain,
@@ -75,7 +76,10 @@ export async function standardFigure(quick: boolean): Promise<Figure> {
   const configs = [
     { name: 'check, default workers', args: [] as string[] },
     { name: 'check --workers 0', args: ['--workers', '0'] },
+    { name: 'check --workers 2 (forced)', args: ['--workers', '2'] },
   ];
+  // What the default chose (the child decides the same way, from the run's size and the load average then).
+  const defaultWorkers = workersFor(undefined, run.bytes);
   const runs: ProcessRun[][] = configs.map(() => []);
   // Interleaved, so a burst of other work on the machine hits both configurations alike.
   for (let i = 0; i < reps; i++) for (const [k, c] of configs.entries()) runs[k]!.push(await check(run, c.args));
@@ -144,8 +148,10 @@ export async function standardFigure(quick: boolean): Promise<Figure> {
       {
         name: 'workers never slower',
         wanted: 'check with workers never slower than without',
-        measured: `${round(wall[0]!, 2)} s with the default workers, ${round(wall[1]!, 2)} s with --workers 0`,
-        met: wall[0]! <= wall[1]! * 1.05,
+        measured:
+          `the default chose ${defaultWorkers} worker(s)${defaultWorkers === 0 ? " (so it is `--workers 0`; the two medians differ by the machine's noise alone)" : ''}: ` +
+          `${round(wall[0]!, 2)} s, against ${round(wall[1]!, 2)} s with --workers 0; forced --workers 2: ${round(wall[2]!, 2)} s`,
+        met: defaultWorkers === 0 || wall[0]! <= wall[1]! * 1.05,
       },
       {
         name: 'streamed import at half the floor',
