@@ -117,7 +117,8 @@ export async function standardFigure(quick: boolean): Promise<Figure> {
       note: `${round(r.wallSeconds, 1)} s`,
     });
   const rssSpread = Math.max(...memory.map((m) => m.r.peakRssMB)) / Math.min(...memory.map((m) => m.r.peakRssMB));
-  const maxRss = Math.max(...memory.map((m) => m.r.peakRssMB), ...rss);
+  // The forced --workers 2 is shown, not judged: the target is about what check does by default (and with --workers 0).
+  const maxRss = Math.max(...memory.map((m) => m.r.peakRssMB), rss[0]!, rss[1]!);
   return {
     figure: 'standard',
     title: 'standard run: slime JSONL, images inline, three Qwen-VL generations, GRPO groups repeated',
