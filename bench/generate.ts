@@ -49,11 +49,23 @@ export const GenerateOptions = z.object({
   /** Trajectories built with the tokenizer; the rest vary them (rounded up to whole groups). */
   distinct: z.number().int().positive().default(256),
   profile: z.enum(['qwen2-vl', 'qwen2.5-vl', 'qwen3-vl']).default('qwen2.5-vl'),
+  /** Several model generations in one run, prompt by prompt in turn (overrides `profile`). */
+  profiles: z.array(z.enum(['qwen2-vl', 'qwen2.5-vl', 'qwen3-vl'])).optional(),
+  /** rollscope's native JSONL, or slime `Sample.to_dict()` records (what a slime run dumps). */
+  format: z.enum(['native', 'slime']).default('native'),
+  /**
+   * How samples after the distinct ones vary them: `swap` swaps a few words (each group its own
+   * prompt); `repeat` repeats each distinct group as it is with fresh indices and group ids.
+   */
+  vary: z.enum(['swap', 'repeat']).default('swap'),
   /** Images as base64 `data:` URLs inside each record instead of files beside it. */
   inlineImages: z.boolean().default(false),
+  /** Scale of the image sizes (1: 480–1024 px a side). */
+  imageScale: z.number().positive().max(4).default(1),
   seed: z.number().int().default(1),
 });
 export type GenerateOptions = z.input<typeof GenerateOptions>;
+type BuiltinName = z.infer<typeof GenerateOptions>['profile'];
 
 export interface GeneratedRun {
   file: string;
@@ -81,6 +93,9 @@ const FAULTS = [
 type FaultKind = (typeof FAULTS)[number];
 /** Faults that need a second turn (they break the prefix between turns). */
 const MULTI_TURN_FAULTS: readonly FaultKind[] = ['legacy-rerender', 'drop-newline-after-eos'];
+/** Faults a slime record shows (it keeps the trainer's sample, not the engine's per-turn prompts). */
+const SAMPLE_FAULTS: readonly FaultKind[] = ['legacy-rerender', 'shift-loss-mask', 'nan-logprob', 'drop-first-logprob'];
+const MODEL_NAMES = { ...DEMO_MODELS, 'qwen2-vl': 'Qwen/Qwen2-VL-7B-Instruct' } as const;
 
 const SYSTEM =
   'You are a geometry tutor. Tools: calculator(expression) evaluates arithmetic; zoom(box) returns the region ' +
@@ -161,13 +176,14 @@ interface ImageFile {
 }
 
 /** Real PNGs: the demo's diagrams resized to the sizes runs use; written beside the run, or inlined. */
-async function imagePool(dir: string, inline: boolean): Promise<ImageFile[]> {
+async function imagePool(dir: string, inline: boolean, scale: number): Promise<ImageFile[]> {
   const names = Object.keys(DIAGRAMS) as DiagramName[];
   const out: ImageFile[] = [];
   if (!inline) fs.mkdirSync(path.join(dir, 'images'), { recursive: true });
   for (const [i, name] of names.entries()) {
     const png = await renderDiagram(DIAGRAMS[name]);
-    for (const [w, h] of [IMAGE_SIZES[i % IMAGE_SIZES.length]!, IMAGE_SIZES[(i + 3) % IMAGE_SIZES.length]!]) {
+    for (const [w0, h0] of [IMAGE_SIZES[i % IMAGE_SIZES.length]!, IMAGE_SIZES[(i + 3) % IMAGE_SIZES.length]!]) {
+      const [w, h] = [Math.round(w0 * scale), Math.round(h0 * scale)];
       const bytes = await sharp(png).resize(w, h, { fit: 'fill' }).png({ compressionLevel: 9 }).toBuffer();
       const rel = `images/${name}-${w}x${h}.png`;
       if (!inline) fs.writeFileSync(path.join(dir, rel), bytes);
@@ -215,6 +231,7 @@ async function buildBase(
   id: string,
   r: () => number,
   fault: FaultKind | undefined,
+  profileName: BuiltinName,
 ): Promise<Base> {
   const [first, ...rest] = prompt.images;
   // Images the tools return, one per observation while they last; the others go with the question.
@@ -300,7 +317,7 @@ async function buildBase(
   const qSet = new Set(vocab.question);
   const aSet = new Set(vocab.answer);
   return {
-    trajectory: { ...traj, sample, model: DEMO_MODELS[o.profile === 'qwen3-vl' ? 'qwen3-vl' : 'qwen2.5-vl'] },
+    trajectory: { ...traj, sample, model: MODEL_NAMES[profileName] },
     fault,
     questionWords: presentWords(prompt.question, qSet),
     answerWords: presentWords(text, aSet),
@@ -337,7 +354,10 @@ function applySwaps(t: Trajectory, swaps: ReadonlyMap<string, string>, vocab: Vo
   const mapMessages = (ms: Message[] | undefined) =>
     ms?.map((m) => {
       let v = messageMemo.get(m);
-      if (!v) messageMemo.set(m, (v = mapMessage(m)));
+      if (!v) {
+        v = mapMessage(m);
+        messageMemo.set(m, v);
+      }
       return v;
     });
   return {
@@ -365,6 +385,40 @@ function randomSwaps(
   }
 }
 
+/**
+ * The standard big run: slime records with images inline as data: URLs, three Qwen-VL generations
+ * prompt by prompt, a quarter of the samples faulty, and the distinct GRPO groups repeated with
+ * fresh indices and group ids (as a run that revisits its prompt set each step).
+ */
+export const STANDARD_RUN = {
+  format: 'slime',
+  inlineImages: true,
+  profiles: ['qwen2-vl', 'qwen2.5-vl', 'qwen3-vl'],
+  vary: 'repeat',
+  distinct: 120,
+  imageScale: 0.4,
+  faultyShare: 0.25,
+} as const satisfies GenerateOptions;
+
+/** The trajectory as slime's `Sample.to_dict()`: the trainer's sample, the prompt messages, images inline or by path. */
+function slimeRecord(t: Trajectory, groupIndex: number, index: number): Record<string, unknown> {
+  const s = t.sample!;
+  return {
+    group_index: groupIndex,
+    index,
+    prompt: t.turns[0]!.messages,
+    tokens: s.tokens,
+    response_length: s.responseLength,
+    loss_mask: s.lossMask,
+    rollout_log_probs: s.logprobs,
+    multimodal_inputs: { images: t.images.map((img) => img.url) },
+    multimodal_train_inputs: { image_grid_thw: s.imageGridThw },
+    reward: t.reward,
+    status: 'completed',
+    metadata: { model: t.model, ...t.meta },
+  };
+}
+
 /** Write a run; resolves when the file is complete. */
 export async function generateRun(
   input: GenerateOptions,
@@ -377,12 +431,15 @@ export async function generateRun(
   const out = path.resolve(o.out);
   const dir = path.dirname(out);
   fs.mkdirSync(dir, { recursive: true });
-  const profile = loadProfile(o.profile);
-  const vocab = await swappableVocab(profile);
-  const images = await imagePool(dir, o.inlineImages);
+  const profileNames = o.profiles?.length ? o.profiles : [o.profile];
+  const profiles = profileNames.map((n) => loadProfile(n));
+  // The three generations share one BPE vocabulary: the swappable words are the same ids in each.
+  const vocab = await swappableVocab(profiles[0]!);
+  const images = await imagePool(dir, o.inlineImages, o.imageScale);
   const r = rng(o.seed);
   const prompts = Math.max(1, Math.ceil(Math.min(o.distinct, o.trajectories ?? Infinity) / o.groupSize));
-  const canFault = (f: FaultKind) => o.turns > 1 || !MULTI_TURN_FAULTS.includes(f);
+  const canFault = (f: FaultKind) =>
+    (o.turns > 1 || !MULTI_TURN_FAULTS.includes(f)) && (o.format !== 'slime' || SAMPLE_FAULTS.includes(f));
   const faultKinds = FAULTS.filter(canFault);
   const bases: Base[][] = [];
   let planted = 0;
@@ -397,7 +454,19 @@ export async function generateRun(
         planted < Math.round((built + 1) * o.faultyShare) ? faultKinds[planted % faultKinds.length] : undefined;
       if (fault) planted++;
       built++;
-      group.push(await buildBase(profile, vocab, o, { question, images: promptImages }, `base-${p}-${j}`, r, fault));
+      const k = p % profiles.length;
+      group.push(
+        await buildBase(
+          profiles[k]!,
+          vocab,
+          o,
+          { question, images: promptImages },
+          `base-${p}-${j}`,
+          r,
+          fault,
+          profileNames[k]!,
+        ),
+      );
     }
     bases.push(group);
   }
@@ -421,13 +490,13 @@ export async function generateRun(
       if (done()) break outer;
       const group = bases[p]!;
       const groupSwaps = new Map<string, string>();
-      if (step > 0) randomSwaps(r, group[0]!.questionWords, vocab.question, 3, groupSwaps);
+      if (step > 0 && o.vary === 'swap') randomSwaps(r, group[0]!.questionWords, vocab.question, 3, groupSwaps);
       groups++;
       for (let j = 0; j < group.length; j++) {
         if (o.trajectories !== undefined && n >= o.trajectories) break;
         const base = group[j]!;
         const swaps = new Map(groupSwaps);
-        if (step > 0) randomSwaps(r, base.answerWords, vocab.answer, 4, swaps);
+        if (step > 0 && o.vary === 'swap') randomSwaps(r, base.answerWords, vocab.answer, 4, swaps);
         const t = applySwaps(base.trajectory, swaps, vocab);
         const record: Trajectory = {
           ...t,
@@ -438,7 +507,7 @@ export async function generateRun(
           status: 'completed',
           meta: { step, prompt: p, ...(base.fault ? { plantedFault: base.fault } : {}) },
         };
-        let json = JSON.stringify(record);
+        let json = JSON.stringify(o.format === 'slime' ? slimeRecord(record, groups - 1, n) : record);
         if (base.fault === 'nan-logprob') json = json.replace(NAN_STAND_IN_TEXT, 'NaN');
         buffer += json + '\n';
         if (base.fault) faults[base.fault] = (faults[base.fault] ?? 0) + 1;
@@ -494,7 +563,9 @@ export function parseSize(s: string): number {
 
 const USAGE = `node bin/tsx.js bench/generate.ts (--size 200MB | --trajectories N) [--out FILE]
   [--turns 3] [--tokens-per-turn 300] [--images 2] [--faulty 0.1] [--group 8] [--distinct 256]
-  [--profile qwen2.5-vl] [--inline-images] [--seed 1]`;
+  [--profile qwen2.5-vl | --profiles qwen2-vl,qwen2.5-vl,qwen3-vl] [--format native|slime] [--vary swap|repeat]
+  [--inline-images] [--seed 1]
+  --standard: the standard big run (slime records, images inline, mixed generations, groups repeated, many faults)`;
 
 async function cli(argv: string[]): Promise<void> {
   const { values } = parseArgs({
@@ -510,6 +581,10 @@ async function cli(argv: string[]): Promise<void> {
       group: { type: 'string' },
       distinct: { type: 'string' },
       profile: { type: 'string' },
+      profiles: { type: 'string' },
+      format: { type: 'string' },
+      vary: { type: 'string' },
+      standard: { type: 'boolean' },
       'inline-images': { type: 'boolean' },
       seed: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
@@ -520,20 +595,28 @@ async function cli(argv: string[]): Promise<void> {
     return;
   }
   const num = (v: string | undefined) => (v === undefined ? undefined : Number(v));
+  const given = (o: Record<string, unknown>) =>
+    Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
   const run = await generateRun(
     {
-      out: values.out,
-      targetBytes: values.size ? parseSize(values.size) : undefined,
-      trajectories: num(values.trajectories),
-      turns: num(values.turns),
-      tokensPerTurn: num(values['tokens-per-turn']),
-      imagesPerTrajectory: num(values.images),
-      faultyShare: num(values.faulty),
-      groupSize: num(values.group),
-      distinct: num(values.distinct),
-      profile: values.profile as GenerateOptions['profile'],
-      inlineImages: values['inline-images'],
-      seed: num(values.seed),
+      ...(values.standard ? STANDARD_RUN : {}),
+      ...given({
+        out: values.out,
+        targetBytes: values.size ? parseSize(values.size) : undefined,
+        trajectories: num(values.trajectories),
+        turns: num(values.turns),
+        tokensPerTurn: num(values['tokens-per-turn']),
+        imagesPerTrajectory: num(values.images),
+        faultyShare: num(values.faulty),
+        groupSize: num(values.group),
+        distinct: num(values.distinct),
+        profile: values.profile as GenerateOptions['profile'],
+        ...(values.profiles ? { profiles: values.profiles.split(',') as BuiltinName[] } : {}),
+        ...(values.format ? { format: values.format as 'native' | 'slime' } : {}),
+        ...(values.vary ? { vary: values.vary as 'swap' | 'repeat' } : {}),
+        ...(values['inline-images'] ? { inlineImages: true } : {}),
+        seed: num(values.seed),
+      }),
     },
     progressPrinter(),
   );

@@ -17,7 +17,7 @@ import { benchRun, isMain, round, runStandalone, timeBest, type Figure, type Mea
 /** loadFile holds every trajectory: above this it would measure the garbage collector, not the loader. */
 const WHOLE_LOAD_MAX_BYTES = 400e6;
 
-async function floorParse(file: string): Promise<{ lines: number; failed: number }> {
+export async function floorParse(file: string): Promise<{ lines: number; failed: number }> {
   let lines = 0;
   let failed = 0;
   const rl = readline.createInterface({
@@ -42,7 +42,7 @@ async function lineIndex(file: string): Promise<number> {
   return n;
 }
 
-async function streamedImport(file: string): Promise<{ trajectories: number; errors: number }> {
+export async function streamedImport(file: string): Promise<{ trajectories: number; errors: number }> {
   let trajectories = 0;
   let errors = 0;
   for await (const chunk of readFileChunks(file)) {

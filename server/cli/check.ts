@@ -122,6 +122,39 @@ export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): stri
   return `${from > 0 ? '…' : ''}${parts.join(' ')}${to < tokens.length ? '…' : ''}`;
 }
 
+/** Examples of each finding kind the default output shows (`--all` lists every trajectory). */
+const EXAMPLES_PER_KIND = 3;
+
+/** A progress line on a terminal (trajectories, MB/s, ETA), rewritten in place and erased at the end. */
+function progressLine(err: NodeJS.WriteStream): {
+  update: (n: number) => void;
+  read: (r: number, t: number) => void;
+  done: () => void;
+} {
+  const t0 = performance.now();
+  let read = 0;
+  let total = 0;
+  let shown = 0;
+  return {
+    read: (r, t) => {
+      read = r;
+      total = t;
+    },
+    update: (n) => {
+      const now = performance.now();
+      if (now - shown < 200) return;
+      shown = now;
+      const s = (now - t0) / 1000;
+      const rate = read / 1e6 / s;
+      const eta = rate > 0 && total > read ? `, ${Math.ceil((total - read) / 1e6 / rate)} s left` : '';
+      err.write(
+        `\r\x1b[K${n} trajectories, ${Math.round((read / Math.max(1, total)) * 100)} % of ${Math.round(total / 1e6)} MB, ${rate.toFixed(1)} MB/s${eta}`,
+      );
+    },
+    done: () => err.write('\r\x1b[K'),
+  };
+}
+
 /** Where the report goes: stdout, or a file written whole (util/atomic-file.ts). */
 export interface TextOut {
   write(text: string): unknown;
@@ -129,6 +162,8 @@ export interface TextOut {
 
 export interface CheckOptions extends RunOptions {
   json: boolean;
+  /** List every trajectory (default: a summary by finding kind with a few examples each). */
+  all?: boolean;
   /** Also write one Parquet row per finding to this file (export/findings-parquet.ts). */
   findingsParquet?: string;
 }
@@ -150,11 +185,14 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   const runFiles = createHash('sha256');
   const root = opts.shard?.root ?? runRoot(paths);
   const findings = opts.findingsParquet ? new FindingsParquetWriter(opts.findingsParquet) : undefined;
+  const examples = new Map<string, string[]>();
+  const progress = process.stderr.isTTY ? progressLine(process.stderr) : undefined;
   if (opts.json) out.write('{"version":1,"trajectories":[');
   const events = checkPaths(paths, opts, {
     onSkipped: () => {
       seen++;
     },
+    onRead: progress?.read,
   });
   try {
     for await (const ev of events) {
@@ -192,14 +230,20 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
         entry.logprobs = trajectoryLogprobs(m);
       }
       if (opts.json) out.write(`${written++ > 0 ? ',' : ''}${JSON.stringify(entry)}`);
-      else printTrajectory(c, out);
+      else if (opts.all) printTrajectory(c, out);
+      else collectExamples(c, examples);
+      progress?.update(report.summary.trajectories);
     }
+    progress?.done();
     for (const g of groupChecks.summaries()) findings?.addGroup(g);
     findings?.commit();
   } catch (e) {
     findings?.discard();
     throw e;
   }
+  progress?.done();
+  if (!opts.json && !opts.all) printExamples(examples, report.summary.findingsByKind, out);
+  if (!opts.json && !opts.all) printExamples(examples, report.summary.findingsByKind, out);
   report.errors = errors.map(({ file, line, field, message }) => ({
     file,
     line,
@@ -263,6 +307,29 @@ function printTrajectory(c: CheckedTrajectory, out: TextOut): void {
   const rest = c.findings.slice(1).map((x) => `${x.kind}${x.cause ? `/${x.cause}` : ''}`);
   if (rest.length) out.write(paint.dim(`    also: ${rest.join(', ')}\n`));
   for (const l of t.limitations) out.write(paint.dim(`    note: ${l}\n`));
+}
+
+/** The first few trajectories of each finding kind, as `printTrajectory` shows the finding. */
+function collectExamples(c: CheckedTrajectory, into: Map<string, string[]>): void {
+  for (const kind of new Set(c.findings.map((f) => f.kind))) {
+    const list = into.get(kind) ?? [];
+    if (list.length >= EXAMPLES_PER_KIND) continue;
+    const f = c.findings.find((x) => x.kind === kind)!;
+    const rest = c.findings.filter((x) => x !== f);
+    const text: string[] = [];
+    printTrajectory({ ...c, findings: [f, ...rest] }, { write: (t: string) => text.push(t) });
+    list.push(text.join(''));
+    into.set(kind, list);
+  }
+}
+
+function printExamples(examples: Map<string, string[]>, byKind: Record<string, number>, out: TextOut): void {
+  for (const [kind, list] of examples) {
+    const n = byKind[kind] ?? list.length;
+    out.write(`${paint.bold(kind)}: ${n} finding(s)${n > list.length ? `, first ${list.length} shown` : ''}\n`);
+    for (const e of list) out.write(e.replace(/^/gm, '  ').replace(/ +$/, ''));
+  }
+  if (examples.size > 0) out.write(paint.dim('(--all lists every trajectory, --json everything)\n'));
 }
 
 export function printSummary(r: CheckReport, out: TextOut): void {

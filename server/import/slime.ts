@@ -19,7 +19,7 @@ import { Message, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { stepOf } from './step.ts';
 import { isObject } from './importer.ts';
-import { zodErrors } from './read/validate.ts';
+import { safeParseBounded, zodErrors } from './read/validate.ts';
 import {
   ImageEntry,
   LogprobValues,
@@ -140,6 +140,9 @@ export const slimeImporter: Importer = {
   description:
     'slime / vime Sample.to_dict() as JSON or JSONL ({"tokens", "response_length", "loss_mask", ...}), or the dump {"rollout_id", "samples": [...]}',
   container: 'jsonl',
+  // Each line is one Sample (or one dump of them): streamed in batches. Ids repeated across
+  // batches get the run-wide `#2` suffix from the pipeline's keys, as the file-wide allocator gives.
+  recordLocal: true,
   sniff(record) {
     if (!isObject(record)) return 'not a JSON object';
     if (Array.isArray(record.samples)) {
@@ -164,7 +167,7 @@ export const slimeImporter: Importer = {
         : [{ value: r.value, field: '' }];
       const rollout = wrapped ? (r.value as Record<string, unknown>).rollout_id : undefined;
       items.forEach(({ value, field }, k) => {
-        const parsed = SlimeSample.safeParse(value);
+        const parsed = safeParseBounded(SlimeSample, value);
         if (!parsed.success) {
           out.errors.push(...zodErrors(file, r.line, parsed.error, field));
           return;

@@ -19,7 +19,7 @@ export interface RunOptions {
   processor?: ProcessorSettings;
   /** Folders local images may be read from (default: the folders of the inputs). */
   roots?: string[];
-  /** Worker threads for the analysis; 0 runs it on the main thread. */
+  /** Worker threads for the analysis; 0 runs it on the main thread; unset: chosen by run size (pipeline.ts `workersFor`). */
   workers?: number;
   /** Fetch http(s) images named by the records (`--allow-remote-images`; SSRF-guarded, server/images/remote.ts). */
   allowRemoteImages?: boolean;

@@ -121,7 +121,15 @@ function loadBuiltin(name: BuiltinProfileName): ModelProfile {
     templateSource,
     special: specialTokens(tokenizer, name),
     vision,
-    hashes: { tokenizer: tokenizer.sha256, template: sha(templateSource), preprocessor: sha(JSON.stringify(vision)) },
+    // The tokenizer's hash is computed on first read (an export's manifest): hashing the filtered
+    // tokenizer.json costs as much as building a profile otherwise does.
+    hashes: {
+      get tokenizer() {
+        return tokenizer.sha256;
+      },
+      template: sha(templateSource),
+      preprocessor: sha(JSON.stringify(vision)),
+    },
   };
 }
 

@@ -44,10 +44,91 @@ export interface TokenizerJson {
   [key: string]: unknown;
 }
 
+/**
+ * One parsed `tokenizer.json` and the library's tokenizer built from it with every added token:
+ * shared by every handle made from the same file (Qwen2-VL, 2.5-VL and 3-VL ship one BPE
+ * vocabulary and differ only in how many added tokens they have), so a run that mixes
+ * generations parses the 11 MB file and builds the tokenizer once, not once per generation.
+ */
+interface SharedVocabulary {
+  sha256: string;
+  /** The file as text; parsed again only to build a filtered copy (holding the parse would cost ~100 MB of heap). */
+  json: string;
+  /** The parts of the file the handle reads. */
+  parsed: Pick<TokenizerJson, 'added_tokens' | 'decoder'>;
+  rust: RustTokenizer;
+}
+const sharedVocabularies = new Map<string, SharedVocabulary>();
+
+/**
+ * The values of some top-level keys of a JSON object, each parsed on its own: parsing all of a
+ * tokenizer.json (vocabulary and merges) makes ~150 MB of objects the handle never reads, and a
+ * heap grown that far stays big for the rest of the run. Undefined when `json` is not an object.
+ */
+export function topLevelFields(json: string, keys: readonly string[]): Record<string, unknown> | undefined {
+  const wanted = new Set(keys);
+  const out: Record<string, unknown> = {};
+  let i = json.indexOf('{');
+  if (i < 0 || json.slice(0, i).trim() !== '') return undefined;
+  let depth = 0;
+  let key: string | undefined;
+  let valueStart = -1;
+  let expectKey = false;
+  for (; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (c === 0x22) {
+      // A string: find its end (skipping escapes); at depth 1 in key position it is a key.
+      const start = i;
+      for (i++; i < json.length && json.charCodeAt(i) !== 0x22; i++) if (json.charCodeAt(i) === 0x5c) i++;
+      if (depth === 1 && expectKey) {
+        key = JSON.parse(json.slice(start, i + 1)) as string;
+        expectKey = false;
+      }
+    } else if (c === 0x7b || c === 0x5b) {
+      depth++;
+      if (depth === 1) expectKey = true;
+    } else if (c === 0x7d || c === 0x5d || (c === 0x2c && depth === 1)) {
+      if (depth === 1 && key !== undefined && valueStart >= 0) {
+        if (wanted.has(key)) {
+          out[key] = JSON.parse(json.slice(valueStart, i));
+          // Hugging Face writes the vocabulary (`model`, most of the file) last: stop before it.
+          if (Object.keys(out).length === wanted.size) return out;
+        }
+        key = undefined;
+        valueStart = -1;
+      }
+      if (c === 0x2c) expectKey = true;
+      else depth--;
+      if (depth === 0) return out;
+    } else if (c === 0x3a && depth === 1) valueStart = i + 1;
+  }
+  return undefined;
+}
+
+function sharedVocabulary(json: string): SharedVocabulary {
+  const sha256 = createHash('sha256').update(json).digest('hex');
+  let v = sharedVocabularies.get(sha256);
+  if (!v) {
+    const { added_tokens, decoder } = (topLevelFields(json, ['added_tokens', 'decoder']) ??
+      JSON.parse(json)) as TokenizerJson;
+    v = { sha256, json, parsed: { added_tokens, decoder }, rust: Tokenizer.fromString(json) };
+    sharedVocabularies.set(sha256, v);
+  }
+  return v;
+}
+
 export class TokenizerHandle {
   readonly vocabSize: number;
-  readonly sha256: string;
   private readonly rust: RustTokenizer;
+  /**
+   * Added tokens of the shared file this model does not have. Text containing one of them goes to
+   * `exact` (this model's own tokenizer, built on first need), everything else to the shared one:
+   * the two agree on any text without those tokens, since added tokens only ever split text at
+   * their literal occurrences.
+   */
+  private readonly droppedContents: readonly string[];
+  private exactTokenizer: RustTokenizer | undefined;
+  private exactSha256: string | undefined;
   private readonly specialIds: Set<number>;
   private readonly addedContent = new Map<number, string>();
   private readonly addedIds = new Map<string, number>();
@@ -62,19 +143,27 @@ export class TokenizerHandle {
   /** Characters the segment cache may hold before it starts over. */
   segmentCacheLimit = SEGMENT_CACHE_CHARS;
 
-  private constructor(json: string, parsed: TokenizerJson) {
-    this.sha256 = createHash('sha256').update(json).digest('hex');
-    this.rust = Tokenizer.fromString(json);
-    this.vocabSize = this.rust.getVocabSize(true);
-    this.specialIds = new Set((parsed.added_tokens ?? []).filter((t) => t.special).map((t) => t.id));
-    for (const t of parsed.added_tokens ?? []) {
+  private constructor(
+    private readonly shared: SharedVocabulary,
+    private readonly added: NonNullable<TokenizerJson['added_tokens']>,
+    dropped: NonNullable<TokenizerJson['added_tokens']>,
+  ) {
+    const parsed = shared.parsed;
+    this.rust = shared.rust;
+    this.droppedContents = dropped.map((t) => t.content);
+    // Without the dropped ones (the highest ids in Qwen's files), the vocabulary ends at the last id kept.
+    this.vocabSize =
+      dropped.length === 0
+        ? this.rust.getVocabSize(true)
+        : Math.max(this.rust.getVocabSize(false), ...added.map((t) => t.id + 1));
+    this.specialIds = new Set(added.filter((t) => t.special).map((t) => t.id));
+    for (const t of added) {
       this.addedContent.set(t.id, t.content);
       this.addedIds.set(t.content, t.id);
     }
     this.byteLevel = JSON.stringify(parsed.decoder ?? {}).includes('ByteLevel');
     // Segment caching is exact only when added tokens match literally (no lstrip/rstrip/single_word/normalized):
     // then the library itself splits the text at them first and encodes each piece on its own.
-    const added = parsed.added_tokens ?? [];
     const literal = added.every((t) => !t.lstrip && !t.rstrip && !t.single_word && t.normalized === false);
     if (literal && added.length > 0) {
       const alternatives = added
@@ -90,17 +179,37 @@ export class TokenizerHandle {
    *   so a shared vocabulary file serves several model generations exactly.
    */
   static fromJson(json: string, keepAddedToken?: (id: number) => boolean): TokenizerHandle {
-    const parsed = JSON.parse(json) as TokenizerJson;
-    if (keepAddedToken && parsed.added_tokens) {
-      parsed.added_tokens = parsed.added_tokens.filter((t) => keepAddedToken(t.id));
-      json = JSON.stringify(parsed);
-    }
-    return new TokenizerHandle(json, parsed);
+    const shared = sharedVocabulary(json);
+    const all = shared.parsed.added_tokens ?? [];
+    const kept = keepAddedToken ? all.filter((t) => keepAddedToken(t.id)) : all;
+    return new TokenizerHandle(
+      shared,
+      kept,
+      all.filter((t) => !kept.includes(t)),
+    );
+  }
+
+  /** SHA-256 of the tokenizer.json this model's tokenizer is (its added tokens filtered, as the model has them). */
+  get sha256(): string {
+    if (this.droppedContents.length === 0) return this.shared.sha256;
+    this.exactSha256 ??= createHash('sha256').update(this.exactJson()).digest('hex');
+    return this.exactSha256;
+  }
+
+  private exactJson(): string {
+    return JSON.stringify({ ...(JSON.parse(this.shared.json) as TokenizerJson), added_tokens: this.added });
+  }
+
+  /** The tokenizer for `text`: the shared one unless the text holds an added token this model lacks. */
+  private tokenizerFor(text: string): RustTokenizer {
+    if (this.droppedContents.length === 0 || !this.droppedContents.some((c) => text.includes(c))) return this.rust;
+    this.exactTokenizer ??= Tokenizer.fromString(this.exactJson());
+    return this.exactTokenizer;
   }
 
   /** Exactly the library's encoding of `text` (no special tokens added). */
   async encodeDirect(text: string): Promise<number[]> {
-    const enc = await this.rust.encode(text, null, { addSpecialTokens: false });
+    const enc = await this.tokenizerFor(text).encode(text, null, { addSpecialTokens: false });
     return enc.getIds();
   }
 
@@ -151,6 +260,8 @@ export class TokenizerHandle {
 
   async encodeBatch(texts: string[]): Promise<number[][]> {
     if (texts.length === 0) return [];
+    if (texts.some((t) => this.tokenizerFor(t) !== this.rust))
+      return Promise.all(texts.map((t) => this.encodeDirect(t)));
     const encs = await this.rust.encodeBatch(texts, { addSpecialTokens: false });
     return encs.map((e) => e.getIds());
   }
@@ -174,7 +285,7 @@ export class TokenizerHandle {
   }
 
   tokenToId(content: string): number | undefined {
-    return this.rust.tokenToId(content) ?? undefined;
+    return this.tokenizerFor(content).tokenToId(content) ?? undefined;
   }
 
   /** The raw bytes a token stands for (added tokens: their UTF-8 content). */

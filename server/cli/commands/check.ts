@@ -15,7 +15,9 @@ Exit status: 0 when no finding is an error and every record was read; 1 when a f
 error or a record could not be read; 2 on wrong arguments or a path that cannot be read.
 
 ${COMMON_USAGE}
-  --workers N      analysis threads (default: one per core; 0 = main thread only)
+  --workers N      analysis threads (default: one per idle core for runs of 512 MB or more, else none;
+                   0 = main thread only)
+  --all            list every trajectory (default: a summary by finding kind with a few examples each)
   --shard K/N      check only shard K of N (K from 0 to N−1: "$JOB_COMPLETION_INDEX/N", "$SLURM_ARRAY_TASK_ID/N");
                    whole trajectories and GRPO groups, by a stable hash; fold the reports with rollscope merge
                    (docs/distributed.md)
@@ -29,6 +31,7 @@ ${MISMATCH_USAGE}`,
       ...COMMON_OPTIONS,
       ...MISMATCH_OPTIONS,
       workers: { type: 'string' },
+      all: { type: 'boolean' },
       shard: { type: 'string' },
       out: { type: 'string', short: 'o' },
       'findings-parquet': { type: 'string' },
@@ -50,10 +53,12 @@ ${MISMATCH_USAGE}`,
         positionals,
         {
           json: values.json === true,
+          all: values.all === true,
           model: values.model,
           format: values.format,
           processor: processorOptions(values),
-          workers: workerCount(values.workers),
+          // Unset: the pipeline starts workers only for a run big enough to repay them.
+          workers: values.workers === undefined ? undefined : workerCount(values.workers),
           allowRemoteImages: values['allow-remote-images'] === true,
           mismatch: mismatchThresholds(values),
           shard,
