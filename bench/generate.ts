@@ -509,7 +509,7 @@ export async function generateRun(
         };
         let json = JSON.stringify(o.format === 'slime' ? slimeRecord(record, groups - 1, n) : record);
         if (base.fault === 'nan-logprob') json = json.replace(NAN_STAND_IN_TEXT, 'NaN');
-        buffer += json + '\n';
+        buffer += `${json}\n`;
         if (base.fault) faults[base.fault] = (faults[base.fault] ?? 0) + 1;
         sampleTokens += record.sample?.tokens.length ?? 0;
         n++;

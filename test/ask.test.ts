@@ -305,7 +305,7 @@ const cases: RenderCase[] = [
   },
   {
     name: 'empty, null and "null" arguments become {}; an empty tool_calls list is dropped',
-    doc: String.raw`{"messages": [
+    doc: `{"messages": [
       {"role": "user", "content": "Go."},
       {"role": "assistant", "content": "", "tool_calls": [
         {"type": "function", "function": {"name": "crop", "arguments": ""}},
@@ -749,7 +749,7 @@ describe('tokenize and decode match the Hugging Face tokenizer', () => {
 // ---------------------------------------------------------------------------------------------
 // Image sizes: imageTokensFor against a Python port of both smart_resize variants.
 
-const PY_IMAGE_TOKENS = String.raw`
+const PY_IMAGE_TOKENS = `
 import json, math, sys
 sys.path.insert(0, sys.argv[1])
 

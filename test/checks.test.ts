@@ -2,7 +2,6 @@ import { describe, expect, it } from 'vitest';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { analysisContext } from '../server/analysis/context.ts';
 import { checkTrajectory } from '../server/analysis/checks.ts';
-import { realign } from '../server/analysis/realign.ts';
 import { Trajectory } from '../server/model/trajectory.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
 

@@ -89,7 +89,7 @@ describe('compare a rollout with what the trainer got', () => {
     expected.set(changeMask.id, [['loss_mask', prompt(changeMask) + maskAt]]);
 
     const damagedFile = path.join(dir, 'damaged.jsonl');
-    fs.writeFileSync(damagedFile, damaged.map((r) => JSON.stringify(r)).join('\n') + '\n');
+    fs.writeFileSync(damagedFile, `${damaged.map((r) => JSON.stringify(r)).join('\n')}\n`);
     const { report } = await compareRuns(ROLLOUT, [damagedFile], {});
     expect(report.summary.pairs).toBe(rows.length);
     for (const pair of report.pairs) {

@@ -209,7 +209,7 @@ beforeAll(async () => {
   ].map((t) => JSON.stringify(t));
   lines.splice(8, 0, '{"id": "broken", "turns": "not a list"}');
   input = path.join(dir, 'run.rollscope.jsonl');
-  fs.writeFileSync(input, lines.join('\n') + '\n');
+  fs.writeFileSync(input, `${lines.join('\n')}\n`);
 });
 
 afterAll(() => {
@@ -568,7 +568,7 @@ describe('an export killed midway', () => {
     const line = readJsonl(input)[0] as { id: string };
     const copies = Array.from({ length: 3000 }, (_, i) => JSON.stringify({ ...line, id: `copy-${i}` }));
     big = path.join(dir, 'big.rollscope.jsonl');
-    fs.writeFileSync(big, copies.join('\n') + '\n');
+    fs.writeFileSync(big, `${copies.join('\n')}\n`);
     bigSha = fileSha(big);
   });
 

@@ -367,7 +367,7 @@ describe.each(TARGETS)('fuzzing the $label importer', (target) => {
     const validText = valid.map((r) => pythonJson(r));
     // What the valid records load as on their own.
     const alone = path.join(dir, `alone-${target.fileName}`);
-    fs.writeFileSync(alone, validText.join('\n') + '\n');
+    fs.writeFileSync(alone, `${validText.join('\n')}\n`);
     const baseline = await loadFile(alone, { format: target.format });
     expect(baseline.errors).toEqual([]);
     expect(baseline.trajectories.length).toBeGreaterThan(0);

@@ -93,7 +93,9 @@ describe('step of a trajectory', () => {
     const dump = await loadFile(path.join(FIXTURES, 'areal', 'rollout', '4', '17.jsonl'));
     expect(dump.trajectories.map((t) => [t.step, t.group])).toEqual(dump.trajectories.map(() => [4, '17']));
     const tensors = await loadFile(path.join(FIXTURES, 'areal', 'trajectories.json'));
-    expect(tensors.trajectories.every((t) => t.step === (t.meta?.policy_versions as { max: number }).max)).toBe(true);
+    expect(
+      tensors.trajectories.every((t) => t.step === (t.meta?.policy_versions as { max: number } | undefined)?.max),
+    ).toBe(true);
     const prime = await loadFile(path.join(FIXTURES, 'prime-rl', 'rollouts', 'step_0', 'rank_0.bin'));
     expect(prime.trajectories.length).toBeGreaterThan(0);
     expect(prime.trajectories.every((t) => t.step === 0)).toBe(true);

@@ -262,9 +262,9 @@ describe('export from the browser', () => {
     const lines = fs.readFileSync(file, 'utf8').trim().split('\n');
     fs.writeFileSync(
       file,
-      Array.from({ length: 10 }, (_, k) =>
+      `${Array.from({ length: 10 }, (_, k) =>
         lines.map((l) => l.replace(/"id":"([^"]+)"/, `"id":"$1-${k}"`)).join('\n'),
-      ).join('\n') + '\n',
+      ).join('\n')}\n`,
     );
     const big = await serve(dir);
     try {

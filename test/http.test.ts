@@ -244,7 +244,7 @@ describe('invalid logprobs', () => {
     t.id = 'nan-logprob';
     t.turns[1]!.generatedLogprobs[2] = 12345;
     const nanDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-nan-'));
-    fs.writeFileSync(path.join(nanDir, 'nan.rollscope.jsonl'), JSON.stringify(t).replace('12345', 'NaN') + '\n');
+    fs.writeFileSync(path.join(nanDir, 'nan.rollscope.jsonl'), `${JSON.stringify(t).replace('12345', 'NaN')}\n`);
     const store = openRunStore([nanDir], { pollMs: 0 });
     await store.ready;
     const c = (await store.get('nan-logprob'))!;
@@ -281,7 +281,7 @@ describe('a file being written', () => {
     const growDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-grow-'));
     fs.copyFileSync(path.join(dir, 'diagram.png'), path.join(growDir, 'diagram.png'));
     const file = path.join(growDir, 'live.rollscope.jsonl');
-    fs.writeFileSync(file, src[0] + '\n');
+    fs.writeFileSync(file, `${src[0]}\n`);
     const store = openRunStore([growDir], { pollMs: 0 });
     await store.ready;
     expect(store.info().trajectories).toBe(1);
@@ -290,12 +290,12 @@ describe('a file being written', () => {
     await store.refresh();
     expect(store.info().trajectories).toBe(1);
     expect(store.info().errors).toEqual([]);
-    fs.appendFileSync(file, src[1]!.slice(half) + '\n' + src[2] + '\n');
+    fs.appendFileSync(file, `${src[1]!.slice(half)}\n${src[2]}\n`);
     await store.refresh();
     expect(store.info().trajectories).toBe(3);
     expect(store.info().errors).toEqual([]);
     // A new file in the folder is picked up too.
-    fs.writeFileSync(path.join(growDir, 'more.rollscope.jsonl'), src[3] + '\n');
+    fs.writeFileSync(path.join(growDir, 'more.rollscope.jsonl'), `${src[3]}\n`);
     await store.refresh();
     expect(store.info().trajectories).toBe(4);
     expect(store.list({ sort: 'id', order: 'asc', offset: 0, limit: 10 }).items.map((s) => s.id)).toEqual([

@@ -45,7 +45,7 @@ function runPython(src: string, input: unknown): unknown {
 }
 
 // Straight from the pseudocode in docs/reference/image-math.md#smart_resize; Python's round() is half-to-even.
-const PY_SMART_RESIZE = String.raw`
+const PY_SMART_RESIZE = `
 import sys, json
 sys.path.insert(0, sys.argv[1])
 from smart_resize import smart_resize_a, smart_resize_b

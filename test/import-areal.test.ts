@@ -145,7 +145,7 @@ describe('AReaL trajectories', () => {
     };
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-areal-'));
     const f = path.join(tmp, 'batch.jsonl');
-    fs.writeFileSync(f, JSON.stringify(two) + '\n');
+    fs.writeFileSync(f, `${JSON.stringify(two)}\n`);
     // Ids of records without a task_id come from the file name.
     const { loaded } = await checkImporterSnapshot(f, {
       format: 'areal',

@@ -307,7 +307,7 @@ describe('trainer formats are told apart by structure', () => {
   it('a file of none of the formats lists why each did not match', async () => {
     const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-sniff-'));
     const file = path.join(tmp, 'other.jsonl');
-    fs.writeFileSync(file, JSON.stringify({ prompt_ids: [1], response_ids: [2], image_urls: [] }) + '\n');
+    fs.writeFileSync(file, `${JSON.stringify({ prompt_ids: [1], response_ids: [2], image_urls: [] })}\n`);
     const loaded = await loadFile(file);
     expect(loaded.trajectories).toEqual([]);
     const message = loaded.errors[0]!.message;

@@ -389,7 +389,10 @@ describe('chainCalls', () => {
 
   it('recovers 2,000 interleaved conversations of 5 calls (linear-time grouping)', () => {
     let seed = 7;
-    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
     const conversations = Array.from({ length: 2000 }, (_, c) => {
       const shared = c % 4 === 0 ? [9, 9, 9] : [c + 100, rand(50)]; // a quarter share their first tokens
       let prompt = [...shared, c];

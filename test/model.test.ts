@@ -28,7 +28,7 @@ describe('record reading', () => {
   it('numbers lines from 1, skips blank lines, reports over-long and unterminated last lines', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-lines-'));
     const f = path.join(dir, 'x.jsonl');
-    fs.writeFileSync(f, `{"a":1}\n\n${'{"long":"' + 'x'.repeat(2000) + '"}'}\r\n{"b":2}\n{"c":`);
+    fs.writeFileSync(f, `{"a":1}\n\n${`{"long":"${'x'.repeat(2000)}"}`}\r\n{"b":2}\n{"c":`);
     const lines = [];
     for await (const l of readLines(f, { maxLineBytes: 1000 })) lines.push(l);
     expect(lines.map((l) => [l.line, l.problem ?? 'ok'])).toEqual([

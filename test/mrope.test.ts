@@ -133,7 +133,7 @@ describe('mropePositionIds', () => {
 });
 
 // Torch-free port of transformers Qwen2VLModel.get_rope_index (one unpadded sequence).
-const PY_ROPE = String.raw`
+const PY_ROPE = `
 import sys, json
 
 def get_rope_index(input_tokens, image_grid_thw, video_grid_thw, image_token_id, video_token_id,

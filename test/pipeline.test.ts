@@ -24,7 +24,7 @@ describe('checkPaths', () => {
       if (i === 0) eosAt = t.turns[0]!.promptIds!.length + t.turns[0]!.generatedIds!.length;
       lines.push(JSON.stringify(t));
     }
-    fs.writeFileSync(file, lines.join('\n') + '\nnot json\n');
+    fs.writeFileSync(file, `${lines.join('\n')}\nnot json\n`);
     const summarize = (evs: RunEvent[]) =>
       evs.map((e) =>
         e.type === 'trajectory'

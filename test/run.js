@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// `npm test`: typecheck, unit and integration tests (vitest), then the browser end-to-end tests
+// `npm test`: typecheck, Biome (format and lint), unit and integration tests (vitest), then the browser end-to-end tests
 // against Debian's chromium. Prints one closing line "N passed, N failed" for CI.
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -28,6 +28,11 @@ const tally = (file) => {
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-test-'));
 if (run(bin('tsc'), ['--noEmit', '-p', 'tsconfig.json']) !== 0) {
   console.error('typecheck failed');
+  failed += 1;
+} else passed += 1;
+
+if (run(bin('biome'), ['ci', '.']) !== 0) {
+  console.error('biome: format or lint errors (npx biome check --write FILES fixes most)');
   failed += 1;
 } else passed += 1;
 

@@ -128,7 +128,7 @@ beforeAll(async () => {
       images: [{ url: url(outside) }],
     }),
   );
-  fs.writeFileSync(path.join(runDir, 'hostile.rollscope.jsonl'), hostile.join('\n') + '\n');
+  fs.writeFileSync(path.join(runDir, 'hostile.rollscope.jsonl'), `${hostile.join('\n')}\n`);
 
   const store = openRunStore([runDir], { pollMs: 0 });
   await store.ready;
@@ -544,17 +544,17 @@ describe('only files under the app folder and the run are served', () => {
 
   // The URL parser folds `%2e%2e` segments as a browser does (`images/%2e%2e` is the trajectory itself): an answer, never a file.
   it('the same spellings through the API reach no file either', async () => {
-    for (const escape of [
+    for (const encoded of [
       '..%2f..%2fsecret.txt',
       '%2e%2e',
       '..%5c..%5csecret.txt',
       encodeURIComponent(path.join(tmp, 'secret.txt')),
     ]) {
       for (const target of [
-        `/api/trajectories/${escape}`,
-        `/api/trajectories/${IDS.clean}/images/${escape}`,
-        `/api/trajectories/${IDS.clean}/images/0/${escape}`,
-        `/api/${escape}`,
+        `/api/trajectories/${encoded}`,
+        `/api/trajectories/${IDS.clean}/images/${encoded}`,
+        `/api/trajectories/${IDS.clean}/images/0/${encoded}`,
+        `/api/${encoded}`,
       ]) {
         const r = await raw(port, { target });
         expect(r.status, target).toBeLessThan(500);
@@ -614,12 +614,12 @@ describe('images over HTTP obey the image rules', () => {
     const url = `http://127.0.0.1:${(imageServer.address() as AddressInfo).port}/cat.png`;
     fs.writeFileSync(
       path.join(dir, 'remote.rollscope.jsonl'),
-      JSON.stringify({
+      `${JSON.stringify({
         id: 'remote',
         source: { file: 'remote.rollscope.jsonl', line: 1, format: 'native' },
         turns: [],
         images: [{ url }],
-      }) + '\n',
+      })}\n`,
     );
     const reasons: string[] = [];
     try {

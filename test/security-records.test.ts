@@ -185,9 +185,12 @@ describe('oversized and deep records', () => {
   });
 });
 
+// biome-ignore lint/suspicious/noExplicitAny: a parsed JSON record, changed field by field to plant a fault
+type JsonRecord = Record<string, any>;
+
 describe('wrong values', () => {
-  function mutated(mutate: (t: Record<string, any>) => void): string {
-    const t = JSON.parse(validLines[0]!) as Record<string, any>;
+  function mutated(mutate: (t: JsonRecord) => void): string {
+    const t = JSON.parse(validLines[0]!) as JsonRecord;
     t.id = 'mutated';
     mutate(t);
     return JSON.stringify(t);
@@ -292,7 +295,7 @@ describe('encoding', () => {
   });
 
   function mutated0(field: 'generatedText'): string {
-    const t = JSON.parse(validLines[0]!) as Record<string, any>;
+    const t = JSON.parse(validLines[0]!) as JsonRecord;
     t.id = 'mutated';
     t.turns[0][field] = 'The answer is five.';
     return JSON.stringify(t);
@@ -314,7 +317,7 @@ describe('truncated files', () => {
 
   it('a file cut inside a multi-byte character is a truncation, not an encoding error', async () => {
     const file = path.join(dir, 'truncated-utf8.rollscope.jsonl');
-    const t = JSON.parse(validLines[2]!) as Record<string, any>;
+    const t = JSON.parse(validLines[2]!) as JsonRecord;
     t.turns[0].generatedText = '答案是五';
     const bytes = Buffer.from(JSON.stringify(t));
     const cut = bytes.indexOf(Buffer.from('答案')) + 4; // the second character's first byte only
@@ -333,7 +336,7 @@ describe('truncated files', () => {
 describe('gzip input', () => {
   it('a .jsonl.gz file loads exactly as the uncompressed file (offsets count decompressed bytes)', async () => {
     const plain = path.join(dir, 'run.rollscope.jsonl');
-    fs.writeFileSync(plain, validLines.join('\n') + '\n');
+    fs.writeFileSync(plain, `${validLines.join('\n')}\n`);
     const gz = path.join(dir, 'run.rollscope.jsonl.gz');
     fs.writeFileSync(gz, zlib.gzipSync(fs.readFileSync(plain)));
     const a = await loadFile(plain);
@@ -367,7 +370,7 @@ describe('gzip input', () => {
   });
 
   it('a truncated or corrupt .gz file: the records before the damage load, then one error', async () => {
-    const whole = zlib.gzipSync(Buffer.from(validLines.join('\n') + '\n'));
+    const whole = zlib.gzipSync(Buffer.from(`${validLines.join('\n')}\n`));
     const cut = path.join(dir, 'cut.rollscope.jsonl.gz');
     fs.writeFileSync(cut, whole.subarray(0, Math.floor(whole.length * 0.8)));
     const loaded = await loadFile(cut);
@@ -388,7 +391,7 @@ describe('gzip input', () => {
 describe('whole-file JSON and the pieces', () => {
   it('a JSONL file whose first line is longer than any sniffing window is read line by line, not whole', async () => {
     const file = path.join(dir, 'long-first.rollscope.jsonl');
-    fs.writeFileSync(file, validLines.join('\n') + '\n');
+    fs.writeFileSync(file, `${validLines.join('\n')}\n`);
     expect(validLines[0]!.length).toBeGreaterThan(4096);
     const loaded = await loadFile(file);
     expect(loaded.errors).toEqual([]);
@@ -406,7 +409,7 @@ describe('whole-file JSON and the pieces', () => {
     const broken = path.join(dir, 'broken-array.json');
     fs.writeFileSync(
       broken,
-      text.slice(0, brokenAt) + '"generatedIds" [' + text.slice(brokenAt + '"generatedIds": ['.length),
+      `${text.slice(0, brokenAt)}"generatedIds" [${text.slice(brokenAt + '"generatedIds": ['.length)}`,
     );
     const loaded2 = await loadFile(broken, { format: 'native' });
     const e = onlyError(loaded2);

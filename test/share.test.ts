@@ -29,6 +29,7 @@ let store: RunStore;
 let server: RunningServer;
 
 /** An app build with the hazards an inlined script must survive: `</script>`, `<!--`, and `$'`/`$&` (replacement patterns). */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: the text a script may hold, `${…}` included, inlined unchanged
 const APP_JS = "globalThis.__shared = ['</script>', `</SCRIPT>${1}`, '<!-- x -->', \"$'\", '$&'];\n";
 const APP_CSS = '.tok { color: red; }\n';
 

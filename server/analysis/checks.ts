@@ -7,7 +7,7 @@ import type { Message, Trajectory } from '../model/trajectory.ts';
 import type { AnalysisContext } from './context.ts';
 import { expectedPadCounts } from './context.ts';
 import { realign, type Alignment } from './realign.ts';
-import { boundaryIds, renderTokens, turnCloseIds, turnStopIds } from './render.ts';
+import { renderTokens, turnCloseIds, turnStopIds } from './render.ts';
 import { closedCanonical, expectedNextPrompt } from './expected-streams.ts';
 import { firstDivergence } from './classify.ts';
 import { commonPrefixLength, startsWith } from './diff.ts';

@@ -66,7 +66,7 @@ export async function exportImages(
       };
     if (!ref.width || !ref.height || !vision)
       return { problem: `image ${i}: size unknown (${ref.unavailable ?? 'not stated and not readable'})` };
-    let got;
+    let got: ReturnType<typeof imageBytes>;
     try {
       got = imageBytes(ref.url, baseDir, opts.roots);
     } catch (e) {

@@ -25,7 +25,7 @@ export class JsonlWriter {
   }
 
   async write(value: unknown): Promise<void> {
-    const line = JSON.stringify(value) + '\n';
+    const line = `${JSON.stringify(value)}\n`;
     this.pending.push(line);
     this.pendingBytes += Buffer.byteLength(line);
     this.rows++;

@@ -413,7 +413,7 @@ export async function exportEvents(
       },
     });
     const fd = fs.openSync(temps.manifest, 'wx');
-    fs.writeSync(fd, JSON.stringify(manifest, null, 2) + '\n');
+    fs.writeSync(fd, `${JSON.stringify(manifest, null, 2)}\n`);
     fs.fdatasyncSync(fd);
     fs.closeSync(fd);
 

@@ -222,7 +222,7 @@ export function openAppFile(appDir: string, pathname: string): OpenedFile {
   if (/[\u0000\\%]/.test(rel) || rel.split('/').some((seg) => seg === '..' || seg === '.'))
     throw new NotServed(`not found: ${pathname}`);
   const root = fs.realpathSync(appDir);
-  const wanted = path.resolve(root, '.' + rel);
+  const wanted = path.resolve(root, `.${rel}`);
   if (!wanted.startsWith(root + path.sep)) throw new NotServed(`not found: ${pathname}`);
   let fd: number;
   try {

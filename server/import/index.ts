@@ -278,7 +278,7 @@ function longestList(value: unknown): { field: string; length: number } | undefi
     for (const [k, c] of Object.entries(v))
       if (typeof c === 'object' && c !== null) stack.push({ v: c, path: [...at, k] });
   }
-  return best && best.field ? best : undefined;
+  return best?.field ? best : undefined;
 }
 
 /** Expand directories into the trajectory files they hold (sorted, non-recursive into hidden folders). */

@@ -12,9 +12,7 @@ export function trajectoryJsonSchema(): string {
     io: 'input',
     unrepresentable: 'any',
   });
-  return (
-    JSON.stringify({ title: 'rollscope trajectory (native format, one per JSONL line)', ...schema }, null, 2) + '\n'
-  );
+  return `${JSON.stringify({ title: 'rollscope trajectory (native format, one per JSONL line)', ...schema }, null, 2)}\n`;
 }
 
 const isMain = process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url);

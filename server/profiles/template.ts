@@ -268,7 +268,7 @@ class PythonInterpreter extends Interpreter {
 }
 
 function truthy(value: RV | undefined): boolean {
-  return value !== undefined && value.__bool__().value;
+  return value?.__bool__().value === true;
 }
 
 /** What a jinja2 `for` iterates: Undefined is empty, strings yield characters, dicts keys. */
@@ -560,8 +560,8 @@ function pythonJsonDumps(value: RV, options: JsonOptions): string {
     }
     if (items.length === 0) return open + close;
     if (options.indent === null) return open + items.join(itemSep) + close;
-    const inner = '\n' + options.indent.repeat(level + 1);
-    return open + inner + items.join(itemSep + inner) + '\n' + options.indent.repeat(level) + close;
+    const inner = `\n${options.indent.repeat(level + 1)}`;
+    return `${open + inner + items.join(itemSep + inner)}\n${options.indent.repeat(level)}${close}`;
   };
   return encode(value, 0);
 }

@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Download, Page } from 'playwright-core';
+import type { Download, Page } from 'playwright-core';
 import { Manifest } from '../../server/export/manifest.ts';
 import { readParquetRows } from '../../server/export/parquet.ts';
 import type { TrajectoryList } from '../../server/http/api.ts';
@@ -11,14 +11,13 @@ import { SCREENSHOT_DIR, type ServerProcess, openInspector, type InspectorSessio
 
 const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
-let browser: Browser;
 let page: Page;
 let runDir: string;
 
 let session: InspectorSession;
 beforeAll(async () => {
   session = await openInspector({ acceptDownloads: true });
-  ({ server, browser, page, runDir } = session);
+  ({ server, page, runDir } = session);
 });
 
 afterAll(async () => {

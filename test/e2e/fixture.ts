@@ -61,6 +61,6 @@ export async function writeFixtureRun(dir: string): Promise<string> {
     ],
   });
   const file = path.join(dir, 'run.rollscope.jsonl');
-  fs.writeFileSync(file, [clean, dup, wrong, truncated].map((t) => JSON.stringify(t)).join('\n') + '\n');
+  fs.writeFileSync(file, `${[clean, dup, wrong, truncated].map((t) => JSON.stringify(t)).join('\n')}\n`);
   return file;
 }

@@ -1,10 +1,6 @@
-// The playground end to end: a trajectory's first turn rendered in the browser gives exactly the
-// prompt the engine saw; a pasted, edited conversation shows its token count and where it parts
-// from the trajectory's stream.
-import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import type { PlaygroundPrefill, TokenStream, TrajectoryDetail, TrajectoryList } from '../../server/http/api.ts';
 import { loadProfile } from '../../server/profiles/profile.ts';
 import { visiblePiece } from '../../server/profiles/tokenizer.ts';
@@ -12,7 +8,6 @@ import { SCREENSHOT_DIR, type ServerProcess, openInspector, type InspectorSessio
 
 const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
-let browser: Browser;
 let page: Page;
 
 async function api<T>(p: string): Promise<T> {
@@ -24,7 +19,7 @@ async function api<T>(p: string): Promise<T> {
 let session: InspectorSession;
 beforeAll(async () => {
   session = await openInspector();
-  ({ server, browser, page } = session);
+  ({ server, page } = session);
 });
 
 afterAll(async () => {

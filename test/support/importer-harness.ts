@@ -83,7 +83,7 @@ function analyzeAll(trajectories: readonly Trajectory[], file: string): Promise<
 /** The whole generic check of one fixture (see the top of this file). Returns its run for further tests. */
 export async function checkImporterSnapshot(file: string, opts: ImporterSnapshotOptions): Promise<ImporterRun> {
   const run = await importerRun(file);
-  const { loaded, checked } = run;
+  const { loaded } = run;
   expect(loaded.format, `format detected for ${file}`).toBe(opts.format);
   for (const e of loaded.errors) expect(e.file, `read error names its file: ${e.message}`).toBe(file);
 

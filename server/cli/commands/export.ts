@@ -134,7 +134,7 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
       if (live) process.stderr.write('\r\u001b[K');
       const m = result.manifest;
       if (values.json) {
-        process.stdout.write(JSON.stringify(m) + '\n');
+        process.stdout.write(`${JSON.stringify(m)}\n`);
         return 0;
       }
       const reasons = Object.entries(m.counts.byReason)
