@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { SlimeSample } from '../server/import/slime.ts';
-import { LogprobValues, MaskValues } from '../server/import/turns-from-mask.ts';
-import { safeParseBounded, zodErrors } from '../server/import/read/validate.ts';
+import { LogprobValues, MaskValues, TokenIdValues } from '../server/import/turns-from-mask.ts';
+import { safeParseBounded } from '../server/import/read/validate.ts';
 import { TokenIds, Trajectory } from '../server/model/trajectory.ts';
 
 /** Fresh schemas of the same shapes, never given to safeParseBounded: zod's own verdict. */
@@ -41,24 +41,30 @@ describe('validation of long number arrays', () => {
     expect(r.data.loss_mask).toEqual(referenceSample().parse(s).loss_mask);
   });
 
-  it('reports exactly what zod reports, with the field path, for a bad entry anywhere', () => {
-    const cases: [string, (s: ReturnType<typeof sample>) => void][] = [
-      ['negative id', (s) => (s.tokens[9_000] = -1)],
-      ['fractional id', (s) => (s.tokens[5] = 2.5)],
-      ['string id', (s) => ((s.tokens as unknown[])[4_321] = '12')],
-      ['null logprob', (s) => ((s.rollout_log_probs as unknown[])[4_000] = null)],
-      ['string mask value', (s) => ((s.loss_mask as unknown[])[100] = 'x')],
-      ['infinite id', (s) => (s.tokens[77] = Number.POSITIVE_INFINITY)],
+  it('a bad entry anywhere in a long list still loads, as the value schema reads it alone', () => {
+    // Bad values are findings, not read errors (docs/check-json.md): the record loads and the entry
+    // comes out as the lenient value schema makes it of that one value (the slow path of zod).
+    const cases: [string, 'tokens' | 'rollout_log_probs' | 'loss_mask', number, unknown][] = [
+      ['negative id', 'tokens', 9_000, -1],
+      ['fractional id', 'tokens', 5, 2.5],
+      ['string id', 'tokens', 4_321, '12'],
+      ['infinite id', 'tokens', 77, Number.POSITIVE_INFINITY],
+      ['null logprob', 'rollout_log_probs', 4_000, null],
+      ['string mask value', 'loss_mask', 100, 'x'],
     ];
-    for (const [name, spoil] of cases) {
+    const alone = { tokens: TokenIdValues, rollout_log_probs: LogprobValues, loss_mask: MaskValues };
+    for (const [name, field, at, bad] of cases) {
       const s = sample(10_000);
-      spoil(s);
+      (s[field] as unknown[])[at] = bad;
       const ours = safeParseBounded(SlimeSample, s);
-      const theirs = referenceSample().safeParse(s);
-      expect(ours.success, name).toBe(false);
-      expect(theirs.success, name).toBe(false);
-      if (ours.success || theirs.success) continue;
-      expect(zodErrors('f.jsonl', 3, ours.error), name).toEqual(zodErrors('f.jsonl', 3, theirs.error));
+      expect(ours.success, name).toBe(true);
+      if (!ours.success) continue;
+      const want = (alone[field].parse([bad]) as unknown[])[0];
+      const got = (ours.data[field] as unknown[])[at];
+      expect(Number.isNaN(want as number) ? Number.isNaN(got as number) : got, name).toBe(
+        Number.isNaN(want as number) ? true : want,
+      );
+      expect((ours.data[field] as unknown[]).length, name).toBe((s[field] as unknown[]).length);
     }
   });
 
@@ -72,7 +78,8 @@ describe('validation of long number arrays', () => {
       expect(r.data.loss_mask).toEqual(referenceSample().parse(s).loss_mask);
       expect(Number.isNaN(r.data.rollout_log_probs![10])).toBe(true);
     }
-    expect(safeParseBounded(TokenIds, [...sample(200).tokens, -3]).success).toBe(false);
+    // The model holds any number as an id: its range is a check (invalid_value), not the schema's.
+    expect(safeParseBounded(TokenIds, [...sample(200).tokens, -3]).success).toBe(true);
     expect(safeParseBounded(z.array(MaskValues), [[1, 0]]).success).toBe(true);
     expect(LogprobValues.safeParse([Number.NaN]).success).toBe(true);
     expect(safeParseBounded(Trajectory, { id: 'x', turns: [] }).success).toBe(

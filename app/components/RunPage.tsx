@@ -54,7 +54,7 @@ export function RunPage() {
             findings
             <div className="legend">
               {kinds.map((k) => (
-                <span key={k} className={`legend-item seg-${k}`}>
+                <span key={k} className={`legend-item plot-seg-${k}`}>
                   {kindLabel(k)}
                 </span>
               ))}

@@ -91,7 +91,7 @@ export function StackedBars({
           bars.push(
             <rect
               key={k}
-              className={`seg seg-${k}`}
+              className={`plot-seg plot-seg-${k}`}
               x={pad + colW * i + (colW - barW) / 2}
               y={top}
               width={barW}

@@ -29,12 +29,12 @@ export const CheckReport = z.object({
       profile: z.string(),
       findings: z.array(z.unknown()),
       limitations: z.array(z.string()),
-      /** Rollout against trainer logprobs, when the trajectory has both. */
-      logprobs: TrajectoryLogprobs.optional(),
       /** The GRPO group and rollout step the trajectory belongs to (null when its format states none). */
       // Reports written before these fields existed read as null.
       group: z.string().nullable().default(null),
       step: z.number().int().nullable().default(null),
+      /** Rollout against trainer logprobs, when the trajectory has both (keys in the order `check` writes them). */
+      logprobs: TrajectoryLogprobs.optional(),
     }),
   ),
   /** GRPO groups (analysis/groups.ts), in the order their first sample came; their findings are here, not on each sample. */
@@ -242,8 +242,6 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     throw e;
   }
   progress?.done();
-  if (!opts.json && !opts.all) printExamples(examples, report.summary.findingsByKind, out);
-  if (!opts.json && !opts.all) printExamples(examples, report.summary.findingsByKind, out);
   report.errors = errors.map(({ file, line, field, message }) => ({
     file,
     line,
@@ -255,6 +253,14 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   if (run) report.summary.logprobs = runLogprobs(run, opts.mismatch);
   report.groups = groupChecks.summaries().map((g) => ({ ...g, findings: g.findings.map(publicFinding) }));
   for (const g of report.groups) report.summary.findingsByKind.group! += g.findings.length;
+  // A group's findings read best as their own message (they concern no single trajectory).
+  for (const g of report.groups)
+    for (const f of g.findings as Finding[]) {
+      const list = examples.get('group') ?? [];
+      if (list.length < EXAMPLES_PER_KIND) list.push(`${f.message}\n`);
+      examples.set('group', list);
+    }
+  if (!opts.json && !opts.all) printExamples(examples, report.summary.findingsByKind, out);
   const shard: CheckReport['shard'] = opts.shard && {
     index: opts.shard.index,
     count: opts.shard.count,
@@ -266,7 +272,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       `],"groups":${JSON.stringify(report.groups)},"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}` +
         `${shard ? `,"shard":${JSON.stringify(shard)}` : ''}}\n`,
     );
-  else printSummary(report, out);
+  else printSummary(report, out, opts.all === true);
   if (fatal) return 2;
   return report.summary.withErrors > 0 || report.summary.unreadableRecords > 0 ? 1 : 0;
 }
@@ -332,9 +338,11 @@ function printExamples(examples: Map<string, string[]>, byKind: Record<string, n
   if (examples.size > 0) out.write(paint.dim('(--all lists every trajectory, --json everything)\n'));
 }
 
-export function printSummary(r: CheckReport, out: TextOut): void {
-  for (const g of r.groups)
-    for (const f of g.findings) out.write(`${paint.yellow('!')} ${paint.yellow('group')}: ${(f as Finding).message}\n`);
+export function printSummary(r: CheckReport, out: TextOut, listGroups = true): void {
+  // Every group finding with --all; the default summary showed the first few by kind already.
+  if (listGroups)
+    for (const g of r.groups)
+      for (const f of g.findings) out.write(`${paint.yellow('group')} ${(f as Finding).message}\n`);
   for (const e of r.errors) out.write(`${paint.red('error')} ${e.file}${e.line ? `:${e.line}` : ''}: ${e.message}\n`);
   const s = r.summary;
   const kinds = Object.entries(s.findingsByKind)

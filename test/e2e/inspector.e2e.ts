@@ -45,9 +45,13 @@ describe('run overview', () => {
       for (const k of new Set(ev.checked.findings.map((f) => f.kind))) perKind[k] = (perKind[k] ?? 0) + 1;
     }
     expect(trajectories).toBeGreaterThan(1);
+    // The list is virtualized: a window tall enough for the whole demo run renders every row.
+    const viewport = page.viewportSize()!;
+    await page.setViewportSize({ width: viewport.width, height: 2400 });
     await page.goto(server.url);
     await page.waitForSelector('tr.trow');
     await expect.poll(() => page.locator('tr.trow').count()).toBe(trajectories);
+    await page.setViewportSize(viewport);
     for (const [kind, n] of Object.entries(perKind)) {
       expect(await page.locator(`button.count[data-kind="${kind}"] b`).textContent(), kind).toBe(String(n));
     }

@@ -64,6 +64,8 @@ function numberPure(schema: unknown, seen = new Set<unknown>()): boolean {
   switch (def.type) {
     case 'number':
       return !def.coerce;
+    case 'unknown':
+    case 'any':
     case 'nan':
     case 'literal':
     case 'boolean':
@@ -84,6 +86,8 @@ function numberPure(schema: unknown, seen = new Set<unknown>()): boolean {
 function acceptsAnyFinite(schema: unknown): boolean {
   const def = internals(schema).def;
   if (def.type === 'number') return !def.coerce && !(def.checks as unknown[] | undefined)?.length;
+  // The lenient value lists (import/turns-from-mask.ts) take every entry as it is, then transform.
+  if (def.type === 'unknown' || def.type === 'any') return true;
   if (def.type === 'union') return (def.options as unknown[]).some(acceptsAnyFinite);
   return false;
 }
