@@ -241,6 +241,8 @@ interface SampleParts {
   tokens: number[];
   mask: number[];
   logprobs: (number | null)[];
+  /** The reference model's logprobs of the same tokens (`ref_logprobs`), when the batch carries them. */
+  refLogprobs?: number[];
   mmTokenTypeIds?: number[];
   grids?: GridThw[];
   images: ImageRef[];
@@ -284,6 +286,7 @@ function trajectoryFrom(parts: SampleParts, id: string, file: string, line: numb
       tokens: parts.tokens,
       lossMask: parts.mask,
       logprobs: parts.logprobs,
+      ...(parts.refLogprobs ? { refLogprobs: parts.refLogprobs } : {}),
       maskScope: 'full',
       ...(parts.grids ? { imageGridThw: parts.grids } : {}),
       ...(parts.placeholderRanges ? { placeholderRanges: parts.placeholderRanges } : {}),
@@ -442,6 +445,7 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
       tokens: mb.input_ids.slice(s, e),
       mask,
       logprobs: cut(mb.inference_logprobs, k),
+      ...(mb.ref_logprobs ? { refLogprobs: cut(mb.ref_logprobs, k) } : {}),
       ...(mb.mm_token_type_ids ? { mmTokenTypeIds: cut(mb.mm_token_type_ids, k) } : {}),
       ...(gridsBySample ? { grids: gridsBySample[k] } : {}),
       images: imagesBySample[k]!,
@@ -493,6 +497,7 @@ function trainingSampleTrajectory(ts: TrainingSampleStruct, ctx: StructContext, 
     tokens: ts.token_ids,
     mask,
     logprobs: ts.logprobs,
+    ...(ts.ref_logprobs ? { refLogprobs: ts.ref_logprobs } : {}),
     ...(ts.mm_token_type_ids ? { mmTokenTypeIds: ts.mm_token_type_ids } : {}),
     ...(grids ? { grids } : {}),
     images,

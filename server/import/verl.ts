@@ -35,6 +35,10 @@ export const VerlAgentLoopOutput = z
     response_ids: TokenIdValues,
     response_mask: MaskValues,
     response_logprobs: LogprobValues.nullish(),
+    // The trainer's side, when a batch is dumped per sample after the actor's recompute (DataProto
+    // `old_log_probs`) and the reference model's (`ref_log_prob`), over the response like the mask.
+    old_log_probs: LogprobValues.nullish(),
+    ref_log_prob: LogprobValues.nullish(),
     // verl's datasets name the key `image` (RLHFDataset) and the agent loop `images`.
     multi_modal_data: z
       .object({
@@ -95,6 +99,8 @@ export function verlTrajectory(
       responseLength: o.response_ids.length,
       lossMask: o.response_mask,
       logprobs,
+      ...(o.old_log_probs ? { trainerLogprobs: o.old_log_probs } : {}),
+      ...(o.ref_log_prob ? { refLogprobs: o.ref_log_prob } : {}),
       maskScope: 'response',
       imageGridThw: gridsOf(o.multi_modal_inputs),
     },
