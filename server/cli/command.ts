@@ -1,6 +1,8 @@
 // A CLI command: one file per command under server/cli/commands/, found by name, so each
 // command stays a thin door onto the shared pipeline and analysis.
 import os from 'node:os';
+import type { TrainerSide } from '../model/trainer-side.ts';
+import { readTrainerSidecar } from '../import/trainer-sidecar.ts';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 
 export class UsageError extends Error {}
@@ -65,3 +67,26 @@ export function workerCount(v: string | undefined): number {
   if (!Number.isInteger(n) || n < 0) throw new UsageError(`--workers takes a whole number >= 0, got "${v}"`);
   return n;
 }
+
+/** `--trainer FILE` (repeatable): trainer sidecars, read and merged; their bad lines go to stderr. */
+export async function trainerSidecars(
+  files: readonly string[] | undefined,
+): Promise<{ side?: TrainerSide; bad: boolean }> {
+  if (!files || files.length === 0) return { bad: false };
+  const side: TrainerSide = {};
+  let bad = false;
+  for (const f of files) {
+    const r = await readTrainerSidecar(f);
+    Object.assign(side, r.side);
+    for (const e of r.errors) {
+      bad = true;
+      process.stderr.write(
+        `error ${e.file}${e.line ? `:${e.line}` : ''}${e.field ? ` ${e.field}` : ''}: ${e.message}\n`,
+      );
+    }
+  }
+  return { side, bad };
+}
+
+export const TRAINER_USAGE = `  --trainer FILE   a trainer sidecar (JSONL: trajectory_id, log_probs, ref_log_probs, advantages) whose arrays
+                   join the trajectories of the same id (docs/native-format.md, "Trainer sidecar"); repeatable`;

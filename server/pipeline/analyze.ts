@@ -1,6 +1,7 @@
 // The work the pipeline does for one trajectory or one batch of raw lines, on whichever thread
 // runs it (the main thread, or an analysis worker): resolve image sizes from their bytes, pick
 // the model profile, run the checks and the canonical re-alignment.
+import { type TrainerSide, withTrainerSide } from '../model/trainer-side.ts';
 import path from 'node:path';
 import type { FormatName, ProcessorSettings, ReadError, Trajectory } from '../model/trajectory.ts';
 import { profileFor } from '../profiles/profile.ts';
@@ -27,6 +28,8 @@ export interface RunOptions {
   mismatch?: MismatchThresholds;
   /** Analyze only the trajectories and unreadable records of this shard (pipeline/shard.ts). */
   shard?: ShardSpec;
+  /** Trainer arrays given beside the data (`--trainer FILE`, import/trainer-sidecar.ts), by trajectory id. */
+  trainer?: TrainerSide;
 }
 
 export async function analyzeTrajectory(
@@ -35,7 +38,11 @@ export async function analyzeTrajectory(
   roots: readonly string[],
 ): Promise<CheckedTrajectory> {
   const baseDir = path.dirname(path.resolve(traj.source.file));
-  const resolved = await resolveImages(traj, { baseDir, roots, allowRemoteImages: opts.allowRemoteImages === true });
+  const resolved = await resolveImages(withTrainerSide(traj, opts.trainer), {
+    baseDir,
+    roots,
+    allowRemoteImages: opts.allowRemoteImages === true,
+  });
   const profile = profileFor(opts.model, resolved.model);
   const ctx = { ...analysisContext(resolved, profile, opts.processor), mismatch: opts.mismatch };
   const { findings, alignment, rerender } = await checkTrajectory(resolved, ctx);

@@ -1,4 +1,13 @@
-import { COMMON_OPTIONS, COMMON_USAGE, parse, processorOptions, UsageError, type Command } from '../command.ts';
+import {
+  COMMON_OPTIONS,
+  COMMON_USAGE,
+  parse,
+  processorOptions,
+  TRAINER_USAGE,
+  trainerSidecars,
+  UsageError,
+  type Command,
+} from '../command.ts';
 import { runCheck, type TextOut } from '../check.ts';
 import { workerCount } from '../command.ts';
 import { MISMATCH_OPTIONS, MISMATCH_USAGE, mismatchThresholds } from '../mismatch-json.ts';
@@ -25,13 +34,15 @@ ${COMMON_USAGE}
                    writes the same bytes
   --findings-parquet FILE
                    also write one Parquet row per finding (docs/check-json.md, "Findings as Parquet")
-${MISMATCH_USAGE}`,
+${MISMATCH_USAGE}
+${TRAINER_USAGE}`,
   async run(argv) {
     const { values, positionals } = parse(argv, {
       ...COMMON_OPTIONS,
       ...MISMATCH_OPTIONS,
       workers: { type: 'string' },
       all: { type: 'boolean' },
+      trainer: { type: 'string', multiple: true },
       shard: { type: 'string' },
       out: { type: 'string', short: 'o' },
       'findings-parquet': { type: 'string' },
@@ -45,6 +56,7 @@ ${MISMATCH_USAGE}`,
         throw new UsageError((e as Error).message);
       }
     }
+    const trainer = await trainerSidecars(values.trainer);
     const file = values.out !== undefined ? new AtomicFile(values.out) : undefined;
     const text = file ? bufferedText(file) : undefined;
     const out: TextOut = text ?? process.stdout;
@@ -61,6 +73,7 @@ ${MISMATCH_USAGE}`,
           workers: values.workers === undefined ? undefined : workerCount(values.workers),
           allowRemoteImages: values['allow-remote-images'] === true,
           mismatch: mismatchThresholds(values),
+          ...(trainer.side ? { trainer: trainer.side } : {}),
           shard,
           findingsParquet: values['findings-parquet'],
         },
@@ -68,7 +81,8 @@ ${MISMATCH_USAGE}`,
       );
       text?.flush();
       file?.commit();
-      return status;
+      // A sidecar line that could not be read is a record that could not be read.
+      return trainer.bad ? Math.max(status, 1) : status;
     } catch (e) {
       file?.discard();
       throw e;

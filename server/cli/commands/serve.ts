@@ -3,7 +3,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { parse, positiveInt, processorOptions, UsageError, workerCount, type Command } from '../command.ts';
+import {
+  parse,
+  positiveInt,
+  processorOptions,
+  UsageError,
+  workerCount,
+  type Command,
+  trainerSidecars,
+  TRAINER_USAGE,
+} from '../command.ts';
 import { openRunStore } from '../../http/store.ts';
 import { startServer } from '../../http/server.ts';
 import { needsToken, newToken } from '../../http/gate.ts';
@@ -59,6 +68,7 @@ loads every trajectory file in it and picks up records appended while it runs.
   --trained PATH   what the trainer was given (an export, a slime/verl batch or train dump): opens
                    the compare view of each rollout trajectory against it, joined as
                    \`rollscope compare\` joins them (docs/compare.md); repeatable
+${TRAINER_USAGE}
   --model M        qwen2-vl, qwen2.5-vl, qwen3-vl, a model name, or a local model folder
   --format F       override format detection
   --min-pixels N   image processor min_pixels for this run
@@ -80,6 +90,7 @@ loads every trajectory file in it and picks up records appended while it runs.
       'allow-remote-images': { type: 'boolean', default: false },
       'require-token': { type: 'boolean', default: false },
       trained: { type: 'string', multiple: true },
+      trainer: { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h', default: false },
     });
     const portArg =
@@ -96,7 +107,9 @@ loads every trajectory file in it and picks up records appended while it runs.
     const trainedPaths = values.trained ?? [];
     if (demo && trainedPaths.length > 0) throw new UsageError('--trained needs a ROLLOUT path to compare it with');
     for (const p of trainedPaths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
+    const trainer = await trainerSidecars(values.trainer);
     const store = openRunStore(paths, {
+      ...(trainer.side ? { trainer: trainer.side } : {}),
       model: values.model,
       format: values.format,
       processor: processorOptions(values),
