@@ -18,6 +18,7 @@ import type { Finding } from '../server/model/finding.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
 import { canonicalSample, textScript, trainingSampleFields, wire } from './fixtures/generate-prime-rl.ts';
 import { jsonlRecords as readJsonl } from './support/jsonl.ts';
+import { textExportRow } from './support/export-row.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const VOCAB = profile.tokenizer.vocabSize;
@@ -241,24 +242,7 @@ describe('export rows read back: one bad value loads as invalid_value', () => {
   it('rollout_log_probs, tokens and loss_mask of a row, at their exact token', async () => {
     const s = await canonicalSample(profile, textScript('row-bad'));
     const p = s.mask.indexOf(1) - 3; // the assistant header is part of the response in a row
-    const row = {
-      schema_version: 1,
-      id: 'row',
-      source: { file: 'x.jsonl', line: 1, format: 'native' },
-      model: 'qwen2.5-vl',
-      group: null,
-      tokens: s.tokens,
-      response_length: s.tokens.length - p,
-      loss_mask: s.mask.slice(p),
-      rollout_log_probs: s.logprobs.slice(p),
-      reward: null,
-      status: 'completed',
-      images: [],
-      image_grid_thw: [],
-      placeholder_ranges: [],
-      mm_token_type_ids: s.tokens.map(() => 0),
-      position_ids: [0, 1, 2].map(() => s.tokens.map((_, i) => i)),
-    };
+    const row = textExportRow(s, p);
     const j = 3 + 4; // a generated token
     const lines: string[] = [];
     const cases: { bad: Bad; expect: Expect }[] = [];

@@ -12,6 +12,7 @@ import { analyzeTrajectory } from '../server/pipeline.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
 import { canonicalSample, textScript, trainingSampleFields, wire } from './fixtures/generate-prime-rl.ts';
 import { jsonlRecords } from './support/jsonl.ts';
+import { textExportRow } from './support/export-row.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const FIX = path.join('test', 'fixtures');
@@ -148,24 +149,7 @@ describe('length_mismatch points at the first token without a partner', () => {
   it('export rows read back: loss_mask and rollout_log_probs, one short and one long', async () => {
     const s = await canonicalSample(profile, textScript('row-len'));
     const p = s.mask.indexOf(1);
-    const row = {
-      schema_version: 1,
-      id: 'row',
-      source: { file: 'x.jsonl', line: 1, format: 'native' },
-      model: 'qwen2.5-vl',
-      group: null,
-      tokens: s.tokens,
-      response_length: s.tokens.length - p,
-      loss_mask: s.mask.slice(p),
-      rollout_log_probs: s.logprobs.slice(p),
-      reward: null,
-      status: 'completed',
-      images: [],
-      image_grid_thw: [],
-      placeholder_ranges: [],
-      mm_token_type_ids: s.tokens.map(() => 0),
-      position_ids: [0, 1, 2].map(() => s.tokens.map((_, i) => i)),
-    };
+    const row = textExportRow(s, p);
     const lines: string[] = [];
     const want: number[] = [];
     for (const key of ['rollout_log_probs', 'loss_mask'] as const)
