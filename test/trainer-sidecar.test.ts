@@ -59,5 +59,11 @@ describe('trainer sidecar', () => {
     expect(byId['sample-0']!.logprobs!.meanAbsDelta).toBe(0);
     expect(byId['sample-1']!.findings.map((f) => f.kind)).toContain('logprob_shift');
     expect(byId['sample-3']!.logprobs).toBeUndefined();
+    const missing = spawnSync(
+      process.execPath,
+      [path.join(ROOT, 'bin', 'rollscope.js'), 'check', SAMPLES, '--trainer', path.join(dir, 'nope.jsonl')],
+      { encoding: 'utf8', cwd: ROOT },
+    );
+    expect([missing.status, missing.stderr]).toEqual([2, expect.stringContaining('--trainer: no such file')]);
   });
 });

@@ -1,5 +1,6 @@
 // A CLI command: one file per command under server/cli/commands/, found by name, so each
 // command stays a thin door onto the shared pipeline and analysis.
+import fs from 'node:fs';
 import os from 'node:os';
 import type { TrainerSide } from '../model/trainer-side.ts';
 import { readTrainerSidecar } from '../import/trainer-sidecar.ts';
@@ -68,11 +69,15 @@ export function workerCount(v: string | undefined): number {
   return n;
 }
 
-/** `--trainer FILE` (repeatable): trainer sidecars, read and merged; their bad lines go to stderr. */
+/**
+ * `--trainer FILE` (repeatable): trainer sidecars, read and merged; their bad lines go to stderr.
+ * A file that does not exist is a wrong argument (exit status 2, as for any PATH).
+ */
 export async function trainerSidecars(
   files: readonly string[] | undefined,
 ): Promise<{ side?: TrainerSide; bad: boolean }> {
   if (!files || files.length === 0) return { bad: false };
+  for (const f of files) if (!fs.existsSync(f)) throw new UsageError(`--trainer: no such file: ${f}`);
   const side: TrainerSide = {};
   let bad = false;
   for (const f of files) {
