@@ -73,6 +73,9 @@ function numberPure(schema: unknown, seen = new Set<unknown>()): boolean {
     case 'null':
     case 'enum':
       return true;
+    // A refinement of the value alone (`z.custom((v) => v === Infinity || v === -Infinity)`): its verdict on a number is a property of the number.
+    case 'custom':
+      return true;
     case 'union':
       return (def.options as unknown[]).every((o) => numberPure(o, seen));
     case 'pipe':
@@ -157,10 +160,15 @@ export function safeParseBounded<T>(
   value: unknown,
 ): { success: true; data: T } | { success: false; error: ZodError } {
   accelerate(schema);
-  const bulky = bulkEntries(value, DEFAULT_LIMITS.maxDepth) > FULL_REPORT_ENTRIES;
   // `abortEarly` is honoured by zod's parser (core/schemas.js) but not part of its public types.
-  const ctx = bulky ? ({ abortEarly: true } as unknown as Parameters<ZodType<T>['safeParse']>[1]) : undefined;
-  const r = schema.safeParse(value, ctx);
+  const abortEarly = { abortEarly: true } as unknown as Parameters<ZodType<T>['safeParse']>[1];
+  // Abort-early mode only changes which issues are collected: a record it accepts is accepted, with
+  // the same output, in full mode too. So the common case pays one pass and no size walk; only a
+  // record that fails and is small enough is parsed again for the full issue list.
+  const first = schema.safeParse(value, abortEarly);
+  if (first.success) return { success: true, data: first.data };
+  if (bulkEntries(value, DEFAULT_LIMITS.maxDepth) > FULL_REPORT_ENTRIES) return { success: false, error: first.error };
+  const r = schema.safeParse(value);
   return r.success ? { success: true, data: r.data } : { success: false, error: r.error };
 }
 
