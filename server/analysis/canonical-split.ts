@@ -26,9 +26,14 @@ export interface SplitSpan {
  * or bytes are stray (then up to the last token boundary before the first bad byte).
  */
 function wholeTextPrefix(tok: TokenizerHandle, ids: readonly number[]): number {
-  let whole = 0;
+  // Most tokens are whole characters on their own (a per-id verdict the tokenizer caches): the
+  // byte walk starts at the first one that is not.
+  let first = 0;
+  while (first < ids.length && tok.wholeUtf8(ids[first]!)) first++;
+  if (first === ids.length) return first;
+  let whole = first;
   let pending = 0; // continuation bytes the current character still needs
-  for (let n = 0; n < ids.length; n++) {
+  for (let n = first; n < ids.length; n++) {
     for (const b of tok.pieceBytes(ids[n]!)) {
       if (pending > 0) {
         if ((b & 0xc0) !== 0x80) return whole;

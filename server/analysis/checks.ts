@@ -140,48 +140,73 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
       }`,
     });
   };
+  // The common case, every value valid, is settled by one tight loop per kind of list.
+  const allIds = (values: readonly number[] | undefined) => {
+    if (values) for (const v of values) if (!(Number.isInteger(v) && v >= 0 && v < vocab)) return false;
+    return true;
+  };
+  const allLogprobs = (values: readonly (number | null)[] | undefined) => {
+    if (values) for (const v of values) if (!(v !== null && v <= 1e-6 && v > -Infinity)) return false;
+    return true;
+  };
+  const allMaskBits = (values: readonly number[] | undefined) => {
+    if (values) for (const v of values) if (v !== 0 && v !== 1) return false;
+    return true;
+  };
   const idWhy = (id: number) => badTokenId(id, vocab);
   const idRange = `an integer token id in 0..${vocab - 1}`;
   const sameAsSample = (index: number, v: number) => !!s && Object.is(s.tokens[index], v);
   const sameLogprobAsSample = (index: number, v: number | null) =>
     !!s?.logprobs && index >= sampleOffset && Object.is(s.logprobs[index - sampleOffset], v);
   if (s) {
-    scan(s.tokens, idWhy, {
-      field: 'sample.tokens',
-      what: 'token id',
-      stream: 'sample',
-      turn: -1,
-      offset: 0,
-      expected: idRange,
-    });
-    scan(s.logprobs, badLogprob, {
-      field: 'sample.logprobs',
-      what: 'logprob',
-      stream: 'sample',
-      turn: -1,
-      offset: sampleOffset,
-      expected: 'a finite logprob <= 0',
-    });
-    scan(s.lossMask, (m) => (m === 0 || m === 1 ? undefined : 'is not 0 or 1'), {
-      field: 'sample.lossMask',
-      what: 'loss mask value',
-      stream: 'sample',
-      turn: -1,
-      offset: sampleOffset,
-      expected: '0 or 1',
-    });
+    if (!allIds(s.tokens))
+      scan(s.tokens, idWhy, {
+        field: 'sample.tokens',
+        what: 'token id',
+        stream: 'sample',
+        turn: -1,
+        offset: 0,
+        expected: idRange,
+      });
+    if (!allLogprobs(s.logprobs))
+      scan(s.logprobs, badLogprob, {
+        field: 'sample.logprobs',
+        what: 'logprob',
+        stream: 'sample',
+        turn: -1,
+        offset: sampleOffset,
+        expected: 'a finite logprob <= 0',
+      });
+    if (!allMaskBits(s.lossMask))
+      scan(s.lossMask, (m) => (m === 0 || m === 1 ? undefined : 'is not 0 or 1'), {
+        field: 'sample.lossMask',
+        what: 'loss mask value',
+        stream: 'sample',
+        turn: -1,
+        offset: sampleOffset,
+        expected: '0 or 1',
+      });
   }
   traj.turns.forEach((t, k) => {
     const p = t.promptIds?.length ?? 0;
     const base = { stream: 'prompt' as const, turn: k, expected: idRange, what: 'token id' };
-    scan(t.promptIds, idWhy, { ...base, field: `turns.${k}.promptIds`, offset: 0 }, sameAsSample);
-    scan(t.generatedIds, idWhy, { ...base, field: `turns.${k}.generatedIds`, offset: p }, sameAsSample);
-    scan(
-      t.generatedLogprobs,
-      badLogprob,
-      { ...base, field: `turns.${k}.generatedLogprobs`, what: 'logprob', offset: p, expected: 'a finite logprob <= 0' },
-      sameLogprobAsSample,
-    );
+    if (!allIds(t.promptIds))
+      scan(t.promptIds, idWhy, { ...base, field: `turns.${k}.promptIds`, offset: 0 }, sameAsSample);
+    if (!allIds(t.generatedIds))
+      scan(t.generatedIds, idWhy, { ...base, field: `turns.${k}.generatedIds`, offset: p }, sameAsSample);
+    if (!allLogprobs(t.generatedLogprobs))
+      scan(
+        t.generatedLogprobs,
+        badLogprob,
+        {
+          ...base,
+          field: `turns.${k}.generatedLogprobs`,
+          what: 'logprob',
+          offset: p,
+          expected: 'a finite logprob <= 0',
+        },
+        sameLogprobAsSample,
+      );
   });
   return out;
 }

@@ -53,9 +53,18 @@ interface GroupState {
   samplesKnown: number;
 }
 
-function digest(tag: string, tokens: readonly number[] | undefined, text?: string): string {
+/** Token ids as 32-bit words for hashing, in one buffer reused across calls (hashing is synchronous). */
+let words = new Uint32Array(1 << 14);
+
+/** SHA-1 of a tag, token id lists (as uint32 words, end to end) and text. */
+function digest(tag: string, lists: readonly (readonly number[] | undefined)[], text?: string): string {
   const h = createHash('sha1').update(tag);
-  if (tokens) h.update(Buffer.from(Uint32Array.from(tokens).buffer));
+  let total = 0;
+  for (const l of lists) total += l?.length ?? 0;
+  if (total > words.length) words = new Uint32Array(Math.max(total, words.length * 2));
+  let at = 0;
+  for (const l of lists) if (l) for (let i = 0; i < l.length; i++) words[at++] = l[i]!;
+  if (total > 0) h.update(words.subarray(0, total));
   if (text !== undefined) h.update(text);
   return h.digest('base64');
 }
@@ -69,18 +78,19 @@ function promptHash(t: Trajectory): string | undefined {
       ? s.tokens.slice(0, s.tokens.length - s.responseLength)
       : undefined);
   const images = t.images.map((im) => im.sha256 ?? im.url ?? '?').join('\n');
-  if (ids) return digest('ids', ids, images);
-  if (first?.messages) return digest('messages', undefined, `${JSON.stringify(first.messages)}\n${images}`);
+  if (ids) return digest('ids', [ids], images);
+  if (first?.messages) return digest('messages', [], `${JSON.stringify(first.messages)}\n${images}`);
   return undefined;
 }
 
 function sampleHash(t: Trajectory): string | undefined {
-  const generated = t.turns.flatMap((turn) => [...(turn.generatedIds ?? []), ...(turn.observationIds ?? [])]);
-  if (generated.length > 0) return digest('ids', generated);
+  const generated = t.turns.flatMap((turn) => [turn.generatedIds, turn.observationIds]);
+  if (generated.some((l) => l && l.length > 0)) return digest('ids', generated);
   const s = t.sample;
-  if (s?.responseLength !== undefined && s.responseLength > 0) return digest('ids', s.tokens.slice(-s.responseLength));
+  if (s?.responseLength !== undefined && s.responseLength > 0)
+    return digest('ids', [s.tokens.slice(s.tokens.length - s.responseLength)]);
   const texts = t.turns.map((turn) => turn.generatedText);
-  if (texts.some((x) => x !== undefined)) return digest('text', undefined, JSON.stringify(texts));
+  if (texts.some((x) => x !== undefined)) return digest('text', [], JSON.stringify(texts));
   return undefined;
 }
 

@@ -61,19 +61,20 @@ interface SharedVocabulary {
 const sharedVocabularies = new Map<string, SharedVocabulary>();
 
 /**
- * The values of some top-level keys of a JSON object, each parsed on its own: parsing all of a
- * tokenizer.json (vocabulary and merges) makes ~150 MB of objects the handle never reads, and a
- * heap grown that far stays big for the rest of the run. Undefined when `json` is not an object.
+ * Where the values of some top-level keys of a JSON object are (`[start, end)` in `json`), found
+ * without parsing the rest: a tokenizer.json is mostly its vocabulary and merges. Undefined when
+ * `json` is not an object.
  */
-export function topLevelFields(json: string, keys: readonly string[]): Record<string, unknown> | undefined {
+export function topLevelSpans(json: string, keys: readonly string[]): Record<string, [number, number]> | undefined {
   const wanted = new Set(keys);
-  const out: Record<string, unknown> = {};
+  const out: Record<string, [number, number]> = {};
   let i = json.indexOf('{');
   if (i < 0 || json.slice(0, i).trim() !== '') return undefined;
   let depth = 0;
   let key: string | undefined;
   let valueStart = -1;
   let expectKey = false;
+  let found = 0;
   for (; i < json.length; i++) {
     const c = json.charCodeAt(i);
     if (c === 0x22) {
@@ -90,9 +91,10 @@ export function topLevelFields(json: string, keys: readonly string[]): Record<st
     } else if (c === 0x7d || c === 0x5d || (c === 0x2c && depth === 1)) {
       if (depth === 1 && key !== undefined && valueStart >= 0) {
         if (wanted.has(key)) {
-          out[key] = JSON.parse(json.slice(valueStart, i));
+          if (!(key in out)) found++;
+          out[key] = [valueStart, i];
           // Hugging Face writes the vocabulary (`model`, most of the file) last: stop before it.
-          if (Object.keys(out).length === wanted.size) return out;
+          if (found === wanted.size) return out;
         }
         key = undefined;
         valueStart = -1;
@@ -103,6 +105,17 @@ export function topLevelFields(json: string, keys: readonly string[]): Record<st
     } else if (c === 0x3a && depth === 1) valueStart = i + 1;
   }
   return undefined;
+}
+
+/**
+ * The values of some top-level keys of a JSON object, each parsed on its own: parsing all of a
+ * tokenizer.json (vocabulary and merges) makes ~150 MB of objects the handle never reads, and a
+ * heap grown that far stays big for the rest of the run. Undefined when `json` is not an object.
+ */
+export function topLevelFields(json: string, keys: readonly string[]): Record<string, unknown> | undefined {
+  const spans = topLevelSpans(json, keys);
+  if (!spans) return undefined;
+  return Object.fromEntries(Object.entries(spans).map(([k, [a, b]]) => [k, JSON.parse(json.slice(a, b))]));
 }
 
 function sharedVocabulary(json: string): SharedVocabulary {
@@ -133,8 +146,13 @@ export class TokenizerHandle {
   private readonly addedContent = new Map<number, string>();
   private readonly addedIds = new Map<string, number>();
   private readonly byteLevel: boolean;
-  private pieceBytesCache: (Uint8Array | undefined)[] = [];
-  private wholeUtf8Cache: (boolean | undefined)[] = [];
+  // Per-id caches as arrays the size of the vocabulary, allocated up front: an array filled at
+  // scattered ids up to 151k would fall back to dictionary elements (a hash lookup per token).
+  private readonly pieceBytesCache: (Uint8Array | undefined)[];
+  private readonly pieceTextCache: (string | undefined)[];
+  /** 0: not yet known, 1: the token's bytes are whole UTF-8, 2: they are not. */
+  private readonly wholeUtf8Cache: Uint8Array;
+  private readonly addedFlags: Uint8Array;
   /** Splits text at added tokens, as the tokenizer's added vocabulary does before normalising; undefined when unsafe. */
   private readonly addedSplitter: RegExp | undefined;
   private readonly segmentCache = new Map<string, number[]>();
@@ -157,9 +175,14 @@ export class TokenizerHandle {
         ? this.rust.getVocabSize(true)
         : Math.max(this.rust.getVocabSize(false), ...added.map((t) => t.id + 1));
     this.specialIds = new Set(added.filter((t) => t.special).map((t) => t.id));
+    this.pieceBytesCache = new Array<Uint8Array | undefined>(this.vocabSize).fill(undefined);
+    this.pieceTextCache = new Array<string | undefined>(this.vocabSize).fill(undefined);
+    this.wholeUtf8Cache = new Uint8Array(this.vocabSize);
+    this.addedFlags = new Uint8Array(this.vocabSize);
     for (const t of added) {
       this.addedContent.set(t.id, t.content);
       this.addedIds.set(t.content, t.id);
+      if (t.id >= 0 && t.id < this.vocabSize) this.addedFlags[t.id] = 1;
     }
     this.byteLevel = JSON.stringify(parsed.decoder ?? {}).includes('ByteLevel');
     // Segment caching is exact only when added tokens match literally (no lstrip/rstrip/single_word/normalized):
@@ -192,18 +215,27 @@ export class TokenizerHandle {
   /** SHA-256 of the tokenizer.json this model's tokenizer is (its added tokens filtered, as the model has them). */
   get sha256(): string {
     if (this.droppedContents.length === 0) return this.shared.sha256;
-    this.exactSha256 ??= createHash('sha256').update(this.exactJson()).digest('hex');
+    this.exactSha256 ??= createHash('sha256').update(this.ownJson()).digest('hex');
     return this.exactSha256;
   }
 
-  private exactJson(): string {
-    return JSON.stringify({ ...(JSON.parse(this.shared.json) as TokenizerJson), added_tokens: this.added });
+  /**
+   * This model's own tokenizer.json: the shared file with its `added_tokens` list cut to the
+   * tokens this model has, the rest byte for byte (re-serializing 11 MB would cost more than
+   * building the tokenizer).
+   */
+  ownJson(): string {
+    if (this.droppedContents.length === 0) return this.shared.json;
+    const span = topLevelSpans(this.shared.json, ['added_tokens'])?.added_tokens;
+    if (!span) return JSON.stringify({ ...(JSON.parse(this.shared.json) as TokenizerJson), added_tokens: this.added });
+    const [start, end] = span;
+    return `${this.shared.json.slice(0, start)}${JSON.stringify(this.added)}${this.shared.json.slice(end)}`;
   }
 
   /** The tokenizer for `text`: the shared one unless the text holds an added token this model lacks. */
   private tokenizerFor(text: string): RustTokenizer {
     if (this.droppedContents.length === 0 || !this.droppedContents.some((c) => text.includes(c))) return this.rust;
-    this.exactTokenizer ??= Tokenizer.fromString(this.exactJson());
+    this.exactTokenizer ??= Tokenizer.fromString(this.ownJson());
     return this.exactTokenizer;
   }
 
@@ -281,22 +313,26 @@ export class TokenizerHandle {
 
   /** Any added token (special or not: `<tool_call>`, `<think>` are added but not special in Qwen's vocabulary). */
   isAdded(id: number): boolean {
-    return this.addedContent.has(id);
+    // Every added token this model has is inside its vocabulary (vocabSize counts them).
+    return this.isValid(id) && this.addedFlags[id] === 1;
   }
 
   tokenToId(content: string): number | undefined {
+    // An added token of the shared file that this model lacks is in neither vocabulary it has.
+    if (this.droppedContents.includes(content)) return undefined;
     return this.tokenizerFor(content).tokenToId(content) ?? undefined;
   }
 
-  /** The raw bytes a token stands for (added tokens: their UTF-8 content). */
+  /** The raw bytes a token stands for (added tokens: their UTF-8 content; an id that is none: no bytes). */
   pieceBytes(id: number): Uint8Array {
+    if (!this.isValid(id)) return NO_BYTES;
     const cached = this.pieceBytesCache[id];
     if (cached) return cached;
     let bytes: Uint8Array;
     const added = this.addedContent.get(id);
     if (added !== undefined) bytes = new TextEncoder().encode(added);
     else {
-      const raw = this.isValid(id) ? (this.rust.idToToken(id) ?? '') : '';
+      const raw = this.rust.idToToken(id) ?? '';
       if (!this.byteLevel) bytes = new TextEncoder().encode(raw);
       else {
         const out: number[] = [];
@@ -310,12 +346,23 @@ export class TokenizerHandle {
 
   /** Whether the token's bytes are valid UTF-8 on their own (no character split off to a neighbour). */
   wholeUtf8(id: number): boolean {
-    let whole = this.wholeUtf8Cache[id];
-    if (whole === undefined) {
-      whole = validWhole(this.pieceBytes(id));
+    if (!this.isValid(id)) return validWhole(NO_BYTES);
+    let whole = this.wholeUtf8Cache[id]!;
+    if (whole === 0) {
+      whole = validWhole(this.pieceBytes(id)) ? 1 : 2;
       this.wholeUtf8Cache[id] = whole;
     }
-    return whole;
+    return whole === 1;
+  }
+
+  /** The text of a valid token whose bytes are whole UTF-8. */
+  private wholeText(id: number): string {
+    let text = this.pieceTextCache[id];
+    if (text === undefined) {
+      text = lenientUtf8.decode(this.pieceBytes(id));
+      this.pieceTextCache[id] = text;
+    }
+    return text;
   }
 
   /** Decoded text of one token; bytes that are not valid UTF-8 on their own show as `\xNN`. */
@@ -333,21 +380,35 @@ export class TokenizerHandle {
 
   /** Synchronous decode for byte-level BPE (what the ByteLevel decoder does); used for display and cause classification. */
   decodeSync(ids: readonly number[]): string {
-    let total = 0;
-    const parts = ids.map((id) => {
-      const b = this.isValid(id) ? this.pieceBytes(id) : new TextEncoder().encode(`⟨invalid ${id}⟩`);
-      total += b.length;
-      return b;
-    });
-    const all = new Uint8Array(total);
-    let at = 0;
-    for (const p of parts) {
-      all.set(p, at);
-      at += p.length;
+    // Tokens that are whole characters decode on their own: join their (cached) texts.
+    let allWhole = true;
+    for (let i = 0; i < ids.length && allWhole; i++) allWhole = this.isValid(ids[i]!) && this.wholeUtf8(ids[i]!);
+    if (allWhole) {
+      let text = '';
+      for (let i = 0; i < ids.length; i++) text += this.wholeText(ids[i]!);
+      return text;
     }
-    return new TextDecoder('utf-8').decode(all);
+    let total = 0;
+    for (let i = 0; i < ids.length; i++) total += this.bytesOf(ids[i]!).length;
+    if (total > decodeBuffer.length) decodeBuffer = new Uint8Array(Math.max(total, decodeBuffer.length * 2));
+    let at = 0;
+    for (let i = 0; i < ids.length; i++) {
+      const b = this.bytesOf(ids[i]!);
+      for (let k = 0; k < b.length; k++) decodeBuffer[at++] = b[k]!;
+    }
+    return lenientUtf8.decode(decodeBuffer.subarray(0, total));
+  }
+
+  private bytesOf(id: number): Uint8Array {
+    return this.isValid(id) ? this.pieceBytes(id) : new TextEncoder().encode(`⟨invalid ${id}⟩`);
   }
 }
+
+/** The bytes `decodeSync` joins, in one buffer reused across calls (decoding is synchronous). */
+let decodeBuffer = new Uint8Array(1 << 16);
+// ignoreBOM: a U+FEFF the tokens spell is text (the ByteLevel decoder keeps it), at the start as anywhere else.
+const lenientUtf8 = new TextDecoder('utf-8', { ignoreBOM: true });
+const NO_BYTES = new Uint8Array(0);
 
 /** Tokens `start..end-1` whose bytes form characters only together (a character split across tokens), and that text. */
 export interface ByteJoin {
