@@ -45,18 +45,19 @@ export interface TokenizerJson {
 }
 
 /**
- * One parsed `tokenizer.json` and the library's tokenizer built from it with every added token:
- * shared by every handle made from the same file (Qwen2-VL, 2.5-VL and 3-VL ship one BPE
- * vocabulary and differ only in how many added tokens they have), so a run that mixes
- * generations parses the 11 MB file and builds the tokenizer once, not once per generation.
+ * One `tokenizer.json` as text, with the few top-level fields a handle reads: shared by every
+ * handle made from the same file (Qwen2-VL, 2.5-VL and 3-VL ship one BPE vocabulary and differ
+ * only in how many added tokens they have). Each model's own tokenizer is built from the file
+ * with its added-token list cut (`ownJson`), never by parsing and re-serializing the 11 MB.
  */
 interface SharedVocabulary {
   sha256: string;
-  /** The file as text; parsed again only to build a filtered copy (holding the parse would cost ~100 MB of heap). */
+  /** The file as text (holding its parse would cost ~100 MB of heap). */
   json: string;
   /** The parts of the file the handle reads. */
   parsed: Pick<TokenizerJson, 'added_tokens' | 'decoder'>;
-  rust: RustTokenizer;
+  /** The library's tokenizer of the whole file, for the models that have every added token. */
+  full?: RustTokenizer;
 }
 const sharedVocabularies = new Map<string, SharedVocabulary>();
 
@@ -124,7 +125,7 @@ function sharedVocabulary(json: string): SharedVocabulary {
   if (!v) {
     const { added_tokens, decoder } = (topLevelFields(json, ['added_tokens', 'decoder']) ??
       JSON.parse(json)) as TokenizerJson;
-    v = { sha256, json, parsed: { added_tokens, decoder }, rust: Tokenizer.fromString(json) };
+    v = { sha256, json, parsed: { added_tokens, decoder } };
     sharedVocabularies.set(sha256, v);
   }
   return v;
@@ -132,15 +133,10 @@ function sharedVocabulary(json: string): SharedVocabulary {
 
 export class TokenizerHandle {
   readonly vocabSize: number;
+  /** The library's tokenizer of this model's own file: exactly what transformers and vLLM load for it. */
   private readonly rust: RustTokenizer;
-  /**
-   * Added tokens of the shared file this model does not have. Text containing one of them goes to
-   * `exact` (this model's own tokenizer, built on first need), everything else to the shared one:
-   * the two agree on any text without those tokens, since added tokens only ever split text at
-   * their literal occurrences.
-   */
+  /** Added tokens of the shared file this model does not have. */
   private readonly droppedContents: readonly string[];
-  private exactTokenizer: RustTokenizer | undefined;
   private exactSha256: string | undefined;
   private readonly specialIds: Set<number>;
   private readonly addedContent = new Map<number, string>();
@@ -167,8 +163,9 @@ export class TokenizerHandle {
     dropped: NonNullable<TokenizerJson['added_tokens']>,
   ) {
     const parsed = shared.parsed;
-    this.rust = shared.rust;
     this.droppedContents = dropped.map((t) => t.content);
+    this.rust =
+      dropped.length === 0 ? (shared.full ??= Tokenizer.fromString(shared.json)) : Tokenizer.fromString(this.ownJson());
     // Without the dropped ones (the highest ids in Qwen's files), the vocabulary ends at the last id kept.
     this.vocabSize =
       dropped.length === 0
@@ -232,16 +229,9 @@ export class TokenizerHandle {
     return `${this.shared.json.slice(0, start)}${JSON.stringify(this.added)}${this.shared.json.slice(end)}`;
   }
 
-  /** The tokenizer for `text`: the shared one unless the text holds an added token this model lacks. */
-  private tokenizerFor(text: string): RustTokenizer {
-    if (this.droppedContents.length === 0 || !this.droppedContents.some((c) => text.includes(c))) return this.rust;
-    this.exactTokenizer ??= Tokenizer.fromString(this.ownJson());
-    return this.exactTokenizer;
-  }
-
   /** Exactly the library's encoding of `text` (no special tokens added). */
   async encodeDirect(text: string): Promise<number[]> {
-    const enc = await this.tokenizerFor(text).encode(text, null, { addSpecialTokens: false });
+    const enc = await this.rust.encode(text, null, { addSpecialTokens: false });
     return enc.getIds();
   }
 
@@ -292,8 +282,6 @@ export class TokenizerHandle {
 
   async encodeBatch(texts: string[]): Promise<number[][]> {
     if (texts.length === 0) return [];
-    if (texts.some((t) => this.tokenizerFor(t) !== this.rust))
-      return Promise.all(texts.map((t) => this.encodeDirect(t)));
     const encs = await this.rust.encodeBatch(texts, { addSpecialTokens: false });
     return encs.map((e) => e.getIds());
   }
@@ -318,9 +306,7 @@ export class TokenizerHandle {
   }
 
   tokenToId(content: string): number | undefined {
-    // An added token of the shared file that this model lacks is in neither vocabulary it has.
-    if (this.droppedContents.includes(content)) return undefined;
-    return this.tokenizerFor(content).tokenToId(content) ?? undefined;
+    return this.rust.tokenToId(content) ?? undefined;
   }
 
   /** The raw bytes a token stands for (added tokens: their UTF-8 content; an id that is none: no bytes). */

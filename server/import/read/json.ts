@@ -219,41 +219,114 @@ function markNonFinite(text: string, mark: string): string {
   return out.join('');
 }
 
+/** What a marker string stands for, or the string itself. */
+function unmarked(v: string, mark: string): unknown {
+  const w = v.slice(mark.length);
+  return w === 'NaN' || w === '-NaN' ? NaN : w === 'Infinity' ? Infinity : w === '-Infinity' ? -Infinity : v;
+}
+
+/**
+ * Walk a parsed value without recursion: false when it nests deeper than `maxDepth` (the root
+ * container is level 1, as in `scanJson`); with `mark`, marker strings are replaced by the
+ * number they stand for on the way.
+ */
+function withinDepth(root: unknown, maxDepth: number, mark?: string): boolean {
+  if (typeof root !== 'object' || root === null) return true;
+  const stack: object[] = [root];
+  const levels: number[] = [1];
+  while (stack.length > 0) {
+    const v = stack.pop()!;
+    const level = levels.pop()!;
+    if (level > maxDepth) return false;
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const c: unknown = v[i];
+        if (typeof c === 'object') {
+          if (c !== null) {
+            stack.push(c);
+            levels.push(level + 1);
+          }
+        } else if (mark !== undefined && typeof c === 'string' && c.startsWith(mark)) v[i] = unmarked(c, mark);
+      }
+    } else {
+      const o = v as Record<string, unknown>;
+      for (const k of Object.keys(o)) {
+        const c = o[k];
+        if (typeof c === 'object') {
+          if (c !== null) {
+            stack.push(c);
+            levels.push(level + 1);
+          }
+        } else if (mark !== undefined && typeof c === 'string' && c.startsWith(mark)) o[k] = unmarked(c, mark);
+      }
+    }
+  }
+  return true;
+}
+
 /**
  * JSON.parse that also takes Python's `NaN`, `Infinity`, `-Infinity` (json.dumps writes them by
- * default), refuses nesting and arrays over the limits before allocating (JsonLimitError with
- * the position), and never recurses on the input: V8's JSON.parse is iterative, the reviver
- * only runs within the depth limit.
+ * default), refuses nesting and arrays over the limits (JsonLimitError with the position), and
+ * never recurses on the input (V8's JSON.parse is iterative, and so are the walks here).
+ *
+ * A text too short to hold an array over the entry limit (an entry takes at least two
+ * characters) is parsed first and its depth checked on the value: nothing it allocates can
+ * exceed a few times its length, and that skips a character-by-character pass over every
+ * record. Longer texts (whole-file documents) are scanned before JSON.parse allocates.
  */
 export function parseJson(
   text: string,
   limits: Pick<ReadLimits, 'maxDepth' | 'maxArrayEntries'> = DEFAULT_LIMITS,
 ): unknown {
+  if (text.length < 2 * limits.maxArrayEntries) {
+    let value: unknown;
+    try {
+      value = JSON.parse(text);
+    } catch (first) {
+      return parseMarked(text, limits, first);
+    }
+    if (!withinDepth(value, limits.maxDepth)) {
+      scanJson(text, limits); // throws the limit error, positioned where the text crosses it
+      throw new JsonLimitError(
+        `nested more than ${limits.maxDepth} levels deep (the limit; real records nest < 20)`,
+        0,
+      );
+    }
+    return value;
+  }
   const { nonFinite } = scanJson(text, limits);
   if (!nonFinite) return JSON.parse(text);
   try {
     return JSON.parse(text);
   } catch (first) {
-    // A per-parse random marker: no string in the data can collide with it.
-    const mark = `\u0000rollscope-${randomBytes(6).toString('hex')}:`;
-    let replaced: string;
-    try {
-      replaced = markNonFinite(text, mark);
-    } catch {
-      throw first;
-    }
-    try {
-      return JSON.parse(replaced, (_k, v: unknown) => {
-        if (typeof v === 'string' && v.startsWith(mark)) {
-          const w = v.slice(mark.length);
-          return w === 'NaN' || w === '-NaN' ? NaN : w === 'Infinity' ? Infinity : w === '-Infinity' ? -Infinity : v;
-        }
-        return v;
-      });
-    } catch {
-      throw first; // its position is in the text as written, not in the marked copy
-    }
+    return parseMarked(text, limits, first);
   }
+}
+
+/**
+ * A text JSON.parse refused (`first`): over a limit (thrown as such, as a scan before parsing
+ * would), else read again with Python's non-finite numbers replaced by marker strings, which
+ * are turned back into numbers on the parsed value; else `first` is thrown.
+ */
+function parseMarked(text: string, limits: Pick<ReadLimits, 'maxDepth' | 'maxArrayEntries'>, first: unknown): unknown {
+  const { nonFinite } = scanJson(text, limits);
+  if (!nonFinite) throw first;
+  // A per-parse random marker: no string in the data can collide with it.
+  const mark = `\u0000rollscope-${randomBytes(6).toString('hex')}:`;
+  let replaced: string;
+  try {
+    replaced = markNonFinite(text, mark);
+  } catch {
+    throw first;
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(replaced);
+  } catch {
+    throw first; // its position is in the text as written, not in the marked copy
+  }
+  withinDepth(value, limits.maxDepth, mark); // the scan checked the depth; this restores the numbers
+  return value;
 }
 
 /**
