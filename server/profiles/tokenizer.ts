@@ -166,6 +166,7 @@ export class TokenizerHandle {
   private readonly addedContent = new Map<number, string>();
   private readonly addedIds = new Map<string, number>();
   private readonly byteLevel: boolean;
+  private readonly asciiAdded: boolean;
   // Per-id caches as arrays the size of the vocabulary, allocated up front: an array filled at
   // scattered ids up to 151k would fall back to dictionary elements (a hash lookup per token).
   private readonly pieceBytesCache: (Uint8Array | undefined)[];
@@ -217,6 +218,9 @@ export class TokenizerHandle {
       if (t.id >= 0 && t.id < this.vocabSize) this.addedFlags[t.id] = 1;
     }
     this.byteLevel = JSON.stringify(parsed.decoder ?? {}).includes('ByteLevel');
+    // The ByteLevel decoder maps a token's characters through the byte alphabet, in which
+    // printable ASCII stands for itself: only then are an added token's bytes its UTF-8 content.
+    this.asciiAdded = added.every((t) => /^[\x21-\x7e]*$/.test(t.content));
   }
 
   private get own(): RustTokenizer {
@@ -320,9 +324,16 @@ export class TokenizerHandle {
     return encs.map((e) => e.getIds());
   }
 
+  /**
+   * The library's decode. For byte-level BPE it is computed here, synchronously: the ByteLevel
+   * decoder joins the tokens' bytes (added tokens' printable-ASCII contents map to themselves)
+   * and reads them as lossy UTF-8, which is what `decodeSync` does; the library's own call would
+   * wait for its thread pool and need the model's own tokenizer built.
+   */
   async decode(ids: readonly number[], skipSpecialTokens = false): Promise<string> {
     const valid = ids.filter((id) => this.isValid(id));
-    return this.own.decode(valid, skipSpecialTokens);
+    if (!this.byteLevel || !this.asciiAdded) return this.own.decode(valid, skipSpecialTokens);
+    return this.decodeSync(skipSpecialTokens ? valid.filter((id) => !this.specialIds.has(id)) : valid);
   }
 
   isValid(id: number): boolean {
