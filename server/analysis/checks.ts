@@ -77,6 +77,37 @@ function jsonValue(v: number | null): number | string | null {
   return v === null || Number.isFinite(v) ? v : String(v);
 }
 
+// The common case of checkValues, every value valid, settled by one tight loop per kind of list.
+
+/** Every entry an integer id in 0..vocab-1 (`(v | 0) === v` is an integer test for that range). */
+function allValidIds(values: readonly number[] | undefined, vocab: number): boolean {
+  if (!values) return true;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!;
+    if (!(v >= 0 && v < vocab && (v | 0) === v)) return false;
+  }
+  return true;
+}
+
+/** Every entry a finite logprob <= 1e-6 (what badLogprob accepts). */
+function allValidLogprobs(values: readonly (number | null)[] | undefined): boolean {
+  if (!values) return true;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!;
+    if (!(v !== null && v <= 1e-6 && v > -Infinity)) return false;
+  }
+  return true;
+}
+
+function allMaskBits(values: readonly number[] | undefined): boolean {
+  if (!values) return true;
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    if (v !== 0 && v !== 1) return false;
+  }
+  return true;
+}
+
 /** Why a token id is not one, or undefined when it is. */
 function badTokenId(id: number, vocabSize: number): string | undefined {
   if (Number.isNaN(id)) return 'is not a number';
@@ -141,18 +172,7 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
     });
   };
   // The common case, every value valid, is settled by one tight loop per kind of list.
-  const allIds = (values: readonly number[] | undefined) => {
-    if (values) for (const v of values) if (!(Number.isInteger(v) && v >= 0 && v < vocab)) return false;
-    return true;
-  };
-  const allLogprobs = (values: readonly (number | null)[] | undefined) => {
-    if (values) for (const v of values) if (!(v !== null && v <= 1e-6 && v > -Infinity)) return false;
-    return true;
-  };
-  const allMaskBits = (values: readonly number[] | undefined) => {
-    if (values) for (const v of values) if (v !== 0 && v !== 1) return false;
-    return true;
-  };
+  const allIds = (values: readonly number[] | undefined) => allValidIds(values, vocab);
   const idWhy = (id: number) => badTokenId(id, vocab);
   const idRange = `an integer token id in 0..${vocab - 1}`;
   const sameAsSample = (index: number, v: number) => !!s && Object.is(s.tokens[index], v);
@@ -168,7 +188,7 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
         offset: 0,
         expected: idRange,
       });
-    if (!allLogprobs(s.logprobs))
+    if (!allValidLogprobs(s.logprobs))
       scan(s.logprobs, badLogprob, {
         field: 'sample.logprobs',
         what: 'logprob',
@@ -194,7 +214,7 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
       scan(t.promptIds, idWhy, { ...base, field: `turns.${k}.promptIds`, offset: 0 }, sameAsSample);
     if (!allIds(t.generatedIds))
       scan(t.generatedIds, idWhy, { ...base, field: `turns.${k}.generatedIds`, offset: p }, sameAsSample);
-    if (!allLogprobs(t.generatedLogprobs))
+    if (!allValidLogprobs(t.generatedLogprobs))
       scan(
         t.generatedLogprobs,
         badLogprob,
