@@ -66,7 +66,10 @@ export class AnalysisPool {
     const boot = new URL('../bin/worker-boot.js', import.meta.url);
     const module = new URL('./analysis-worker.ts', import.meta.url).href;
     this.slots = Array.from({ length: size }, () => {
-      const slot: Slot = { worker: new Worker(boot, { workerData: { module } }), waiting: new Map() };
+      // Started from the bundle (bin/rollscope.js), a worker loads the bundled worker directly, without tsx.
+      const bundled = (globalThis as { rollscopeWorkerEntry?: string }).rollscopeWorkerEntry;
+      const worker = bundled ? new Worker(new URL(bundled)) : new Worker(boot, { workerData: { module } });
+      const slot: Slot = { worker, waiting: new Map() };
       slot.worker.on('message', (m: Reply) => this.settle(slot, m));
       // A worker that dies takes its jobs with it; later jobs go to the others.
       const fail = (e: Error) => {
