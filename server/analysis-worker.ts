@@ -42,12 +42,12 @@ parentPort!.on('message', async (raw: unknown) => {
         seq: job.seq,
         ok: true,
         kind: 'trajectory',
-        result: toWire(await analyzeTrajectory(job.trajectory, job.opts, job.roots)),
+        result: toWire(await analyzeTrajectory(job.trajectory, job.opts, job.roots), job.opts),
       };
     } else {
       const { events, imported } = await importAndAnalyze(job, job.opts, job.roots);
       const wire = events.map(
-        (e): WireEvent => (e.type === 'trajectory' ? { type: 'trajectory', checked: toWire(e.checked) } : e),
+        (e): WireEvent => (e.type === 'trajectory' ? { type: 'trajectory', checked: toWire(e.checked, job.opts) } : e),
       );
       reply = { seq: job.seq, ok: true, kind: 'lines', events: wire, imported };
     }

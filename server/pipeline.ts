@@ -201,9 +201,12 @@ export interface CheckPathsHooks {
 export const WORKERS_FROM_BYTES = 512 * 1024 * 1024;
 
 /**
- * The worker count `checkPaths` uses: `requested` when given; else one per idle core (≤ 8) for
- * big inputs, none otherwise. Cores other processes keep busy (the load average) do not count: a
- * worker there only competes with the main thread and costs its start-up.
+ * The worker count `checkPaths` uses: `requested` when given; else, for big inputs, one per idle
+ * core (≤ 8) when at least three are idle, none otherwise. Cores other processes keep busy (the
+ * load average) do not count: a worker there only competes with the main thread and costs its
+ * start-up. With two idle cores the main thread (reading, decoding lines, receiving results)
+ * and two workers share two cores: measured slower than the main thread alone, with twice its
+ * memory (bench/README.md), so two cores run on the main thread.
  */
 export function workersFor(
   requested: number | undefined,
@@ -213,7 +216,7 @@ export function workersFor(
 ): number {
   if (requested !== undefined) return Math.max(0, requested);
   const idle = Math.floor(cores - load + 0.5);
-  return idle > 1 && totalBytes >= WORKERS_FROM_BYTES ? Math.min(idle, 8) : 0;
+  return idle >= 3 && totalBytes >= WORKERS_FROM_BYTES ? Math.min(idle, 8) : 0;
 }
 
 const fileBytes = (file: string): number => {

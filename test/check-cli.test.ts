@@ -41,7 +41,8 @@ describe('check on a terminal', () => {
     expect(workersFor(undefined, 50e6)).toBe(0);
     expect(workersFor(0, 10 * WORKERS_FROM_BYTES)).toBe(0);
     expect(workersFor(2, 1000)).toBe(2);
-    expect(workersFor(undefined, WORKERS_FROM_BYTES, 2, 0.1)).toBe(2);
+    expect(workersFor(undefined, WORKERS_FROM_BYTES, 2, 0.1)).toBe(0);
+    expect(workersFor(undefined, WORKERS_FROM_BYTES, 4, 0.2)).toBe(4);
     expect(workersFor(undefined, WORKERS_FROM_BYTES, 16, 0)).toBe(8);
     // A machine other work keeps busy gets no workers: they would compete with the main thread.
     expect(workersFor(undefined, WORKERS_FROM_BYTES, 2, 1.2)).toBe(0);

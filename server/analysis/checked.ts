@@ -4,6 +4,8 @@ import type { Finding } from '../model/finding.ts';
 import type { ReadError, Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import type { Alignment } from './realign.ts';
+import type { GroupMember } from './groups.ts';
+import type { TrajectoryMismatch } from './logprob-mismatch.ts';
 
 export interface CheckedTrajectory {
   /** The trajectory as checked (image sizes resolved); its `id` is the run-wide trajectory key. */
@@ -12,6 +14,11 @@ export interface CheckedTrajectory {
   findings: Finding[];
   alignment: Alignment;
   rerender?: number[];
+  /**
+   * Computed where the trajectory was analyzed when the run is report-only (RunOptions
+   * `reportOnly`), whose trajectory then crosses threads without its streams; null: none.
+   */
+  report?: { member: GroupMember | null; logprobs: TrajectoryMismatch | null };
 }
 
 export type RunEvent =

@@ -188,12 +188,16 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   const examples = new Map<string, string[]>();
   const progress = process.stderr.isTTY ? progressLine(process.stderr) : undefined;
   if (opts.json) out.write('{"version":1,"trajectories":[');
-  const events = checkPaths(paths, opts, {
-    onSkipped: () => {
-      seen++;
+  const events = checkPaths(
+    paths,
+    { ...opts, reportOnly: true },
+    {
+      onSkipped: () => {
+        seen++;
+      },
+      onRead: progress?.read,
     },
-    onRead: progress?.read,
-  });
+  );
   try {
     for await (const ev of events) {
       if (ev.type === 'error') {
@@ -211,7 +215,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       findings?.add(c);
       const t = c.trajectory;
       addToSummary(report.summary, c.findings, hasTokens(t));
-      const member = groupMember(t);
+      const member = c.report ? c.report.member : groupMember(t);
       if (member) groupChecks.add(member);
       const entry: CheckReport['trajectories'][number] = {
         id: t.id,
@@ -224,7 +228,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
         group: t.group ?? null,
         step: t.step ?? null,
       };
-      const m = logprobMismatch(t, opts.mismatch);
+      const m = c.report ? c.report.logprobs : logprobMismatch(t, opts.mismatch);
       if (m) {
         mismatches.push(m);
         entry.logprobs = trajectoryLogprobs(m);

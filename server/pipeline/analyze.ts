@@ -30,6 +30,12 @@ export interface RunOptions {
   shard?: ShardSpec;
   /** Trainer arrays given beside the data (`--trainer FILE`, import/trainer-sidecar.ts), by trajectory id. */
   trainer?: TrainerSide;
+  /**
+   * The consumer reads only the findings and a trajectory's summary fields (`check`): analysis
+   * workers then compute its group member and logprob figures themselves and send back no token
+   * streams, alignment or inline image bytes (pipeline/wire.ts `forReport`).
+   */
+  reportOnly?: boolean;
 }
 
 export async function analyzeTrajectory(

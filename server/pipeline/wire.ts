@@ -3,6 +3,8 @@
 // copying them.
 import type { FormatName, Trajectory } from '../model/trajectory.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
+import { groupMember } from '../analysis/groups.ts';
+import { logprobMismatch } from '../analysis/logprob-mismatch.ts';
 import type { RecordLine } from '../import/stream.ts';
 import type { RunOptions } from './analyze.ts';
 import type { Skipped } from './shard.ts';
@@ -31,9 +33,45 @@ export type Reply =
   | { seq: number; ok: true; kind: 'lines'; events: WireEvent[]; imported: number }
   | { seq: number; ok: false; message: string };
 
-export function toWire(c: CheckedTrajectory): WireChecked {
+export function toWire(c: CheckedTrajectory, opts: Pick<RunOptions, 'reportOnly' | 'mismatch'> = {}): WireChecked {
   const { profile, ...rest } = c;
-  return { ...rest, profileName: profile.name };
+  return { ...(opts.reportOnly ? forReport(rest, opts) : rest), profileName: profile.name };
+}
+
+/**
+ * What a report-only consumer (RunOptions `reportOnly`) is sent: the group member and logprob
+ * figures computed here, and the trajectory and alignment with every long number list emptied
+ * and inline image bytes dropped (their hash and size stay). Copying those to the main thread
+ * costs more than the analysis gains from a second core; the report never reads them.
+ */
+function forReport(
+  c: Omit<CheckedTrajectory, 'profile'>,
+  opts: Pick<RunOptions, 'mismatch'>,
+): Omit<CheckedTrajectory, 'profile'> {
+  const t = c.trajectory;
+  const report = { member: groupMember(t) ?? null, logprobs: logprobMismatch(t, opts.mismatch) ?? null };
+  const images = t.images.map((im) => (im.url?.startsWith('data:') ? { ...im, url: 'data:' } : im));
+  return {
+    ...c,
+    trajectory: withoutStreams({ ...t, images }) as typeof t,
+    alignment: withoutStreams(c.alignment) as typeof c.alignment,
+    rerender: undefined,
+    report,
+  };
+}
+
+/** A copy of `value` with each number list of PACK_MIN_LENGTH or more entries emptied. */
+function withoutStreams(value: unknown): unknown {
+  if (Array.isArray(value)) {
+    if (value.length >= PACK_MIN_LENGTH && typeof value[0] === 'number') return [];
+    return value.map(withoutStreams);
+  }
+  if (typeof value === 'object' && value !== null) {
+    const out: Record<string, unknown> = {};
+    for (const k in value) out[k] = withoutStreams((value as Record<string, unknown>)[k]);
+    return out;
+  }
+  return value;
 }
 
 /** Arrays this long or longer that hold only numbers cross threads as transferred Float64Arrays. */
