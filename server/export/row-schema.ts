@@ -106,7 +106,7 @@ export function rowToTrajectory(row: ExportRowRead, where: { file: string; line:
   if (turns.length === 0) turns.push({ promptIds: row.tokens.slice(0, promptLength), generatedIds: [] });
   // Tokens after the last generation (a final observation) are that turn's observation.
   if (lastEnd < n) turns[turns.length - 1]!.observationIds = row.tokens.slice(lastEnd);
-  return Trajectory.parse({
+  return parseWithBulkArrays({
     id: row.id,
     source: { file: where.file, line: where.line, format: 'export' },
     model: row.model,
@@ -140,4 +140,106 @@ export function rowToTrajectory(row: ExportRowRead, where: { file: string; line:
     ...(row.group !== null ? { group: row.group } : {}),
     meta: { exported_from: row.source },
   });
+}
+
+// --- per-token arrays without per-element zod ---------------------------------------------------
+// zod validates an array element by element through its generic machinery, which for rows of
+// 10k-token arrays costs more than the checks themselves. The element rules are simple, so they
+// are checked in plain loops and zod sees the rest of the object with those arrays emptied: the
+// result is the one zod gives for the whole object, and on any doubt the whole object goes
+// through zod (which then reports the issue as it always did).
+
+/** `TokenId`/`MaskValue` (model/trajectory.ts): a finite number or NaN. */
+const isTokenValue = (v: unknown): boolean => typeof v === 'number' && v !== Infinity && v !== -Infinity;
+/** `Logprob`: any number (NaN and infinities included) or null. */
+const isLogprobValue = (v: unknown): boolean => v === null || typeof v === 'number';
+/** `z.number().int()`: a safe integer. */
+const isInt = (v: unknown): boolean => Number.isSafeInteger(v);
+
+function all(xs: unknown, ok: (v: unknown) => boolean): boolean {
+  if (!Array.isArray(xs)) return false;
+  for (let i = 0; i < xs.length; i++) if (!ok(xs[i])) return false;
+  return true;
+}
+
+/** `xs` is an array of arrays whose elements all pass `ok`. */
+function allRows(xs: unknown, ok: (v: unknown) => boolean): boolean {
+  return Array.isArray(xs) && xs.every((r) => all(r, ok));
+}
+
+const TURN_ARRAYS = {
+  promptIds: isTokenValue,
+  generatedIds: isTokenValue,
+  generatedLogprobs: isLogprobValue,
+  observationIds: isTokenValue,
+} as const;
+const SAMPLE_ARRAYS = {
+  tokens: isTokenValue,
+  lossMask: isTokenValue,
+  logprobs: isLogprobValue,
+  mmTokenTypeIds: isInt,
+} as const;
+
+type Loose = Record<string, unknown>;
+
+/** `Trajectory.parse(input)` for a trajectory built from a row, its per-token arrays checked in loops. */
+export function parseWithBulkArrays(input: Loose & { turns: Loose[]; sample?: Loose }): Trajectory {
+  const sampleIn = input.sample;
+  const positions = sampleIn?.positionIds;
+  const turnsOk = input.turns.every((t) =>
+    Object.entries(TURN_ARRAYS).every(([k, ok]) => t[k] === undefined || all(t[k], ok)),
+  );
+  const sampleOk =
+    sampleIn !== undefined &&
+    Object.entries(SAMPLE_ARRAYS).every(([k, ok]) => sampleIn[k] === undefined || all(sampleIn[k], ok)) &&
+    (positions === undefined || allRows(positions, isInt));
+  if (!turnsOk || !sampleOk) return Trajectory.parse(input);
+  const hollow = (o: Loose, keys: readonly string[]) => {
+    const copy = { ...o };
+    for (const k of keys) if (copy[k] !== undefined) copy[k] = [];
+    return copy;
+  };
+  const rows = positions as number[][] | undefined;
+  const out = Trajectory.parse({
+    ...input,
+    turns: input.turns.map((t) => hollow(t, Object.keys(TURN_ARRAYS))),
+    sample: {
+      ...hollow(sampleIn, Object.keys(SAMPLE_ARRAYS)),
+      ...(rows !== undefined ? { positionIds: rows.map(() => []) } : {}),
+    },
+  });
+  // The arrays as zod would return them: copies holding the same numbers.
+  out.turns.forEach((t, k) => {
+    const from = input.turns[k]!;
+    for (const key of Object.keys(TURN_ARRAYS) as (keyof typeof TURN_ARRAYS)[])
+      if (from[key] !== undefined) (t as Loose)[key] = (from[key] as unknown[]).slice();
+  });
+  const sample = out.sample! as Loose;
+  for (const key of Object.keys(SAMPLE_ARRAYS))
+    if (sampleIn[key] !== undefined) sample[key] = (sampleIn[key] as unknown[]).slice();
+  if (rows !== undefined) sample.positionIds = rows.map((r) => r.slice());
+  return out;
+}
+
+/**
+ * `ExportRow.safeParse(row).success` with the per-token arrays checked in loops: true only when
+ * zod would accept the whole row (zod still decides, and says why, when this is false).
+ */
+export function passesRowContract(row: ExportRow): boolean {
+  const nonNegativeInt = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
+  const ok =
+    all(row.tokens, nonNegativeInt) &&
+    all(row.loss_mask, (v) => v === 0 || v === 1) &&
+    (row.rollout_log_probs === null || all(row.rollout_log_probs, Number.isFinite as (v: unknown) => boolean)) &&
+    all(row.mm_token_type_ids, (v) => v === 0 || v === 1 || v === 2) &&
+    allRows(row.position_ids, isInt);
+  if (!ok) return false;
+  return ExportRow.safeParse({
+    ...row,
+    tokens: [],
+    loss_mask: [],
+    rollout_log_probs: row.rollout_log_probs === null ? null : [],
+    mm_token_type_ids: [],
+    position_ids: row.position_ids.map(() => []),
+  }).success;
 }
