@@ -25,7 +25,11 @@ function rng(seed: number): () => number {
 const png = (n: number, fill: number) => Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.alloc(n, fill)]);
 
 /** Rows that cover every shape the schema allows: empty and null lists, optional leaves, pixel values. */
-function rows(count: number, seed: number, opts: { tokens: number; vocab: number }): ExportRow[] {
+function rows(
+  count: number,
+  seed: number,
+  opts: { tokens: number; vocab: number; logprobLevels?: number },
+): ExportRow[] {
   const r = rng(seed);
   const images = [png(300, 1), png(500, 2), png(40, 3)];
   const out: ExportRow[] = [];
@@ -57,7 +61,13 @@ function rows(count: number, seed: number, opts: { tokens: number; vocab: number
       tokens,
       response_length: response,
       loss_mask: Array.from({ length: response }, (_, i) => (i % 9 < 6 ? 1 : 0)),
-      rollout_log_probs: k % 6 === 2 ? null : Array.from({ length: response }, () => -r() * 3),
+      rollout_log_probs:
+        k % 6 === 2
+          ? null
+          : Array.from({ length: response }, (_, i) =>
+              // Few levels: a dictionary, keyed as a Map keys numbers (0 and -0 alike).
+              opts.logprobLevels ? (i % 2 ? 0 : -Math.floor(r() * opts.logprobLevels) / 4) : -r() * 3,
+            ),
       reward: k % 4 === 1 ? null : r(),
       status: k % 9 === 0 ? 'truncated' : 'completed',
       images: imgs,
@@ -171,7 +181,7 @@ describe('the streaming Parquet row writer', () => {
   });
 
   it('writes the same bytes when one value repeats (dictionary) and when values are all distinct (plain)', () => {
-    const few = rows(30, 3, { tokens: 2000, vocab: 3 });
+    const few = rows(30, 3, { tokens: 2000, vocab: 3, logprobLevels: 3 });
     expect(Buffer.from(streamed(few, 10, 64 << 20)).equals(Buffer.from(reference(few, 10, 64 << 20)))).toBe(true);
     const many = rows(30, 4, { tokens: 2000, vocab: 2 ** 31 - 1 });
     expect(Buffer.from(streamed(many, 10, 64 << 20)).equals(Buffer.from(reference(many, 10, 64 << 20)))).toBe(true);

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import { ByteWriter, ParquetWriter, type SchemaElement } from 'hyparquet-writer';
 import { writeColumn } from 'hyparquet-writer/src/column.js';
-import { writeInt32Column, type Int32Leaf } from './parquet-column.ts';
+import { writeNumericColumn, type NumericLeaf } from './parquet-column.ts';
 import type { ColumnEncoder, PageData } from 'hyparquet-writer/src/types.js';
 import { parquetReadObjects } from 'hyparquet';
 import { EXPORT_SCHEMA_VERSION, type ExportRow } from './row-schema.ts';
@@ -186,10 +186,16 @@ class Leaf {
     nums.length += n;
   }
 
-  /** A nested INT32 leaf as the typed buffers it is (written by parquet-column.ts), else undefined. */
-  int32Leaf(): Int32Leaf | undefined {
-    if (this.flat || !(this.nums?.data instanceof Int32Array)) return undefined;
-    return { values: this.nums.view() as Int32Array, def: this.def.view(), rep: this.rep.view(), maxDef: this.maxDef };
+  /** A nested numeric leaf as the typed buffers it is (written by parquet-column.ts), else undefined. */
+  numericLeaf(): NumericLeaf | undefined {
+    if (this.flat || !this.nums || this.column.element.type === 'DOUBLE') return undefined;
+    return {
+      values: this.nums.view(),
+      def: this.def.view(),
+      rep: this.rep.view(),
+      maxDef: this.maxDef,
+      maxRep: this.maxRep,
+    };
   }
 
   pageData(): PageData {
@@ -468,9 +474,9 @@ export class ParquetRowWriter {
     const groupStartOffset = this.out.offset;
     const columns: ColumnChunk[] = [];
     for (const leaf of this.columns.leaves.values()) {
-      const ints = leaf.int32Leaf();
-      const result = ints
-        ? writeInt32Column(this.out, leaf.column, ints)
+      const numeric = leaf.numericLeaf();
+      const result = numeric
+        ? writeNumericColumn(this.out, leaf.column, numeric)
         : writeColumn({ writer: this.out, column: leaf.column, pageData: leaf.pageData() });
       columns.push(result.chunk);
       w.pendingIndexes.push(result);
