@@ -68,29 +68,88 @@ function numericDictionary(
   }
   if (!sampleTotalSize || sampleDictionarySize / sampleTotalSize > SAMPLE_REJECTION_RATIO) return undefined;
 
-  // Open addressing over the values; `slots` holds index + 1 (0 = free).
-  const isInt = values instanceof Int32Array;
-  const make = (n: number) => (isInt ? new Int32Array(n) : new Float64Array(n));
-  let capacity = 1024;
-  let keys = make(capacity);
-  let slots = new Int32Array(capacity);
-  let dictionary = make(256);
-  let size = 0;
   let present_ = 0;
   for (let i = 0; i < n; i++) if (present(i)) present_++;
   const indexes = new Int32Array(present_);
-  const hash = (v: number, mask: number) => hashNumber(v, isInt) & mask;
+  const built = values instanceof Int32Array ? smallIntDictionary(values, def, maxDef, indexes) : undefined;
+  const { dictionary, size } = built ?? hashedDictionary(values, def, maxDef, indexes);
+  // The dictionary and its bit-packed indexes must at least halve the plain bytes.
+  const bitWidth = Math.ceil(Math.log2(size));
+  const indexSize = Math.ceil((present_ * bitWidth) / 8);
+  if (2 * (size * 4 + indexSize) > present_ * 4) return undefined;
+  return {
+    dictionary:
+      values instanceof Int32Array ? Int32Array.from(dictionary.subarray(0, size)) : dictionary.subarray(0, size),
+    indexes,
+  };
+}
+
+/** Ids of non-negative ints below this many are looked up in a table indexed by the value (token ids, positions, masks). */
+const DIRECT_LIMIT = 1 << 21;
+
+/** The dictionary of int values in [0, DIRECT_LIMIT), through a table indexed by value; undefined for others. */
+function smallIntDictionary(
+  values: Int32Array,
+  def: Uint8Array,
+  maxDef: number,
+  indexes: Int32Array,
+): { dictionary: Int32Array; size: number } | undefined {
+  const n = def.length;
+  let max = 0;
+  for (let i = 0; i < n; i++) {
+    if (def[i]! < maxDef) continue;
+    const v = values[i]!;
+    if (v < 0 || v >= DIRECT_LIMIT) return undefined;
+    if (v > max) max = v;
+  }
+  const idOf = new Int32Array(max + 1); // index + 1, 0 = not seen
+  let dictionary = new Int32Array(256);
+  let size = 0;
+  let k = 0;
+  for (let i = 0; i < n; i++) {
+    if (def[i]! < maxDef) continue;
+    const v = values[i]!;
+    let id = idOf[v]!;
+    if (id === 0) {
+      if (size === dictionary.length) {
+        const d = new Int32Array(size * 2);
+        d.set(dictionary);
+        dictionary = d;
+      }
+      dictionary[size] = v;
+      id = ++size;
+      idOf[v] = id;
+    }
+    indexes[k++] = id - 1;
+  }
+  return { dictionary, size };
+}
+
+/** The dictionary of any numbers, by open addressing over their bits (keys as a Map keys them). */
+function hashedDictionary(
+  values: Int32Array | Float64Array,
+  def: Uint8Array,
+  maxDef: number,
+  indexes: Int32Array,
+): { dictionary: Float64Array; size: number } {
+  const n = def.length;
+  const isInt = values instanceof Int32Array;
+  let capacity = 1024;
+  let keys = new Float64Array(capacity);
+  let slots = new Int32Array(capacity); // index + 1, 0 = free
+  let dictionary = new Float64Array(256);
+  let size = 0;
   const grow = () => {
     const oldKeys = keys;
     const oldSlots = slots;
     capacity *= 2;
-    keys = make(capacity);
+    keys = new Float64Array(capacity);
     slots = new Int32Array(capacity);
     const mask = capacity - 1;
     for (let s = 0; s < oldSlots.length; s++) {
       const id = oldSlots[s]!;
       if (id === 0) continue;
-      let h = hash(oldKeys[s]!, mask);
+      let h = hashNumber(oldKeys[s]!, isInt) & mask;
       while (slots[h] !== 0) h = (h + 1) & mask;
       keys[h] = oldKeys[s]!;
       slots[h] = id;
@@ -98,10 +157,10 @@ function numericDictionary(
   };
   let k = 0;
   for (let i = 0; i < n; i++) {
-    if (!present(i)) continue;
+    if (def[i]! < maxDef) continue;
     const v = values[i]!;
     const mask = capacity - 1;
-    let h = hash(v, mask);
+    let h = hashNumber(v, isInt) & mask;
     let id = slots[h]!;
     while (id !== 0 && !sameKey(keys[h]!, v)) {
       h = (h + 1) & mask;
@@ -109,7 +168,7 @@ function numericDictionary(
     }
     if (id === 0) {
       if (size === dictionary.length) {
-        const d = make(size * 2);
+        const d = new Float64Array(size * 2);
         d.set(dictionary);
         dictionary = d;
       }
@@ -121,11 +180,7 @@ function numericDictionary(
     }
     indexes[k++] = id - 1;
   }
-  // The dictionary and its bit-packed indexes must at least halve the plain bytes.
-  const bitWidth = Math.ceil(Math.log2(size));
-  const indexSize = Math.ceil((present_ * bitWidth) / 8);
-  if (2 * (size * 4 + indexSize) > present_ * 4) return undefined;
-  return { dictionary: dictionary.subarray(0, size), indexes };
+  return { dictionary, size };
 }
 
 /** Pages of at most `pageSize` estimated bytes (4 a present value), each starting at a row. */
