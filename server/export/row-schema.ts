@@ -124,15 +124,16 @@ export function rowToTrajectory(row: ExportRowRead, where: { file: string; line:
       maxPixels: img.max_pixels,
     })),
     sample: {
-      tokens: row.tokens,
+      // Copies: the trajectory's arrays are its own, not the row's.
+      tokens: row.tokens.slice(),
       responseLength: row.response_length,
-      lossMask: row.loss_mask,
-      ...(row.rollout_log_probs ? { logprobs: row.rollout_log_probs } : {}),
+      lossMask: row.loss_mask.slice(),
+      ...(row.rollout_log_probs ? { logprobs: row.rollout_log_probs.slice() } : {}),
       maskScope: 'response',
       imageGridThw: row.image_grid_thw,
       placeholderRanges: row.placeholder_ranges,
-      mmTokenTypeIds: row.mm_token_type_ids,
-      positionIds: row.position_ids,
+      mmTokenTypeIds: row.mm_token_type_ids.slice(),
+      positionIds: row.position_ids.map((r) => r.slice()),
       ...(row.pixel_values ? { pixelValues: row.pixel_values } : {}),
     },
     reward: row.reward,
@@ -149,40 +150,82 @@ export function rowToTrajectory(row: ExportRowRead, where: { file: string; line:
 // result is the one zod gives for the whole object, and on any doubt the whole object goes
 // through zod (which then reports the issue as it always did).
 
-/** `TokenId`/`MaskValue` (model/trajectory.ts): a finite number or NaN. */
-const isTokenValue = (v: unknown): boolean => typeof v === 'number' && v !== Infinity && v !== -Infinity;
-/** `Logprob`: any number (NaN and infinities included) or null. */
-const isLogprobValue = (v: unknown): boolean => v === null || typeof v === 'number';
-/** `z.number().int()`: a safe integer. */
-const isInt = (v: unknown): boolean => Number.isSafeInteger(v);
+/**
+ * What the elements of a per-token array must be. `token`: `TokenId`/`MaskValue`
+ * (model/trajectory.ts), a finite number or NaN; `logprob`: `Logprob`, any number or null; `int`:
+ * `z.number().int()`, a safe integer; the rest are the row contract's (`nonNegativeInt`, `bit`
+ * 0/1, `tokenType` 0/1/2, `finite`). One loop per kind, so each stays monomorphic.
+ */
+type ElementKind = 'token' | 'logprob' | 'int' | 'nonNegativeInt' | 'bit' | 'tokenType' | 'finite';
 
-function all(xs: unknown, ok: (v: unknown) => boolean): boolean {
+function all(xs: unknown, kind: ElementKind): boolean {
   if (!Array.isArray(xs)) return false;
-  for (let i = 0; i < xs.length; i++) if (!ok(xs[i])) return false;
-  return true;
+  const n = xs.length;
+  switch (kind) {
+    case 'token':
+      for (let i = 0; i < n; i++) {
+        const v = xs[i];
+        if (typeof v !== 'number' || v === Infinity || v === -Infinity) return false;
+      }
+      return true;
+    case 'logprob':
+      for (let i = 0; i < n; i++) {
+        const v = xs[i];
+        if (v !== null && typeof v !== 'number') return false;
+      }
+      return true;
+    case 'int':
+      for (let i = 0; i < n; i++) if (!Number.isSafeInteger(xs[i])) return false;
+      return true;
+    case 'nonNegativeInt':
+      for (let i = 0; i < n; i++) {
+        const v = xs[i];
+        if (!Number.isSafeInteger(v) || v < 0) return false;
+      }
+      return true;
+    case 'bit':
+      for (let i = 0; i < n; i++) {
+        const v = xs[i];
+        if (v !== 0 && v !== 1) return false;
+      }
+      return true;
+    case 'tokenType':
+      for (let i = 0; i < n; i++) {
+        const v = xs[i];
+        if (v !== 0 && v !== 1 && v !== 2) return false;
+      }
+      return true;
+    case 'finite':
+      for (let i = 0; i < n; i++) if (!Number.isFinite(xs[i])) return false;
+      return true;
+  }
 }
 
-/** `xs` is an array of arrays whose elements all pass `ok`. */
-function allRows(xs: unknown, ok: (v: unknown) => boolean): boolean {
-  return Array.isArray(xs) && xs.every((r) => all(r, ok));
+/** `xs` is an array of arrays whose elements are all of `kind`. */
+function allRows(xs: unknown, kind: ElementKind): boolean {
+  return Array.isArray(xs) && xs.every((r) => all(r, kind));
 }
 
-const TURN_ARRAYS = {
-  promptIds: isTokenValue,
-  generatedIds: isTokenValue,
-  generatedLogprobs: isLogprobValue,
-  observationIds: isTokenValue,
-} as const;
-const SAMPLE_ARRAYS = {
-  tokens: isTokenValue,
-  lossMask: isTokenValue,
-  logprobs: isLogprobValue,
-  mmTokenTypeIds: isInt,
-} as const;
+const TURN_ARRAYS: Record<string, ElementKind> = {
+  promptIds: 'token',
+  generatedIds: 'token',
+  generatedLogprobs: 'logprob',
+  observationIds: 'token',
+};
+const SAMPLE_ARRAYS: Record<string, ElementKind> = {
+  tokens: 'token',
+  lossMask: 'token',
+  logprobs: 'logprob',
+  mmTokenTypeIds: 'int',
+};
 
 type Loose = Record<string, unknown>;
 
-/** `Trajectory.parse(input)` for a trajectory built from a row, its per-token arrays checked in loops. */
+/**
+ * `Trajectory.parse(input)` for a trajectory built from a row, its per-token arrays checked in
+ * loops. The result holds `input`'s per-token arrays themselves (zod would hold copies), so they
+ * must be the caller's to give.
+ */
 export function parseWithBulkArrays(input: Loose & { turns: Loose[]; sample?: Loose }): Trajectory {
   const sampleIn = input.sample;
   const positions = sampleIn?.positionIds;
@@ -192,7 +235,7 @@ export function parseWithBulkArrays(input: Loose & { turns: Loose[]; sample?: Lo
   const sampleOk =
     sampleIn !== undefined &&
     Object.entries(SAMPLE_ARRAYS).every(([k, ok]) => sampleIn[k] === undefined || all(sampleIn[k], ok)) &&
-    (positions === undefined || allRows(positions, isInt));
+    (positions === undefined || allRows(positions, 'int'));
   if (!turnsOk || !sampleOk) return Trajectory.parse(input);
   const hollow = (o: Loose, keys: readonly string[]) => {
     const copy = { ...o };
@@ -208,16 +251,14 @@ export function parseWithBulkArrays(input: Loose & { turns: Loose[]; sample?: Lo
       ...(rows !== undefined ? { positionIds: rows.map(() => []) } : {}),
     },
   });
-  // The arrays as zod would return them: copies holding the same numbers.
+  // The arrays zod would have copied: `input`'s own, taken over (the caller gives fresh ones).
   out.turns.forEach((t, k) => {
     const from = input.turns[k]!;
-    for (const key of Object.keys(TURN_ARRAYS) as (keyof typeof TURN_ARRAYS)[])
-      if (from[key] !== undefined) (t as Loose)[key] = (from[key] as unknown[]).slice();
+    for (const key of Object.keys(TURN_ARRAYS)) if (from[key] !== undefined) (t as Loose)[key] = from[key];
   });
   const sample = out.sample! as Loose;
-  for (const key of Object.keys(SAMPLE_ARRAYS))
-    if (sampleIn[key] !== undefined) sample[key] = (sampleIn[key] as unknown[]).slice();
-  if (rows !== undefined) sample.positionIds = rows.map((r) => r.slice());
+  for (const key of Object.keys(SAMPLE_ARRAYS)) if (sampleIn[key] !== undefined) sample[key] = sampleIn[key];
+  if (rows !== undefined) sample.positionIds = rows;
   return out;
 }
 
@@ -226,13 +267,12 @@ export function parseWithBulkArrays(input: Loose & { turns: Loose[]; sample?: Lo
  * zod would accept the whole row (zod still decides, and says why, when this is false).
  */
 export function passesRowContract(row: ExportRow): boolean {
-  const nonNegativeInt = (v: unknown) => Number.isSafeInteger(v) && (v as number) >= 0;
   const ok =
-    all(row.tokens, nonNegativeInt) &&
-    all(row.loss_mask, (v) => v === 0 || v === 1) &&
-    (row.rollout_log_probs === null || all(row.rollout_log_probs, Number.isFinite as (v: unknown) => boolean)) &&
-    all(row.mm_token_type_ids, (v) => v === 0 || v === 1 || v === 2) &&
-    allRows(row.position_ids, isInt);
+    all(row.tokens, 'nonNegativeInt') &&
+    all(row.loss_mask, 'bit') &&
+    (row.rollout_log_probs === null || all(row.rollout_log_probs, 'finite')) &&
+    all(row.mm_token_type_ids, 'tokenType') &&
+    allRows(row.position_ids, 'int');
   if (!ok) return false;
   return ExportRow.safeParse({
     ...row,
