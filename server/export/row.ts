@@ -11,7 +11,7 @@ import { checkTrajectory } from '../analysis/checks.ts';
 import { padRuns } from '../analysis/vision-spans.ts';
 import { mropePositionIds, verlPositionIds } from '../analysis/mrope.ts';
 import type { CheckedTrajectory } from '../analysis/checked.ts';
-import { exportImages, type ImageMode } from './images.ts';
+import { exportImages, type ImageMode, type RecentImages } from './images.ts';
 import { originalRejections, type RejectReason } from './policy.ts';
 import {
   EXPORT_SCHEMA_VERSION,
@@ -46,6 +46,8 @@ export interface RowOptions {
   outDir: string;
   /** Folder for images that exist only inside the data (`data:` URLs) when images are written as paths. */
   imageDir: string;
+  /** The images the last rows read (shared by the samples of a GRPO group). */
+  recentImages?: RecentImages;
 }
 
 export type RowOutcome =
