@@ -195,6 +195,12 @@ export async function exportFigure(quick: boolean): Promise<Figure> {
         note: `marginal; ${round(checkFull.wallSeconds)} s wall for all; the floor an export sits on`,
       },
       {
+        name: `${c.name} check only: peak RSS, ${partRun.trajectories} → ${run.trajectories} trajectories`,
+        value: checkFull.peakRssMB,
+        unit: 'MB',
+        note: `${MB(checkSmall.peakRssMB)} → ${MB(checkFull.peakRssMB)}: the export's memory floor`,
+      },
+      {
         name: `${c.name} export time: the shared check`,
         value: share * 100,
         unit: '%',
