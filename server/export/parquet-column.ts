@@ -22,6 +22,8 @@ export interface NumericLeaf {
   rep: Uint8Array;
   maxDef: number;
   maxRep: number;
+  /** How many slots are empty (`def[i] < maxDef`): with none, the values are the present values. */
+  holes: number;
 }
 
 /** hyparquet-writer's sampling: reject a dictionary when 1000 sampled slots are nearly all distinct. */
@@ -68,8 +70,7 @@ function numericDictionary(
   }
   if (!sampleTotalSize || sampleDictionarySize / sampleTotalSize > SAMPLE_REJECTION_RATIO) return undefined;
 
-  let present_ = 0;
-  for (let i = 0; i < n; i++) if (present(i)) present_++;
+  const present_ = n - leaf.holes;
   const indexes = new Int32Array(present_);
   const built = values instanceof Int32Array ? smallIntDictionary(values, def, maxDef, indexes) : undefined;
   const { dictionary, size } = built ?? hashedDictionary(values, def, maxDef, indexes);
@@ -392,8 +393,8 @@ export function writeNumericColumn(writer: Writer, column: ColumnEncoder, leaf: 
   let presentBefore = 0;
   for (const { start, end } of pages) {
     const pageOffset = writer.offset;
-    let present = 0;
-    for (let i = start; i < end; i++) if (def[i]! >= maxDef) present++;
+    let present = end - start;
+    if (leaf.holes > 0) for (let i = start; i < end; i++) if (def[i]! < maxDef) present--;
     uncompressedSize += writeDataPage(
       writer,
       column,
@@ -439,9 +440,8 @@ export function writeNumericColumn(writer: Writer, column: ColumnEncoder, leaf: 
 
 function compactValues(leaf: NumericLeaf): Int32Array | Float64Array {
   const { values, def, maxDef } = leaf;
-  let n = 0;
-  for (let i = 0; i < def.length; i++) if (def[i]! >= maxDef) n++;
-  if (n === def.length) return values.subarray(0, n);
+  const n = def.length - leaf.holes;
+  if (leaf.holes === 0) return values.subarray(0, n);
   const out = values instanceof Int32Array ? new Int32Array(n) : new Float64Array(n);
   let k = 0;
   for (let i = 0; i < def.length; i++) if (def[i]! >= maxDef) out[k++] = values[i]!;

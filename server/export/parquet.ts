@@ -195,6 +195,7 @@ class Leaf {
       rep: this.rep.view(),
       maxDef: this.maxDef,
       maxRep: this.maxRep,
+      holes: this.holes,
     };
   }
 
