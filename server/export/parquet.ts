@@ -1,5 +1,5 @@
-// Export rows as Parquet, written with hyparquet-writer one row group at a time (memory bounded
-// by a row group), with typed list columns: tokens `list<int32>`, masks and token types
+// Export rows as Parquet, streamed: each row is shredded into column buffers as it arrives and
+// a row group is written when it fills (memory bounded by one row group's column data), with typed list columns: tokens `list<int32>`, masks and token types
 // `list<int8>` (INT32 annotated INT_8, which readers show as TINYINT/int8), logprobs
 // `list<float>`. hyparquet-writer cannot infer list columns, so the schema is spelled out in the
 // standard three-level LIST layout (`<name>` LIST → repeated group `list` → `element`), which
@@ -74,8 +74,10 @@ export const PARQUET_SCHEMA: SchemaElement[] = [{ name: 'root', num_children: CO
 // Rows are shredded into their leaf columns as they arrive (Dremel definition and repetition
 // levels in byte arrays, numbers in typed arrays), so a row group in memory is its column data,
 // not its rows. The levels and values are exactly what hyparquet-writer's generic
-// `encodeNestedValues` derives from row objects (test/export-parquet-shred.test.ts holds them
-// equal); they are handed to its `writeColumn`, which picks the encodings and writes the pages.
+// `encodeNestedValues` derives from row objects. Numeric leaves are written from their typed
+// buffers (parquet-column.ts), the others through hyparquet-writer's `writeColumn`; either way the
+// file is byte for byte what `ParquetWriter.write` makes of the rows as objects
+// (test/export-parquet-writer.test.ts).
 
 type ColumnChunk = ParquetWriter['row_groups'][number]['columns'][number];
 type DecodedArray = PageData['values'];
@@ -378,7 +380,7 @@ class RowGroupColumns {
   }
 }
 
-/** A REQUIRED list of REQUIRED numbers at list depth `def`: empty → one missing slot. */
+/** A REQUIRED list of REQUIRED numbers below definition level `defAbove`: empty → one missing slot. */
 function numberList(leaf: Leaf, values: readonly number[], defAbove: number, rep0 = 0): void {
   if (values.length === 0) leaf.missing(defAbove, rep0);
   else leaf.numbers(values, defAbove + 1, rep0, leaf.maxRep);
