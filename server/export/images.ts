@@ -22,6 +22,50 @@ export interface ImageExportOptions {
   roots: readonly string[];
   outDir: string;
   imageDir: string;
+  /** Images the last rows used (one export's): the samples of a GRPO group share theirs. */
+  recentImages?: RecentImages;
+}
+
+/** An image as read for a row: its bytes, the file they came from, their hash, their base64 once asked for. */
+interface ReadImage {
+  bytes: Buffer;
+  path?: string;
+  sha256: string;
+  base64?: string;
+}
+
+/**
+ * The images the last rows read, by where they came from (the data file's folder and the URL or
+ * path): the samples of a GRPO group follow one another and share their images, so each is read,
+ * decoded from its data URL and hashed once. Bounded in entries and bytes; oldest out first.
+ */
+export class RecentImages {
+  private readonly entries = new Map<string, ReadImage>();
+  private bytes = 0;
+  constructor(
+    private readonly maxBytes = 64 << 20,
+    private readonly maxEntries = 64,
+  ) {}
+
+  read(url: string, baseDir: string, roots: readonly string[]): ReadImage {
+    const key = `${baseDir}\u0000${url}`;
+    const hit = this.entries.get(key);
+    if (hit) return hit;
+    const got = imageBytes(url, baseDir, roots);
+    const image: ReadImage = {
+      bytes: got.bytes,
+      ...(got.path !== undefined ? { path: got.path } : {}),
+      sha256: createHash('sha256').update(got.bytes).digest('hex'),
+    };
+    this.entries.set(key, image);
+    this.bytes += image.bytes.length;
+    for (const [k, v] of this.entries) {
+      if (this.entries.size <= this.maxEntries && this.bytes <= this.maxBytes) break;
+      this.entries.delete(k);
+      this.bytes -= v.bytes.length;
+    }
+    return image;
+  }
 }
 
 export { imageMime };
@@ -66,19 +110,21 @@ export async function exportImages(
       };
     if (!ref.width || !ref.height || !vision)
       return { problem: `image ${i}: size unknown (${ref.unavailable ?? 'not stated and not readable'})` };
-    let got: ReturnType<typeof imageBytes>;
+    let got: ReadImage;
     try {
-      got = imageBytes(ref.url, baseDir, opts.roots);
+      got = (opts.recentImages ?? new RecentImages()).read(ref.url, baseDir, opts.roots);
     } catch (e) {
       const why = e instanceof ImageUnavailable ? e.message : (e as Error).message;
       return { problem: `image ${i}: ${why}` };
     }
-    const sha256 = createHash('sha256').update(got.bytes).digest('hex');
+    const sha256 = got.sha256;
     let bytes: string | null = null;
     let where: string | null = null;
     let uri: string | undefined;
-    if (opts.images === 'embed') bytes = got.bytes.toString('base64');
-    else if (opts.images === 'ref')
+    if (opts.images === 'embed') {
+      got.base64 ??= got.bytes.toString('base64');
+      bytes = got.base64;
+    } else if (opts.images === 'ref')
       uri = relativePath(opts.outDir, writeContentAddressed(opts.imageDir, sha256, got.bytes));
     else where = relativePath(opts.outDir, got.path ?? writeContentAddressed(opts.imageDir, sha256, got.bytes));
     images.push({

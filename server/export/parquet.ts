@@ -1,11 +1,14 @@
-// Export rows as Parquet, written with hyparquet-writer one row group at a time (memory bounded
-// by a row group), with typed list columns: tokens `list<int32>`, masks and token types
+// Export rows as Parquet, streamed: each row is shredded into column buffers as it arrives and
+// a row group is written when it fills (memory bounded by one row group's column data), with typed list columns: tokens `list<int32>`, masks and token types
 // `list<int8>` (INT32 annotated INT_8, which readers show as TINYINT/int8), logprobs
 // `list<float>`. hyparquet-writer cannot infer list columns, so the schema is spelled out in the
 // standard three-level LIST layout (`<name>` LIST → repeated group `list` → `element`), which
 // DuckDB, pyarrow and Spark all read (apache/parquet-format LogicalTypes.md, "Lists").
 import fs from 'node:fs';
-import { ByteWriter, ParquetWriter, type ColumnSource, type SchemaElement } from 'hyparquet-writer';
+import { ByteWriter, ParquetWriter, type SchemaElement } from 'hyparquet-writer';
+import { writeColumn } from 'hyparquet-writer/src/column.js';
+import { writeNumericColumn, type NumericLeaf } from './parquet-column.ts';
+import type { ColumnEncoder, PageData } from 'hyparquet-writer/src/types.js';
 import { parquetReadObjects } from 'hyparquet';
 import { EXPORT_SCHEMA_VERSION, type ExportRow } from './row-schema.ts';
 
@@ -66,19 +69,327 @@ const COLUMNS: Node[] = [
 ];
 
 export const PARQUET_SCHEMA: SchemaElement[] = [{ name: 'root', num_children: COLUMNS.length }, ...COLUMNS.flat()];
-const COLUMN_NAMES = COLUMNS.map((c) => c[0]!.name);
 
-/** Row fields as Parquet values: images' base64 bytes become binary. */
-function columnValue(row: ExportRow, name: string): unknown {
-  if (name === 'images')
-    return row.images.map((img) => ({
-      ...img,
-      bytes: img.bytes === null ? null : Buffer.from(img.bytes, 'base64'),
-      uri: img.uri ?? null,
-    }));
-  if (name === 'pixel_values')
-    return row.pixel_values ? { ...row.pixel_values, data: Buffer.from(row.pixel_values.data, 'base64') } : null;
-  return row[name as keyof ExportRow];
+// --- shredding rows into column buffers ----------------------------------------------------------
+// Rows are shredded into their leaf columns as they arrive (Dremel definition and repetition
+// levels in byte arrays, numbers in typed arrays), so a row group in memory is its column data,
+// not its rows. The levels and values are exactly what hyparquet-writer's generic
+// `encodeNestedValues` derives from row objects. Numeric leaves are written from their typed
+// buffers (parquet-column.ts), the others through hyparquet-writer's `writeColumn`; either way the
+// file is byte for byte what `ParquetWriter.write` makes of the rows as objects
+// (test/export-parquet-writer.test.ts).
+
+type ColumnChunk = ParquetWriter['row_groups'][number]['columns'][number];
+type DecodedArray = PageData['values'];
+
+/** A growable typed array. */
+class Grow<A extends Uint8Array | Int32Array | Float64Array> {
+  length = 0;
+  constructor(
+    public data: A,
+    private readonly make: (n: number) => A,
+  ) {}
+  reserve(n: number): void {
+    if (this.length + n <= this.data.length) return;
+    const next = this.make(Math.max(this.data.length * 2, this.length + n));
+    next.set(this.data.subarray(0, this.length));
+    this.data = next;
+  }
+  push(v: number): void {
+    if (this.length === this.data.length) this.reserve(1);
+    this.data[this.length++] = v;
+  }
+  fill(v: number, n: number): void {
+    this.reserve(n);
+    this.data.fill(v, this.length, this.length + n);
+    this.length += n;
+  }
+  view(): A {
+    return this.data.subarray(0, this.length) as A;
+  }
+  clear(): void {
+    this.length = 0;
+  }
+}
+
+const bytes = (n = 4096) => new Grow(new Uint8Array(n), (m) => new Uint8Array(m));
+
+/** Why `v` cannot be written as an INT32 (as hyparquet-writer's plain encoder says), or undefined. */
+function int32Problem(v: number): string | undefined {
+  return (v | 0) === v ? undefined : `parquet expected int32 value, got ${v}`;
+}
+
+/** One leaf column of the row group being filled. */
+class Leaf {
+  readonly def = bytes();
+  readonly rep = bytes();
+  /** Numeric leaves (all REQUIRED): values by slot, a placeholder where an ancestor is missing. */
+  readonly nums?: Grow<Int32Array> | Grow<Float64Array>;
+  /** Other leaves: values by slot, null or undefined as hyparquet-writer gives them. */
+  objs: unknown[] = [];
+  /** Slots whose value is missing (definition level below the maximum). */
+  holes = 0;
+  /** Repetition level of every list element after the first in the innermost list. */
+  readonly maxRep: number;
+
+  constructor(
+    readonly column: ColumnEncoder,
+    readonly maxDef: number,
+    /** A flat column: no levels of its own, values straight from the rows. */
+    readonly flat: boolean,
+  ) {
+    this.maxRep = column.schemaPath.filter((s) => s.repetition_type === 'REPEATED').length;
+    const t = column.element.type;
+    if (!flat && t === 'INT32') this.nums = new Grow(new Int32Array(4096), (m) => new Int32Array(m));
+    else if (!flat && (t === 'FLOAT' || t === 'DOUBLE'))
+      this.nums = new Grow(new Float64Array(4096), (m) => new Float64Array(m));
+  }
+
+  /** A slot with no value: the list (or struct) above the leaf is empty or null. */
+  missing(def: number, rep: number, value: null | undefined = undefined): void {
+    this.def.push(def);
+    this.rep.push(rep);
+    this.holes++;
+    if (this.nums) this.nums.push(0);
+    else this.objs.push(value);
+  }
+
+  one(def: number, rep: number, value: unknown): void {
+    this.def.push(def);
+    this.rep.push(rep);
+    if (this.nums) {
+      const v = value as number;
+      if (this.column.element.type === 'INT32') {
+        const bad = int32Problem(v);
+        if (bad) throw new Error(`${this.column.columnName}: ${bad}`);
+      }
+      this.nums.push(v);
+    } else this.objs.push(value);
+  }
+
+  /** A list of numbers under one repeated level: `rep0` for its first element, `repN` for the rest. */
+  numbers(values: readonly number[], def: number, rep0: number, repN: number): void {
+    const n = values.length;
+    this.def.fill(def, n);
+    this.rep.reserve(n);
+    this.rep.push(rep0);
+    if (n > 1) this.rep.fill(repN, n - 1);
+    const nums = this.nums!;
+    nums.reserve(n);
+    const out = nums.data;
+    const at = nums.length;
+    if (this.column.element.type === 'INT32') {
+      for (let i = 0; i < n; i++) {
+        const v = values[i]!;
+        if ((v | 0) !== v) throw new Error(`${this.column.columnName}: ${int32Problem(v)}`);
+        out[at + i] = v;
+      }
+    } else for (let i = 0; i < n; i++) out[at + i] = values[i]!;
+    nums.length += n;
+  }
+
+  /** A nested numeric leaf as the typed buffers it is (written by parquet-column.ts), else undefined. */
+  numericLeaf(): NumericLeaf | undefined {
+    if (this.flat || !this.nums || this.column.element.type === 'DOUBLE') return undefined;
+    return {
+      values: this.nums.view(),
+      def: this.def.view(),
+      rep: this.rep.view(),
+      maxDef: this.maxDef,
+      maxRep: this.maxRep,
+      holes: this.holes,
+    };
+  }
+
+  pageData(): PageData {
+    if (this.flat) {
+      const definitionLevels =
+        this.maxDef === 0 ? [] : (this.objs.map((v) => (v === null || v === undefined ? 0 : 1)) as number[]);
+      return {
+        values: this.objs as DecodedArray,
+        definitionLevels,
+        repetitionLevels: [],
+        maxDefinitionLevel: this.maxDef,
+      };
+    }
+    let values: DecodedArray | unknown[] = this.objs;
+    if (this.nums) {
+      const nums = this.nums.view();
+      if (this.holes === 0) values = nums;
+      else {
+        // Missing slots as hyparquet-writer leaves them: undefined among the values.
+        const def = this.def.data;
+        const all = new Array<number | undefined>(nums.length);
+        for (let i = 0; i < nums.length; i++) all[i] = def[i]! < this.maxDef ? undefined : nums[i];
+        values = all;
+      }
+    }
+    return {
+      values: values as DecodedArray,
+      definitionLevels: this.def.view() as unknown as number[],
+      repetitionLevels: this.rep.view() as unknown as number[],
+      maxDefinitionLevel: this.maxDef,
+    };
+  }
+
+  clear(): void {
+    this.def.clear();
+    this.rep.clear();
+    this.nums?.clear();
+    this.objs = [];
+    this.holes = 0;
+  }
+}
+
+/** Every leaf of the schema in file order, with its encoder settings (ParquetWriter.write's defaults, statistics off). */
+function schemaLeaves(writer: ParquetWriter): Map<string, Leaf> {
+  const leaves = new Map<string, Leaf>();
+  let i = 1;
+  const walk = (path: SchemaElement[]) => {
+    const el = PARQUET_SCHEMA[i++]!;
+    const here = [...path, el];
+    if (el.num_children) {
+      for (let c = 0; c < el.num_children; c++) walk(here);
+      return;
+    }
+    const columnName = here
+      .slice(1)
+      .map((s) => s.name)
+      .join('.');
+    const maxDef = here.slice(1).filter((s) => s.repetition_type !== 'REQUIRED').length;
+    const column: ColumnEncoder = {
+      columnName,
+      element: el,
+      schemaPath: here,
+      codec: writer.codec,
+      compressors: writer.compressors,
+      stats: writer.statistics,
+      statisticsTruncateLength: writer.statisticsTruncateLength,
+      pageSize: 1048576,
+      dictionarySize: undefined,
+      columnIndex: false,
+      offsetIndex: true,
+      encoding: undefined,
+      bloomFilter: undefined,
+    };
+    leaves.set(columnName, new Leaf(column, maxDef, here.length === 2));
+  };
+  const root = PARQUET_SCHEMA[0]!;
+  for (let c = 0; c < root.num_children!; c++) walk([root]);
+  return leaves;
+}
+
+/** The leaves of one row group and how a row is shredded into them (the schema above, column by column). */
+class RowGroupColumns {
+  readonly leaves: Map<string, Leaf>;
+  private readonly L: (name: string) => Leaf;
+  /** Image bytes by hash within the row group: one buffer per distinct image, so the dictionary finds repeats by identity. */
+  private imageBytes = new Map<string, Uint8Array>();
+  rows = 0;
+
+  constructor(writer: ParquetWriter) {
+    this.leaves = schemaLeaves(writer);
+    this.L = (name) => this.leaves.get(name)!;
+  }
+
+  add(row: ExportRow): void {
+    const L = this.L;
+    this.rows++;
+    L('schema_version').objs.push(row.schema_version);
+    L('id').objs.push(row.id);
+    L('source.file').one(0, 0, row.source.file);
+    L('source.line').one(0, 0, row.source.line);
+    L('source.format').one(0, 0, row.source.format);
+    L('model').objs.push(row.model);
+    L('group').objs.push(row.group);
+    numberList(L('tokens.list.element'), row.tokens, 0);
+    L('response_length').objs.push(row.response_length);
+    numberList(L('loss_mask.list.element'), row.loss_mask, 0);
+    const lp = L('rollout_log_probs.list.element');
+    if (row.rollout_log_probs === null || row.rollout_log_probs === undefined) lp.missing(0, 0);
+    else numberList(lp, row.rollout_log_probs, 1);
+    L('reward').objs.push(row.reward);
+    L('status').objs.push(row.status);
+    this.addImages(row.images);
+    const grid = L('image_grid_thw.list.element.list.element');
+    if (row.image_grid_thw.length === 0) grid.missing(0, 0);
+    else row.image_grid_thw.forEach((g, i) => numberList(grid, g, 1, i === 0 ? 0 : 1));
+    const offset = L('placeholder_ranges.list.element.offset');
+    const length = L('placeholder_ranges.list.element.length');
+    if (row.placeholder_ranges.length === 0) {
+      offset.missing(0, 0);
+      length.missing(0, 0);
+    } else
+      row.placeholder_ranges.forEach((r, i) => {
+        offset.one(1, i === 0 ? 0 : 1, r.offset);
+        length.one(1, i === 0 ? 0 : 1, r.length);
+      });
+    numberList(L('mm_token_type_ids.list.element'), row.mm_token_type_ids, 0);
+    const pos = L('position_ids.list.element.list.element');
+    if (row.position_ids.length === 0) pos.missing(0, 0);
+    else row.position_ids.forEach((p, i) => numberList(pos, p, 1, i === 0 ? 0 : 1));
+    const pv = row.pixel_values;
+    const dtype = L('pixel_values.dtype');
+    const shape = L('pixel_values.shape.list.element');
+    const data = L('pixel_values.data');
+    if (!pv) {
+      dtype.missing(0, 0);
+      shape.missing(0, 0);
+      data.missing(0, 0);
+    } else {
+      dtype.one(1, 0, pv.dtype);
+      numberList(shape, pv.shape, 1);
+      data.one(1, 0, Buffer.from(pv.data, 'base64'));
+    }
+  }
+
+  private addImages(images: ExportRow['images']): void {
+    const L = this.L;
+    const names = ['sha256', 'width', 'height', 'min_pixels', 'max_pixels', 'bytes', 'path', 'uri'] as const;
+    const leaf = names.map((n) => L(`images.list.element.${n}`));
+    if (images.length === 0) {
+      for (const l of leaf) l.missing(0, 0);
+      return;
+    }
+    images.forEach((img, i) => {
+      const rep = i === 0 ? 0 : 1;
+      leaf[0]!.one(1, rep, img.sha256);
+      leaf[1]!.one(1, rep, img.width);
+      leaf[2]!.one(1, rep, img.height);
+      leaf[3]!.one(1, rep, img.min_pixels);
+      leaf[4]!.one(1, rep, img.max_pixels);
+      optional(leaf[5]!, rep, img.bytes === null ? null : this.imageBuffer(img.sha256, img.bytes));
+      optional(leaf[6]!, rep, img.path);
+      optional(leaf[7]!, rep, img.uri ?? null);
+    });
+  }
+
+  private imageBuffer(sha256: string, base64: string): Uint8Array {
+    let b = this.imageBytes.get(sha256);
+    if (!b) {
+      b = Buffer.from(base64, 'base64');
+      this.imageBytes.set(sha256, b);
+    }
+    return b;
+  }
+
+  clear(): void {
+    for (const l of this.leaves.values()) l.clear();
+    this.imageBytes = new Map();
+    this.rows = 0;
+  }
+}
+
+/** A REQUIRED list of REQUIRED numbers below definition level `defAbove`: empty → one missing slot. */
+function numberList(leaf: Leaf, values: readonly number[], defAbove: number, rep0 = 0): void {
+  if (values.length === 0) leaf.missing(defAbove, rep0);
+  else leaf.numbers(values, defAbove + 1, rep0, leaf.maxRep);
+}
+
+/** An OPTIONAL leaf of a struct in a list (at definition level 1 when the struct is there). */
+function optional(leaf: Leaf, rep: number, value: unknown): void {
+  if (value === null || value === undefined) leaf.missing(1, rep, value as null | undefined);
+  else leaf.one(2, rep, value);
 }
 
 /** A hyparquet-writer sink that appends to an open file descriptor, 1 MiB at a time (like its own fileWriter). */
@@ -113,7 +424,7 @@ export interface ParquetRowWriterOptions {
 export class ParquetRowWriter {
   private readonly writer: ParquetWriter;
   private readonly out: FdWriter;
-  private buffered: ExportRow[] = [];
+  private readonly columns: RowGroupColumns;
   private bufferedBytes = 0;
   private rows = 0;
   private readonly groupRows: number;
@@ -133,6 +444,7 @@ export class ParquetRowWriter {
       statistics: false,
       kvMetadata: [{ key: 'rollscope.schema_version', value: String(EXPORT_SCHEMA_VERSION) }],
     });
+    this.columns = new RowGroupColumns(this.writer);
   }
 
   /** Create `file` exclusively (never clobbers) and start a Parquet file in it. */
@@ -149,24 +461,42 @@ export class ParquetRowWriter {
   }
 
   write(row: ExportRow): void {
-    this.buffered.push(row);
+    this.columns.add(row);
     this.rows++;
     this.bufferedBytes +=
       row.tokens.length * 4 * (4 + row.position_ids.length) +
       row.images.reduce((n, i) => n + (i.bytes?.length ?? 0), 0);
-    if (this.buffered.length >= this.groupRows || this.bufferedBytes >= this.groupBytes) this.flushGroup();
+    if (this.columns.rows >= this.groupRows || this.bufferedBytes >= this.groupBytes) this.flushGroup();
   }
 
+  /** Write the filled row group, leaf by leaf (what ParquetWriter.write does for one group), then its bytes to the file. */
   private flushGroup(): void {
-    if (this.buffered.length === 0) return;
-    const rows = this.buffered;
-    this.buffered = [];
+    const groupSize = this.columns.rows;
+    if (groupSize === 0) return;
+    const w = this.writer;
+    const groupStartOffset = this.out.offset;
+    const columns: ColumnChunk[] = [];
+    for (const leaf of this.columns.leaves.values()) {
+      const numeric = leaf.numericLeaf();
+      const result = numeric
+        ? writeNumericColumn(this.out, leaf.column, numeric)
+        : writeColumn({ writer: this.out, column: leaf.column, pageData: leaf.pageData() });
+      columns.push(result.chunk);
+      w.pendingIndexes.push(result);
+      leaf.clear();
+    }
+    let total_byte_size = 0n;
+    for (const { meta_data } of columns) total_byte_size += meta_data?.total_uncompressed_size ?? 0n;
+    w.num_rows += BigInt(groupSize);
+    w.row_groups.push({
+      columns,
+      total_byte_size,
+      num_rows: BigInt(groupSize),
+      total_compressed_size: BigInt(this.out.offset - groupStartOffset),
+    });
+    this.out.flush();
+    this.columns.clear();
     this.bufferedBytes = 0;
-    const columnData: ColumnSource[] = COLUMN_NAMES.map((name) => ({
-      name,
-      data: rows.map((r) => columnValue(r, name)),
-    }));
-    void this.writer.write({ columnData, rowGroupSize: rows.length });
   }
 
   /** Last row group, footer, sync to disk, close. */
@@ -178,7 +508,7 @@ export class ParquetRowWriter {
   }
 
   abandon(): void {
-    this.buffered = [];
+    this.columns.clear();
     try {
       fs.closeSync(this.fd);
     } catch {

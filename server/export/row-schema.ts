@@ -106,7 +106,7 @@ export function rowToTrajectory(row: ExportRowRead, where: { file: string; line:
   if (turns.length === 0) turns.push({ promptIds: row.tokens.slice(0, promptLength), generatedIds: [] });
   // Tokens after the last generation (a final observation) are that turn's observation.
   if (lastEnd < n) turns[turns.length - 1]!.observationIds = row.tokens.slice(lastEnd);
-  return Trajectory.parse({
+  return parseWithBulkArrays({
     id: row.id,
     source: { file: where.file, line: where.line, format: 'export' },
     model: row.model,
@@ -124,15 +124,16 @@ export function rowToTrajectory(row: ExportRowRead, where: { file: string; line:
       maxPixels: img.max_pixels,
     })),
     sample: {
-      tokens: row.tokens,
+      // Copies: the trajectory's arrays are its own, not the row's.
+      tokens: row.tokens.slice(),
       responseLength: row.response_length,
-      lossMask: row.loss_mask,
-      ...(row.rollout_log_probs ? { logprobs: row.rollout_log_probs } : {}),
+      lossMask: row.loss_mask.slice(),
+      ...(row.rollout_log_probs ? { logprobs: row.rollout_log_probs.slice() } : {}),
       maskScope: 'response',
       imageGridThw: row.image_grid_thw,
       placeholderRanges: row.placeholder_ranges,
-      mmTokenTypeIds: row.mm_token_type_ids,
-      positionIds: row.position_ids,
+      mmTokenTypeIds: row.mm_token_type_ids.slice(),
+      positionIds: row.position_ids.map((r) => r.slice()),
       ...(row.pixel_values ? { pixelValues: row.pixel_values } : {}),
     },
     reward: row.reward,
@@ -140,4 +141,145 @@ export function rowToTrajectory(row: ExportRowRead, where: { file: string; line:
     ...(row.group !== null ? { group: row.group } : {}),
     meta: { exported_from: row.source },
   });
+}
+
+// --- per-token arrays without per-element zod ---------------------------------------------------
+// zod validates an array element by element through its generic machinery, which for rows of
+// 10k-token arrays costs more than the checks themselves. The element rules are simple, so they
+// are checked in plain loops and zod sees the rest of the object with those arrays emptied: the
+// result is the one zod gives for the whole object, and on any doubt the whole object goes
+// through zod (which then reports the issue as it always did).
+
+/**
+ * What the elements of a per-token array must be. `token`: `TokenId`/`MaskValue`
+ * (model/trajectory.ts), a finite number or NaN; `logprob`: `Logprob`, any number or null; `int`:
+ * `z.number().int()`, a safe integer; the rest are the row contract's (`nonNegativeInt`, `bit`
+ * 0/1, `tokenType` 0/1/2, `finite`). One loop per kind, so each stays monomorphic.
+ */
+type ElementKind = 'token' | 'logprob' | 'int' | 'nonNegativeInt' | 'bit' | 'tokenType' | 'finite';
+
+function all(xs: unknown, kind: ElementKind): boolean {
+  if (!Array.isArray(xs)) return false;
+  const n = xs.length;
+  switch (kind) {
+    case 'token':
+      for (let i = 0; i < n; i++) {
+        const v = xs[i];
+        if (typeof v !== 'number' || v === Infinity || v === -Infinity) return false;
+      }
+      return true;
+    case 'logprob':
+      for (let i = 0; i < n; i++) {
+        const v = xs[i];
+        if (v !== null && typeof v !== 'number') return false;
+      }
+      return true;
+    case 'int':
+      for (let i = 0; i < n; i++) if (!Number.isSafeInteger(xs[i])) return false;
+      return true;
+    case 'nonNegativeInt':
+      for (let i = 0; i < n; i++) {
+        const v = xs[i];
+        if (!Number.isSafeInteger(v) || v < 0) return false;
+      }
+      return true;
+    case 'bit':
+      for (let i = 0; i < n; i++) {
+        const v = xs[i];
+        if (v !== 0 && v !== 1) return false;
+      }
+      return true;
+    case 'tokenType':
+      for (let i = 0; i < n; i++) {
+        const v = xs[i];
+        if (v !== 0 && v !== 1 && v !== 2) return false;
+      }
+      return true;
+    case 'finite':
+      for (let i = 0; i < n; i++) if (!Number.isFinite(xs[i])) return false;
+      return true;
+  }
+}
+
+/** `xs` is an array of arrays whose elements are all of `kind`. */
+function allRows(xs: unknown, kind: ElementKind): boolean {
+  return Array.isArray(xs) && xs.every((r) => all(r, kind));
+}
+
+const TURN_ARRAYS: Record<string, ElementKind> = {
+  promptIds: 'token',
+  generatedIds: 'token',
+  generatedLogprobs: 'logprob',
+  observationIds: 'token',
+};
+const SAMPLE_ARRAYS: Record<string, ElementKind> = {
+  tokens: 'token',
+  lossMask: 'token',
+  logprobs: 'logprob',
+  mmTokenTypeIds: 'int',
+};
+
+type Loose = Record<string, unknown>;
+
+/**
+ * `Trajectory.parse(input)` for a trajectory built from a row, its per-token arrays checked in
+ * loops. The result holds `input`'s per-token arrays themselves (zod would hold copies), so they
+ * must be the caller's to give.
+ */
+export function parseWithBulkArrays(input: Loose & { turns: Loose[]; sample?: Loose }): Trajectory {
+  const sampleIn = input.sample;
+  const positions = sampleIn?.positionIds;
+  const turnsOk = input.turns.every((t) =>
+    Object.entries(TURN_ARRAYS).every(([k, ok]) => t[k] === undefined || all(t[k], ok)),
+  );
+  const sampleOk =
+    sampleIn !== undefined &&
+    Object.entries(SAMPLE_ARRAYS).every(([k, ok]) => sampleIn[k] === undefined || all(sampleIn[k], ok)) &&
+    (positions === undefined || allRows(positions, 'int'));
+  if (!turnsOk || !sampleOk) return Trajectory.parse(input);
+  const hollow = (o: Loose, keys: readonly string[]) => {
+    const copy = { ...o };
+    for (const k of keys) if (copy[k] !== undefined) copy[k] = [];
+    return copy;
+  };
+  const rows = positions as number[][] | undefined;
+  const out = Trajectory.parse({
+    ...input,
+    turns: input.turns.map((t) => hollow(t, Object.keys(TURN_ARRAYS))),
+    sample: {
+      ...hollow(sampleIn, Object.keys(SAMPLE_ARRAYS)),
+      ...(rows !== undefined ? { positionIds: rows.map(() => []) } : {}),
+    },
+  });
+  // The arrays zod would have copied: `input`'s own, taken over (the caller gives fresh ones).
+  out.turns.forEach((t, k) => {
+    const from = input.turns[k]!;
+    for (const key of Object.keys(TURN_ARRAYS)) if (from[key] !== undefined) (t as Loose)[key] = from[key];
+  });
+  const sample = out.sample! as Loose;
+  for (const key of Object.keys(SAMPLE_ARRAYS)) if (sampleIn[key] !== undefined) sample[key] = sampleIn[key];
+  if (rows !== undefined) sample.positionIds = rows;
+  return out;
+}
+
+/**
+ * `ExportRow.safeParse(row).success` with the per-token arrays checked in loops: true only when
+ * zod would accept the whole row (zod still decides, and says why, when this is false).
+ */
+export function passesRowContract(row: ExportRow): boolean {
+  const ok =
+    all(row.tokens, 'nonNegativeInt') &&
+    all(row.loss_mask, 'bit') &&
+    (row.rollout_log_probs === null || all(row.rollout_log_probs, 'finite')) &&
+    all(row.mm_token_type_ids, 'tokenType') &&
+    allRows(row.position_ids, 'int');
+  if (!ok) return false;
+  return ExportRow.safeParse({
+    ...row,
+    tokens: [],
+    loss_mask: [],
+    rollout_log_probs: row.rollout_log_probs === null ? null : [],
+    mm_token_type_ids: [],
+    position_ids: row.position_ids.map(() => []),
+  }).success;
 }

@@ -18,7 +18,7 @@ import type { ProcessorSettings, ReadError } from '../model/trajectory.ts';
 import { publicFinding } from '../model/public-finding.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { exportRow, type PositionIdsLayout, type RowOptions } from './row.ts';
-import type { ImageMode } from './images.ts';
+import { RecentImages, type ImageMode } from './images.ts';
 import { JsonlWriter } from './jsonl.ts';
 import { ParquetRowWriter } from './parquet.ts';
 import {
@@ -222,6 +222,7 @@ export async function exportEvents(
     outDir: partition ? out : path.dirname(out),
     // By reference: one content-addressed store beside the batch (the file, or the partitioned folder).
     imageDir: images === 'ref' ? path.join(path.dirname(out), 'images') : imageDirFor(out),
+    recentImages: new RecentImages(),
   };
 
   const abort = new AbortController();
