@@ -3,7 +3,7 @@
 // quarter faulty). In one run: the read-and-JSON.parse floor, `check` with the default workers and
 // with `--workers 0` (wall, peak RSS; the median of several runs, as the machine is shared), their
 // ratios to the floor, and peak RSS of `check` for three run sizes.
-// `node bin/tsx.js bench/standard.ts [--quick] [--full] [--reps N] [--keep]`
+// `node bin/tsx.js bench/standard.ts [--quick] [--reps N] [--keep]`
 import fs from 'node:fs';
 import path from 'node:path';
 import { STANDARD_RUN, generateRun, progressPrinter, type GeneratedRun } from './generate.ts';
@@ -61,11 +61,11 @@ async function check(run: GeneratedRun, workers: string[]): Promise<ProcessRun> 
 
 export async function standardFigure(quick: boolean): Promise<Figure> {
   const argv = process.argv.slice(2);
-  const full = argv.includes('--full');
   const repsAt = argv.indexOf('--reps');
   const reps = repsAt >= 0 ? Number(argv[repsAt + 1]) : quick ? 1 : 3;
   // The timed size, and the three sizes of the memory figure (1×, 2×, 4×).
-  const base = quick ? 8e6 : full ? 75e6 : 30e6;
+  // The issue's size (a 300 MB run); peak RSS also at a quarter of it and four times it.
+  const base = quick ? 8e6 : 300e6;
   const run = await standardRun(base);
   let floor = { lines: 0, failed: 0 };
   const floorS = await timeBest(Math.max(2, reps), async () => (floor = await floorParse(run.file)));
@@ -85,10 +85,14 @@ export async function standardFigure(quick: boolean): Promise<Figure> {
   for (let i = 0; i < reps; i++) for (const [k, c] of configs.entries()) runs[k]!.push(await check(run, c.args));
   const wall = runs.map((rs) => median(rs.map((r) => r.wallSeconds)));
   const rss = runs.map((rs) => median(rs.map((r) => r.peakRssMB)));
-  const memory: { run: GeneratedRun; r: ProcessRun }[] = [{ run, r: runs[0]![0]! }];
-  for (const mult of [2, 4]) {
-    const big = await standardRun(base * mult);
-    memory.push({ run: big, r: await check(big, []) });
+  const memory: { run: GeneratedRun; r: ProcessRun }[] = [];
+  for (const mult of [0.25, 1, 4]) {
+    if (mult === 1) {
+      memory.push({ run, r: runs[0]![0]! });
+      continue;
+    }
+    const other = await standardRun(base * mult);
+    memory.push({ run: other, r: await check(other, []) });
   }
   const results: Measure[] = [];
   for (const [k, c] of configs.entries())
