@@ -378,9 +378,10 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
   const onKeyDown = (e: React.KeyboardEvent) => {
     const steps: Record<string, number> = { ArrowLeft: -1, ArrowRight: 1, Home: -Infinity, End: Infinity };
     const step = steps[e.key];
-    if (!s || step === undefined || s.ids.length === 0) return;
+    const length = s?.total ?? s?.ids.length ?? 0;
+    if (!s || step === undefined || length === 0) return;
     e.preventDefault();
-    setParams({ token: Math.max(0, Math.min(s.ids.length - 1, token < 0 ? 0 : token + step)) }, true);
+    setParams({ token: Math.max(0, Math.min(length - 1, token < 0 ? 0 : token + step)) }, true);
   };
 
   return (
@@ -432,8 +433,12 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
             <i className="lp9" /> ≥0.9 <i className="lpnone" /> none <i className="lpbad" /> NaN/invalid
           </span>
         )}
-        <span className="muted small">{s ? `${s.ids.length.toLocaleString()} tokens` : 'loading…'}</span>
-        {token >= 0 && s && (
+        <span className="muted small">
+          {s
+            ? `${(s.total ?? s.ids.length).toLocaleString()} tokens${s.total !== undefined ? ' (loading the rest…)' : ''}`
+            : 'loading…'}
+        </span>
+        {token >= 0 && s && token < s.ids.length && (
           <span className="small selected-info" data-testid="selected-token">
             token #{token} · id {s.ids[token]} · “{pieceAt(s, token)}”
             {joinAt(s, token) ? ` · part of “${joinAt(s, token)!.text}”` : ''}

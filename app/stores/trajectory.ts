@@ -18,6 +18,15 @@ interface TrajectoryState {
   loadDiff(a: string, b: string, turn: number): Promise<void>;
 }
 
+/**
+ * A stream longer than this comes in two answers: its first HEAD_TOKENS tokens, drawn at once,
+ * then the whole of it (a 128k-token stream is megabytes of JSON to compute, send and parse).
+ */
+export const HEAD_TOKENS = 4096;
+
+/** Streams being fetched, by trajectory and key: a head on screen is not fetched again. */
+const inFlight = new Set<string>();
+
 export const streamKey = (name: string, turn: number) => `${name}:${turn}`;
 export const diffKey = (a: string, b: string, turn: number) => `${a}:${b}:${turn}`;
 
@@ -41,12 +50,26 @@ export const useTrajectory = create<TrajectoryState>((set, get) => ({
   async loadStream(name, turn) {
     const id = get().id;
     const key = streamKey(name, turn);
-    if (!id || get().streams[key]) return;
-    try {
-      const s = await api.stream(id, name, turn);
+    const flight = `${id}\u0000${key}`;
+    const have = get().streams[key];
+    if (!id || (have && have.total === undefined) || inFlight.has(flight)) return;
+    inFlight.add(flight);
+    const keep = (s: TokenStream) => {
       if (get().id === id) set({ streams: { ...get().streams, [key]: s } });
+    };
+    try {
+      const length = get().detail?.streams.find((s) => s.name === name && s.turn === turn)?.length ?? 0;
+      if (!have && length > 2 * HEAD_TOKENS) {
+        const head = await api.stream(id, name, turn, HEAD_TOKENS);
+        if (!get().streams[key]) keep(head);
+        // A shared page answers with the whole stream.
+        if (head.total === undefined) return;
+      }
+      keep(await api.stream(id, name, turn));
     } catch (e) {
       set({ error: (e as Error).message });
+    } finally {
+      inFlight.delete(flight);
     }
   },
   async loadLogprobs() {
