@@ -12,6 +12,8 @@ import { useCellHovered, useHover, useLitPad, useSetHover } from '../stores/hove
 import { api } from '../api.ts';
 
 const ROW_TOKENS = 32;
+/** Rows drawn before the list has measured its viewport: about one screen. */
+const INITIAL_ROWS = 40;
 
 /** A value derived once per object (a stream or diff side), kept as long as the object lives. */
 function derivedOnce<K extends object, V>(derive: (key: K) => V): (key: K) => V {
@@ -463,6 +465,8 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
             className="rows"
             data={rows}
             increaseViewportBy={400}
+            // The first screen's rows in the first render, before the list has measured itself.
+            initialItemCount={Math.min(rows.length, INITIAL_ROWS)}
             computeItemKey={(i, r) =>
               r.kind === 'mark'
                 ? `m${r.mark.index}:${r.mark.what}:${i}`

@@ -4,7 +4,7 @@
 import { useEffect, useMemo } from 'react';
 import { useGo, useParams, useRouteId, useSetParams } from '../stores/route.ts';
 import { useLoadList, useRunItems, useRunQuery } from '../stores/run.ts';
-import { useDetail, useOpenTrajectory, useTrajectoryError } from '../stores/trajectory.ts';
+import { useDetail, useLoadStream, useOpenTrajectory, useTrajectoryError } from '../stores/trajectory.ts';
 import { useResetExpanded } from '../stores/settings.ts';
 import { queryFromParams } from './Overview.tsx';
 import { TokenStreamView } from './TokenStreamView.tsx';
@@ -31,17 +31,23 @@ export function TrajectoryPage() {
   const runQuery = useRunQuery();
   const loadList = useLoadList();
   const resetExpanded = useResetExpanded();
+  const loadStream = useLoadStream();
+  const view = (['diff', 'playground', 'logprobs', 'compare'] as const).find((v) => v === params.view) ?? 'stream';
+  const opensCanonical = view === 'stream' && params.stream === undefined;
 
   useEffect(() => {
     void open(id);
     resetExpanded();
   }, [id, open, resetExpanded]);
   useEffect(() => {
+    // The stream view opens on the canonical stream: its first screen is asked for with the detail, not after it.
+    if (opensCanonical) void loadStream('canonical', -1, true);
+  }, [id, opensCanonical, loadStream]);
+  useEffect(() => {
     // j/k walk the list the overview showed; opened by a deep link, walk the whole run.
     if (!runQuery) void loadList(queryFromParams({}));
   }, [runQuery, loadList]);
 
-  const view = (['diff', 'playground', 'logprobs', 'compare'] as const).find((v) => v === params.view) ?? 'stream';
   const hasTrained = useCompareAvailable();
   const findings = detail?.findings ?? [];
 

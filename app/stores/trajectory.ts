@@ -14,7 +14,11 @@ interface TrajectoryState {
   logprobs: LogprobView | null;
   open(id: string): Promise<void>;
   loadLogprobs(): Promise<void>;
-  loadStream(name: string, turn: number): Promise<void>;
+  /**
+   * Fetch a stream (a long one head first). `speculative`: asked before the detail says which
+   * streams exist (the page opens on the canonical one), so a failure is not an error.
+   */
+  loadStream(name: string, turn: number, speculative?: boolean): Promise<void>;
   loadDiff(a: string, b: string, turn: number): Promise<void>;
 }
 
@@ -25,7 +29,7 @@ interface TrajectoryState {
 export const HEAD_TOKENS = 4096;
 
 /** Streams being fetched, by trajectory and key: a head on screen is not fetched again. */
-const inFlight = new Set<string>();
+const inFlight = new Map<string, Promise<void>>();
 
 export const streamKey = (name: string, turn: number) => `${name}:${turn}`;
 export const diffKey = (a: string, b: string, turn: number) => `${a}:${b}:${turn}`;
@@ -47,27 +51,39 @@ export const useTrajectory = create<TrajectoryState>((set, get) => ({
       if (get().id === id) set({ error: (e as Error).message });
     }
   },
-  async loadStream(name, turn) {
+  async loadStream(name, turn, speculative = false) {
     const id = get().id;
+    if (!id) return;
     const key = streamKey(name, turn);
     const flight = `${id}\u0000${key}`;
-    const have = get().streams[key];
-    if (!id || (have && have.total === undefined) || inFlight.has(flight)) return;
-    inFlight.add(flight);
+    const running = inFlight.get(flight);
+    if (running) {
+      await running;
+      // A guess that failed (no such stream) leaves the real request to fetch it and say why.
+      if (speculative || get().id !== id || get().streams[key]) return;
+    } else if (get().streams[key]) return;
     const keep = (s: TokenStream) => {
       if (get().id === id) set({ streams: { ...get().streams, [key]: s } });
     };
-    try {
-      const length = get().detail?.streams.find((s) => s.name === name && s.turn === turn)?.length ?? 0;
-      if (!have && length > 2 * HEAD_TOKENS) {
+    const fetchIt = async () => {
+      const length = get().detail?.streams.find((s) => s.name === name && s.turn === turn)?.length;
+      if (length === undefined || length > 2 * HEAD_TOKENS) {
         const head = await api.stream(id, name, turn, HEAD_TOKENS);
-        if (!get().streams[key]) keep(head);
-        // A shared page answers with the whole stream.
-        if (head.total === undefined) return;
+        if (head.total === undefined || head.ids.length >= head.total) {
+          // The head was the whole stream (or a shared page answered with the whole).
+          const { total: _, ...whole } = head;
+          return keep(whole);
+        }
+        keep(head);
       }
       keep(await api.stream(id, name, turn));
-    } catch (e) {
-      set({ error: (e as Error).message });
+    };
+    const p = fetchIt().catch((e: unknown) => {
+      if (!speculative) set({ error: (e as Error).message });
+    });
+    inFlight.set(flight, p);
+    try {
+      await p;
     } finally {
       inFlight.delete(flight);
     }
