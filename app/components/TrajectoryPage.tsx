@@ -39,6 +39,7 @@ export function TrajectoryPage() {
     void open(id);
     resetExpanded();
   }, [id, open, resetExpanded]);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: again for each trajectory (`id`), after open() has set it
   useEffect(() => {
     // The stream view opens on the canonical stream: its first screen is asked for with the detail, not after it.
     if (opensCanonical) void loadStream('canonical', -1, true);
