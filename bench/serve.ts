@@ -62,7 +62,9 @@ function rssOf(pid: number): { rss: number; hwm: number } | undefined {
 }
 
 /** GET /api/run and the overview's first rows, timed. */
-async function overview(url: string): Promise<{ seconds: number; trajectories: number; loading: boolean; listed: number }> {
+async function overview(
+  url: string,
+): Promise<{ seconds: number; trajectories: number; loading: boolean; listed: number }> {
   const t0 = performance.now();
   const [info, list] = await Promise.all([
     fetch(`${url}api/run`).then(async (r) => RunInfoHead.parse(await r.json())),
