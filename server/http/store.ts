@@ -294,9 +294,21 @@ function modelCounts(entries: Iterable<Entry>): RunInfo['models'] {
 
 const HEALTH_RANK = { ok: 0, warning: 1, error: 2 } as const;
 
+/** Findings of a summary, counted once per counts object (a sort compares each summary many times). */
+const findingTotals = new WeakMap<FindingCounts, number>();
+function findingTotal(counts: FindingCounts): number {
+  let n = findingTotals.get(counts);
+  if (n === undefined) {
+    n = 0;
+    for (const k in counts.kind) n += counts.kind[k]!;
+    findingTotals.set(counts, n);
+  }
+  return n;
+}
+
 function compareBy(key: ListQuery['sort']): (a: TrajectorySummary, b: TrajectorySummary) => number {
   const num = (x: number | null) => x ?? Number.NEGATIVE_INFINITY;
-  const total = (s: TrajectorySummary) => Object.values(s.findings.kind).reduce((x, y) => x + y, 0);
+  const total = (s: TrajectorySummary) => findingTotal(s.findings);
   switch (key) {
     case 'id':
       return (a, b) => a.id.localeCompare(b.id, undefined, { numeric: true });
