@@ -30,6 +30,8 @@ export const HEAD_TOKENS = 4096;
 
 /** Streams being fetched, by trajectory and key: a head on screen is not fetched again. */
 const inFlight = new Map<string, Promise<void>>();
+/** The detail being fetched. */
+let opening: { id: string; done: Promise<void> } | null = null;
 
 export const streamKey = (name: string, turn: number) => `${name}:${turn}`;
 export const diffKey = (a: string, b: string, turn: number) => `${a}:${b}:${turn}`;
@@ -43,13 +45,20 @@ export const useTrajectory = create<TrajectoryState>((set, get) => ({
   logprobs: null,
   async open(id) {
     if (get().id === id && (get().detail || get().error)) return;
+    // Asked for before the first render (main.tsx) and again by the page: one request.
+    if (get().id === id && opening?.id === id) return opening.done;
     set({ id, detail: null, streams: {}, diffs: {}, error: null, logprobs: null });
-    try {
-      const detail = await api.detail(id);
-      if (get().id === id) set({ detail });
-    } catch (e) {
-      if (get().id === id) set({ error: (e as Error).message });
-    }
+    const done = (async () => {
+      try {
+        const detail = await api.detail(id);
+        if (get().id === id) set({ detail });
+      } catch (e) {
+        if (get().id === id) set({ error: (e as Error).message });
+      }
+    })();
+    opening = { id, done };
+    await done;
+    if (opening?.done === done) opening = null;
   },
   async loadStream(name, turn, speculative = false) {
     const id = get().id;
