@@ -97,6 +97,8 @@ export async function browserFigure(quick: boolean): Promise<Figure> {
     await page.goto(`${server.url}#/t/${encodeURIComponent(id)}`);
     await page.waitForSelector('.tok', { timeout: 60_000 });
     const firstChip = await page.evaluate(() => window.__rollscopeBench.firstChip ?? performance.now());
+    // Let the first render settle (and the whole stream arrive), then measure the scroll alone.
+    await page.waitForTimeout(1000);
     // Where the time went: when the app's requests were sent and answered (resource timing).
     const requests = await page.evaluate(() =>
       performance.getEntriesByType('resource').map((e) => ({
@@ -107,7 +109,7 @@ export async function browserFigure(quick: boolean): Promise<Figure> {
     );
     const timing = (match: (path: string) => boolean) => {
       const r = requests.find((x) => match(new URL(x.name).pathname + new URL(x.name).search));
-      return r ? `${round(r.start)}–${round(r.end)} ms` : 'not asked';
+      return r ? `${round(r.start)}–${round(r.end)} ms` : 'not answered yet';
     };
     const breakdown = [
       `app script ${timing((p) => p.startsWith('/assets/') && p.endsWith('.js'))}`,
@@ -115,8 +117,6 @@ export async function browserFigure(quick: boolean): Promise<Figure> {
       `stream head ${timing((p) => p.includes('/stream?') && p.includes('head='))}`,
       `whole stream ${timing((p) => p.includes('/stream?') && !p.includes('head='))}`,
     ].join('; ');
-    // Let the first render settle, then measure the scroll alone.
-    await page.waitForTimeout(1000);
     const scrollStart = await page.evaluate(() => performance.now());
     const scroll = await page.evaluate(scrollToEnd);
     await page.waitForTimeout(300);
