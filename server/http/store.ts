@@ -93,6 +93,9 @@ interface FileState {
   streamed?: { end: number; nextLine: number; format: FormatName };
 }
 
+/** Batches of a first read analyzed on the main thread (see fileInputs). */
+const MAIN_THREAD_BATCH_LINES = 8;
+const MAIN_THREAD_BATCH_BYTES = 256 * 1024;
 /** Appended lines are imported in batches of this many. */
 const APPENDED_BATCH_LINES = 16;
 /**
@@ -428,7 +431,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   };
 
   /** What is new in `file` since the last read, as pipeline input (nothing when its size is unchanged). */
-  async function* fileInputs(file: string, size: number): AsyncGenerator<PipelineInput> {
+  async function* fileInputs(file: string, size: number, pooled: boolean): AsyncGenerator<PipelineInput> {
     const state = files.get(file) ?? { size: -1, format: null, errors: [], count: 0, failedLines: new Set<number>() };
     files.set(file, state);
     if (state.size === size) return;
@@ -451,8 +454,10 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     } else {
       for await (const chunk of readFileChunks(file, {
         format: opts.format,
-        batchLines: BATCH_LINES,
-        batchBytes: BATCH_BYTES,
+        // On this thread, a batch is imported in one go while requests wait: small ones keep the
+        // overview answering while a big run is checked. Workers take the pipeline's batches.
+        batchLines: pooled ? BATCH_LINES : MAIN_THREAD_BATCH_LINES,
+        batchBytes: pooled ? BATCH_BYTES : MAIN_THREAD_BATCH_BYTES,
       })) {
         if (chunk.kind === 'loaded') {
           yield { kind: 'loaded', loaded: takeLoaded(file, size, state, chunk.loaded) };
@@ -564,7 +569,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     async function* inputs(): AsyncGenerator<PipelineInput> {
       for (const { file, size } of changed) {
         if (closed) return;
-        yield* fileInputs(file, size);
+        yield* fileInputs(file, size, pool !== undefined);
       }
     }
     try {
