@@ -68,7 +68,8 @@ export interface Api {
   steps(): Promise<RunSteps>;
   groups(q: GroupQueryInput): Promise<GroupList>;
   detail(id: string): Promise<TrajectoryDetail>;
-  stream(id: string, name: string, turn: number): Promise<TokenStream>;
+  /** With `head`, only the first screen of it (`total` says how long the whole is); a shared page holds whole streams. */
+  stream(id: string, name: string, turn: number, head?: number): Promise<TokenStream>;
   diff(id: string, a: string, b: string, turn: number): Promise<DiffResult>;
   previewUrl(id: string, k: number, w: number): string;
   /** Where the trajectory's shared page downloads from (null: this is one). */
@@ -95,7 +96,8 @@ export const httpApi: Api = {
   list: (q, signal) =>
     getJson<TrajectoryList>(`/api/trajectories${search(q as Record<string, string | number | undefined>)}`, signal),
   detail: (id) => getJson<TrajectoryDetail>(`/api/trajectories/${enc(id)}`),
-  stream: (id, name, turn) => getJson<TokenStream>(`/api/trajectories/${enc(id)}/stream${search({ name, turn })}`),
+  stream: (id, name, turn, head) =>
+    getJson<TokenStream>(`/api/trajectories/${enc(id)}/stream${search({ name, turn, head })}`),
   diff: (id, a, b, turn) => getJson<DiffResult>(`/api/trajectories/${enc(id)}/diff${search({ a, b, turn })}`),
   previewUrl: (id, k, w) => `/api/trajectories/${enc(id)}/images/${k}/preview?w=${w}`,
   shareUrl: (id) => `/api/trajectories/${enc(id)}/share`,

@@ -1,9 +1,9 @@
 import { StrictMode, useEffect } from 'react';
 import { createRoot } from 'react-dom/client';
-import { usePage } from './stores/route.ts';
+import { usePage, useRoute } from './stores/route.ts';
 import { useLoadInfo, useRunLoading } from './stores/run.ts';
 import { Overview } from './components/Overview.tsx';
-import { TrajectoryPage } from './components/TrajectoryPage.tsx';
+import { openTrajectory, TrajectoryPage } from './components/TrajectoryPage.tsx';
 import { PlaygroundPage } from './components/PlaygroundPage.tsx';
 import { ComparePage } from './components/CompareView.tsx';
 import { RunPage } from './components/RunPage.tsx';
@@ -11,6 +11,10 @@ import { installKeyboard } from './keyboard.ts';
 import './styles.css';
 
 installKeyboard();
+
+// A link to a trajectory: its data is asked for now, while React renders the page the first time.
+const first = useRoute.getState();
+if (first.page === 'trajectory' && first.id !== null) openTrajectory(first.id, first.params);
 
 function App() {
   const page = usePage();

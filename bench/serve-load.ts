@@ -19,12 +19,13 @@ import http from 'node:http';
 import path from 'node:path';
 import { z } from 'zod';
 import { generateRun } from './generate.ts';
+import { HEAD_TOKENS } from '../app/stores/trajectory.ts';
 import { benchDir, isMain, REPO, removeBenchRuns, round, ROLLSCOPE, printFigure, type Figure } from './lib.ts';
 
 const RunHead = z.object({ trajectories: z.number(), loading: z.boolean() });
 const ListHead = z.object({ total: z.number(), items: z.array(z.object({ id: z.string(), images: z.number() })) });
 const DetailHead = z.object({
-  streams: z.array(z.object({ name: z.string(), turn: z.number() })),
+  streams: z.array(z.object({ name: z.string(), turn: z.number(), length: z.number() })),
   diffs: z.array(z.object({ a: z.string(), b: z.string(), turn: z.number() })),
   images: z.array(z.object({ hasPreview: z.boolean() })),
 });
@@ -283,7 +284,12 @@ export async function serveLoad(opts: ServeLoadOptions): Promise<ServeLoadResult
         if (!d) return;
         const detail = DetailHead.parse(JSON.parse(d.body.toString()));
         const s = detail.streams[0];
-        if (s) await ask('stream', `/api/trajectories/${enc(t.id)}/stream?name=${enc(s.name)}&turn=${s.turn}`);
+        if (s) {
+          const url = `/api/trajectories/${enc(t.id)}/stream?name=${enc(s.name)}&turn=${s.turn}`;
+          // A long stream comes head first, as the app asks for it (app/stores/trajectory.ts).
+          if (s.length > 2 * HEAD_TOKENS) await ask('stream head', `${url}&head=${HEAD_TOKENS}`);
+          await ask('stream', url);
+        }
         const diff = detail.diffs[0];
         if (diff)
           await ask('diff', `/api/trajectories/${enc(t.id)}/diff?a=${enc(diff.a)}&b=${enc(diff.b)}&turn=${diff.turn}`);

@@ -83,6 +83,8 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
         {info.hasPreview && !failed ? (
           <img
             src={api.previewUrl(trajectoryId, info.index, PREVIEW_WIDTH)}
+            // Below the fold, a preview waits until scrolled to: 16 resizes at once slow the first screen.
+            loading="lazy"
             alt={`input ${info.index} of the trajectory, ${W}×${H}`}
             onError={() => setFailed(true)}
           />

@@ -12,6 +12,8 @@ import { useCellHovered, useHover, useLitPad, useSetHover } from '../stores/hove
 import { api } from '../api.ts';
 
 const ROW_TOKENS = 32;
+/** Rows drawn before the list has measured its viewport: about one screen. */
+const INITIAL_ROWS = 40;
 
 /** A value derived once per object (a stream or diff side), kept as long as the object lives. */
 function derivedOnce<K extends object, V>(derive: (key: K) => V): (key: K) => V {
@@ -378,9 +380,10 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
   const onKeyDown = (e: React.KeyboardEvent) => {
     const steps: Record<string, number> = { ArrowLeft: -1, ArrowRight: 1, Home: -Infinity, End: Infinity };
     const step = steps[e.key];
-    if (!s || step === undefined || s.ids.length === 0) return;
+    const length = s?.total ?? s?.ids.length ?? 0;
+    if (!s || step === undefined || length === 0) return;
     e.preventDefault();
-    setParams({ token: Math.max(0, Math.min(s.ids.length - 1, token < 0 ? 0 : token + step)) }, true);
+    setParams({ token: Math.max(0, Math.min(length - 1, token < 0 ? 0 : token + step)) }, true);
   };
 
   return (
@@ -432,8 +435,12 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
             <i className="lp9" /> ≥0.9 <i className="lpnone" /> none <i className="lpbad" /> NaN/invalid
           </span>
         )}
-        <span className="muted small">{s ? `${s.ids.length.toLocaleString()} tokens` : 'loading…'}</span>
-        {token >= 0 && s && (
+        <span className="muted small">
+          {s
+            ? `${(s.total ?? s.ids.length).toLocaleString()} tokens${s.total !== undefined ? ' (loading the rest…)' : ''}`
+            : 'loading…'}
+        </span>
+        {token >= 0 && s && token < s.ids.length && (
           <span className="small selected-info" data-testid="selected-token">
             token #{token} · id {s.ids[token]} · “{pieceAt(s, token)}”
             {joinAt(s, token) ? ` · part of “${joinAt(s, token)!.text}”` : ''}
@@ -458,6 +465,8 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
             className="rows"
             data={rows}
             increaseViewportBy={400}
+            // The first screen's rows in the first render, before the list has measured itself.
+            initialItemCount={Math.min(rows.length, INITIAL_ROWS)}
             computeItemKey={(i, r) =>
               r.kind === 'mark'
                 ? `m${r.mark.index}:${r.mark.what}:${i}`

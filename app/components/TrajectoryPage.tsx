@@ -2,9 +2,15 @@
 // the middle, findings and image overlays at the side. j/k move through the run, n jumps to the
 // next finding.
 import { useEffect, useMemo } from 'react';
-import { useGo, useParams, useRouteId, useSetParams } from '../stores/route.ts';
+import { useGo, useParams, useRouteId, useSetParams, type Params } from '../stores/route.ts';
 import { useLoadList, useRunItems, useRunQuery } from '../stores/run.ts';
-import { useDetail, useOpenTrajectory, useTrajectoryError } from '../stores/trajectory.ts';
+import {
+  useDetail,
+  useLoadStream,
+  useOpenTrajectory,
+  useTrajectory,
+  useTrajectoryError,
+} from '../stores/trajectory.ts';
 import { useResetExpanded } from '../stores/settings.ts';
 import { queryFromParams } from './Overview.tsx';
 import { TokenStreamView } from './TokenStreamView.tsx';
@@ -19,6 +25,20 @@ import { api } from '../api.ts';
 import { LogprobView } from './LogprobView.tsx';
 import { CompareView, useCompareAvailable } from './CompareView.tsx';
 
+/**
+ * What a trajectory page asks for first: its detail and, in the stream view, the head of the
+ * canonical stream. main.tsx calls this before React's first render (a page's effects run only
+ * once it has painted); the page's effects ask again, answered by the same requests.
+ */
+export function openTrajectory(id: string, params: Params): void {
+  const { open, loadStream } = useTrajectory.getState();
+  void open(id);
+  if (viewOf(params) === 'stream' && params.stream === undefined) void loadStream('canonical', -1, true);
+}
+
+const viewOf = (params: Params) =>
+  (['diff', 'playground', 'logprobs', 'compare'] as const).find((v) => v === params.view) ?? 'stream';
+
 export function TrajectoryPage() {
   const id = useRouteId()!;
   const params = useParams();
@@ -31,17 +51,24 @@ export function TrajectoryPage() {
   const runQuery = useRunQuery();
   const loadList = useLoadList();
   const resetExpanded = useResetExpanded();
+  const loadStream = useLoadStream();
+  const view = viewOf(params);
+  const opensCanonical = view === 'stream' && params.stream === undefined;
 
   useEffect(() => {
     void open(id);
     resetExpanded();
   }, [id, open, resetExpanded]);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: again for each trajectory (`id`), after open() has set it
+  useEffect(() => {
+    // The stream view opens on the canonical stream: its first screen is asked for with the detail, not after it.
+    if (opensCanonical) void loadStream('canonical', -1, true);
+  }, [id, opensCanonical, loadStream]);
   useEffect(() => {
     // j/k walk the list the overview showed; opened by a deep link, walk the whole run.
     if (!runQuery) void loadList(queryFromParams({}));
   }, [runQuery, loadList]);
 
-  const view = (['diff', 'playground', 'logprobs', 'compare'] as const).find((v) => v === params.view) ?? 'stream';
   const hasTrained = useCompareAvailable();
   const findings = detail?.findings ?? [];
 

@@ -14,9 +14,24 @@ interface TrajectoryState {
   logprobs: LogprobView | null;
   open(id: string): Promise<void>;
   loadLogprobs(): Promise<void>;
-  loadStream(name: string, turn: number): Promise<void>;
+  /**
+   * Fetch a stream (a long one head first). `speculative`: asked before the detail says which
+   * streams exist (the page opens on the canonical one), so a failure is not an error.
+   */
+  loadStream(name: string, turn: number, speculative?: boolean): Promise<void>;
   loadDiff(a: string, b: string, turn: number): Promise<void>;
 }
+
+/**
+ * A stream longer than this comes in two answers: its first HEAD_TOKENS tokens, drawn at once,
+ * then the whole of it (a 128k-token stream is megabytes of JSON to compute, send and parse).
+ */
+export const HEAD_TOKENS = 4096;
+
+/** Streams being fetched, by trajectory and key: a head on screen is not fetched again. */
+const inFlight = new Map<string, Promise<void>>();
+/** The detail being fetched. */
+let opening: { id: string; done: Promise<void> } | null = null;
 
 export const streamKey = (name: string, turn: number) => `${name}:${turn}`;
 export const diffKey = (a: string, b: string, turn: number) => `${a}:${b}:${turn}`;
@@ -30,23 +45,56 @@ export const useTrajectory = create<TrajectoryState>((set, get) => ({
   logprobs: null,
   async open(id) {
     if (get().id === id && (get().detail || get().error)) return;
+    // Asked for before the first render (main.tsx) and again by the page: one request.
+    if (get().id === id && opening?.id === id) return opening.done;
     set({ id, detail: null, streams: {}, diffs: {}, error: null, logprobs: null });
-    try {
-      const detail = await api.detail(id);
-      if (get().id === id) set({ detail });
-    } catch (e) {
-      if (get().id === id) set({ error: (e as Error).message });
-    }
+    const done = (async () => {
+      try {
+        const detail = await api.detail(id);
+        if (get().id === id) set({ detail });
+      } catch (e) {
+        if (get().id === id) set({ error: (e as Error).message });
+      }
+    })();
+    opening = { id, done };
+    await done;
+    if (opening?.done === done) opening = null;
   },
-  async loadStream(name, turn) {
+  async loadStream(name, turn, speculative = false) {
     const id = get().id;
+    if (!id) return;
     const key = streamKey(name, turn);
-    if (!id || get().streams[key]) return;
-    try {
-      const s = await api.stream(id, name, turn);
+    const flight = `${id}\u0000${key}`;
+    const running = inFlight.get(flight);
+    if (running) {
+      await running;
+      // A guess that failed (no such stream) leaves the real request to fetch it and say why.
+      if (speculative || get().id !== id || get().streams[key]) return;
+    } else if (get().streams[key]) return;
+    const keep = (s: TokenStream) => {
       if (get().id === id) set({ streams: { ...get().streams, [key]: s } });
-    } catch (e) {
-      set({ error: (e as Error).message });
+    };
+    const fetchIt = async () => {
+      const length = get().detail?.streams.find((s) => s.name === name && s.turn === turn)?.length;
+      if (length === undefined || length > 2 * HEAD_TOKENS) {
+        const head = await api.stream(id, name, turn, HEAD_TOKENS);
+        if (head.total === undefined || head.ids.length >= head.total) {
+          // The head was the whole stream (or a shared page answered with the whole).
+          const { total: _, ...whole } = head;
+          return keep(whole);
+        }
+        keep(head);
+      }
+      keep(await api.stream(id, name, turn));
+    };
+    const p = fetchIt().catch((e: unknown) => {
+      if (!speculative) set({ error: (e as Error).message });
+    });
+    inFlight.set(flight, p);
+    try {
+      await p;
+    } finally {
+      inFlight.delete(flight);
     }
   },
   async loadLogprobs() {

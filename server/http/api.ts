@@ -220,6 +220,11 @@ export type TrajectoryDetail = z.infer<typeof TrajectoryDetail>;
 export const StreamQuery = z.object({
   name: StreamName.default('canonical'),
   turn: z.coerce.number().int().min(-1).default(-1),
+  /**
+   * Only the first `head` tokens (a few more where the cut would split an image's pad run or a
+   * character): the first screen of a long stream, sent before the whole of it.
+   */
+  head: z.coerce.number().int().min(1).optional(),
 });
 export type StreamQuery = z.infer<typeof StreamQuery>;
 
@@ -274,6 +279,8 @@ export const TokenStream = z.object({
   badLogprobs: z.array(z.number().int()),
   turns: z.array(TurnMark),
   vision: z.array(VisionSpanInfo),
+  /** Set when this is the head of the stream (`head=N`): the whole stream's length, of which `ids` are the first. */
+  total: z.number().int().optional(),
 });
 export type TokenStream = z.infer<typeof TokenStream>;
 

@@ -135,7 +135,7 @@ export const TRAJECTORY_VIEWS: readonly TrajectoryView[] = [
     const group = v.store.groupFindings(v.summary.id).map((f) => ({ ...f, target: null }));
     return group.length > 0 ? { ...detail, findings: [...detail.findings, ...group] } : detail;
   }),
-  jsonView(['stream'], StreamQuery, TokenStream, (v, q) => tokenStream(v.checked, q.name, q.turn, v.opts)),
+  jsonView(['stream'], StreamQuery, TokenStream, (v, q) => tokenStream(v.checked, q.name, q.turn, v.opts, q.head)),
   jsonView(['diff'], DiffQuery, DiffResult, (v, q) => tokenDiff(v.checked, q)),
   jsonView(['logprobs'], NoQuery, LogprobView, (v) => logprobView(v.checked, v.opts)),
   jsonView(['images', ':n'], NoQuery, ImageInfo, imageInfo),

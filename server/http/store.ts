@@ -18,6 +18,7 @@ import {
   type CheckedTrajectory,
   type PipelineInput,
   type RunOptions,
+  workersFor,
 } from '../pipeline.ts';
 import { AnalysisPool } from '../analysis-pool.ts';
 import { loadFile } from '../import/index.ts';
@@ -73,7 +74,7 @@ interface Entry {
   /** Id as the file states it (the key, the store's id, gets `#N` when an earlier trajectory has it). */
   originalId: string;
   /** Distinct token ids of the trajectory's streams, sorted: a token-id query without holding the streams. */
-  tokenSet: Uint32Array;
+  tokenSet: Uint8Array;
   /** The profile it was checked with and the model name its record states. */
   model: { profile: string; name: string | null };
   /** The trajectory's own findings (its summary's counts add its group's). */
@@ -92,6 +93,9 @@ interface FileState {
   streamed?: { end: number; nextLine: number; format: FormatName };
 }
 
+/** Batches of a first read analyzed on the main thread (see fileInputs). */
+const MAIN_THREAD_BATCH_LINES = 8;
+const MAIN_THREAD_BATCH_BYTES = 256 * 1024;
 /** Appended lines are imported in batches of this many. */
 const APPENDED_BATCH_LINES = 16;
 /**
@@ -129,28 +133,73 @@ export function countFindings(findings: readonly Finding[]): FindingCounts {
   return out;
 }
 
-function distinctTokens(c: CheckedTrajectory): Uint32Array {
-  const set = new Set<number>(c.alignment.tokens);
-  for (const t of c.trajectory.turns) {
-    for (const id of t.promptIds ?? []) set.add(id);
-    for (const id of t.generatedIds ?? []) set.add(id);
+/** Marks of the ids seen in one trajectory (reused: one trajectory at a time on this thread). */
+let seenIds = new Uint8Array(1 << 18);
+
+/**
+ * The distinct token ids of a trajectory's streams, sorted, as deltas in LEB128 varints: about a
+ * byte per id instead of four, for a token-id query without holding the streams (a run of 30k
+ * trajectories of ~1k distinct ids each would otherwise hold 100+ MB of sets).
+ */
+export function packedTokenSet(streams: Iterable<readonly number[] | undefined>): Uint8Array {
+  const ids: number[] = [];
+  for (const stream of streams) {
+    if (!stream) continue;
+    for (const id of stream) {
+      if (!(id >= 0 && id < 2 ** 32) || !Number.isInteger(id)) continue;
+      if (id >= seenIds.length) {
+        const grown = new Uint8Array(Math.max(id + 1, seenIds.length * 2));
+        grown.set(seenIds);
+        seenIds = grown;
+      }
+      if (seenIds[id] === 0) {
+        seenIds[id] = 1;
+        ids.push(id);
+      }
+    }
   }
-  for (const id of c.trajectory.sample?.tokens ?? []) set.add(id);
-  for (const id of c.rerender ?? []) set.add(id);
-  return Uint32Array.from([...set].filter((x) => x >= 0 && x < 2 ** 32)).sort();
+  ids.sort((a, b) => a - b);
+  const out = new Uint8Array(ids.length * 5);
+  let at = 0;
+  let last = 0;
+  for (const id of ids) {
+    seenIds[id] = 0;
+    let d = id - last;
+    last = id;
+    while (d >= 0x80) {
+      out[at++] = (d % 0x80) | 0x80;
+      d = Math.floor(d / 0x80);
+    }
+    out[at++] = d;
+  }
+  return out.slice(0, at);
 }
 
-function hasToken(set: Uint32Array, id: number): boolean {
-  let lo = 0;
-  let hi = set.length - 1;
-  while (lo <= hi) {
-    const mid = (lo + hi) >> 1;
-    const v = set[mid]!;
-    if (v === id) return true;
-    if (v < id) lo = mid + 1;
-    else hi = mid - 1;
+/** Whether `id` is in a set written by packedTokenSet. */
+export function packedHasToken(set: Uint8Array, id: number): boolean {
+  let value = 0;
+  for (let at = 0; at < set.length; ) {
+    let d = 0;
+    let scale = 1;
+    let b: number;
+    do {
+      b = set[at++]!;
+      d += (b & 0x7f) * scale;
+      scale *= 0x80;
+    } while (b & 0x80);
+    value += d;
+    if (value >= id) return value === id;
   }
   return false;
+}
+
+function distinctTokens(c: CheckedTrajectory): Uint8Array {
+  return packedTokenSet([
+    c.alignment.tokens,
+    ...c.trajectory.turns.flatMap((t) => [t.promptIds, t.generatedIds]),
+    c.trajectory.sample?.tokens,
+    c.rerender,
+  ]);
 }
 
 export function summarize(id: string, c: CheckedTrajectory): TrajectorySummary {
@@ -248,9 +297,21 @@ function modelCounts(entries: Iterable<Entry>): RunInfo['models'] {
 
 const HEALTH_RANK = { ok: 0, warning: 1, error: 2 } as const;
 
+/** Findings of a summary, counted once per counts object (a sort compares each summary many times). */
+const findingTotals = new WeakMap<FindingCounts, number>();
+function findingTotal(counts: FindingCounts): number {
+  let n = findingTotals.get(counts);
+  if (n === undefined) {
+    n = 0;
+    for (const k in counts.kind) n += counts.kind[k]!;
+    findingTotals.set(counts, n);
+  }
+  return n;
+}
+
 function compareBy(key: ListQuery['sort']): (a: TrajectorySummary, b: TrajectorySummary) => number {
   const num = (x: number | null) => x ?? Number.NEGATIVE_INFINITY;
-  const total = (s: TrajectorySummary) => Object.values(s.findings.kind).reduce((x, y) => x + y, 0);
+  const total = (s: TrajectorySummary) => findingTotal(s.findings);
   switch (key) {
     case 'id':
       return (a, b) => a.id.localeCompare(b.id, undefined, { numeric: true });
@@ -271,13 +332,51 @@ function compareBy(key: ListQuery['sort']): (a: TrajectorySummary, b: Trajectory
   }
 }
 
+/**
+ * The number a numeric sort orders by (undefined for the text sorts): computed once per summary,
+ * so sorting a run of 30k trajectories once a second while it loads stays cheap.
+ */
+function numericKey(key: ListQuery['sort']): ((s: TrajectorySummary) => number) | undefined {
+  switch (key) {
+    case 'id':
+    case 'format':
+    case 'file':
+    case 'status':
+    case 'group':
+      return undefined;
+    case 'reward':
+      return (s) => s.reward ?? Number.NEGATIVE_INFINITY;
+    case 'findings':
+      // Health first, then the number of findings (far below 2^32).
+      return (s) => HEALTH_RANK[s.health] * 2 ** 32 + findingTotal(s.findings);
+    default:
+      return (s) => s[key];
+  }
+}
+
+/** `items` ordered by `key` (ties in their given order), each key computed once. */
+function sortByNumber<T>(items: T[], key: (x: T) => number, dir: 1 | -1): T[] {
+  const keys = new Float64Array(items.length);
+  for (let i = 0; i < items.length; i++) keys[i] = key(items[i]!);
+  const at = Array.from({ length: items.length }, (_, i) => i);
+  at.sort((i, j) => {
+    const a = keys[i]!;
+    const b = keys[j]!;
+    return a < b ? -dir : a > b ? dir : i - j;
+  });
+  return at.map((i) => items[i]!);
+}
+
 export interface StoreOptions extends RunOptions {
   /** Poll interval for growing files (ms); 0 disables watching. */
   pollMs?: number;
   demo?: boolean;
   /** Full analyses kept in memory. */
   cacheSize?: number;
-  /** With `workers`, a read of at least this many bytes runs on worker threads (default POOL_FROM_BYTES). */
+  /**
+   * With `workers`, a read of at least this many bytes runs on worker threads (default
+   * POOL_FROM_BYTES); without `workers`, the threads `check` would start for the read.
+   */
   poolFromBytes?: number;
 }
 
@@ -306,7 +405,17 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   const reloader = new Reloader(opts.format);
   const keys = new TrajectoryKeys();
   const folders = new RunFolders(paths);
-  const workers = opts.workers && opts.workers > 0 ? opts.workers : 0;
+  /**
+   * Threads for a read of `bytes`: `opts.workers` when given (for reads of poolFromBytes or more);
+   * else what `check` starts for it (workersFor: idle cores, big reads only), so serve reads a run
+   * as fast as check does and holds no more tokenizers.
+   */
+  const workersForRead = (bytes: number) =>
+    opts.workers === undefined
+      ? workersFor(undefined, bytes)
+      : opts.workers > 0 && bytes >= (opts.poolFromBytes ?? POOL_FROM_BYTES)
+        ? opts.workers
+        : 0;
   const pools = new Set<AnalysisPool>();
   /** One analysis per trajectory at a time, however many requests ask for it. */
   const pending = new Map<string, Promise<CheckedTrajectory | undefined>>();
@@ -322,7 +431,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   };
 
   /** What is new in `file` since the last read, as pipeline input (nothing when its size is unchanged). */
-  async function* fileInputs(file: string, size: number): AsyncGenerator<PipelineInput> {
+  async function* fileInputs(file: string, size: number, pooled: boolean): AsyncGenerator<PipelineInput> {
     const state = files.get(file) ?? { size: -1, format: null, errors: [], count: 0, failedLines: new Set<number>() };
     files.set(file, state);
     if (state.size === size) return;
@@ -345,8 +454,10 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     } else {
       for await (const chunk of readFileChunks(file, {
         format: opts.format,
-        batchLines: BATCH_LINES,
-        batchBytes: BATCH_BYTES,
+        // On this thread, a batch is imported in one go while requests wait: small ones keep the
+        // overview answering while a big run is checked. Workers take the pipeline's batches.
+        batchLines: pooled ? BATCH_LINES : MAIN_THREAD_BATCH_LINES,
+        batchBytes: pooled ? BATCH_BYTES : MAIN_THREAD_BATCH_BYTES,
       })) {
         if (chunk.kind === 'loaded') {
           yield { kind: 'loaded', loaded: takeLoaded(file, size, state, chunk.loaded) };
@@ -452,15 +563,13 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     if (changed.length === 0) return;
     const grown = changed.reduce((n, c) => n + Math.max(0, c.size - Math.max(0, files.get(c.file)?.size ?? 0)), 0);
     // Workers for a large read only, closed after it: idle workers would each hold a tokenizer.
-    const pool =
-      workers > 0 && grown >= (opts.poolFromBytes ?? POOL_FROM_BYTES) && !closed
-        ? new AnalysisPool(workers)
-        : undefined;
+    const workers = closed ? 0 : workersForRead(grown);
+    const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
     if (pool) pools.add(pool);
     async function* inputs(): AsyncGenerator<PipelineInput> {
       for (const { file, size } of changed) {
         if (closed) return;
-        yield* fileInputs(file, size);
+        yield* fileInputs(file, size, pool !== undefined);
       }
     }
     try {
@@ -521,7 +630,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         if (query.group !== undefined && s.group !== query.group) return false;
         if (q) {
           const text = `${s.id} ${s.source.file} ${s.headline ?? ''}`.toLowerCase();
-          if (!text.includes(q.toLowerCase()) && !(tokenId !== undefined && hasToken(e.tokenSet, tokenId)))
+          if (!text.includes(q.toLowerCase()) && !(tokenId !== undefined && packedHasToken(e.tokenSet, tokenId)))
             return false;
         }
         return true;
@@ -538,9 +647,11 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       };
       return matches.sort((a, b) => groupRank(a) - groupRank(b) || at.get(a.id)! - at.get(b.id)!);
     }
-    const cmp = compareBy(query.sort);
     const dir = query.order === 'asc' ? 1 : -1;
-    // Ties keep load order (Array.prototype.sort is stable), so paging through equal keys is deterministic.
+    // Ties keep load order, so paging through equal keys is deterministic.
+    const byNumber = numericKey(query.sort);
+    if (byNumber) return sortByNumber(matches, byNumber, dir);
+    const cmp = compareBy(query.sort);
     matches.sort((a, b) => dir * cmp(a, b));
     return matches;
   }

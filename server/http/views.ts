@@ -195,20 +195,36 @@ function safePadCount(grid: readonly [number, number, number], merge: number): n
   }
 }
 
-export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number, opts: RunOptions): TokenStream {
+export function tokenStream(
+  c: CheckedTrajectory,
+  name: StreamName,
+  turn: number,
+  opts: RunOptions,
+  head?: number,
+): TokenStream {
   const ids = streamTokens(c, name, turn);
   if (!ids)
     throw new NotFound(
       `trajectory ${c.trajectory.id} has no ${name} stream${name === 'prompt' ? ` for turn ${turn}` : ''}`,
     );
   const ctx = contextOf(c, opts);
+  const vision = visionSpans(ids, c, ctx);
+  // Per-token arrays are built for the tokens sent only: a head of a 128k-token stream costs its head.
+  const n = head === undefined ? ids.length : headEnd(c.profile, ids, vision, head);
+  const cutting = n < ids.length;
+  const perToken = <T>(f: (i: number) => T): T[] => {
+    const out = new Array<T>(n);
+    for (let i = 0; i < n; i++) out[i] = f(i);
+    return out;
+  };
   let lossMask: (number | null)[] | null = null;
   let logprobs: (number | null)[] | null = null;
   const turns: TurnMark[] = [{ index: 0, turn: name === 'prompt' ? turn : 0, what: 'prompt' }];
   if (name === 'canonical') {
-    lossMask = c.alignment.lossMask.slice();
+    const { lossMask: mask, logprobs: lps } = c.alignment;
+    lossMask = mask.slice(0, n);
     // Observation tokens carry a filler logprob of 0: there is no logprob to show there.
-    logprobs = c.alignment.logprobs.map((lp, i) => (c.alignment.lossMask[i] === 1 ? lp : null));
+    logprobs = perToken((i) => (mask[i] === 1 ? lps[i]! : null));
     for (const s of c.alignment.turns) {
       turns.push({ index: s.generated[0], turn: s.turn, what: 'generated' });
       if (s.observation[1] > s.observation[0])
@@ -217,16 +233,16 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
   } else if (name === 'prompt') {
     const t = c.trajectory.turns[turn]!;
     const p = t.promptIds?.length ?? 0;
-    lossMask = ids.map((_, i) => (i < p ? 0 : 1));
-    logprobs = ids.map((_, i) => (i < p ? null : (t.generatedLogprobs?.[i - p] ?? null)));
+    lossMask = perToken((i) => (i < p ? 0 : 1));
+    logprobs = perToken((i) => (i < p ? null : (t.generatedLogprobs?.[i - p] ?? null)));
     turns.push({ index: p, turn, what: 'generated' });
   } else if (name === 'sample') {
     const s = c.trajectory.sample!;
     const offset = s.maskScope === 'full' ? 0 : ids.length - (s.responseLength ?? 0);
     const at = (arr: readonly (number | null)[] | undefined, i: number) =>
       arr && i >= offset ? (arr[i - offset] ?? null) : null;
-    lossMask = s.lossMask ? ids.map((_, i) => at(s.lossMask, i)) : null;
-    logprobs = s.logprobs ? ids.map((_, i) => at(s.logprobs, i)) : null;
+    lossMask = s.lossMask ? perToken((i) => at(s.lossMask, i)) : null;
+    logprobs = s.logprobs ? perToken((i) => at(s.logprobs, i)) : null;
     if (s.responseLength !== undefined)
       turns.push({ index: ids.length - s.responseLength, turn: -1, what: 'response' });
   }
@@ -234,17 +250,51 @@ export function tokenStream(c: CheckedTrajectory, name: StreamName, turn: number
   logprobs?.forEach((x, i) => {
     if (x !== null && (!Number.isFinite(x) || x > 1e-6)) badLogprobs.push(i);
   });
+  const shown = ids.slice(0, n);
   return {
     name,
     turn,
-    ids: ids.slice(),
-    ...pieces(c.profile, ids),
+    ids: shown,
+    ...pieces(c.profile, shown),
     lossMask,
     logprobs: logprobs?.map((x) => (x === null || Number.isFinite(x) ? x : null)) ?? null,
     badLogprobs,
-    turns: turns.sort((a, b) => a.index - b.index),
-    vision: visionSpans(ids, c, ctx),
+    turns: (cutting ? turns.filter((m) => m.index < n) : turns).sort((a, b) => a.index - b.index),
+    vision: cutting ? vision.filter((v) => v.start < n) : vision,
+    ...(head === undefined ? {} : { total: ids.length }),
   };
+}
+
+/**
+ * Where the head of a stream ends: at `head` tokens, moved on past an image's pad run or a
+ * character split across tokens that the cut would leave in two (the app draws each as one).
+ */
+export function headEnd(
+  profile: ModelProfile,
+  ids: readonly number[],
+  vision: readonly VisionSpanInfo[],
+  head: number,
+): number {
+  let cut = Math.min(head, ids.length);
+  for (let moved = true; moved && cut < ids.length; ) {
+    moved = false;
+    for (const v of vision) {
+      const padEnd = v.padStart + v.padLength;
+      if (v.padStart < cut && cut < padEnd) {
+        cut = padEnd;
+        moved = true;
+      }
+    }
+    // A split character spans at most 4 tokens: the joins near the cut are the ones that can cross it.
+    const from = Math.max(0, cut - 8);
+    for (const j of partialByteJoins(profile.tokenizer, ids.slice(from, cut + 8))) {
+      if (from + j.start < cut && cut < from + j.end) {
+        cut = from + j.end;
+        moved = true;
+      }
+    }
+  }
+  return cut;
 }
 
 function rowsFor(

@@ -73,7 +73,8 @@ ${TRAINER_USAGE}
   --format F       override format detection
   --min-pixels N   image processor min_pixels for this run
   --max-pixels N   image processor max_pixels for this run
-  --workers N      analysis threads for reading large runs (default: one per core; 0 = main thread only)
+  --workers N      analysis threads for reading large runs (default: as check, one per idle core for reads of
+                   512 MB or more, else none; 0 = main thread only)
   --allow-remote-images
                    fetch http(s) images the records name (off: they are marked unavailable). Only
                    public addresses, 10 s, 64 MiB, image/* only, redirects re-checked (docs/security.md)`,
@@ -115,7 +116,8 @@ ${TRAINER_USAGE}
       processor: processorOptions(values),
       demo,
       allowRemoteImages: values['allow-remote-images'] === true,
-      workers: workerCount(values.workers),
+      // Unset: the threads check would start for the run (server/pipeline.ts workersFor).
+      workers: values.workers === undefined ? undefined : workerCount(values.workers),
     });
     const runOptions = { model: values.model, format: values.format, processor: processorOptions(values) };
     const trained =
