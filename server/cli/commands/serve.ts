@@ -24,10 +24,8 @@ const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../
 
 /** The embedded demo run, written to a fresh folder under the system temp dir. */
 async function writeDemo(): Promise<string> {
-  const module = path.join(repoRoot, 'server/demo/write.ts');
-  if (!fs.existsSync(module))
-    throw new UsageError('the embedded demo run is not available in this build; give a PATH to serve');
-  const { writeDemoRun } = (await import(module)) as { writeDemoRun: (dir: string) => Promise<unknown> };
+  // A literal specifier, so the bundle (bin/bundle.js) carries the demo as its own chunk, loaded only here.
+  const { writeDemoRun } = await import('../../demo/write.ts');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-demo-'));
   await writeDemoRun(dir);
   return dir;
