@@ -79,15 +79,15 @@ export function checkChatFormat(traj: Trajectory, ctx: AnalysisContext): Finding
 
 /** False when the trajectory holds token ids and none of them is `<|im_start|>`; undefined when it holds no ids. */
 export function followsChatFormat(traj: Trajectory, imStart: number): boolean | undefined {
-  let any = false;
+  let holdsIds = false;
   const has = (ids: readonly number[] | undefined) => {
     if (!ids || ids.length === 0) return false;
-    any = true;
+    holdsIds = true;
     return ids.includes(imStart);
   };
   if (has(traj.sample?.tokens)) return true;
   for (const t of traj.turns) if (has(t.promptIds)) return true;
-  return any ? false : undefined;
+  return holdsIds ? false : undefined;
 }
 
 /**
