@@ -47,14 +47,17 @@ async function check(run: GeneratedRun, workers: string[]): Promise<ProcessRun> 
   });
   const report = JSON.parse(fs.readFileSync(out, 'utf8')) as {
     trajectories: { findings: { severity: string }[] }[];
+    groups: { findings: { field?: string }[] }[];
   };
   fs.rmSync(out, { force: true });
   const withErrors = report.trajectories.filter((t) => t.findings.some((f) => f.severity === 'error')).length;
   const warned = report.trajectories.filter((t) => t.findings.some((f) => f.severity === 'warning')).length;
-  if (report.trajectories.length !== run.trajectories || withErrors !== run.faulty || warned !== 0)
+  // Every group shares its prompt (a planted fault is that sample's, not a second prompt); rewards are random, so a group may have equal ones.
+  const mixedGroups = report.groups.filter((g) => g.findings.some((f) => f.field !== 'reward')).length;
+  if (report.trajectories.length !== run.trajectories || withErrors !== run.faulty || warned !== 0 || mixedGroups !== 0)
     throw new Error(
       `check ${workers.join(' ')} on ${run.file}: ${report.trajectories.length}/${run.trajectories} trajectories, ` +
-        `${withErrors} with errors (planted ${run.faulty}), ${warned} with warnings; stderr: ${r.stderr.slice(0, 500)}`,
+        `${withErrors} with errors (planted ${run.faulty}), ${warned} with warnings, ${mixedGroups} groups flagged beyond their rewards; stderr: ${r.stderr.slice(0, 500)}`,
     );
   return r;
 }

@@ -4,7 +4,9 @@ import path from 'node:path';
 import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { GroupChecks, type GroupMember } from '../server/analysis/groups.ts';
+import { GroupChecks, groupMember, type GroupMember } from '../server/analysis/groups.ts';
+import { Trajectory } from '../server/model/trajectory.ts';
+import { QWEN_VL_IMAGE_PAD as PAD, QWEN_VL_VISION_START as VS } from '../server/profiles/qwen-vl-ids.ts';
 import { CheckReport, runCheck } from '../server/cli/check.ts';
 import { stepFromPath, stepOf } from '../server/import/step.ts';
 import { loadFile } from '../server/import/index.ts';
@@ -59,6 +61,47 @@ describe('group checks', () => {
     ]);
     expect(fields(checks)).toEqual(['prompt']);
     expect(checks.summaries()[0]!.degenerate).toBe(false);
+  });
+
+  // A multi-turn sample: prompt (with one image) ⧺ response; a tool in the response returns a second image.
+  const VE = PAD - 2; // <|vision_end|>
+  const prompt = [1, 2, VS, PAD, PAD, VE, 3];
+  const member = (o: { answer: number[]; images: string[]; mask?: number[]; promptIds?: number[] }) =>
+    groupMember(
+      Trajectory.parse({
+        id: 'x',
+        source: { file: 'f.jsonl', line: 1, format: 'slime' },
+        group: 'g',
+        reward: o.answer[0]! % 2,
+        turns: [{ promptIds: o.promptIds ?? prompt, generatedIds: o.answer.slice(0, 2) }],
+        images: o.images.map((url) => ({ url })),
+        sample: {
+          tokens: [...prompt, ...o.answer],
+          responseLength: o.answer.length,
+          lossMask: o.mask ?? o.answer.map(() => 1),
+        },
+      }),
+    )!;
+
+  it('compares what the prompt shows: images a tool returned later, or turns cut by a shifted mask, are not another prompt', () => {
+    const answer = (k: number) => [10 + k, 11, VS, PAD, VE, 12];
+    const checks = checksOf([
+      member({ answer: answer(0), images: ['a.png', 'zoom-0.png'] }),
+      member({ answer: answer(1), images: ['a.png', 'zoom-1.png'] }),
+      // Turns cut from a mask shifted by one start the first turn one token late.
+      member({
+        answer: answer(2),
+        images: ['a.png', 'zoom-2.png'],
+        promptIds: [...prompt, 12],
+        mask: [0, 1, 1, 1, 1, 1],
+      }),
+    ]);
+    expect(fields(checks)).toEqual([]);
+    const other = checksOf([
+      member({ answer: answer(0), images: ['a.png', 'zoom-0.png'] }),
+      member({ answer: answer(1), images: ['b.png', 'zoom-1.png'] }),
+    ]);
+    expect(fields(other)).toEqual(['prompt']);
   });
 
   it('keeps the same group id at two steps apart', () => {

@@ -8,6 +8,8 @@
 import { createHash } from 'node:crypto';
 import type { Finding } from '../model/finding.ts';
 import type { Trajectory } from '../model/trajectory.ts';
+import { imagesInMessages } from '../model/message-images.ts';
+import { QWEN_VL_IMAGE_PAD, QWEN_VL_VISION_START } from '../profiles/qwen-vl-ids.ts';
 
 /** What a group check needs to know of one sample. */
 export interface GroupMember {
@@ -15,7 +17,7 @@ export interface GroupMember {
   step?: number;
   reward?: number | null;
   advantage?: number;
-  /** Hash of what the policy was asked: the prompt's token ids (else its messages) and its images. */
+  /** Hash of what the policy was asked: the prompt's token ids (else its messages) and the images it shows. */
   prompt?: string;
   /** Hash of what it answered: the generated token ids (else the response tail, else the text). */
   sample?: string;
@@ -69,15 +71,30 @@ function digest(tag: string, lists: readonly (readonly number[] | undefined)[], 
   return h.digest('base64');
 }
 
+/** Images the prompt's ids show: `<|vision_start|>` then `<|image_pad|>` (expanded or not). */
+function imageSpansIn(ids: readonly number[]): number {
+  let n = 0;
+  for (let i = 0; i + 1 < ids.length; i++) if (ids[i] === QWEN_VL_VISION_START && ids[i + 1] === QWEN_VL_IMAGE_PAD) n++;
+  return n;
+}
+
 function promptHash(t: Trajectory): string | undefined {
   const first = t.turns[0];
   const s = t.sample;
+  // The trainer's prompt (the sample's tokens before its response) when there is one: GRPO groups are
+  // the trainer's, and turns cut from a loss mask would move the prompt's end with a shifted mask
+  // (a fault of that sample, reported on it, not a second prompt of its group).
   const ids =
-    first?.promptIds ??
-    (s?.responseLength !== undefined && s.responseLength <= s.tokens.length
+    s?.responseLength !== undefined && s.responseLength <= s.tokens.length
       ? s.tokens.slice(0, s.tokens.length - s.responseLength)
-      : undefined);
-  const images = t.images.map((im) => im.sha256 ?? im.url ?? '?').join('\n');
+      : first?.promptIds;
+  // Only the images the prompt shows: a tool that returns an image (a zoom, a screenshot) gives each
+  // sample its own later images, and the samples were still asked the same question.
+  const shown = ids ? imageSpansIn(ids) : first?.messages ? imagesInMessages(first.messages).length : t.images.length;
+  const images = t.images
+    .slice(0, shown)
+    .map((im) => im.sha256 ?? im.url ?? '?')
+    .join('\n');
   if (ids) return digest('ids', [ids], images);
   if (first?.messages) return digest('messages', [], `${JSON.stringify(first.messages)}\n${images}`);
   return undefined;

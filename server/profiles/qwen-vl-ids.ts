@@ -4,6 +4,8 @@
 // profile is loaded, `profile.special` holds the ids its tokenizer gives, and a test keeps the two
 // in agreement.
 
+/** `<|vision_start|>`: opens each image's (and video's) span. */
+export const QWEN_VL_VISION_START = 151652;
 /** `<|image_pad|>`: one per merged image patch. */
 export const QWEN_VL_IMAGE_PAD = 151655;
 /** `<|video_pad|>`: one per merged video patch. */
