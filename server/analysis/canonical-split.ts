@@ -22,31 +22,32 @@ export interface SplitSpan {
 }
 
 /**
- * How many leading ids decode to whole UTF-8 text: all of them unless a character is cut at the end
- * or bytes are stray (then up to the last token boundary before the first bad byte).
+ * How many ids of `ids[start, end)` from `start` decode to whole UTF-8 text: all of them unless a
+ * character is cut at the end or bytes are stray (then up to the last token boundary before the
+ * first bad byte).
  */
-function wholeTextPrefix(tok: TokenizerHandle, ids: readonly number[]): number {
+function wholeTextPrefix(tok: TokenizerHandle, ids: readonly number[], start = 0, end = ids.length): number {
   // Most tokens are whole characters on their own (a per-id verdict the tokenizer caches): the
   // byte walk starts at the first one that is not.
-  let first = 0;
-  while (first < ids.length && tok.wholeUtf8(ids[first]!)) first++;
-  if (first === ids.length) return first;
+  let first = start;
+  while (first < end && tok.wholeUtf8(ids[first]!)) first++;
+  if (first === end) return end - start;
   let whole = first;
   let pending = 0; // continuation bytes the current character still needs
-  for (let n = first; n < ids.length; n++) {
+  for (let n = first; n < end; n++) {
     for (const b of tok.pieceBytes(ids[n]!)) {
       if (pending > 0) {
-        if ((b & 0xc0) !== 0x80) return whole;
+        if ((b & 0xc0) !== 0x80) return whole - start;
         pending--;
       } else if (b < 0x80) pending = 0;
       else if ((b & 0xe0) === 0xc0 && b >= 0xc2) pending = 1;
       else if ((b & 0xf0) === 0xe0) pending = 2;
       else if ((b & 0xf8) === 0xf0 && b <= 0xf4) pending = 3;
-      else return whole;
+      else return whole - start;
     }
     if (pending === 0) whole = n + 1;
   }
-  return whole;
+  return whole - start;
 }
 
 /** Differing spans of `stored` vs `canonical` (same bytes), aligned by byte offset. */
@@ -92,24 +93,26 @@ export async function nonCanonicalSpans(
   ids: readonly number[],
   opts: { cut?: boolean } = {},
 ): Promise<SplitSpan[]> {
-  const pieces: { start: number; ids: number[] }[] = [];
+  const out: SplitSpan[] = [];
+  // Pieces are the runs between added (or invalid) ids, walked in place: most are canonical, and
+  // those cost one decode and one (usually cached) encode, with no copy of their ids.
   let start = 0;
   for (let i = 0; i <= ids.length; i++) {
     if (i < ids.length && !tok.isAdded(ids[i]!) && tok.isValid(ids[i]!)) continue;
-    if (i > start) pieces.push({ start, ids: ids.slice(start, i) });
+    const pieceStart = start;
     start = i + 1;
-  }
-  const out: SplitSpan[] = [];
-  for (const piece of pieces) {
-    const whole = wholeTextPrefix(tok, piece.ids);
-    const checked = piece.ids.slice(0, whole);
-    if (checked.length === 0) continue;
-    const canonical = await tok.encode(tok.decodeSync(checked));
-    if (canonical.length === checked.length && canonical.every((id, k) => id === checked[k])) continue;
-    for (const span of alignSplits(tok, checked, canonical)) {
-      const end = piece.start + span.at + span.stored.length;
-      if (opts.cut && end === ids.length) continue;
-      out.push({ ...span, at: piece.start + span.at });
+    if (i === pieceStart) continue;
+    const whole = wholeTextPrefix(tok, ids, pieceStart, i);
+    if (whole === 0) continue;
+    const end = pieceStart + whole;
+    const canonical = await tok.encodeReadonly(tok.decodeSync(ids, pieceStart, end));
+    let same = canonical.length === whole;
+    for (let k = 0; same && k < whole; k++) same = canonical[k] === ids[pieceStart + k];
+    if (same) continue;
+    for (const span of alignSplits(tok, ids.slice(pieceStart, end), canonical)) {
+      const spanEnd = pieceStart + span.at + span.stored.length;
+      if (opts.cut && spanEnd === ids.length) continue;
+      out.push({ ...span, at: pieceStart + span.at });
     }
   }
   return out;

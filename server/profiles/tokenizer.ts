@@ -317,6 +317,18 @@ export class TokenizerHandle {
     return out;
   }
 
+  /**
+   * `encode(text)` for reading only: a text with no added token in it (one segment) comes back as
+   * the segment cache's own array, not a copy. Callers must not change it.
+   */
+  async encodeReadonly(text: string): Promise<readonly number[]> {
+    if (!this.addedSplitter || this.addedSplitter.test(text)) return this.encode(text);
+    if (text === '') return [];
+    const hit = this.segmentCache.get(text);
+    if (hit) return hit;
+    return this.encode(text);
+  }
+
   async encodeBatch(texts: string[]): Promise<number[][]> {
     if (texts.length === 0) return [];
     if (this.addedSplitter) return Promise.all(texts.map((t) => this.encode(t)));
@@ -413,20 +425,20 @@ export class TokenizerHandle {
   }
 
   /** Synchronous decode for byte-level BPE (what the ByteLevel decoder does); used for display and cause classification. */
-  decodeSync(ids: readonly number[]): string {
+  decodeSync(ids: readonly number[], start = 0, end = ids.length): string {
     // Tokens that are whole characters decode on their own: join their (cached) texts.
     let allWhole = true;
-    for (let i = 0; i < ids.length && allWhole; i++) allWhole = this.isValid(ids[i]!) && this.wholeUtf8(ids[i]!);
+    for (let i = start; i < end && allWhole; i++) allWhole = this.isValid(ids[i]!) && this.wholeUtf8(ids[i]!);
     if (allWhole) {
       let text = '';
-      for (let i = 0; i < ids.length; i++) text += this.wholeText(ids[i]!);
+      for (let i = start; i < end; i++) text += this.wholeText(ids[i]!);
       return text;
     }
     let total = 0;
-    for (let i = 0; i < ids.length; i++) total += this.bytesOf(ids[i]!).length;
+    for (let i = start; i < end; i++) total += this.bytesOf(ids[i]!).length;
     if (total > decodeBuffer.length) decodeBuffer = new Uint8Array(Math.max(total, decodeBuffer.length * 2));
     let at = 0;
-    for (let i = 0; i < ids.length; i++) {
+    for (let i = start; i < end; i++) {
       const b = this.bytesOf(ids[i]!);
       for (let k = 0; k < b.length; k++) decodeBuffer[at++] = b[k]!;
     }
