@@ -36,6 +36,18 @@ describe('tokenizer', () => {
       '\r\n',
       '<|im_end',
       '|>',
+      // Around the places a segment is cut into lines (a newline, then printable ASCII or a letter).
+      '.\n',
+      ':\n',
+      '\nA',
+      '\n#',
+      '\n\u0301',
+      '\n\u00a0',
+      '\n\u3000',
+      '\u0085',
+      '\u200b',
+      'Ω',
+      '?',
     );
     await fc.assert(
       fc.asyncProperty(
@@ -49,6 +61,23 @@ describe('tokenizer', () => {
         },
       ),
       { numRuns: 300 },
+    );
+  });
+
+  it('a turn re-rendered after its role line encodes as the role line and the answer alone, in either order', async () => {
+    const line = fc.array(fc.oneof(fc.constantFrom('So ', 'x', ' ', '\n', '\n\n', '.', '\t', 'é', '中'), fc.string()), {
+      maxLength: 12,
+    });
+    await fc.assert(
+      fc.asyncProperty(line, fc.boolean(), async (parts, answerFirst) => {
+        const answer = parts.join('');
+        const turn = `assistant\n${answer}`;
+        const order = answerFirst ? [answer, turn] : [turn, answer];
+        for (const p of [q2, q25, q3])
+          for (const text of order)
+            expect(await p.tokenizer.encode(text)).toEqual(await p.tokenizer.encodeDirect(text));
+      }),
+      { numRuns: 200 },
     );
   });
 

@@ -41,6 +41,8 @@ export interface TokenizerJson {
     normalized?: boolean;
   }[];
   decoder?: { type?: string } | null;
+  normalizer?: unknown;
+  pre_tokenizer?: unknown;
   [key: string]: unknown;
 }
 
@@ -55,7 +57,7 @@ interface SharedVocabulary {
   /** The file as text (holding its parse would cost ~100 MB of heap). */
   json: string;
   /** The parts of the file the handle reads. */
-  parsed: Pick<TokenizerJson, 'added_tokens' | 'decoder'>;
+  parsed: Pick<TokenizerJson, 'added_tokens' | 'decoder' | 'normalizer' | 'pre_tokenizer'>;
   /** The library's tokenizer of the whole file, for the models that have every added token. */
   full?: RustTokenizer;
   /**
@@ -141,12 +143,59 @@ function sharedVocabulary(json: string): SharedVocabulary {
   const sha256 = createHash('sha256').update(json).digest('hex');
   let v = sharedVocabularies.get(sha256);
   if (!v) {
-    const { added_tokens, decoder } = (topLevelFields(json, ['added_tokens', 'decoder']) ??
-      JSON.parse(json)) as TokenizerJson;
-    v = { sha256, json, parsed: { added_tokens, decoder } };
+    const { added_tokens, decoder, normalizer, pre_tokenizer } = (topLevelFields(json, [
+      'added_tokens',
+      'decoder',
+      'normalizer',
+      'pre_tokenizer',
+    ]) ?? JSON.parse(json)) as TokenizerJson;
+    v = { sha256, json, parsed: { added_tokens, decoder, normalizer, pre_tokenizer } };
     sharedVocabularies.set(sha256, v);
   }
   return v;
+}
+
+/**
+ * The pre-tokenizer of Qwen2's byte-level BPE (every Qwen-VL generation ships it): a regex split,
+ * then the byte mapping. None of its alternatives matches a newline followed by a character that
+ * is not whitespace (`[^\r\n\p{L}\p{N}]?\p{L}+` excludes the newline, `[^\s\p{L}\p{N}]+[\r\n]*` and
+ * the `\s` ones end at it), so a word always starts right after such a newline, and BPE never
+ * merges across words: the text's ids are its lines' ids end to end.
+ */
+const QWEN2_PRE_TOKENIZER = JSON.stringify({
+  type: 'Sequence',
+  pretokenizers: [
+    {
+      type: 'Split',
+      pattern: {
+        Regex:
+          "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+      },
+      behavior: 'Isolated',
+      invert: false,
+    },
+    { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: false },
+  ],
+});
+
+/**
+ * Where `text` may be cut into lines that encode on their own: after each newline followed by
+ * printable ASCII or a letter (certainly not whitespace under any Unicode reading; NFC composes
+ * nothing with a newline). Undefined when there is no such place.
+ */
+const LINE_START = /\n(?=[\x21-\x7e\p{L}])/gu;
+function lineCuts(text: string): string[] | undefined {
+  LINE_START.lastIndex = 0;
+  if (!LINE_START.test(text)) return undefined;
+  const lines: string[] = [];
+  let from = 0;
+  LINE_START.lastIndex = 0;
+  for (let m = LINE_START.exec(text); m; m = LINE_START.exec(text)) {
+    lines.push(text.slice(from, m.index + 1));
+    from = m.index + 1;
+  }
+  lines.push(text.slice(from));
+  return lines;
 }
 
 export class TokenizerHandle {
@@ -176,6 +225,8 @@ export class TokenizerHandle {
   private readonly addedFlags: Uint8Array;
   /** Splits text at added tokens, as the tokenizer's added vocabulary does before normalising; undefined when unsafe. */
   private readonly addedSplitter: RegExp | undefined;
+  /** Whether a segment's ids are its lines' ids end to end (the Qwen2 pre-tokenizer, NFC or no normalizer). */
+  private readonly linesEncodeAlone: boolean;
   private readonly segmentCache = new Map<string, number[]>();
   /** Characters held by segmentCache: bounded by size, not count (answers are long and rarely repeat). */
   private segmentCacheChars = 0;
@@ -199,6 +250,10 @@ export class TokenizerHandle {
         .map((c) => c.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'));
       this.addedSplitter = new RegExp(`(${alternatives.join('|')})`);
     }
+    const normalizer = parsed.normalizer as { type?: string } | null | undefined;
+    this.linesEncodeAlone =
+      JSON.stringify(parsed.pre_tokenizer) === QWEN2_PRE_TOKENIZER &&
+      (normalizer === null || normalizer === undefined || normalizer.type === 'NFC');
     const base = this.addedSplitter ? baseTokenizer(shared) : null;
     this.vocabulary = base ?? this.own;
     // The vocabulary proper, then the added tokens this model has (the highest ids in Qwen's files).
@@ -293,20 +348,9 @@ export class TokenizerHandle {
     }
     const missing = [...wanted];
     if (missing.length > 0) {
-      const ids = (await this.vocabulary.encodeBatch(missing, { addSpecialTokens: false })).map((e) => e.getIds());
-      const adding = missing.reduce((n, m) => n + m.length, 0);
-      if (
-        this.segmentCache.size + missing.length > 200_000 ||
-        this.segmentCacheChars + adding > this.segmentCacheLimit
-      ) {
-        this.segmentCache.clear();
-        this.segmentCacheChars = 0;
-      }
-      missing.forEach((m, i) => {
-        known.set(m, ids[i]!);
-        this.segmentCache.set(m, ids[i]!);
-      });
-      this.segmentCacheChars += adding;
+      const ids = await this.encodeSegments(missing);
+      missing.forEach((m, i) => known.set(m, ids[i]!));
+      this.remember(missing, ids);
     }
     const out: number[] = [];
     parts.forEach((p, i) => {
@@ -315,6 +359,53 @@ export class TokenizerHandle {
       else for (const id of known.get(p)!) out.push(id);
     });
     return out;
+  }
+
+  /**
+   * The library's ids of segments (text without added tokens), in one batch. Where lines encode on
+   * their own, a segment goes as its lines and the lines the cache knows are not sent: a
+   * re-rendered turn (`assistant\n` then the answer) and the answer alone share their lines.
+   */
+  private async encodeSegments(segments: readonly string[]): Promise<number[][]> {
+    const linesOf = segments.map((seg) => (this.linesEncodeAlone ? lineCuts(seg) : undefined) ?? [seg]);
+    const known = new Map<string, number[]>();
+    const send = new Set<string>();
+    for (const lines of linesOf)
+      for (const line of lines) {
+        if (known.has(line) || send.has(line)) continue;
+        const hit = this.segmentCache.get(line);
+        if (hit) known.set(line, hit);
+        else send.add(line);
+      }
+    const sent = [...send];
+    if (sent.length > 0) {
+      const ids = (await this.vocabulary.encodeBatch(sent, { addSpecialTokens: false })).map((e) => e.getIds());
+      sent.forEach((line, i) => known.set(line, ids[i]!));
+      // Lines of longer segments are worth keeping on their own (they are what two segments share).
+      const whole = new Set(segments);
+      const lines = sent.filter((line) => !whole.has(line));
+      this.remember(
+        lines,
+        lines.map((line) => known.get(line)!),
+      );
+    }
+    return linesOf.map((lines) => {
+      if (lines.length === 1) return known.get(lines[0]!)!;
+      const out: number[] = [];
+      for (const line of lines) for (const id of known.get(line)!) out.push(id);
+      return out;
+    });
+  }
+
+  /** Keep segments' ids in the cache, which starts over when it would hold too much. */
+  private remember(texts: readonly string[], ids: readonly number[][]): void {
+    const adding = texts.reduce((n, t) => n + t.length, 0);
+    if (this.segmentCache.size + texts.length > 200_000 || this.segmentCacheChars + adding > this.segmentCacheLimit) {
+      this.segmentCache.clear();
+      this.segmentCacheChars = 0;
+    }
+    texts.forEach((t, i) => this.segmentCache.set(t, ids[i]!));
+    this.segmentCacheChars += adding;
   }
 
   /**
