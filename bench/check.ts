@@ -190,9 +190,13 @@ export async function checkFigure(quick: boolean): Promise<Figure> {
   ];
   const expect = (r: CheckRun, want: { trajectories: number; faulty: number }) => {
     const s = r.report.summary;
-    if (s.trajectories !== want.trajectories || s.withErrors !== want.faulty || s.withWarningsOnly !== 0) {
+    // The generator's groups share their prompt; random rewards may all be equal in a group.
+    const mixed = r.report.groups.filter((g) =>
+      g.findings.some((f) => (f as { field?: string }).field !== 'reward'),
+    ).length;
+    if (s.trajectories !== want.trajectories || s.withErrors !== want.faulty || s.withWarningsOnly !== 0 || mixed > 0) {
       throw new Error(
-        `check found ${s.trajectories} trajectories, ${s.withErrors} with errors, ${s.withWarningsOnly} with warnings only; the run has ${want.trajectories}, ${want.faulty} with a planted fault`,
+        `check found ${s.trajectories} trajectories, ${s.withErrors} with errors, ${s.withWarningsOnly} with warnings only, ${mixed} groups flagged beyond their rewards; the run has ${want.trajectories}, ${want.faulty} with a planted fault`,
       );
     }
   };
