@@ -8,7 +8,7 @@ import type { AnalysisContext } from './context.ts';
 import { expectedPadCounts } from './context.ts';
 import { realign, type Alignment } from './realign.ts';
 import { renderTokens, turnCloseIds, turnStopIds } from './render.ts';
-import { closedCanonical, expectedNextPrompt } from './expected-streams.ts';
+import { closedCanonical, expectedNextPrompt, extendsTurn } from './expected-streams.ts';
 import { firstDivergence } from './classify.ts';
 import { commonPrefixLength, startsWith } from './diff.ts';
 import { padRuns } from './vision-spans.ts';
@@ -239,10 +239,12 @@ export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: 
   for (let k = 0; k + 1 < traj.turns.length; k++) {
     const cur = traj.turns[k]!;
     const next = traj.turns[k + 1]!;
-    const expected = expectedNextPrompt(cur, closeIds, turnStopIds(ctx.profile.special), plain);
-    if (!cur.promptIds || !next.promptIds || !expected) continue;
+    if (!cur.promptIds || !next.promptIds) continue;
+    const stopIds = turnStopIds(ctx.profile.special);
+    if (extendsTurn(next.promptIds, cur, closeIds, stopIds, plain)) continue;
+    const expected = expectedNextPrompt(cur, closeIds, stopIds, plain);
+    if (!expected) continue;
     const gen = cur.generatedIds ?? [];
-    if (startsWith(next.promptIds, expected)) continue;
     const d = firstDivergence(ctx.profile, expected, next.promptIds, {
       prefixOnly: true,
       generated: [[cur.promptIds.length, cur.promptIds.length + gen.length]],

@@ -23,6 +23,20 @@ export function startsWith(seq: ArrayLike<number>, prefix: ArrayLike<number>): b
   return prefix.length <= seq.length && commonPrefixLength(seq, prefix) === prefix.length;
 }
 
+/**
+ * Whether `seq` starts with `parts` end to end (a concatenation without building it: most
+ * prompts do extend the last turn, and each copy would be a whole conversation long).
+ */
+export function startsWithParts(seq: ArrayLike<number>, parts: readonly ArrayLike<number>[]): boolean {
+  let at = 0;
+  for (const part of parts) {
+    if (at + part.length > seq.length) return false;
+    for (let i = 0; i < part.length; i++) if (seq[at + i] !== part[i]) return false;
+    at += part.length;
+  }
+  return true;
+}
+
 export function diffTokens(a: readonly number[], b: readonly number[], maxEdits = 4000): Hunk[] {
   let pre = 0;
   const minLen = Math.min(a.length, b.length);

@@ -3,6 +3,7 @@
 import type { Trajectory, Turn } from '../model/trajectory.ts';
 import type { Alignment } from './realign.ts';
 import { boundaryIds } from './render.ts';
+import { startsWithParts } from './diff.ts';
 
 /**
  * What the next turn's prompt must start with: this turn's prompt ⧺ its generated ids ⧺ the
@@ -19,6 +20,19 @@ export function expectedNextPrompt(
   if (!turn.promptIds) return undefined;
   const generated = turn.generatedIds ?? [];
   return [...turn.promptIds, ...generated, ...(plain ? [] : boundaryIds(generated, closeIds, stopIds))];
+}
+
+/** Whether `next` starts with `expectedNextPrompt(turn, …)`; false when the turn has no prompt ids. */
+export function extendsTurn(
+  next: ArrayLike<number>,
+  turn: Turn,
+  closeIds: readonly number[],
+  stopIds: readonly number[],
+  plain = false,
+): boolean {
+  if (!turn.promptIds) return false;
+  const generated = turn.generatedIds ?? [];
+  return startsWithParts(next, [turn.promptIds, generated, plain ? [] : boundaryIds(generated, closeIds, stopIds)]);
 }
 
 /**

@@ -17,7 +17,7 @@ import {
   turnStopIds,
 } from './render.ts';
 import { renderSemanticsFor } from './render.ts';
-import { startsWith } from './diff.ts';
+import { startsWithParts } from './diff.ts';
 import { findVisionSpans, padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
 
@@ -83,18 +83,13 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     promptFrom = 'sample';
   } else notes.push('no prompt ids, messages or sample: the canonical stream starts at the first generation');
   const promptLength = tokens.length;
-  const lossMask: number[] = new Array<number>(tokens.length).fill(0);
-  const logprobs: number[] = new Array<number>(tokens.length).fill(0);
   const spans: TurnSpan[] = [];
-
+  // Mask and logprobs are written once the stream's length is known: growing three arrays token by
+  // token was most of what a check allocated.
+  const generations: { from: number; lps?: readonly (number | null)[]; length: number }[] = [];
   const append = (ids: readonly number[], mask: number, lps?: readonly (number | null)[]) => {
-    for (let i = 0; i < ids.length; i++) {
-      tokens.push(ids[i]!);
-      lossMask.push(mask);
-      // A logprob the data left out (null) stays invalid (NaN) rather than becoming a plausible 0.
-      const lp = lps?.[i];
-      logprobs.push(lp === undefined ? 0 : lp === null ? NaN : lp);
-    }
+    if (mask === 1) generations.push({ from: tokens.length, lps, length: ids.length });
+    for (let i = 0; i < ids.length; i++) tokens.push(ids[i]!);
   };
 
   for (let k = 0; k < traj.turns.length; k++) {
@@ -116,7 +111,6 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     let observationFrom: TurnSpan['observationFrom'];
     if (hasObservation) {
       const boundary = boundaryIds(gen, closeIds, turnStopIds(special));
-      const expectedStart = [...tokens, ...boundary];
       const historyMessages = turn.messages;
       const obsMessages: Message[] | undefined =
         turn.observationMessages ??
@@ -124,7 +118,7 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
           ? (next.messages.slice(historyMessages.length + 1) as Message[])
           : undefined);
 
-      if (next?.promptIds && startsWith(next.promptIds, expectedStart)) {
+      if (next?.promptIds && startsWithParts(next.promptIds, [tokens, boundary])) {
         // The engine's next prompt extends ours correctly: its tail is exactly the observation.
         obs = next.promptIds.slice(tokens.length);
         observationFrom = 'next_prompt';
@@ -176,6 +170,16 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
     }
     spans.push({ turn: k, generated: [genStart, genEnd], observation: [genEnd, tokens.length], observationFrom });
   }
+
+  const lossMask = new Array<number>(tokens.length).fill(0);
+  const logprobs = new Array<number>(tokens.length).fill(0);
+  for (const g of generations)
+    for (let i = 0; i < g.length; i++) {
+      lossMask[g.from + i] = 1;
+      // A logprob the data left out (null) stays invalid (NaN) rather than becoming a plausible 0.
+      const lp = g.lps?.[i];
+      logprobs[g.from + i] = lp === undefined ? 0 : lp === null ? NaN : lp;
+    }
 
   // Grids and placeholder ranges for the canonical stream: one per pad run, from the image math
   // when it agrees with the run, else from the stored grid when that does.

@@ -250,7 +250,8 @@ function withinDepth(root: unknown, maxDepth: number, mark?: string): boolean {
       }
     } else {
       const o = v as Record<string, unknown>;
-      for (const k of Object.keys(o)) {
+      // for-in, not Object.keys: no key array per object (JSON.parse objects inherit no enumerable keys).
+      for (const k in o) {
         const c = o[k];
         if (typeof c === 'object') {
           if (c !== null) {
