@@ -195,7 +195,8 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   if (opts.json) out.write('{"version":1,"trajectories":[');
   const events = checkPaths(
     paths,
-    { ...opts, reportOnly: true },
+    // Only the text output reads token streams (the tokens around a finding).
+    { ...opts, reportOnly: true, noStreams: opts.json },
     {
       onSkipped: () => {
         seen++;
