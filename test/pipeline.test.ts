@@ -66,6 +66,9 @@ describe('checkPaths', () => {
       expect(c.alignment.tokens).toEqual([]);
       expect(c.rerender).toBeUndefined();
     }
+    // On workers the result is cut once, from the full trajectory: the same report as without noStreams.
+    const pooled = checked(await collect(checkPaths([file], { workers: 2, reportOnly: true, noStreams: true })));
+    expect(pooled.map((c) => c.report)).toEqual(lean.map((c) => c.report));
     // reportOnly alone (check's text output reads the tokens around a finding) keeps them on this thread.
     const text = checked(await collect(checkPaths([file], { workers: 0, reportOnly: true })));
     expect(text[0]!.alignment.tokens).toEqual(full[0]!.alignment.tokens);
