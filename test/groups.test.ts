@@ -52,6 +52,9 @@ describe('group checks', () => {
     expect(fields(checksOf([{ sample: 'x' }, { sample: 'x' }, { sample: 'x' }]))).toEqual(['sample']);
     expect(fields(checksOf([{ sample: 'x' }, { sample: 'x' }, { sample: 'y' }]))).toEqual([]);
     expect(fields(checksOf([{ sample: 'x' }, { sample: 'x' }, {}]))).toEqual([]);
+    // A group remembers its first sample and whether any other differed, not every sample.
+    expect(fields(checksOf([{ sample: 'x' }, { sample: 'y' }, { sample: 'x' }]))).toEqual([]);
+    expect(fields(checksOf([{}, { sample: 'x' }, { sample: 'x' }]))).toEqual([]);
   });
 
   it('flags a group whose samples were asked different prompts, without calling it degenerate', () => {

@@ -5,6 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { checkPaths, type RunEvent } from '../server/pipeline.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
+import { groupMember } from '../server/analysis/groups.ts';
+import { logprobMismatch } from '../server/analysis/logprob-mismatch.ts';
 
 async function collect(it: AsyncGenerator<RunEvent>) {
   const out: RunEvent[] = [];
@@ -38,5 +40,37 @@ describe('checkPaths', () => {
     expect(parallel).toEqual(serial);
     expect(serial.filter((s) => s[0] === 't0')[0]![1]).toContain(`prefix_break/duplicated_eos@${eosAt}`);
     expect(serial).toContainEqual(['error', 13]);
+  });
+
+  it('with noStreams, hands out each main-thread result as a report-only worker sends it: the same findings, no token streams', async () => {
+    const profile = loadProfile('qwen2.5-vl');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-pipeline-'));
+    const file = path.join(dir, 'run.rollscope.jsonl');
+    const lines: string[] = [];
+    for (let i = 0; i < 6; i++) {
+      const t = await buildTrajectory(profile, geometryScript(`t${i}`), i % 2 === 0 ? 'legacy' : 'canonical');
+      lines.push(JSON.stringify({ ...t, group: `g${Math.floor(i / 3)}` }));
+    }
+    fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    const checked = (evs: RunEvent[]) => evs.flatMap((e) => (e.type === 'trajectory' ? [e.checked] : []));
+    const full = checked(await collect(checkPaths([file], { workers: 0 })));
+    const lean = checked(await collect(checkPaths([file], { workers: 0, reportOnly: true, noStreams: true })));
+    expect(lean.map((c) => [c.trajectory.id, c.findings])).toEqual(full.map((c) => [c.trajectory.id, c.findings]));
+    for (const [i, c] of lean.entries()) {
+      expect(c.report).toEqual({
+        member: groupMember(full[i]!.trajectory) ?? null,
+        logprobs: logprobMismatch(full[i]!.trajectory) ?? null,
+      });
+      expect(full[i]!.trajectory.turns[0]!.promptIds!.length).toBeGreaterThan(0);
+      expect(c.trajectory.turns[0]!.promptIds).toEqual([]);
+      expect(c.alignment.tokens).toEqual([]);
+      expect(c.rerender).toBeUndefined();
+    }
+    // On workers the result is cut once, from the full trajectory: the same report as without noStreams.
+    const pooled = checked(await collect(checkPaths([file], { workers: 2, reportOnly: true, noStreams: true })));
+    expect(pooled.map((c) => c.report)).toEqual(lean.map((c) => c.report));
+    // reportOnly alone (check's text output reads the tokens around a finding) keeps them on this thread.
+    const text = checked(await collect(checkPaths([file], { workers: 0, reportOnly: true })));
+    expect(text[0]!.alignment.tokens).toEqual(full[0]!.alignment.tokens);
   });
 });

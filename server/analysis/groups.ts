@@ -4,7 +4,8 @@
 // token-identical samples is the same failure one step earlier (the policy collapsed, or the
 // sampler ignored its temperature); a group whose samples were asked different prompts (token
 // ids or images) is not a group at all. Runs can be huge and are read as a stream: a group keeps
-// running aggregates and one hash per member, never the trajectories.
+// running aggregates and a few hashes (its first sample's, up to MAX_PROMPTS prompts'), never
+// one per member nor the trajectories.
 import { createHash } from 'node:crypto';
 import type { Finding } from '../model/finding.ts';
 import type { Trajectory } from '../model/trajectory.ts';
@@ -51,7 +52,9 @@ interface GroupState {
   rewardMax: number;
   prompts: Set<string>;
   promptsKnown: number;
-  samples: Set<string>;
+  /** The first sample hash, and whether any later one differed: all "token-identical" needs (no set of every member's hash). */
+  firstSample: string | undefined;
+  samplesDiffer: boolean;
   samplesKnown: number;
 }
 
@@ -141,7 +144,7 @@ function findingsOf(g: GroupState): Finding[] {
       actual: g.rewardMin,
       message: `all ${g.size} samples of ${where(g)} have reward ${g.rewardMin}: every advantage is zero, the group teaches nothing`,
     });
-  if (g.size >= 2 && g.samplesKnown === g.size && g.samples.size === 1)
+  if (g.size >= 2 && g.samplesKnown === g.size && !g.samplesDiffer)
     out.push({
       ...base,
       field: 'sample',
@@ -177,7 +180,8 @@ export class GroupChecks {
         rewardMax: -Infinity,
         prompts: new Set(),
         promptsKnown: 0,
-        samples: new Set(),
+        firstSample: undefined,
+        samplesDiffer: false,
         samplesKnown: 0,
       };
       this.groups.set(key, g);
@@ -197,7 +201,8 @@ export class GroupChecks {
     }
     if (m.sample !== undefined) {
       g.samplesKnown++;
-      g.samples.add(m.sample);
+      if (g.firstSample === undefined) g.firstSample = m.sample;
+      else if (m.sample !== g.firstSample) g.samplesDiffer = true;
     }
     return key;
   }

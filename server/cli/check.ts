@@ -179,8 +179,13 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   const mismatches: TrajectoryMismatch[] = [];
   // Run-wide positions of what this shard lists, counting what the other shards own: trajectories
   // and errors in one count, so a trajectory that fails analysis (an error in its owner, a skipped
-  // trajectory elsewhere) takes one place in every shard.
+  // trajectory elsewhere) takes one place in every shard. Kept only for a shard's report (one
+  // number per trajectory, to the end of the run).
   const positions = { trajectories: [] as number[], errors: [] as number[] };
+  const place = (list: number[]) => {
+    if (opts.shard) list.push(seen);
+    seen++;
+  };
   let seen = 0;
   const runFiles = createHash('sha256');
   const root = opts.shard?.root ?? runRoot(paths);
@@ -190,7 +195,8 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   if (opts.json) out.write('{"version":1,"trajectories":[');
   const events = checkPaths(
     paths,
-    { ...opts, reportOnly: true },
+    // Only the text output reads token streams (the tokens around a finding).
+    { ...opts, reportOnly: true, noStreams: opts.json },
     {
       onSkipped: () => {
         seen++;
@@ -201,7 +207,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   try {
     for await (const ev of events) {
       if (ev.type === 'error') {
-        positions.errors.push(seen++);
+        place(positions.errors);
         errors.push(ev.error);
         if (ev.error.line === 0) fatal = true;
         continue;
@@ -210,7 +216,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
         runFiles.update(`${path.relative(root, path.resolve(ev.file)).split(path.sep).join('/')}\n`);
         continue;
       }
-      positions.trajectories.push(seen++);
+      place(positions.trajectories);
       const c = ev.checked;
       findings?.add(c);
       const t = c.trajectory;

