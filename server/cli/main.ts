@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UsageError, type Command } from './command.ts';
+import { boundHeapGrowth } from './heap.ts';
 
 const commandsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'commands');
 
@@ -37,6 +38,7 @@ Run "rollscope <command> --help" for a command's options.
 }
 
 export async function main(argv: string[]): Promise<number> {
+  boundHeapGrowth();
   const [name, ...rest] = argv;
   if (!name || name === '--help' || name === '-h' || name === 'help') {
     process.stdout.write(await help());

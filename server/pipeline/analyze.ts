@@ -1,51 +1,20 @@
 // The work the pipeline does for one trajectory or one batch of raw lines, on whichever thread
 // runs it (the main thread, or an analysis worker): resolve image sizes from their bytes, pick
 // the model profile, run the checks and the canonical re-alignment.
-import { type TrainerSide, withTrainerSide } from '../model/trainer-side.ts';
+import { withTrainerSide } from '../model/trainer-side.ts';
 import path from 'node:path';
-import type { FormatName, ProcessorSettings, ReadError, Trajectory } from '../model/trajectory.ts';
+import type { FormatName, ReadError, Trajectory } from '../model/trajectory.ts';
 import { profileFor } from '../profiles/profile.ts';
 import { analysisContext } from '../analysis/context.ts';
-import type { MismatchThresholds } from '../analysis/logprob-mismatch.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { importLines, type RecordLine } from '../import/stream.ts';
 import { resolveImages } from '../images/resolve.ts';
-import { ownsError, ownsTrajectory, type ShardSpec, type Skipped } from './shard.ts';
+import { ownsError, ownsTrajectory, type Skipped } from './shard.ts';
 import { forReport } from './wire.ts';
+import type { RunOptions } from './run-options.ts';
 
-export interface RunOptions {
-  /** Built-in profile name, model name, or local model folder. */
-  model?: string;
-  format?: string;
-  processor?: ProcessorSettings;
-  /** Folders local images may be read from (default: the folders of the inputs). */
-  roots?: string[];
-  /** Worker threads for the analysis; 0 runs it on the main thread; unset: chosen by run size (pipeline.ts `workersFor`). */
-  workers?: number;
-  /** Fetch http(s) images named by the records (`--allow-remote-images`; SSRF-guarded, server/images/remote.ts). */
-  allowRemoteImages?: boolean;
-  /** Rollout-vs-trainer logprob thresholds (`--max-logprob-delta`, `--mean-logprob-delta`, `--is-cap`). */
-  mismatch?: MismatchThresholds;
-  /** Analyze only the trajectories and unreadable records of this shard (pipeline/shard.ts). */
-  shard?: ShardSpec;
-  /** Trainer arrays given beside the data (`--trainer FILE`, import/trainer-sidecar.ts), by trajectory id. */
-  trainer?: TrainerSide;
-  /**
-   * The consumer reads only the findings and a trajectory's summary fields (`check`): analysis
-   * workers then compute its group member and logprob figures themselves and send back no token
-   * streams, alignment or inline image bytes (pipeline/wire.ts `forReport`).
-   */
-  reportOnly?: boolean;
-  /**
-   * With `reportOnly`, the consumer does not read token streams either (`check --json`; its text
-   * output shows tokens around a finding): each trajectory analyzed on this thread is cut to what
-   * a worker would send as soon as it is checked, so a batch holds no streams of the records it
-   * has done while it analyzes the rest. What a batch holds lives long enough to be promoted to
-   * V8's old generation, which grows to a multiple of that.
-   */
-  noStreams?: boolean;
-}
+export type { RunOptions } from './run-options.ts';
 
 export async function analyzeTrajectory(
   traj: Trajectory,

@@ -6,7 +6,7 @@ import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { groupMember } from '../analysis/groups.ts';
 import { logprobMismatch } from '../analysis/logprob-mismatch.ts';
 import type { RecordLine } from '../import/stream.ts';
-import type { RunOptions } from './analyze.ts';
+import type { RunOptions } from './run-options.ts';
 import type { Skipped } from './shard.ts';
 
 /** A checked trajectory as it crosses threads: the profile by name (tokenizers are not transferable). */
