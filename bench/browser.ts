@@ -23,18 +23,21 @@ declare global {
   }
 }
 
-/** Installed before the app loads: when the first chip appears, and every long task. */
-function instrument(): void {
-  const clock: PageClock = { longTasks: [] };
+/**
+ * Installed before the app loads: when the first chip appears, and every long task. A string, not
+ * a function: the TypeScript loader wraps named functions in a helper (`__name`) that the page does
+ * not have, which made the first version throw before it observed anything.
+ */
+const INSTRUMENT = `(() => {
+  const clock = { longTasks: [] };
   window.__rollscopeBench = clock;
   new PerformanceObserver((list) => {
     for (const e of list.getEntries()) clock.longTasks.push({ start: e.startTime, duration: e.duration });
   }).observe({ type: 'longtask', buffered: true });
-  const seen = () => {
+  new MutationObserver(() => {
     if (clock.firstChip === undefined && document.querySelector('.tok')) clock.firstChip = performance.now();
-  };
-  new MutationObserver(seen).observe(document, { childList: true, subtree: true });
-}
+  }).observe(document, { childList: true, subtree: true });
+})();`;
 
 /** Scroll the token stream to its end, one step per frame (a fast, continuous scroll). */
 async function scrollToEnd(): Promise<{ steps: number; ms: number; reachedEnd: boolean }> {
@@ -93,10 +96,11 @@ export async function browserFigure(quick: boolean): Promise<Figure> {
     await waitForLoaded(server.url);
     browser = await launchChromium();
     const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-    await page.addInitScript(instrument);
+    await page.addInitScript({ content: INSTRUMENT });
     await page.goto(`${server.url}#/t/${encodeURIComponent(id)}`);
     await page.waitForSelector('.tok', { timeout: 60_000 });
-    const firstChip = await page.evaluate(() => window.__rollscopeBench.firstChip ?? performance.now());
+    const firstChip = await page.evaluate(() => window.__rollscopeBench.firstChip);
+    if (firstChip === undefined) throw new Error('the page saw a chip but the instrument did not: it is not installed');
     // Let the first render settle (and the whole stream arrive), then measure the scroll alone.
     await page.waitForTimeout(1000);
     // Where the time went: when the app's requests were sent and answered (resource timing).
