@@ -7,6 +7,7 @@ import { useSetParams, type Params } from '../stores/route.ts';
 import { useDiff, useLoadDiff } from '../stores/trajectory.ts';
 import { causeLabel } from './labels.ts';
 import { isSpecial, joinTitle, shownPiece } from './TokenStreamView.tsx';
+import { formatCount } from '../format.ts';
 
 function Context({ label, parts }: { label: string; parts: [string, string, string] }) {
   return (
@@ -77,7 +78,7 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
 export function DiffSummary({ d }: { d: DiffResult }) {
   return (
     <span className="muted small">
-      {d.a.ids.length.toLocaleString()} vs {d.b.ids.length.toLocaleString()} tokens · {d.hunks.length} differing region
+      {formatCount(d.a.ids.length)} vs {formatCount(d.b.ids.length)} tokens · {d.hunks.length} differing region
       {d.hunks.length === 1 ? '' : 's'}
       {d.prefixOnly ? ' · b may run on past a (the next observation)' : ''}
     </span>

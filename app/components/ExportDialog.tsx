@@ -7,15 +7,10 @@ import { useExportActions, useExportError, useExportJob } from '../stores/export
 import { usePicked } from '../stores/selection.ts';
 import { causeLabel, kindLabel } from './labels.ts';
 import './Export.css';
+import { formatCount, formatBytes } from '../format.ts';
 
 type Scope = 'filter' | 'selection';
 type Format = ExportRequest['format'];
-
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 * 1024) return `${(n / 1024).toFixed(1)} KB`;
-  return `${(n / 1024 / 1024).toFixed(1)} MB`;
-}
 
 /** The filter in words, as the overview shows it. */
 function filterWords(f: ListFilter): string {
@@ -65,10 +60,10 @@ function Progress({ job }: { job: ExportJob }) {
         <div className="fill" style={{ width: `${(fraction * 100).toFixed(1)}%` }} />
       </div>
       <div className="small">
-        {p.scanned === 0 ? 'starting the analysis · ' : ''}re-checked {p.scanned.toLocaleString()} of{' '}
-        {p.toScan.toLocaleString()} trajectories · {p.read.toLocaleString()} of {job.selected.toLocaleString()} selected
-        done · <span className="ok-text">{p.exported.toLocaleString()} exported</span> ·{' '}
-        <span className="rej-text">{p.rejected.toLocaleString()} rejected</span> · {formatBytes(p.bytesWritten)} written
+        {p.scanned === 0 ? 'starting the analysis · ' : ''}re-checked {formatCount(p.scanned)} of{' '}
+        {formatCount(p.toScan)} trajectories · {formatCount(p.read)} of {formatCount(job.selected)} selected done ·{' '}
+        <span className="ok-text">{formatCount(p.exported)} exported</span> ·{' '}
+        <span className="rej-text">{formatCount(p.rejected)} rejected</span> · {formatBytes(p.bytesWritten)} written
       </div>
     </div>
   );
@@ -80,8 +75,8 @@ function Done({ job }: { job: ExportJob }) {
   return (
     <div className="export-done" data-testid="export-done">
       <div className="export-counts" data-testid="export-counts">
-        <b>{c.read.toLocaleString()}</b> read = <b className="ok-text">{c.exported.toLocaleString()}</b> exported +{' '}
-        <b className="rej-text">{c.rejected.toLocaleString()}</b> rejected
+        <b>{formatCount(c.read)}</b> read = <b className="ok-text">{formatCount(c.exported)}</b> exported +{' '}
+        <b className="rej-text">{formatCount(c.rejected)}</b> rejected
       </div>
       {reasons.length > 0 && (
         <ul className="reasons small" title="a rejected trajectory may have several reasons">
@@ -177,7 +172,7 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
               <label className="choice">
                 <input type="radio" name="scope" checked={scope === 'filter'} onChange={() => setScope('filter')} />
                 <span>
-                  <b>The current filter</b> — {shown.toLocaleString()} trajector{shown === 1 ? 'y' : 'ies'}{' '}
+                  <b>The current filter</b> — {formatCount(shown)} trajector{shown === 1 ? 'y' : 'ies'}{' '}
                   <span className="muted">({filterWords(filter)})</span>
                 </span>
               </label>
@@ -190,7 +185,7 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
                   onChange={() => setScope('selection')}
                 />
                 <span>
-                  <b>The selected trajectories</b> — {selected.size.toLocaleString()} ticked
+                  <b>The selected trajectories</b> — {formatCount(selected.size)} ticked
                   {selected.size === 0 ? ' (tick rows in the list to pick some)' : ''}
                 </span>
               </label>
@@ -235,7 +230,7 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
                 Close
               </button>
               <button type="button" className="primary" data-testid="export-start" disabled={count === 0} onClick={go}>
-                Export {count.toLocaleString()} trajector{count === 1 ? 'y' : 'ies'} as{' '}
+                Export {formatCount(count)} trajector{count === 1 ? 'y' : 'ies'} as{' '}
                 {format === 'jsonl' ? 'JSONL' : 'Parquet'}
               </button>
             </div>
@@ -244,7 +239,7 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
         {job && (
           <div className="export-job">
             <div className="small muted">
-              {job.format === 'jsonl' ? 'JSONL' : 'Parquet'} · {job.selected.toLocaleString()} trajector
+              {job.format === 'jsonl' ? 'JSONL' : 'Parquet'} · {formatCount(job.selected)} trajector
               {job.selected === 1 ? 'y' : 'ies'} {job.scope === 'filter' ? `(${job.selection})` : 'ticked in the list'}
               {job.includeWarnings ? ' · warnings included' : ''}
             </div>

@@ -10,6 +10,7 @@ import { cellToPad, padCell, type ImageTokens } from '../../server/analysis/imag
 import { useLitPad, useSetHover } from '../stores/hover.ts';
 import { useParam } from '../stores/route.ts';
 import { api } from '../api.ts';
+import { formatCount } from '../format.ts';
 
 const PREVIEW_WIDTH = 720;
 const MAX_HEIGHT = 440;
@@ -151,9 +152,8 @@ function Overlay({ info, trajectoryId, findings }: { info: ImageInfo; trajectory
               <tr>
                 <th>processor</th>
                 <td>
-                  min_pixels {info.settings.minPixels.toLocaleString()} · max_pixels{' '}
-                  {info.settings.maxPixels.toLocaleString()} · patch {info.settings.patchSize} · merge{' '}
-                  {info.settings.mergeSize}
+                  min_pixels {formatCount(info.settings.minPixels)} · max_pixels {formatCount(info.settings.maxPixels)}{' '}
+                  · patch {info.settings.patchSize} · merge {info.settings.mergeSize}
                 </td>
               </tr>
               {lit && (

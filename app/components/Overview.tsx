@@ -15,6 +15,7 @@ import { api } from '../api.ts';
 import { RatioHistogram } from './RatioHistogram.tsx';
 import { useCompareAvailable } from './CompareView.tsx';
 import { GroupedOverview } from './GroupedOverview.tsx';
+import { formatCount } from '../format.ts';
 
 const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
   { key: 'findings', label: 'health' },
@@ -278,8 +279,8 @@ export function Overview() {
           aria-label="filter"
         />
         <span className="muted small">
-          {items.length < total ? `${items.length.toLocaleString()} of ` : ''}
-          {total.toLocaleString()} shown{query.kind ? ` · kind ${kindLabel(query.kind)}` : ''}
+          {items.length < total ? `${formatCount(items.length)} of ` : ''}
+          {formatCount(total)} shown{query.kind ? ` · kind ${kindLabel(query.kind)}` : ''}
           {query.cause ? ` · cause ${causeLabel(query.cause)}` : ''}
           {query.status ? ` · status ${query.status}` : ''}
           {query.ratioBin !== undefined ? ` · importance-ratio bar ${query.ratioBin}` : ''}
@@ -325,7 +326,7 @@ export function Overview() {
         )}
         {picked.size > 0 && (
           <span className="small" data-testid="picked-count">
-            {picked.size.toLocaleString()} selected
+            {formatCount(picked.size)} selected
             <button type="button" className="link" onClick={clearPicked}>
               clear
             </button>
@@ -437,7 +438,7 @@ export function Overview() {
             </td>
             <td>{s.format}</td>
             <td className="num">{s.turns}</td>
-            <td className="num">{s.tokens.toLocaleString()}</td>
+            <td className="num">{formatCount(s.tokens)}</td>
             <td className="num">{s.images}</td>
             <td className="num">{s.reward ?? '—'}</td>
             <td>{s.status ?? ''}</td>

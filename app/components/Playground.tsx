@@ -10,6 +10,7 @@ import { buildRows, focusChipSoon, isSpecial, joinClass, joinTitle, pieceAt, sho
 import { DiffBody, DiffSummary } from './DiffView.tsx';
 import { causeLabel } from './labels.ts';
 import './Playground.css';
+import { formatCount } from '../format.ts';
 
 type Tab = 'tokens' | 'text' | 'ids' | 'diff';
 
@@ -127,9 +128,7 @@ function Verdict({ r }: { r: PlaygroundResult }) {
     return (
       <span className="verdict ok" data-testid="pg-verdict">
         ✓ identical to {d.b.label}
-        {d.prefixOnly && d.b.ids.length > d.a.ids.length
-          ? ` (its first ${d.a.ids.length.toLocaleString()} tokens)`
-          : ''}
+        {d.prefixOnly && d.b.ids.length > d.a.ids.length ? ` (its first ${formatCount(d.a.ids.length)} tokens)` : ''}
       </span>
     );
   }
@@ -222,7 +221,7 @@ export function Playground({
               <option value="">{detail ? 'nothing' : 'open a trajectory to compare'}</option>
               {streams.map((s) => (
                 <option key={`${s.name}:${s.turn}`} value={`${s.name}:${s.turn}`}>
-                  {s.label} ({s.length.toLocaleString()})
+                  {s.label} ({formatCount(s.length)})
                 </option>
               ))}
             </select>
@@ -272,9 +271,9 @@ export function Playground({
           <>
             <div className="pg-summary" data-testid="pg-summary">
               <span>
-                <b data-testid="pg-token-count">{result.ids.length.toLocaleString()}</b> tokens
+                <b data-testid="pg-token-count">{formatCount(result.ids.length)}</b> tokens
                 {result.images.length > 0
-                  ? ` with ${result.images.length} image${result.images.length === 1 ? '' : 's'} expanded (${pads.toLocaleString()} pads; ${result.tokenIds.length.toLocaleString()} as tokenized)`
+                  ? ` with ${result.images.length} image${result.images.length === 1 ? '' : 's'} expanded (${formatCount(pads)} pads; ${formatCount(result.tokenIds.length)} as tokenized)`
                   : ''}{' '}
                 · {result.profile}
               </span>
@@ -309,11 +308,11 @@ export function Playground({
             {tab === 'ids' && (
               <div className="pg-ids">
                 <label className="small muted" htmlFor={idsId}>
-                  what the model sees: {result.ids.length.toLocaleString()} ids, image pads expanded
+                  what the model sees: {formatCount(result.ids.length)} ids, image pads expanded
                 </label>
                 <textarea id={idsId} readOnly data-testid="pg-ids" value={result.ids.join(' ')} />
                 <label className="small muted" htmlFor={tokenIdsId}>
-                  as tokenized: {result.tokenIds.length.toLocaleString()} ids, one &lt;|image_pad|&gt; per image
+                  as tokenized: {formatCount(result.tokenIds.length)} ids, one &lt;|image_pad|&gt; per image
                 </label>
                 <textarea id={tokenIdsId} readOnly value={result.tokenIds.join(' ')} />
               </div>

@@ -6,6 +6,7 @@ import { useEffect, useState } from 'react';
 import type { RatioHistogram as Histogram } from '../../server/http/api.ts';
 import { api } from '../api.ts';
 import './Logprobs.css';
+import { formatCount } from '../format.ts';
 
 const W = 720;
 const H = 130;
@@ -49,9 +50,9 @@ export function RatioHistogram({
         Importance ratios e<sup>Δ</sup> = π<sub>trainer</sub>/π<sub>rollout</sub>
         <span className="muted small">
           {' '}
-          · {h.tokens.toLocaleString()} trained tokens in {h.trajectories} trajectories ·{' '}
+          · {formatCount(h.tokens)} trained tokens in {h.trajectories} trajectories ·{' '}
           <b className={pastTokens ? 'lp-bad' : ''}>
-            {pastTokens.toLocaleString()} past the IS cap {h.isCap}
+            {formatCount(pastTokens)} past the IS cap {h.isCap}
           </b>{' '}
           · bars: log count · click a bar to list its trajectories
         </span>

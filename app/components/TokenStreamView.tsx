@@ -10,6 +10,8 @@ import { useLoadStream, useStream } from '../stores/trajectory.ts';
 import { useExpandedRuns, useToggleExpanded } from '../stores/settings.ts';
 import { useCellHovered, useHover, useLitPad, useSetHover } from '../stores/hover.ts';
 import { api } from '../api.ts';
+import { onRowsWaiting, useDrawnSoon } from './drawn-soon.ts';
+import { formatCount } from '../format.ts';
 
 const ROW_TOKENS = 32;
 /** Rows drawn before the list has measured its viewport: about one screen. */
@@ -207,6 +209,18 @@ function tok(
 /** Token index → message of the finding that points at it (in the stream shown). */
 type Flags = Map<number, string>;
 
+/** A row of chips before its turn to be drawn: the same pieces as one line of text (pads as ▪). */
+function RowText({ row, s }: { row: Row & { start: number; end: number }; s: TokenStream }) {
+  let text = '';
+  if (row.kind === 'padrow') text = '▪'.repeat(row.end - row.start);
+  else for (let i = row.start; i < row.end; i++) text += shownPiece(s, i) || '∅';
+  return (
+    <div className={`row rowtext${row.kind === 'padrow' ? ' padrow' : ''}`} aria-hidden="true">
+      {text}
+    </div>
+  );
+}
+
 const RowView = memo(function RowView({
   row,
   s,
@@ -226,6 +240,10 @@ const RowView = memo(function RowView({
   const span = row.kind === 'pads' || row.kind === 'padrow' ? s.vision[row.span]! : undefined;
   const litPad = useLitPad(span?.image);
   const cellHovered = useCellHovered(span?.image);
+  const chips = row.kind === 'tokens' || row.kind === 'padrow';
+  // Rows of chips are drawn a few per frame (drawn-soon.ts); until then a row is its text.
+  const drawn = useDrawnSoon(!chips || (token >= row.start && token < row.end));
+  if (chips && !drawn) return <RowText row={row} s={s} />;
   if (row.kind === 'mark') {
     const m = row.mark;
     const label =
@@ -359,6 +377,13 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
     if (box?.contains(document.activeElement)) focusChipSoon(box, token);
   }, [s, token, rows, expanded, toggleExpanded]);
 
+  // While rows wait to be drawn as chips the list is busy (assistive tech, and tests before a screenshot).
+  // biome-ignore lint/correctness/useExhaustiveDependencies: the listbox is there once a stream is (`s`)
+  useEffect(() => {
+    const box = listbox.current;
+    if (box) return onRowsWaiting((busy) => box.setAttribute('aria-busy', String(busy)));
+  }, [s]);
+
   // Event delegation: one handler for all chips instead of one per token. The handlers read the
   // hover store when they run; nothing here renders from it.
   const hover = useSetHover();
@@ -400,7 +425,7 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
           >
             {detail.streams.map((st) => (
               <option key={`${st.name}:${st.turn}`} value={`${st.name}:${st.turn}`}>
-                {st.label} ({st.length.toLocaleString()})
+                {st.label} ({formatCount(st.length)})
               </option>
             ))}
           </select>
@@ -437,7 +462,7 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
         )}
         <span className="muted small">
           {s
-            ? `${(s.total ?? s.ids.length).toLocaleString()} tokens${s.total !== undefined ? ' (loading the rest…)' : ''}`
+            ? `${formatCount(s.total ?? s.ids.length)} tokens${s.total !== undefined ? ' (loading the rest…)' : ''}`
             : 'loading…'}
         </span>
         {token >= 0 && s && token < s.ids.length && (

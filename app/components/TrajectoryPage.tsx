@@ -24,6 +24,7 @@ import { ShareButton } from './ShareButton.tsx';
 import { api } from '../api.ts';
 import { LogprobView } from './LogprobView.tsx';
 import { CompareView, useCompareAvailable } from './CompareView.tsx';
+import { formatCount } from '../format.ts';
 
 /**
  * What a trajectory page asks for first: its detail and, in the stream view, the head of the
@@ -104,7 +105,7 @@ export function TrajectoryPage() {
         {s && <span className={`health health-${s.health}`}>{s.health === 'ok' ? 'clean' : s.health}</span>}
         {s && (
           <span className="muted small">
-            {s.format} · {s.turns} turns · {s.tokens.toLocaleString()} tokens · {s.images} images
+            {s.format} · {s.turns} turns · {formatCount(s.tokens)} tokens · {s.images} images
             {s.reward !== null ? ` · reward ${s.reward}` : ''} · {detail?.profile}
           </span>
         )}

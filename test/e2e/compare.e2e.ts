@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { compareRuns } from '../../server/pipeline/compare-runs.ts';
-import { SCREENSHOT_DIR, openInspector, type InspectorSession } from './support.ts';
+import { SCREENSHOT_DIR, openInspector, type InspectorSession, rowsDrawn } from './support.ts';
 
 const ROLLOUT = path.join('test', 'fixtures', 'torch', 'rollout_data_0.pt');
 const TRAIN = path.join('test', 'fixtures', 'torch', 'train_data_0.pt');
@@ -50,6 +50,7 @@ describe('compare view', () => {
     // Both images of the rollout, with their sha256.
     expect(await page.locator('[data-testid=cmp-image]').count()).toBe(2);
     expect(await page.locator('[data-testid=cmp-image]').first().textContent()).toMatch(/sha256 [0-9a-f]{16}…/);
+    await rowsDrawn(page);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'compare.png'), fullPage: true });
   });
 

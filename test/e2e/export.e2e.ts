@@ -7,7 +7,7 @@ import type { Download, Page } from 'playwright-core';
 import { Manifest } from '../../server/export/manifest.ts';
 import { readParquetRows } from '../../server/export/parquet.ts';
 import type { TrajectoryList } from '../../server/http/api.ts';
-import { SCREENSHOT_DIR, type ServerProcess, openInspector, type InspectorSession } from './support.ts';
+import { SCREENSHOT_DIR, type ServerProcess, openInspector, type InspectorSession, rowsDrawn } from './support.ts';
 
 const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
@@ -104,6 +104,7 @@ describe('export from the browser', () => {
     const batch = await download;
     expect(batch.suggestedFilename()).toMatch(/\.parquet$/);
     await page.locator('[data-testid=export-done]').waitFor();
+    await rowsDrawn(page);
     await page.screenshot({ path: path.join(SHOTS, 'export.png') });
     const rows = await readParquetRows(await downloaded(batch));
     const counts = (await page.locator('[data-testid=export-counts]').textContent())?.replace(/\s+/g, ' ') ?? '';

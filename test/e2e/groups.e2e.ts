@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SCREENSHOT_DIR, launchChromium, startServe, waitForLoaded, type ServerProcess } from './support.ts';
+import { SCREENSHOT_DIR, launchChromium, startServe, waitForLoaded, type ServerProcess, rowsDrawn } from './support.ts';
 
 const FIXTURES = path.resolve('test/fixtures/groups');
 const SLIME = fs
@@ -79,6 +79,7 @@ describe('a live run by group', () => {
     expect(after.slice(0, before.length)).toEqual(before);
     expect(await page.$$('.banner.warning')).toHaveLength(0);
     expect(await page.$$eval('.group.degenerate', (els) => els.length)).toBe(4);
+    await rowsDrawn(page);
     await page.screenshot({
       path: path.join(SCREENSHOT_DIR, 'groups.png'),
       clip: { x: 0, y: 0, width: 1280, height: 1060 },
@@ -150,6 +151,7 @@ describe('the run page', () => {
     expect(await page.$$eval('.trends svg.trend circle.dot', (els) => els.length)).toBeGreaterThanOrEqual(9);
     expect(await page.$$eval('table.steps svg.hist', (els) => els.length)).toBe(6);
     await page.setViewportSize({ width: 1280, height: 520 });
+    await rowsDrawn(page);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'run.png') });
     await page.setViewportSize({ width: 1280, height: 1500 });
     await page.click('table.steps tr[data-step="1"] .step-link');

@@ -11,6 +11,7 @@ import {
   type ServerProcess,
   openInspector,
   type InspectorSession,
+  rowsDrawn,
 } from './support.ts';
 
 const SHOTS = SCREENSHOT_DIR;
@@ -56,6 +57,7 @@ describe('run overview', () => {
       expect(await page.locator(`button.count[data-kind="${kind}"] b`).textContent(), kind).toBe(String(n));
     }
     expect(await page.locator('button.count[data-kind]').count()).toBe(Object.keys(perKind).length);
+    await rowsDrawn(page);
     await page.screenshot({ path: path.join(SHOTS, 'overview.png') });
     // A click on a count filters the table to exactly those trajectories.
     const [kind, n] = Object.entries(perKind)[0]!;
@@ -89,6 +91,7 @@ describe('diff', () => {
     // The index agrees with the finding's.
     const b = Number(await row.getAttribute('data-b'));
     expect(b).toBe(finding.index);
+    await rowsDrawn(page);
     await page.screenshot({ path: path.join(SHOTS, 'diff.png') });
   });
 
@@ -138,6 +141,7 @@ describe('image overlay', () => {
     const k2 = 2 * layout.cellsWide + 5;
     await expect.poll(() => page.locator(`[data-pad="0:${k2}"]`).getAttribute('class')).toContain('lit');
     expect(await page.locator('[data-lit-cell]').getAttribute('data-lit-cell')).toBe('2,5');
+    await rowsDrawn(page);
     await page.screenshot({ path: path.join(SHOTS, 'overlay.png') });
   });
 });

@@ -6,7 +6,7 @@ import type { Page } from 'playwright-core';
 import { checkPaths, type CheckedTrajectory } from '../../server/pipeline.ts';
 import { logprobMismatch } from '../../server/analysis/logprob-mismatch.ts';
 import { findVisionSpans } from '../../server/analysis/vision-spans.ts';
-import { SCREENSHOT_DIR, openInspector, type InspectorSession } from './support.ts';
+import { SCREENSHOT_DIR, openInspector, type InspectorSession, rowsDrawn } from './support.ts';
 
 const TRAIN = path.join('test', 'fixtures', 'torch', 'train_data_0.pt');
 const SPIKE_ID = 'rollout-0/sample-2';
@@ -64,6 +64,7 @@ describe('logprob view', () => {
     );
     expect(responseImages.length).toBeGreaterThan(0);
     expect(await page.locator('[data-testid=plot-image]').count()).toBe(responseImages.length);
+    await rowsDrawn(page);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'logprobs.png') });
   });
 
@@ -109,6 +110,7 @@ describe('run histogram of importance ratios', () => {
     // The spike's ratio e^-3 ≈ 0.05 is alone below 1/16: one token, one trajectory.
     const bar = page.locator('[data-testid=ratio-bar][data-bin="0"]');
     expect(await bar.getAttribute('data-tokens')).toBe('1');
+    await rowsDrawn(page);
     await page.screenshot({
       path: path.join(SCREENSHOT_DIR, 'ratios.png'),
       clip: { x: 0, y: 0, width: 1440, height: 420 },

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TokenStream, TrajectoryDetail } from '../../server/http/api.ts';
 import { generateRun } from '../../bench/generate.ts';
 import { HEAD_TOKENS } from '../../app/stores/trajectory.ts';
-import { openInspector, type InspectorSession } from './support.ts';
+import { openInspector, rowsDrawn, type InspectorSession } from './support.ts';
 
 const ID = 'step0-p0-s0';
 let session: InspectorSession;
@@ -71,5 +71,34 @@ describe('a long token stream', () => {
       `token #${token} · id ${whole.ids[token]}`,
     );
     await fresh.close();
+  });
+
+  it('scrolled fast, shows rows as text first and ends with every row in view drawn as chips', async () => {
+    const { page, server } = session;
+    await page.goto(`${server.url}#/t/${encodeURIComponent(ID)}`);
+    const toolbar = page.locator('.stream .toolbar');
+    await expect.poll(() => toolbar.textContent()).not.toContain('loading the rest');
+    await rowsDrawn(page);
+    // A screen per frame: rows come and go before their turn, and mount as text (drawn-soon.ts).
+    const sawText = await page.evaluate(async () => {
+      const el = document.querySelector('.rows')!;
+      let text = 0;
+      for (let i = 0; i < 60; i++) {
+        el.scrollTop += el.clientHeight * 0.9;
+        await new Promise((r) => requestAnimationFrame(r));
+        text += document.querySelectorAll('.rowtext').length;
+      }
+      return text;
+    });
+    expect(sawText).toBeGreaterThan(0);
+    await rowsDrawn(page);
+    expect(await page.locator('.rowtext').count()).toBe(0);
+    // The rows in view are chips of the tokens there, in order.
+    const ids = await page
+      .locator('.tok[data-i]')
+      .evaluateAll((els) => els.map((e) => Number(e.getAttribute('data-i'))));
+    expect(ids.length).toBeGreaterThan(100);
+    expect(ids.every((v, k) => k === 0 || v > ids[k - 1]!)).toBe(true);
+    expect(ids[0]).toBeGreaterThan(HEAD_TOKENS);
   });
 });

@@ -4,7 +4,7 @@ import type { Page } from 'playwright-core';
 import type { PlaygroundPrefill, TokenStream, TrajectoryDetail, TrajectoryList } from '../../server/http/api.ts';
 import { loadProfile } from '../../server/profiles/profile.ts';
 import { visiblePiece } from '../../server/profiles/tokenizer.ts';
-import { SCREENSHOT_DIR, type ServerProcess, openInspector, type InspectorSession } from './support.ts';
+import { SCREENSHOT_DIR, type ServerProcess, openInspector, type InspectorSession, rowsDrawn } from './support.ts';
 
 const SHOTS = SCREENSHOT_DIR;
 let server: ServerProcess;
@@ -96,6 +96,7 @@ describe('playground', () => {
     const after = page.locator(`.drow[data-row="${Number(await row.getAttribute('data-row')) + extra}"] .dside`);
     expect(await after.nth(0).textContent()).toBe('<|im_end|>');
     expect(await after.nth(1).textContent()).toBe('<|im_end|>');
+    await rowsDrawn(page);
     await page.screenshot({ path: path.join(SHOTS, 'playground.png') });
 
     // The token chips mark the same token.

@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import type { RunInfo, SharedTrajectory } from '../../server/http/api.ts';
-import { launchChromium, openInspector, SCREENSHOT_DIR, type InspectorSession } from './support.ts';
+import { launchChromium, openInspector, SCREENSHOT_DIR, type InspectorSession, rowsDrawn } from './support.ts';
 
 const ID = 'geo-003-dup-eos';
 let session: InspectorSession;
@@ -71,6 +71,7 @@ describe('rollscope share', () => {
         .toBeGreaterThan(0);
       expect(await page.locator('[data-testid=shared-note]').textContent()).toContain('shared page');
       expect(await page.locator('[data-testid=share]').count()).toBe(0);
+      await rowsDrawn(page);
       await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'share.png') });
 
       // The token stream, from the embedded data: split characters drawn across their chips.
@@ -84,6 +85,7 @@ describe('rollscope share', () => {
       const chipRow = page.locator('.row:has(.tok.join-first)').first();
       await chipRow.scrollIntoViewIfNeeded();
       // Looked at, not shown in the README: kept with the test results.
+      await rowsDrawn(page);
       await chipRow.screenshot({ path: path.resolve('test-results/screenshots/joined-chips.png') });
 
       // The page's run is the one trajectory; what needs a server is not offered.

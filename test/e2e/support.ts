@@ -70,6 +70,14 @@ export function startServe(args: string[]): Promise<ServerProcess> {
   });
 }
 
+/**
+ * Resolves once every token stream on the page has drawn its rows as chips (rows come in a few per
+ * frame, app/components/drawn-soon.ts): before a screenshot, so it shows the page a person sees.
+ */
+export async function rowsDrawn(page: Page): Promise<void> {
+  await page.waitForFunction(() => document.querySelector('[aria-busy="true"]') === null);
+}
+
 export async function waitForLoaded(url: string): Promise<void> {
   for (;;) {
     const info = (await (await fetch(`${url}api/run`)).json()) as { loading: boolean };
