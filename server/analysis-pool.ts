@@ -5,7 +5,7 @@
 // large the run.
 import { Worker } from 'node:worker_threads';
 import type { FormatName, Trajectory } from './model/trajectory.ts';
-import { loadProfile, type ModelProfile } from './profiles/profile.ts';
+import { profileNamed, type ModelProfile } from './profiles/profile.ts';
 import type { RecordLine } from './import/read/lines.ts';
 import type { CheckedTrajectory } from './analysis/checked.ts';
 import type { ChunkOutcome, RunOptions } from './pipeline/analyze.ts';
@@ -23,7 +23,7 @@ function lazyProfile(name: string): ModelProfile {
   let p = lazyProfiles.get(name);
   if (!p) {
     let loaded: ModelProfile | undefined;
-    const real = () => (loaded ??= loadProfile(name));
+    const real = () => (loaded ??= profileNamed(name));
     p = new Proxy({} as ModelProfile, {
       get: (_t, key) => (key === 'name' ? name : Reflect.get(real(), key)),
       has: (_t, key) => Reflect.has(real(), key),

@@ -225,16 +225,31 @@ function loadFolder(dir: string): ModelProfile {
   };
 }
 
-const cache = new Map<string, ModelProfile>();
+const builtins = new Map<BuiltinProfileName, ModelProfile>();
+const folders = new Map<string, ModelProfile>();
+/** What each `--model` spec resolved to: asked once per trajectory, so the file system is asked once per spec. */
+const bySpec = new Map<string, ModelProfile>();
+
+function builtinProfile(name: BuiltinProfileName): ModelProfile {
+  if (!BUILTIN_PROFILES.includes(name)) throw new Error(`unknown built-in profile "${name}"`);
+  let profile = builtins.get(name);
+  if (!profile) {
+    profile = loadBuiltin(name);
+    builtins.set(name, profile);
+  }
+  return profile;
+}
 
 /** Load a built-in profile by name (or a model name that implies one), or a local model folder. */
 export function loadProfile(spec: string): ModelProfile {
-  const key = fs.existsSync(spec) && fs.statSync(spec).isDirectory() ? path.resolve(spec) : spec;
-  const hit = cache.get(key);
-  if (hit) return hit;
+  const known = bySpec.get(spec);
+  if (known) return known;
   let profile: ModelProfile;
-  if (key !== spec || path.isAbsolute(spec)) profile = loadFolder(key);
-  else {
+  if ((fs.existsSync(spec) && fs.statSync(spec).isDirectory()) || path.isAbsolute(spec)) {
+    const dir = path.resolve(spec);
+    profile = folders.get(dir) ?? loadFolder(dir);
+    folders.set(dir, profile);
+  } else {
     const name = (BUILTIN_PROFILES as readonly string[]).includes(spec)
       ? (spec as BuiltinProfileName)
       : inferProfileName(spec);
@@ -243,11 +258,15 @@ export function loadProfile(spec: string): ModelProfile {
         `unknown model "${spec}": give one of ${BUILTIN_PROFILES.join(', ')}, a Qwen-VL model name, or a local model folder`,
       );
     }
-    profile = cache.get(name) ?? loadBuiltin(name);
-    cache.set(name, profile);
+    profile = builtinProfile(name);
   }
-  cache.set(key, profile);
+  bySpec.set(spec, profile);
   return profile;
+}
+
+/** The profile a `ModelProfile.name` names (another thread's): a folder's absolute path, else a built-in. */
+export function profileNamed(name: string): ModelProfile {
+  return path.isAbsolute(name) ? loadProfile(name) : builtinProfile(name as BuiltinProfileName);
 }
 
 export const DEFAULT_PROFILE: BuiltinProfileName = 'qwen2.5-vl';
@@ -255,5 +274,6 @@ export const DEFAULT_PROFILE: BuiltinProfileName = 'qwen2.5-vl';
 /** The profile for a trajectory: explicit `--model` wins, else the model named in the data, else the default. */
 export function profileFor(explicit: string | undefined, modelInData: string | undefined): ModelProfile {
   if (explicit) return loadProfile(explicit);
-  return loadProfile(inferProfileName(modelInData) ?? DEFAULT_PROFILE);
+  // A model the data names is a built-in profile, never a folder that happens to have its name here.
+  return builtinProfile(inferProfileName(modelInData) ?? DEFAULT_PROFILE);
 }
