@@ -6,7 +6,7 @@ import type { DiffResult, TrajectoryDetail } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
 import { useDiff, useLoadDiff } from '../stores/trajectory.ts';
 import { causeLabel } from './labels.ts';
-import { isSpecial, joinTitle, shownPiece } from './TokenStreamView.tsx';
+import { isSpecial, joinTitle, shownPiece } from './token-rows.ts';
 import { formatCount } from '../format.ts';
 
 function Context({ label, parts }: { label: string; parts: [string, string, string] }) {

@@ -7,7 +7,7 @@ import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
 import type { LogprobView as View } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
 import { useLoadLogprobs, useLogprobs } from '../stores/trajectory.ts';
-import { isSpecial, pieceAt } from './TokenStreamView.tsx';
+import { isSpecial, pieceAt } from './token-rows.ts';
 import './Logprobs.css';
 
 type ColorBy = 'delta' | 'ratio';

@@ -1,10 +1,8 @@
-// The token stream as chips, virtualized by rows so a 128k-token stream opens and scrolls
-// smoothly. Rows break after a newline, at turn boundaries, and every ROW_TOKENS tokens; each
-// image's pad run is one chip (thumbnail + count) until expanded, then one row per row of
-// merged cells, so the rows of pads line up with the rows of the image.
+// The token stream as chips, virtualized by rows (token-rows.ts) so a 128k-token stream opens and
+// scrolls smoothly; rows of chips are drawn a few per frame (drawn-soon.ts).
 import { memo, useEffect, useMemo, useRef } from 'react';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
-import type { TokenStream, TrajectoryDetail, TurnMark } from '../../server/http/api.ts';
+import type { TokenStream, TrajectoryDetail } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
 import { useLoadStream, useStream } from '../stores/trajectory.ts';
 import { useExpandedRuns, useToggleExpanded } from '../stores/settings.ts';
@@ -12,139 +10,23 @@ import { useCellHovered, useHover, useLitPad, useSetHover } from '../stores/hove
 import { api } from '../api.ts';
 import { onRowsWaiting, useDrawnSoon } from './drawn-soon.ts';
 import { formatCount } from '../format.ts';
+import {
+  buildRows,
+  derivedOnce,
+  isSpecial,
+  joinAt,
+  joinClass,
+  joinTitle,
+  pieceAt,
+  rowOfToken,
+  type Row,
+  shownPiece,
+} from './token-rows.ts';
 
-const ROW_TOKENS = 32;
 /** Rows drawn before the list has measured its viewport: about one screen. */
 const INITIAL_ROWS = 40;
 
-/** A value derived once per object (a stream or diff side), kept as long as the object lives. */
-function derivedOnce<K extends object, V>(derive: (key: K) => V): (key: K) => V {
-  const cache = new WeakMap<K, V>();
-  return (key) => {
-    let value = cache.get(key);
-    if (value === undefined) {
-      value = derive(key);
-      cache.set(key, value);
-    }
-    return value;
-  };
-}
-
-const specialSet = derivedOnce((s: { specialIds: number[] }) => new Set(s.specialIds));
-/** Whether token `i` of a stream (or diff side) is an added/special token. */
-export function isSpecial(s: { ids: number[]; specialIds: number[] }, i: number): boolean {
-  return specialSet(s).has(s.ids[i]!);
-}
-
 const badSet = derivedOnce((s: TokenStream) => new Set(s.badLogprobs));
-
-/** The visible piece of token `i`. */
-export const pieceAt = (s: { ids: number[]; pieces: Record<string, string> }, i: number): string =>
-  s.pieces[s.ids[i]!] ?? '';
-
-type Join = TokenStream['joins'][number];
-type WithJoins = { ids: number[]; pieces: Record<string, string>; joins?: Join[] };
-
-const joinMap = derivedOnce((s: WithJoins) => {
-  const m = new Map<number, Join>();
-  for (const j of s.joins ?? []) for (let i = j.start; i < j.end; i++) m.set(i, j);
-  return m;
-});
-
-/** The character token `i` holds part of, when byte-level BPE split it across tokens (the server's `joins`). */
-export const joinAt = (s: WithJoins, i: number): Join | undefined => joinMap(s).get(i);
-
-/** Shown on the chips after the first of a split character: the character is drawn on the first. */
-export const JOIN_CONTINUATION = '⁀';
-
-/** What token `i`'s chip shows: its piece, or for a split character the character on the first chip. */
-export function shownPiece(s: WithJoins, i: number): string {
-  const j = joinAt(s, i);
-  if (!j) return pieceAt(s, i);
-  return i === j.start ? j.text : JOIN_CONTINUATION;
-}
-
-/** Class of a chip in a split character (first, middle or last of its tokens). */
-export function joinClass(s: WithJoins, i: number): string {
-  const j = joinAt(s, i);
-  if (!j) return '';
-  return i === j.start ? ' join join-first' : i === j.end - 1 ? ' join join-last' : ' join join-mid';
-}
-
-/** The hover text of a chip in a split character: which tokens hold it, and this token's raw bytes. */
-export function joinTitle(s: WithJoins, i: number): string {
-  const j = joinAt(s, i);
-  if (!j) return '';
-  return `\nbytes ${pieceAt(s, i)} · tokens #${j.start}–#${j.end - 1} together are “${j.text}”`;
-}
-
-export type Row =
-  | { kind: 'mark'; mark: TurnMark }
-  | { kind: 'tokens'; start: number; end: number }
-  | { kind: 'pads'; span: number }
-  | { kind: 'padrow'; span: number; start: number; end: number }
-  | { kind: 'cut'; span: number };
-
-/**
- * The rows of a stream. An expanded pad run gets one row per row of the image's merged cells
- * (the server's `cellsWide`), or rows of ROW_TOKENS pads when the image's grid is unknown.
- */
-export function buildRows(
-  s: Pick<TokenStream, 'ids' | 'pieces' | 'turns' | 'vision'> & { joins?: Join[] },
-  expanded: Record<number, boolean>,
-): Row[] {
-  const rows: Row[] = [];
-  const marks = new Map<number, TurnMark[]>();
-  for (const m of s.turns) marks.set(m.index, [...(marks.get(m.index) ?? []), m]);
-  const spanAt = new Map<number, number>();
-  for (const [i, v] of s.vision.entries()) spanAt.set(v.padStart, i);
-  let start = 0;
-  const flush = (end: number) => {
-    if (end > start) rows.push({ kind: 'tokens', start, end });
-    start = end;
-  };
-  const n = s.ids.length;
-  for (let i = 0; i < n; ) {
-    const m = marks.get(i);
-    if (m) {
-      flush(i);
-      for (const mark of m) rows.push({ kind: 'mark', mark });
-    }
-    const si = spanAt.get(i);
-    if (si !== undefined && s.vision[si]!.padLength > 0) {
-      flush(i);
-      const span = s.vision[si]!;
-      const end = span.padStart + span.padLength;
-      if (expanded[span.padStart]) {
-        const w = Math.max(1, span.cellsWide ?? ROW_TOKENS);
-        for (let r = span.padStart; r < end; r += w)
-          rows.push({ kind: 'padrow', span: si, start: r, end: Math.min(end, r + w) });
-      } else rows.push({ kind: 'pads', span: si });
-      if (span.end < 0) rows.push({ kind: 'cut', span: si });
-      start = end;
-      i = end;
-      continue;
-    }
-    i++;
-    // A character split across tokens stays on one row.
-    const inJoin = (joinAt(s, i)?.start ?? i) < i;
-    if (!inJoin && (pieceAt(s, i - 1).includes('⏎') || i - start >= ROW_TOKENS)) flush(i);
-  }
-  flush(n);
-  return rows;
-}
-
-/** Index of the row that holds token `t`. */
-export function rowOfToken(rows: readonly Row[], s: TokenStream, t: number): number {
-  return rows.findIndex((r) => {
-    if (r.kind === 'tokens' || r.kind === 'padrow') return t >= r.start && t < r.end;
-    if (r.kind === 'pads') {
-      const v = s.vision[r.span]!;
-      return t >= v.padStart && t < v.padStart + v.padLength;
-    }
-    return false;
-  });
-}
 
 /** Focus the chip of token `i` in `box` as soon as it is rendered (after a scroll, a frame or two later). */
 export function focusChipSoon(box: HTMLElement, i: number, frames = 5): void {
