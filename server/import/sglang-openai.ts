@@ -8,6 +8,9 @@
 // `choices[].meta_info` (the /generate meta_info, when the request asks for it),
 // `sglext` (SGLang extensions), `usage.reasoning_tokens`, and request fields vLLM has not
 // (`session_params`, `rid`, `return_hidden_states`). `finish_reason` may be `"abort"`.
+// A request's `mm_processor_kwargs` is not read: SGLang resizes images with the server's settings
+// (`--mm-process-config`, the model's preprocessor config; `python/sglang/srt/multimodal/processors/qwen_vl.py`),
+// and its `GenerateReqInput` carries no per-request image settings (docs/reference/sglang.md).
 import type { ReadError } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
@@ -53,7 +56,7 @@ export const sglangOpenAiImporter: Importer = {
     const errors: ReadError[] = [];
     const calls: VllmCall[] = [];
     for (const r of records) {
-      const read = readVllmCall(r.value, file, r.line);
+      const read = readVllmCall(r.value, file, r.line, '', { statedSettings: false });
       calls.push(...read.calls);
       // Say whose output it is, so a half-logged SGLang line is not taken for a vLLM problem.
       errors.push(...read.errors.map((e) => ({ ...e, message: `SGLang OpenAI-compatible log: ${e.message}` })));

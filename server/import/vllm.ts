@@ -32,13 +32,13 @@ import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
 import { LogprobValues, TokenIdValues } from './turns-from-mask.ts';
 import { chainCalls, QWEN_VL_PAD_IDS, uniqueIds } from './chain.ts';
+import { readProcessorKwargs } from './processor-kwargs.ts';
 import type { Finding } from '../model/finding.ts';
 
 type TurnInput = TrajectoryInput['turns'][number];
 
 /** Ids and logprobs as written (-100, NaN, "NaN", null kept): bad values are findings at their index, not read errors. */
 const TokenIdArray = TokenIdValues;
-const PositiveInt = z.number().int().positive();
 
 const ChatLogprob = z
   .object({ token: z.string().nullable().optional(), logprob: z.unknown().optional() })
@@ -82,24 +82,14 @@ const PlaceholderRanges = z.array(
 );
 const PlaceholdersByModality = z.record(z.string(), PlaceholderRanges);
 const Features = z.object({ mm_placeholders: PlaceholdersByModality.nullable().optional() }).passthrough();
-const MmProcessorKwargs = z
-  .object({
-    min_pixels: PositiveInt.optional(),
-    max_pixels: PositiveInt.optional(),
-    // Qwen3-VL's processor states the bounds as `size` (docs/reference/image-math.md#processor-parameters).
-    size: z
-      .object({ shortest_edge: PositiveInt.optional(), longest_edge: PositiveInt.optional() })
-      .passthrough()
-      .optional(),
-  })
-  .passthrough();
 /** A chat/completions request, or a `GenerateRequest` (render result / generate body). */
 const RequestObject = z
   .object({
     model: z.string().nullable().optional(),
     messages: z.array(Message).optional(),
     tools: z.array(z.unknown()).nullable().optional(),
-    mm_processor_kwargs: MmProcessorKwargs.nullable().optional(),
+    // Read by readProcessorKwargs: a bad value is reported, and the call still loads.
+    mm_processor_kwargs: z.unknown().optional(),
     prompt: z.unknown().optional(),
     token_ids: TokenIdArray.optional(),
     // The oldest versions had `features: str | None` (a TODO placeholder): kept, not read.
@@ -122,6 +112,8 @@ interface RequestView {
   messages?: Message[];
   tools?: unknown[];
   processor?: ProcessorSettings;
+  /** Stated processor settings that could not be applied. */
+  problems?: ReadError[];
   promptIds?: number[];
   placeholders?: { offset: number; length: number }[];
 }
@@ -205,15 +197,32 @@ function placeholdersOf(
   return ranges.sort((a, b) => a.offset - b.offset);
 }
 
-function processorOf(kwargs: z.infer<typeof MmProcessorKwargs> | null | undefined): ProcessorSettings | undefined {
-  if (!kwargs) return undefined;
-  const minPixels = kwargs.min_pixels ?? kwargs.size?.shortest_edge;
-  const maxPixels = kwargs.max_pixels ?? kwargs.size?.longest_edge;
-  if (minPixels === undefined && maxPixels === undefined) return undefined;
-  return { ...(minPixels !== undefined ? { minPixels } : {}), ...(maxPixels !== undefined ? { maxPixels } : {}) };
+/**
+ * The call's `mm_processor_kwargs`: top level in the request body (vLLM `ChatCompletionRequest`,
+ * `CompletionRequest`), or under `extra_body` in a client-side log (the OpenAI client merges
+ * `extra_body` into the body it sends).
+ */
+function statedSettings(
+  r: RequestObject,
+  field: string,
+  file: string,
+  line: number,
+): Pick<RequestView, 'processor' | 'problems'> {
+  const extraBody = isObject(r.extra_body) ? r.extra_body : undefined;
+  const [value, at] =
+    r.mm_processor_kwargs !== undefined && r.mm_processor_kwargs !== null
+      ? [r.mm_processor_kwargs, `${field}.mm_processor_kwargs`]
+      : [extraBody?.mm_processor_kwargs, `${field}.extra_body.mm_processor_kwargs`];
+  const { settings, problems } = readProcessorKwargs(value, at);
+  return {
+    ...(settings ? { processor: settings } : {}),
+    ...(problems.length > 0
+      ? { problems: problems.map((p) => ({ file, line, field: p.field, message: p.message })) }
+      : {}),
+  };
 }
 
-function viewOfObject(r: RequestObject): RequestView {
+function viewOfObject(r: RequestObject, field: string, file: string, line: number): RequestView {
   const features = isObject(r.features) ? (r.features as z.infer<typeof Features>) : undefined;
   const promptFromCompletions =
     Array.isArray(r.prompt) && r.prompt.length > 0 && r.prompt.every((x) => Number.isInteger(x) && (x as number) >= 0)
@@ -223,7 +232,7 @@ function viewOfObject(r: RequestObject): RequestView {
     model: r.model ?? undefined,
     messages: r.messages,
     tools: r.tools ?? undefined,
-    processor: processorOf(r.mm_processor_kwargs),
+    ...statedSettings(r, field, file, line),
     promptIds: r.token_ids ?? promptFromCompletions,
     placeholders: placeholdersOf(features?.mm_placeholders),
   };
@@ -247,7 +256,7 @@ function requestView(value: unknown, field: string, file: string, line: number):
     return parsed.success ? viewOfRenderList(parsed.data) : zodErrors(file, line, parsed.error, field);
   }
   const parsed = RequestObject.safeParse(value);
-  return parsed.success ? viewOfObject(parsed.data) : zodErrors(file, line, parsed.error, field);
+  return parsed.success ? viewOfObject(parsed.data, field, file, line) : zodErrors(file, line, parsed.error, field);
 }
 
 const TOKEN_ID_STRING = /^token_id:(\d+)$/;
@@ -280,13 +289,15 @@ export interface VllmCall {
 /**
  * One logged call (`{"request", "response", "render"?, "chat_request"?, ...ids}`) as one call per
  * choice, or ReadErrors naming the field (`within` prefixes field names when the call sits
- * inside another record, e.g. an Agent Lightning event's `data`).
+ * inside another record, e.g. an Agent Lightning event's `data`). `statedSettings: false` for an
+ * engine that does not apply a request's `mm_processor_kwargs` (SGLang, sglang-openai.ts).
  */
 export function readVllmCall(
   value: unknown,
   file: string,
   line: number,
   within = '',
+  opts: { statedSettings?: boolean } = {},
 ): { calls: VllmCall[]; errors: ReadError[] } {
   const at = (field: string) => (within ? `${within}.${field}` : field);
   const fail = (field: string | undefined, message: string) => ({
@@ -314,7 +325,7 @@ export function readVllmCall(
   for (const field of ['request', 'render', 'chat_request'] as const) {
     const v = requestView(value[field], at(field), file, line);
     if (Array.isArray(v)) errors.push(...v);
-    else views.push(v);
+    else views.push(opts.statedSettings === false ? { ...v, processor: undefined, problems: undefined } : v);
   }
   if (!parsedResponse.success || errors.length > 0) return { calls: [], errors };
   const res = parsedResponse.data;
@@ -378,7 +389,8 @@ export function readVllmCall(
       ...(reward !== undefined ? { reward } : {}),
     };
   });
-  return { calls, errors: [] };
+  // Settings that could not be applied are reported; the calls load without them.
+  return { calls, errors: views.flatMap((v) => v.problems ?? []) };
 }
 
 interface Group {
