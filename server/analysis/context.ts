@@ -1,6 +1,8 @@
 // What the analysis needs besides the trajectory: the model profile and the image-processor
-// settings in force for each image. Record-stated settings win over run overrides, which win
-// over the model's defaults (RL recipes routinely change max_pixels per run).
+// settings in force for each image. Precedence, field by field (docs/reference/image-math.md#which-settings-apply):
+// the image's own (a qwen-vl-utils image dict) > the call's (`mm_processor_kwargs` of the call whose
+// prompt the images are checked in) > the record's > the run's (`--min-pixels`/`--max-pixels`) >
+// the model's defaults. RL recipes routinely change max_pixels per run, and per request.
 import type { ImageRef, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import type { MismatchThresholds } from './logprob-mismatch.ts';
@@ -22,16 +24,44 @@ export interface AnalysisContext {
   mismatch?: MismatchThresholds;
 }
 
+/** Settings stated in several places, field by field: the first place that states a field wins. */
+export function mergeProcessorSettings(...places: (ProcessorSettings | undefined)[]): ProcessorSettings | undefined {
+  const minPixels = places.find((p) => p?.minPixels !== undefined)?.minPixels;
+  const maxPixels = places.find((p) => p?.maxPixels !== undefined)?.maxPixels;
+  if (minPixels === undefined && maxPixels === undefined) return undefined;
+  return { ...(minPixels !== undefined ? { minPixels } : {}), ...(maxPixels !== undefined ? { maxPixels } : {}) };
+}
+
+/**
+ * The settings of the call whose stream the images are checked in. Each call re-processes every
+ * image of its prompt with its own kwargs (vLLM applies a request's `mm_processor_kwargs` to all
+ * of its images), so the checked stream is the last call's: the last turn with prompt ids, or for
+ * a stored sample the last turn. A call that states none takes the latest earlier call's (a log
+ * that states them once), and failing that any call's.
+ */
+export function callSettings(traj: Trajectory): ProcessorSettings | undefined {
+  const turns = traj.turns;
+  let checked = turns.length - 1;
+  if (!traj.sample) while (checked > 0 && !turns[checked]!.promptIds) checked--;
+  for (let k = checked; k >= 0; k--) if (turns[k]!.processor) return turns[k]!.processor;
+  return turns.find((t) => t.processor)?.processor;
+}
+
+/** What a trajectory states for all of its images: its call's settings over its record's, field by field. */
+export function statedProcessor(traj: Trajectory): ProcessorSettings | undefined {
+  return mergeProcessorSettings(callSettings(traj), traj.processor);
+}
+
 export function visionConfigFor(
   profile: ModelProfile,
   image: ImageRef | undefined,
-  record: ProcessorSettings | undefined,
+  stated: ProcessorSettings | undefined,
   overrides: ProcessorSettings | undefined,
 ): VisionConfig {
   return {
     ...profile.vision,
-    minPixels: image?.minPixels ?? record?.minPixels ?? overrides?.minPixels ?? profile.vision.minPixels,
-    maxPixels: image?.maxPixels ?? record?.maxPixels ?? overrides?.maxPixels ?? profile.vision.maxPixels,
+    minPixels: image?.minPixels ?? stated?.minPixels ?? overrides?.minPixels ?? profile.vision.minPixels,
+    maxPixels: image?.maxPixels ?? stated?.maxPixels ?? overrides?.maxPixels ?? profile.vision.maxPixels,
   };
 }
 
@@ -40,9 +70,9 @@ export function analysisContext(
   profile: ModelProfile,
   overrides?: ProcessorSettings,
 ): AnalysisContext {
-  const record = traj.processor ?? traj.turns.find((t) => t.processor)?.processor;
+  const stated = statedProcessor(traj);
   const images = traj.images.map((img): ImageExpectation => {
-    const vision = visionConfigFor(profile, img, record, overrides);
+    const vision = visionConfigFor(profile, img, stated, overrides);
     if (!img.width || !img.height) return { vision, problem: img.unavailable ?? 'image size unknown' };
     try {
       return { vision, tokens: imageTokens(img.width, img.height, vision) };

@@ -21,6 +21,7 @@ import { availableStreams, cellsWideOfGrid, idsDiff, pieces } from './views.ts';
 import { AskInputError, parseConversation, renderConversation, type RenderResult } from '../analysis/ask.ts';
 import { dataUrlSizer } from '../images/sizers.ts';
 import { findVisionSpans } from '../analysis/vision-spans.ts';
+import { mergeProcessorSettings, statedProcessor } from '../analysis/context.ts';
 import { streamTokens, type CheckedTrajectory } from '../pipeline.ts';
 import { profileFor, type ModelProfile } from '../profiles/profile.ts';
 import type { Message, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
@@ -30,11 +31,9 @@ const MAX_BODY_BYTES = 2 * MAX_PLAYGROUND_CHARS + 64 * 1024;
 /** `data:` URLs longer than this are left out of a prefilled conversation (the image's size stands in for it). */
 const MAX_PREFILL_DATA_URL = 256;
 
-/** The processor bounds a trajectory's record states (as analysisContext reads them), else the run's. */
+/** The processor bounds a trajectory states (as analysisContext reads them), else the run's. */
 function processorFor(traj: Trajectory | undefined, run: ProcessorSettings | undefined): ProcessorSettings | undefined {
-  const record = traj?.processor ?? traj?.turns.find((t) => t.processor)?.processor;
-  if (!record) return run;
-  return { minPixels: record.minPixels ?? run?.minPixels, maxPixels: record.maxPixels ?? run?.maxPixels };
+  return mergeProcessorSettings(traj ? statedProcessor(traj) : undefined, run);
 }
 
 function visionSpansOf(profile: ModelProfile, ids: readonly number[], rendered: RenderResult): VisionSpanInfo[] {
