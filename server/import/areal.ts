@@ -12,10 +12,22 @@
 //   images, messages   what wrappers around the trajectory dict add (the rollout's images as paths,
 //                      data: URLs or image dicts, and the chat messages): read as the other trainer
 //                      formats read them, so the pads are checked against the real images
+//   mm_processor_kwargs  a wrapper's statement of the processor settings the rollout used (AReaL's
+//                      processor is the model's, `AutoProcessor.from_pretrained`, and its dict carries
+//                      none): one dict for the record or one per row, read by processor-kwargs.ts
 // Masks and logprobs cover every token (`maskScope: 'full'`); the prompt/response split is not
 // stored, so turn 0's prompt is everything before the first masked-in token.
 import { z } from 'zod';
-import { Message, type GridThw, type ImageRef, type PixelValues, type TrajectoryInput } from '../model/trajectory.ts';
+import {
+  Message,
+  type GridThw,
+  type ImageRef,
+  type PixelValues,
+  type ProcessorSettings,
+  type ReadError,
+  type TrajectoryInput,
+} from '../model/trajectory.ts';
+import { readProcessorKwargs } from './processor-kwargs.ts';
 import { imagesInMessages } from '../model/message-images.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
@@ -59,6 +71,7 @@ export const ArealTrajectory = z
     // One list for the record (a batch of one), or one list per row.
     images: z.union([z.array(ImageEntry), z.array(z.array(ImageEntry))]).nullish(),
     messages: z.union([z.array(Message), z.array(z.array(Message))]).nullish(),
+    mm_processor_kwargs: z.unknown().optional(),
   })
   .passthrough()
   .superRefine((t, ctx) => {
@@ -117,9 +130,33 @@ function perRow<T>(lists: T[] | T[][] | null | undefined, row: number): T[] | un
   return (lists as T[][])[row]?.slice();
 }
 
+/** A wrapper's `mm_processor_kwargs` per row (one dict for every row, or a list with one per row), and what could not be applied. */
+function statedSettingsByRow(t: ArealTrajectory, file: string, line: number) {
+  const stated = t.mm_processor_kwargs;
+  const rows = t.input_ids.length;
+  const errors: ReadError[] = [];
+  const byRow: (ProcessorSettings | undefined)[] = [];
+  for (let row = 0; row < rows; row++) {
+    const perRowList = Array.isArray(stated);
+    const { settings, problems } = readProcessorKwargs(
+      perRowList ? stated[row] : stated,
+      perRowList ? `mm_processor_kwargs.${row}` : 'mm_processor_kwargs',
+    );
+    byRow.push(settings);
+    if (perRowList || row === 0)
+      errors.push(...problems.map((p) => ({ file, line, field: p.field, message: p.message })));
+  }
+  return { byRow, errors };
+}
+
 export function arealTrajectories(
   t: ArealTrajectory,
-  where: { file: string; line: number; id: (row: number) => string },
+  where: {
+    file: string;
+    line: number;
+    id: (row: number) => string;
+    processor?: (row: number) => ProcessorSettings | undefined;
+  },
 ): TrajectoryInput[] {
   const rows = t.input_ids.length;
   const mmInputs = t.multi_modal_input ?? [];
@@ -164,10 +201,12 @@ export function arealTrajectories(
     if (t.task_id !== undefined && t.task_id !== null) meta.task_id = t.task_id;
     if (rows > 1) meta.row = row;
     if (versions) meta.policy_versions = versions;
+    const processor = where.processor?.(row);
     out.push({
       id: where.id(row),
       source: { file: where.file, line: where.line, format: 'areal' },
       model: statedModel(t, ['model', 'metadata.model']),
+      ...(processor ? { processor } : {}),
       turns,
       images,
       sample: {
@@ -223,7 +262,9 @@ export const arealImporter: Importer = {
         perTask.set(task, n + 1);
         return allocate(`${task}/${n}`);
       };
-      out.trajectories.push(...arealTrajectories(t, { file, line: r.line, id }));
+      const stated = statedSettingsByRow(t, file, r.line);
+      out.errors.push(...stated.errors);
+      out.trajectories.push(...arealTrajectories(t, { file, line: r.line, id, processor: (row) => stated.byRow[row] }));
     }
     return out;
   },

@@ -9,13 +9,18 @@
 //   rollout_log_probs per response token (0.0 for non-trainable ones)
 //   prompt            rendered prompt text or the chat messages
 //   multimodal_inputs.images, multimodal_train_inputs.image_grid_thw (one dict, or one per turn:
-//                     examples/geo3k_vlm_multi_turn/rollout.py merges them by concatenation)
+//                     examples/geo3k_vlm_multi_turn/rollout.py merges them by concatenation);
+//                     the rest of multimodal_inputs is splatted into the processor call
+//                     (slime/utils/processing_utils.py::build_processor_kwargs), so its
+//                     `images_kwargs` / `min_pixels` / `max_pixels` / `size` are the sample's settings;
+//                     image dicts may state their own (slime/utils/data.py, qwen-vl-utils)
 //   reward, status (finish_reason.type: stop→completed, length→truncated, abort→aborted), group_index,
 //   index, metadata
 // `_validate_response_metadata_lengths` requires len(loss_mask) == len(rollout_log_probs) ==
 // response_length; a record that breaks it still loads so the checks can say where.
 import { z } from 'zod';
-import { Message, type TrajectoryInput } from '../model/trajectory.ts';
+import { Message, type ProcessorSettings, type TrajectoryInput } from '../model/trajectory.ts';
+import { readProcessorKwargs } from './processor-kwargs.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { stepOf } from './step.ts';
 import { isObject } from './importer.ts';
@@ -82,7 +87,7 @@ function isSlimeSample(x: unknown): boolean {
 
 export function slimeTrajectory(
   s: SlimeSample,
-  where: { file: string; line: number; id: string; rollout?: unknown },
+  where: { file: string; line: number; id: string; rollout?: unknown; processor?: ProcessorSettings },
 ): TrajectoryInput {
   const turns = turnsFromMask({
     tokens: s.tokens,
@@ -116,6 +121,7 @@ export function slimeTrajectory(
     id: where.id,
     source: { file: where.file, line: where.line, format: 'slime' },
     model: statedModel(s, ['metadata.model', 'metadata.model_name', 'metadata.model_path', 'model']),
+    ...(where.processor ? { processor: where.processor } : {}),
     turns,
     images: (s.multimodal_inputs?.images ?? []).map(imageRefOf),
     sample: {
@@ -178,7 +184,12 @@ export const slimeImporter: Importer = {
           s.index !== undefined && s.index !== null
             ? `${rid !== undefined && rid !== null ? `rollout-${String(rid)}/` : ''}sample-${String(s.index)}`
             : `${stem}:${r.line}${items.length > 1 ? `:${k}` : ''}`;
-        out.trajectories.push(slimeTrajectory(s, { file, line: r.line, id: allocate(base), rollout }));
+        const at = field ? `${field}.multimodal_inputs` : 'multimodal_inputs';
+        const stated = readProcessorKwargs(s.multimodal_inputs, at);
+        out.errors.push(...stated.problems.map((p) => ({ file, line: r.line, field: p.field, message: p.message })));
+        out.trajectories.push(
+          slimeTrajectory(s, { file, line: r.line, id: allocate(base), rollout, processor: stated.settings }),
+        );
       });
     }
     return out;
