@@ -485,6 +485,7 @@ describe.each(TARGETS)('fuzzing the $label importer', (target) => {
 const BINARY_TARGETS = [
   'prime-rl/rollouts/step_0/rank_0.bin',
   'prime-rl/mm-refs/rollouts/step_0/rank_0.bin',
+  'prime-rl/mm-refs-unclear/rollouts/step_0/rank_0.bin',
   'prime-rl/training-samples/rank_0.bin',
 ];
 

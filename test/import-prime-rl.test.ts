@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { encode } from '@msgpack/msgpack';
 import { Trajectory } from '../server/model/trajectory.ts';
 import type { Finding } from '../server/model/finding.ts';
-import { importPrimeRlBytes, primeRlImporter } from '../server/import/prime-rl.ts';
+import { attributeRefs, importPrimeRlBytes, primeRlImporter } from '../server/import/prime-rl.ts';
 import { msgpackValueEnd } from '../server/import/read/msgpack.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import {
@@ -29,6 +29,8 @@ let fixtures: PrimeRlFixture[];
 const fixture = (name: string): PrimeRlFixture => fixtures.find((f) => f.file === name)!;
 const MAIN = 'rollouts/step_0/rank_0.bin';
 const REFS = 'mm-refs/rollouts/step_0/rank_0.bin';
+const SAMPLE_OFFSETS = 'mm-refs-sample-offsets/rollouts/step_0/rank_0.bin';
+const UNCLEAR = 'mm-refs-unclear/rollouts/step_0/rank_0.bin';
 const SAMPLES = 'training-samples/rank_0.bin';
 
 beforeAll(async () => {
@@ -90,6 +92,8 @@ describe('prime-rl fixtures', () => {
   it.each([
     [MAIN, ['id', 'step', 'meta.step', 'meta.rank']],
     [REFS, ['id', 'step', 'meta.step', 'meta.rank']],
+    [SAMPLE_OFFSETS, ['id', 'step', 'meta.step', 'meta.rank']],
+    [UNCLEAR, ['id', 'step', 'meta.step', 'meta.rank']],
     [SAMPLES, ['id', 'meta.rank']],
   ])('%s through the importer harness', async (name, fromName) => {
     const { loaded } = await checkImporterSnapshot(path.join(FIXTURE_DIR, name), { format: 'prime-rl', fromName });
@@ -168,20 +172,31 @@ describe('field by field', () => {
     expect(trajectories[6]!.sample!.imageGridThw).toBeUndefined();
   });
 
-  it('MicroBatch list with mm_refs: data: URLs become images, micro-batch offsets become sample offsets', () => {
-    const f = fixture(REFS);
-    const { errors, trajectories } = importBytes(f.bytes, f.file);
-    expect(errors).toEqual([]);
-    let k = 0;
-    f.microBatches!.forEach((n) => {
-      const batch = f.samples.slice(k, k + n);
-      batch.forEach((built, j) => expectSample(trajectories[k + j]!, built, 'mm_refs', true));
-      k += n;
-    });
-    // The image sample that follows the text sample in micro-batch 1 has its range moved back by the text sample's length.
-    expect(trajectories[3]!.sample!.placeholderRanges![0]!.offset).toBeLessThan(f.samples[2]!.tokens.length);
-    expect(trajectories[1]!.images).toHaveLength(2);
-  });
+  // prime-rl's packer rebases each sample's refs to micro-batch positions; a packer that does not leaves
+  // them in the sample's own. Either way each image lands on its own sample, its range in sample positions.
+  it.each([
+    [REFS, 'micro-batch'],
+    [SAMPLE_OFFSETS, 'sample'],
+  ])(
+    'MicroBatch list with mm_refs (%s): data: URLs become images on their own samples, offsets in sample positions',
+    (name, from) => {
+      const f = fixture(name);
+      const { errors, trajectories } = importBytes(f.bytes, f.file);
+      expect(errors).toEqual([]);
+      let k = 0;
+      f.microBatches!.forEach((n) => {
+        const batch = f.samples.slice(k, k + n);
+        batch.forEach((built, j) => expectSample(trajectories[k + j]!, built, 'mm_refs', true));
+        k += n;
+      });
+      // The image sample that follows the text sample in micro-batch 1 has its range in its own positions.
+      expect(trajectories[3]!.sample!.placeholderRanges![0]!.offset).toBeLessThan(f.samples[2]!.tokens.length);
+      expect(trajectories[1]!.images).toHaveLength(2);
+      // Which reading the data showed, on the samples that do not start their micro-batch (both agree on those that do).
+      expect(trajectories.map((t) => t.meta?.mmRefOffsetsFrom)).toEqual([undefined, from, undefined, from]);
+      expect(trajectories.flatMap((t) => t.sourceFindings ?? [])).toEqual([]);
+    },
+  );
 
   it('a list of TrainingSample structs', () => {
     const f = fixture(SAMPLES);
@@ -245,6 +260,45 @@ describe('core checks on the imported samples', () => {
         expect((f!.actual as { length: number }).length).toBe(390);
         break;
       }
+      case 'mm_refs_unclear': {
+        // The lone ref fits this sample's run read from the micro-batch's start and the next sample's
+        // read from its own: a warning on the sample that keeps the image, no error (its range is exact).
+        expect(errors, built.name).toEqual([]);
+        expect(findings, built.name).toEqual([
+          expect.objectContaining({
+            kind: 'placeholder_range',
+            severity: 'warning',
+            index: built.refs[0]!.offset,
+            image: 0,
+          }),
+        ]);
+        expect(findings[0]!.message).toMatch(/sample 0.*sample 1; the data does not say which/);
+        break;
+      }
+      case 'mm_refs_dropped': {
+        // Its ref is missing: the pad run has no declared range (and nothing is moved here from a neighbour).
+        const run = built.refs.length === 0 ? undefined : built.refs[0];
+        expect(run).toBeUndefined();
+        expect(findings, built.name).toEqual([
+          expect.objectContaining({ kind: 'placeholder_range', severity: 'error' }),
+        ]);
+        expect(findings[0]!.message).toContain('has no declared placeholder range');
+        break;
+      }
+      case 'mm_refs_neither': {
+        // On text either way: kept on its own sample with a warning that says so, and the range is reported.
+        const warning = findings.find((x) => x.severity === 'warning');
+        expect(warning, built.name).toMatchObject({
+          kind: 'placeholder_range',
+          index: built.refs[0]!.offset,
+          image: 0,
+        });
+        expect(warning!.message).toContain('is on no image run of sample 1');
+        expect(errors, built.name).toEqual([
+          expect.objectContaining({ kind: 'placeholder_range', index: built.refs[0]!.offset }),
+        ]);
+        break;
+      }
     }
     // Every planted fault is found and nothing else is an error.
     if (built.fault)
@@ -281,8 +335,63 @@ describe('core checks on the imported samples', () => {
     for (const { built, c } of results) expectPlanted(built, c.findings);
   });
 
+  it('sample-relative mm_refs offsets check exactly as micro-batch ones: no finding moves to a neighbour', async () => {
+    const rebased = await checked(REFS);
+    const own = await checked(SAMPLE_OFFSETS);
+    expect(own.map((r) => r.c.findings)).toEqual(rebased.map((r) => r.c.findings));
+    for (const { built, c } of own) expectPlanted(built, c.findings);
+  });
+
+  it('refs the data does not settle: a warning on the sample that keeps the image, the planted faults found', async () => {
+    const results = await checked(UNCLEAR);
+    expect(results.map((r) => r.built.fault)).toEqual([
+      'mm_refs_unclear',
+      'mm_refs_dropped',
+      undefined,
+      'mm_refs_neither',
+    ]);
+    for (const { built, c } of results) expectPlanted(built, c.findings);
+  });
+
   it('TrainingSample list: the mask one entry too long is found', async () => {
     for (const { built, c } of await checked(SAMPLES)) expectPlanted(built, c.findings);
+  });
+});
+
+describe('which way an MMRef offset counts', () => {
+  // A 40-token text sample, then a sample whose image run is at 15 of its own 460 tokens (55 in the micro-batch).
+  const bounds: [number, number][] = [
+    [0, 40],
+    [40, 500],
+  ];
+  const runs = [{ sample: 1, start: 55, length: 391 }];
+  const url = 'data:image/png;base64,';
+
+  it("the reading that puts the range on the run it is paired with; the image stays on that run's sample", () => {
+    expect(attributeRefs([[url, 55, 391]], runs, bounds, 500)).toEqual([
+      { url, sample: 1, range: { offset: 15, length: 391 }, reading: 'micro-batch' },
+    ]);
+    expect(attributeRefs([[url, 15, 391]], runs, bounds, 500)).toEqual([
+      { url, sample: 1, range: { offset: 15, length: 391 }, reading: 'sample' },
+    ]);
+    // Off by its length only: the reading that starts it on the run's first pad.
+    expect(attributeRefs([[url, 15, 390]], runs, bounds, 500)[0]).toMatchObject({
+      range: { offset: 15 },
+      reading: 'sample',
+    });
+    expect(attributeRefs([[url, 15, 390]], runs, bounds, 500)[0]).not.toHaveProperty('doubt');
+  });
+
+  it('both readings overlapping the run equally, or neither touching it, is a doubt; none in any sample an error', () => {
+    const both = attributeRefs([[url, 70, 100]], runs, bounds, 500)[0]!;
+    expect(both).toMatchObject({ sample: 1, range: { offset: 30, length: 100 }, reading: 'micro-batch' });
+    expect('doubt' in both && both.doubt).toMatch(
+      /overlaps the image run at 15 of sample 1, and read from the sample's start it overlaps/,
+    );
+    const neither = attributeRefs([[url, 450, 10]], runs, bounds, 500)[0]!;
+    expect(neither).toMatchObject({ sample: 1, range: { offset: 410, length: 10 }, reading: 'micro-batch' });
+    expect('doubt' in neither && neither.doubt).toContain('is on no image run of sample 1');
+    expect(attributeRefs([[url, 900, 10]], runs, bounds, 500)[0]).toHaveProperty('error');
   });
 });
 

@@ -30,6 +30,7 @@
 // wrong type costs only its own micro-batch.
 import path from 'node:path';
 import { z } from 'zod';
+import type { Finding } from '../model/finding.ts';
 import type { GridThw, ImageRef, PlaceholderRange, ReadError, TrajectoryInput } from '../model/trajectory.ts';
 import type { FileContext, Importer, ImportResult } from './importer.ts';
 import { QWEN_VL_IMAGE_PAD } from '../profiles/qwen-vl-ids.ts';
@@ -252,6 +253,8 @@ interface SampleParts {
   temperature?: number;
   limitations: string[];
   meta: Record<string, unknown>;
+  /** What reading the batch showed about this sample (an MMRef offset the data does not settle). */
+  sourceFindings?: Finding[];
 }
 
 /** Booleans are read as 0/1 by MaskValues; any other value is kept for the checks to report. */
@@ -294,6 +297,7 @@ function trajectoryFrom(parts: SampleParts, id: string, file: string, line: numb
     },
     limitations,
     advantage: parts.advantage,
+    ...(parts.sourceFindings?.length ? { sourceFindings: parts.sourceFindings } : {}),
     meta: {
       ...parts.meta,
       ...(parts.envName !== undefined ? { envName: parts.envName } : {}),
@@ -316,6 +320,156 @@ function imagesPerSample(
     if (byTypes.reduce((a, b) => a + b, 0) === total) return byTypes;
   }
   return bounds.map(([s, e]) => runsOf(tokens, QWEN_VL_IMAGE_PAD, s, e).length);
+}
+
+// ---------------------------------------------------------------------------------------------
+// MMRef offsets: from the micro-batch's start or from the sample's (docs/reference/frameworks.md#prime-rl).
+// prime-rl builds a sample's refs from its own image runs and rebases them when it packs
+// (`trainer/batch.py::_materialize_bin`, both inline-mm branches), but the trainer reads only the
+// lengths (`trainer/multimodal.py::materialize_mm_refs`), so nothing downstream catches a packer that
+// leaves them sample-relative. Which reading holds is decided per ref by the data: the one that puts
+// the range on its image run.
+
+type RefReading = 'micro-batch' | 'sample';
+
+interface ImageRun {
+  sample: number;
+  /** Micro-batch position of the run's first token. */
+  start: number;
+  length: number;
+}
+
+/** A ref read one way, on one run. */
+interface RefPlacement {
+  reading: RefReading;
+  run: number;
+  /** Micro-batch position the reading puts the range at. */
+  position: number;
+  /** How well the range fits the run: 3 exactly, 2 from its first or to its last token, 1 overlapping it. */
+  fit: 1 | 2 | 3;
+}
+
+export interface RefAttribution {
+  url: string;
+  sample: number;
+  /** The range in the sample's own positions. */
+  range: PlaceholderRange;
+  /** The reading the range was taken in; undefined when the sample starts the micro-batch (both agree). */
+  reading?: RefReading;
+  /** Why the data does not settle the reading (reported as a warning on the sample). */
+  doubt?: string;
+}
+
+/**
+ * Image runs in micro-batch order with their samples: the runs of `mm_token_type_ids == 1`, which
+ * prime-rl pairs with the refs in order (`orchestrator/trajectories.py::_build_mm_refs`), else the
+ * `<|image_pad|>` runs.
+ */
+function imageRunsOf(
+  bounds: readonly [number, number][],
+  tokens: readonly number[],
+  types: readonly number[] | undefined,
+): ImageRun[] {
+  const useTypes = types !== undefined && types.length === tokens.length;
+  return bounds.flatMap(([s, e], k) =>
+    (useTypes ? runsOf(types, 1, s, e) : runsOf(tokens, QWEN_VL_IMAGE_PAD, s, e)).map((r) => ({
+      sample: k,
+      start: s + r.offset,
+      length: r.length,
+    })),
+  );
+}
+
+function placementsOn(
+  ref: { offset: number; length: number },
+  candidates: readonly number[],
+  runs: readonly ImageRun[],
+  bounds: readonly [number, number][],
+): RefPlacement[] {
+  const out: RefPlacement[] = [];
+  for (const r of candidates) {
+    const run = runs[r]!;
+    for (const reading of ['micro-batch', 'sample'] as const) {
+      const position = reading === 'micro-batch' ? ref.offset : bounds[run.sample]![0] + ref.offset;
+      const end = position + Math.max(ref.length, 1);
+      if (position >= run.start + run.length || end <= run.start) continue;
+      const starts = position === run.start;
+      const ends = position + ref.length === run.start + run.length;
+      out.push({ reading, run: r, position, fit: starts && ends ? 3 : starts || ends ? 2 : 1 });
+    }
+  }
+  return out;
+}
+
+const describePlacement = (p: RefPlacement, runs: readonly ImageRun[], bounds: readonly [number, number][]) => {
+  const run = runs[p.run]!;
+  return `read from the ${p.reading === 'micro-batch' ? "micro-batch's" : "sample's"} start it ${p.fit === 3 ? 'is' : p.fit === 2 ? 'shares an end with' : 'overlaps'} the image run at ${run.start - bounds[run.sample]![0]} of sample ${run.sample}`;
+};
+
+/**
+ * Each ref's sample and range. With as many refs as image runs, ref j is run j's (prime-rl's
+ * order), so a ref never moves to another sample; the reading is the one that puts the range on
+ * that run, an exact fit over one that shares the run's first or last token over an overlap. With a count that differs, each ref takes the first later
+ * run a reading puts it on. Both readings fitting equally at different places, or neither fitting,
+ * is a doubt; a ref that lies in no sample either way is an error.
+ */
+export function attributeRefs(
+  refs: readonly (readonly [string, number, number, ...unknown[]])[],
+  runs: readonly ImageRun[],
+  bounds: readonly [number, number][],
+  total: number,
+): (RefAttribution | { error: string })[] {
+  const strict = refs.length === runs.length;
+  let nextRun = 0;
+  const attributed = refs.map(([url, offset, length], j): RefAttribution | { error: string } => {
+    const ref = { offset, length };
+    const what = `mm_refs image ${j} (offset ${offset}, length ${length})`;
+    const candidates = strict ? [j] : runs.map((_, r) => r).filter((r) => r >= nextRun);
+    const all = placementsOn(ref, candidates, runs, bounds);
+    const top = Math.max(0, ...all.map((p) => p.fit));
+    const best = all.filter((p) => p.fit === top);
+    if (best.length > 0) {
+      const chosen = best.reduce((a, p) =>
+        p.run < a.run || (p.run === a.run && p.reading === 'micro-batch' && a.reading !== 'micro-batch') ? p : a,
+      );
+      nextRun = chosen.run + 1;
+      const run = runs[chosen.run]!;
+      const start = bounds[run.sample]![0];
+      const others = best.filter((p) => p.position !== chosen.position);
+      return {
+        url,
+        sample: run.sample,
+        range: { offset: chosen.position - start, length },
+        ...(start > 0 ? { reading: chosen.reading } : {}),
+        ...(others.length > 0
+          ? {
+              doubt: `${what}: ${describePlacement(chosen, runs, bounds)}, and ${describePlacement(others[0]!, runs, bounds)}; the data does not say which, so the image is kept on sample ${run.sample} (the first)`,
+            }
+          : {}),
+      };
+    }
+    // On no image run read either way: kept where the order of refs puts it.
+    const k = strict ? runs[j]!.sample : bounds.findIndex(([s, e]) => offset >= s && offset < e);
+    if (k < 0)
+      return {
+        error: `image ref at micro-batch position ${offset} lies in no packed sample (the micro-batch has ${total} tokens)`,
+      };
+    const [s, e] = bounds[k]!;
+    const reading: RefReading | undefined =
+      offset >= s && offset < e ? 'micro-batch' : offset < e - s ? 'sample' : undefined;
+    if (!reading)
+      return {
+        error: `image ref at offset ${offset} lies in sample ${k} (${e - s} tokens) neither from the micro-batch's start nor from the sample's`,
+      };
+    return {
+      url,
+      sample: k,
+      range: { offset: reading === 'micro-batch' ? offset - s : offset, length },
+      ...(s > 0 ? { reading } : {}),
+      doubt: `${what} is on no image run of sample ${k} read from the micro-batch's start (position ${offset}) or from the sample's (position ${s + offset}); kept on sample ${k}, its range read from the ${reading === 'micro-batch' ? "micro-batch's" : "sample's"} start`,
+    };
+  });
+  return attributed;
 }
 
 interface StructContext {
@@ -412,18 +566,31 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
 
   const imagesBySample: ImageRef[][] = bounds.map(() => []);
   const rangesBySample: PlaceholderRange[][] = bounds.map(() => []);
+  const doubtsBySample: Finding[][] = bounds.map(() => []);
+  const readingsBySample: Set<RefReading>[] = bounds.map(() => new Set());
   if (refs) {
-    refs[0].forEach(([url, offset, length], j) => {
-      const k = bounds.findIndex(([s, e]) => offset >= s && offset < e);
-      if (k < 0) {
-        fail(
-          `mm_refs.images.${j}.offset`,
-          `image ref at micro-batch position ${offset} lies in no packed sample (the micro-batch has ${total} tokens)`,
-        );
+    const runs = imageRunsOf(bounds, mb.input_ids, mb.mm_token_type_ids ?? undefined);
+    attributeRefs(refs[0], runs, bounds, total).forEach((a, j) => {
+      if ('error' in a) {
+        fail(`mm_refs.images.${j}.offset`, a.error);
         return;
       }
-      imagesBySample[k]!.push({ url });
-      rangesBySample[k]!.push({ offset: offset - bounds[k]![0], length });
+      const image = imagesBySample[a.sample]!.length;
+      imagesBySample[a.sample]!.push({ url: a.url });
+      rangesBySample[a.sample]!.push(a.range);
+      if (a.reading) readingsBySample[a.sample]!.add(a.reading);
+      if (a.doubt)
+        doubtsBySample[a.sample]!.push({
+          kind: 'placeholder_range',
+          severity: 'warning',
+          turn: -1,
+          index: a.range.offset,
+          stream: 'sample',
+          image,
+          actual: a.range,
+          field: `${where}.mm_refs.images.${j}`,
+          message: a.doubt,
+        });
     });
   }
 
@@ -454,7 +621,14 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
       advantage: advantages && firstTrained >= 0 ? advantages[s + firstTrained] : undefined,
       temperature: temperatures?.[s],
       limitations: k === bounds.length - 1 ? [...limitations, ...lastSampleNotes] : limitations,
-      meta: { ...stepRank(ctx), microBatch: ctx.index, sampleInMicroBatch: k, offsetInMicroBatch: s },
+      meta: {
+        ...stepRank(ctx),
+        microBatch: ctx.index,
+        sampleInMicroBatch: k,
+        offsetInMicroBatch: s,
+        ...(readingsBySample[k]!.size > 0 ? { mmRefOffsetsFrom: [...readingsBySample[k]!].sort().join(' and ') } : {}),
+      },
+      sourceFindings: doubtsBySample[k]!,
     };
     return trajectoryFrom(parts, `${ctx.identity.prefix}/mb${ctx.index}/s${k}`, file, firstLine + k);
   });
