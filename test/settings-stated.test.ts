@@ -145,6 +145,9 @@ describe('the shared reader', () => {
       'request.mm_processor_kwargs.size',
     ]);
     expect(readProcessorKwargs('max_pixels=1000', 'k').problems[0]!.message).toContain('expected an object');
+    // Not a pixel count the model can hold (a mutated 1e30): reported, not applied.
+    expect(readProcessorKwargs({ max_pixels: 1e30 }, 'k')).toMatchObject({ problems: [{ field: 'k.max_pixels' }] });
+    expect(readProcessorKwargs({ max_pixels: 1e30 }, 'k').settings).toBeUndefined();
   });
 
   it('a vLLM call whose mm_processor_kwargs cannot be read still loads; the error names the field', async () => {

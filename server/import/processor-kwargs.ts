@@ -36,7 +36,8 @@ const SIZE_KEYS = [
 ] as const;
 
 function positiveInt(v: unknown): v is number {
-  return typeof v === 'number' && Number.isInteger(v) && v > 0;
+  // Safe integers only: the model holds pixel counts as integers, and 1e30 is not a setting.
+  return typeof v === 'number' && Number.isSafeInteger(v) && v > 0;
 }
 
 /** The bounds of one level (flat, or `images_kwargs`): `min_pixels`/`max_pixels` over `size`. */
