@@ -65,6 +65,8 @@ const REPAIRED_BY_REALIGNMENT: Readonly<Record<FindingKind, boolean>> = {
   non_canonical_split: false,
   // A group finding is a warning about the batch (zero advantage), never an error on a sample.
   group: false,
+  // A step that failed checked nothing: nothing says the row would be right.
+  analysis_failed: false,
 };
 
 /** True when the re-alignment repairs `f`. */
