@@ -82,9 +82,9 @@ describe('render --as', () => {
   });
 
   it('an unknown --as is a usage error', async () => {
-    const r = await render(['--model', 'qwen3-vl', '--as', 'sglang'], stringArgs);
+    const r = await render(['--model', 'qwen3-vl', '--as', 'tgi'], stringArgs);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/--as takes transformers or vllm/);
+    expect(r.stderr).toMatch(/--as takes transformers, vllm or sglang/);
   });
 
   it("the analysis render follows the same semantics (renderText's `as`)", () => {
@@ -96,7 +96,11 @@ describe('render --as', () => {
     const input: Message[] = [
       { role: 'assistant', content: 'x', tool_calls: [] },
       { role: 'assistant', content: '', tool_calls: [{ type: 'function', function: { name: 'f', arguments: '' } }] },
-      { role: 'assistant', content: null, tool_calls: [{ type: 'function', function: { name: 'g', arguments: '{}' } }] },
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ type: 'function', function: { name: 'g', arguments: '{}' } }],
+      },
     ];
     const before = structuredClone(input);
     const normalized = normalizeMessagesLikeVllm(input);
