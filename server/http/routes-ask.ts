@@ -137,7 +137,7 @@ function prefillFor(id: string, c: CheckedTrajectory): PlaygroundPrefill | undef
   for (const message of messages) {
     if (!Array.isArray(message.content)) continue;
     for (const part of message.content) {
-      if (!isImagePart(part)) continue;
+      if (typeof part === 'string' || !isImagePart(part)) continue;
       const img = c.trajectory.images[k++];
       if (img?.width && img.height) {
         part.width = img.width;

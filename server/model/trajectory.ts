@@ -71,12 +71,15 @@ export const ImageRef = z.object({
 });
 export type ImageRef = z.infer<typeof ImageRef>;
 
-/** OpenAI-style chat message; content parts are kept as written so the chat template sees what the framework saw. */
+/**
+ * OpenAI-style chat message; content parts are kept as written so the chat template sees what the
+ * framework saw. A part may be a bare string (vLLM reads it as a text part).
+ */
 export const ContentPart = z.record(z.string(), z.unknown());
 export const Message = z
   .object({
     role: z.string(),
-    content: z.union([z.string(), z.array(ContentPart), z.null()]).optional(),
+    content: z.union([z.string(), z.array(z.union([z.string(), ContentPart])), z.null()]).optional(),
     tool_calls: z.array(z.unknown()).optional(),
   })
   .passthrough();
