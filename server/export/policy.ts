@@ -32,8 +32,10 @@ export const REJECT_REASONS = [
   'image_unavailable',
   /** The re-aligned row failed the checks. */
   'recheck_failed',
-  /** A record that could not be read or analyzed at all. */
+  /** A record that could not be read at all. */
   'unreadable',
+  /** A step of the analysis, or of building the row, raised (the `analysis_failed` finding says which). */
+  'analysis_failed',
 ] as const;
 export const RejectReason = z.enum(REJECT_REASONS);
 export type RejectReason = z.infer<typeof RejectReason>;
@@ -89,7 +91,15 @@ export interface OriginalVerdict {
 export function originalRejections(checked: CheckedTrajectory, includeWarnings: boolean): OriginalVerdict {
   const { trajectory: traj, findings, alignment } = checked;
   const out: OriginalVerdict = { reasons: [], messages: [], causes: [] };
-  const unfixable = findings.filter((f) => f.severity === 'error' && !repairedByRealignment(f));
+  const failed = findings.filter((f) => f.kind === 'analysis_failed');
+  if (failed.length > 0) {
+    out.reasons.push('analysis_failed');
+    out.causes.push(...failed);
+    out.messages.push(...failed.map((f) => `analysis_failed: ${f.message}`));
+  }
+  const unfixable = findings.filter(
+    (f) => f.severity === 'error' && f.kind !== 'analysis_failed' && !repairedByRealignment(f),
+  );
   if (unfixable.length > 0) {
     out.reasons.push('unfixable_finding');
     out.causes.push(...unfixable);
