@@ -21,6 +21,7 @@ import { startsWithParts } from './diff.ts';
 import { findVisionSpans, padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
 import { StepFailures } from './analysis-failed.ts';
+import { followsChatFormat } from './sources.ts';
 
 export interface TurnSpan {
   turn: number;
@@ -92,6 +93,8 @@ export async function realign(
   const notes: string[] = [];
   const padCounts = expectedPadCounts(ctx);
   const closeIds = await turnCloseIds(profile);
+  // Ids with no <|im_start|> anywhere (a raw-text agent) follow no chat format (sources.ts).
+  const plain = followsChatFormat(traj, special.imStart) === false;
 
   // 1. The initial prompt, once.
   let tokens: number[] = [];
@@ -145,7 +148,19 @@ export async function realign(
       next !== undefined || turn.observationIds !== undefined || turn.observationMessages !== undefined;
     let obs: number[] = [];
     let observationFrom: TurnSpan['observationFrom'];
-    if (hasObservation) {
+    if (hasObservation && plain) {
+      // Ids outside the chat format continue by plain concatenation: no boundary, and what the next
+      // prompt holds past this stream is the observation.
+      if (next?.promptIds && startsWithParts(next.promptIds, [tokens])) {
+        obs = next.promptIds.slice(tokens.length);
+        observationFrom = 'next_prompt';
+      } else if (turn.observationIds) {
+        obs = turn.observationIds.slice();
+        observationFrom = 'stored_ids';
+      } else if (next)
+        notes.push(`turn ${k}: the next prompt does not extend this turn, and nothing else records what followed`);
+      append(obs, 0);
+    } else if (hasObservation) {
       const boundary = boundaryIds(gen, closeIds, turnStopIds(special));
       const historyMessages = turn.messages;
       const obsMessages: Message[] | undefined =
@@ -190,9 +205,12 @@ export async function realign(
         let raw: readonly number[] | undefined = turn.observationIds;
         let from = 0;
         if (!raw && next?.promptIds) {
-          raw = next.promptIds;
-          from = nthIndexOf(next.promptIds, special.imStart, tokens.filter((t) => t === special.imStart).length);
-          if (from < 0) from = raw.length;
+          // The next prompt's turn after the ones this stream holds; none: it records no observation.
+          const at = nthIndexOf(next.promptIds, special.imStart, tokens.filter((t) => t === special.imStart).length);
+          if (at >= 0) {
+            raw = next.promptIds;
+            from = at;
+          }
         }
         if (raw) {
           const anchor = raw.indexOf(special.imStart, from);
