@@ -34,7 +34,7 @@ function filterWords(f: ListFilter): string {
 /** Every reason a trajectory is not exported, in words (the compiler asks for one when a reason is added). */
 const REASON_WORDS: Readonly<Record<RejectReason, string>> = {
   unfixable_finding: 'an error re-alignment cannot repair',
-  warning: 'warnings (not included)',
+  warning: 'warnings that doubt the row (not included)',
   no_generated_ids: 'no generated ids',
   no_prompt: 'prompt unknown',
   observation_unknown: 'observation unknown',
@@ -218,7 +218,7 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
                   checked={includeWarnings}
                   onChange={(e) => setIncludeWarnings(e.target.checked)}
                 />{' '}
-                include trajectories whose only findings are warnings
+                include trajectories whose warnings doubt them (warnings that describe a correct row never exclude it)
               </label>
             </div>
             <p className="muted small explain">

@@ -362,6 +362,10 @@ export async function exportEvents(
             counts.repairedByFindingKind,
             outcome.repaired.map((f) => f.kind),
           );
+          countDistinct(
+            counts.exportedWithWarnings,
+            outcome.warnings.map((f) => f.kind),
+          );
         } else {
           await rejects.write(rejectEntry(c, outcome.reasons, outcome.messages, outcome.recheck));
           counts.rejected++;
