@@ -32,8 +32,8 @@ export interface RenderOptions {
 
 /**
  * The semantics of the server that rendered a trajectory's prompts: vLLM's for vLLM call logs and
- * for Agent Lightning (its agents call a vLLM OpenAI-compatible server; agentlightning/verl serves
- * through vLLM's `OpenAIServingChat`), SGLang's for SGLang's OpenAI-compatible logs; the trainer
+ * for Agent Lightning (its agents call a vLLM OpenAI-compatible server through its LLM proxy),
+ * SGLang's for SGLang's OpenAI-compatible logs; the trainer
  * formats render with transformers' `apply_chat_template` (docs/reference/chat-templates.md).
  */
 export function renderSemanticsFor(traj: Pick<Trajectory, 'source'>): RenderSemantics {
