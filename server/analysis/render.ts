@@ -1,6 +1,6 @@
 // Rendering conversations to token ids the way a serving stack does: chat template ->
 // tokenizer -> each `<|image_pad|>` expanded to the image's pad count (docs/reference/chat-templates.md, image-math.md).
-import type { FormatName, Message, Trajectory } from '../model/trajectory.ts';
+import { FORMAT_RENDER_SEMANTICS, type Message, type RenderSemantics, type Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { expandImagePads, countToken } from './vision-spans.ts';
 import { inStep, inStepAsync } from './analysis-failed.ts';
@@ -13,12 +13,7 @@ import {
 
 export type { NormalizeOptions, RequestRejection } from './chat-request.ts';
 
-/**
- * Whose request handling the render follows: `transformers` renders the messages as given
- * (`apply_chat_template`); `vllm` and `sglang` first normalize them as that server's chat endpoint
- * does (chat-request.ts).
- */
-export type RenderSemantics = 'transformers' | 'vllm' | 'sglang';
+export type { RenderSemantics } from '../model/trajectory.ts';
 
 export interface RenderOptions {
   addGenerationPrompt?: boolean;
@@ -31,30 +26,13 @@ export interface RenderOptions {
 }
 
 /**
- * The semantics of the server that rendered a trajectory's prompts: vLLM's for vLLM call logs and
- * for Agent Lightning (its agents call a vLLM OpenAI-compatible server through its LLM proxy),
- * SGLang's for SGLang's OpenAI-compatible logs; the trainer
- * formats render with transformers' `apply_chat_template` (docs/reference/chat-templates.md).
+ * The semantics of the server that rendered a trajectory's prompts: the record's own
+ * (`renderedWith`), else its format's (FORMAT_RENDER_SEMANTICS: vLLM's for vLLM call logs and
+ * Agent Lightning, SGLang's for SGLang's OpenAI-compatible logs, transformers' for the trainers).
  */
-export function renderSemanticsFor(traj: Pick<Trajectory, 'source'>): RenderSemantics {
-  return RENDER_SEMANTICS[traj.source.format];
+export function renderSemanticsFor(traj: Pick<Trajectory, 'source' | 'renderedWith'>): RenderSemantics {
+  return traj.renderedWith ?? FORMAT_RENDER_SEMANTICS[traj.source.format];
 }
-
-const RENDER_SEMANTICS: Readonly<Record<FormatName, RenderSemantics>> = {
-  native: 'transformers',
-  vllm: 'vllm',
-  slime: 'transformers',
-  verl: 'transformers',
-  'verl-dump': 'transformers',
-  areal: 'transformers',
-  'areal-dump': 'transformers',
-  'prime-rl': 'transformers',
-  'agent-lightning': 'vllm',
-  export: 'transformers',
-  'slime-train': 'transformers',
-  sglang: 'transformers',
-  'sglang-openai': 'sglang',
-};
 
 /**
  * The messages of a chat request as vLLM's chat endpoint hands them to the chat template
