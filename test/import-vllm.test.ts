@@ -55,6 +55,7 @@ describe('every vLLM fixture through the importer harness', () => {
     'token-ids-as-strings.jsonl',
     'tito.jsonl',
     'malformed.jsonl',
+    'tool-calls.jsonl',
   ])('%s', async (name) => {
     await checkImporterSnapshot(fixture(name), { format: 'vllm' });
   });
