@@ -73,12 +73,18 @@ function Progress({ job }: { job: ExportJob }) {
 function Done({ job }: { job: ExportJob }) {
   const c = job.counts!;
   const reasons = Object.entries(c.byReason).filter(([, n]) => n > 0);
+  const warned = Object.entries(c.exportedWithWarnings).filter(([, n]) => n > 0);
   return (
     <div className="export-done" data-testid="export-done">
       <div className="export-counts" data-testid="export-counts">
         <b>{formatCount(c.read)}</b> read = <b className="ok-text">{formatCount(c.exported)}</b> exported +{' '}
         <b className="rej-text">{formatCount(c.rejected)}</b> rejected
       </div>
+      {warned.length > 0 && (
+        <div className="small muted" data-testid="export-warned" title="warnings that describe a correct row">
+          exported with warnings: {warned.map(([k, n]) => `${n} × ${kindLabel(k)}`).join(', ')}
+        </div>
+      )}
       {reasons.length > 0 && (
         <ul className="reasons small" title="a rejected trajectory may have several reasons">
           {reasons.map(([r, n]) => (
