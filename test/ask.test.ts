@@ -451,7 +451,7 @@ const cases: RenderCase[] = [
     name: 'SGLang: content null, tool results joined with a space, arguments decoded',
     doc: String.raw`{"messages": [
       {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "cat.png"}}, {"type": "text", "text": "Zoom."}]},
-      {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "zoom_in", "arguments": "{"scale": 2.0}"}}]},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "zoom_in", "arguments": "{\"scale\": 2.0}"}}]},
       {"role": "tool", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
     ]}`,
     addGenerationPrompt: true,
