@@ -345,7 +345,9 @@ function applySwaps(t: Trajectory, swaps: ReadonlyMap<string, string>, vocab: Vo
     if (Array.isArray(m.content))
       return {
         ...m,
-        content: m.content.map((p) => (typeof p.text === 'string' ? { ...p, text: mapText(p.text) } : p)),
+        content: m.content.map((p) =>
+          typeof p === 'string' ? mapText(p) : typeof p.text === 'string' ? { ...p, text: mapText(p.text) } : p,
+        ),
       };
     return m;
   };

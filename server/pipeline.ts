@@ -26,8 +26,8 @@ export type { CheckedTrajectory, RunEvent } from './analysis/checked.ts';
 export { streamTokens } from './analysis/checked.ts';
 export {
   analyzeTrajectory,
-  cannotAnalyze,
   defaultRoots,
+  failedAnalysis,
   importAndAnalyze,
   type ChunkOutcome,
   type RunOptions,
@@ -129,9 +129,12 @@ export async function* analyzeInputs(
           submit(Promise.resolve({ events: [skipped], imported: 0 }), false);
           continue;
         }
-        const result = pool ? pool.analyze(traj, opts, roots) : analyzeTrajectory(traj, opts, roots);
+        // A worker that fails (it died, its reply did not arrive) leaves the trajectory to this thread.
+        const result = pool
+          ? pool.analyze(traj, opts, roots).catch(() => analyzeTrajectory(traj, opts, roots))
+          : analyzeTrajectory(traj, opts, roots);
         submit(
-          analyzeOrError(traj, result).then((ev) => ({ events: [ev], imported: 1 })),
+          analyzeOrError(traj, result, opts).then((ev) => ({ events: [ev], imported: 1 })),
           false,
         );
         while (full()) yield* settleOldest();
@@ -139,7 +142,11 @@ export async function* analyzeInputs(
     } else {
       format = chunk.format;
       const where = { file: chunk.file, line: chunk.lines[0]?.line ?? 0 };
-      const outcome = (pool ? pool.importAndAnalyze(chunk, opts, roots) : importAndAnalyze(chunk, opts, roots)).catch(
+      const outcome = (
+        pool
+          ? pool.importAndAnalyze(chunk, opts, roots).catch(() => importAndAnalyze(chunk, opts, roots))
+          : importAndAnalyze(chunk, opts, roots)
+      ).catch(
         (e: unknown): ChunkOutcome => ({
           events: [
             ownsError(opts.shard, where)

@@ -23,7 +23,6 @@ import {
   AskInputError,
   decodeIds,
   DecodeResult,
-  decodeToolArgumentsLikeVllm,
   imageTokensFor,
   parseConversation,
   parseSizeSpec,
@@ -39,6 +38,8 @@ import { ImageTokensOutput } from '../server/cli/commands/image-tokens.ts';
 import { dataUrlSizer, localImageSizer } from '../server/images/sizers.ts';
 import { loadProfile, type BuiltinProfileName, type ModelProfile } from '../server/profiles/profile.ts';
 import { parsePythonJson } from '../server/profiles/python-literal.ts';
+import { normalizeChatLikeVllm, type RequestRejection } from '../server/analysis/chat-request.ts';
+import type { RenderSemantics } from '../server/analysis/render.ts';
 import { mulberry32 } from '../server/util/random.ts';
 
 const require = createRequire(import.meta.url);
@@ -72,29 +73,7 @@ const PY_REFERENCE = String.raw`
 import base64, json, math, os, struct, sys
 sys.path.insert(0, sys.argv[1])
 from render_jinja2 import compile_template
-
-def decode_tool_arguments(messages):
-    # vLLM chat_utils._postprocess_messages, rewritten from its documented behaviour.
-    for message in messages:
-        if message["role"] != "assistant" or "tool_calls" not in message:
-            continue
-        calls = message["tool_calls"]
-        if not isinstance(calls, list):
-            continue
-        if not calls:
-            del message["tool_calls"]
-            continue
-        for call in calls:
-            fn = call.get("function")
-            if not isinstance(call, dict) or call.get("type", "function") != "function" or not isinstance(fn, dict):
-                raise ValueError("bad tool call")
-            args = fn.get("arguments")
-            if args:
-                if not isinstance(args, (dict, list)):
-                    parsed = json.loads(args)
-                    fn["arguments"] = {} if parsed is None else parsed
-            else:
-                fn["arguments"] = {}
+from vllm_chat import content_format, sglang_messages, vllm_messages, vllm_tools
 
 def header_size(data):
     if data[:8] == b"\x89PNG\r\n\x1a\n":
@@ -132,16 +111,20 @@ def run(case):
     doc = json.loads(case["doc"])
     if isinstance(doc, list):
         doc = {"messages": doc}
-    messages = doc["messages"]
-    if not case["raw_arguments"]:
-        decode_tool_arguments(messages)
+    given = doc["messages"]
+    messages = given
     tools = doc.get("tools")
     if case.get("tools") is not None:
         t = json.loads(case["tools"])
         tools = t["tools"] if isinstance(t, dict) else t
+    if case["as"] == "vllm":
+        messages = vllm_messages(given, content_format(case["template"]))
+        tools = vllm_tools(tools) if tools is not None else None
+    elif case["as"] == "sglang":
+        messages = sglang_messages(given, content_format(case["template"]))
     kwargs = doc.get("chat_template_kwargs") or {}
     text = compile_template(case["template"]).render(messages=messages, tools=tools, documents=None, add_generation_prompt=case["add_generation_prompt"], **kwargs)
-    parts = [p for m in messages if isinstance(m.get("content"), list) for p in m["content"]
+    parts = [p for m in given if isinstance(m.get("content"), list) for p in m["content"]
              if isinstance(p, dict) and (p.get("type") == "image" or "image" in p or "image_url" in p)]
     patch, merge = case["patch_size"], case["merge_size"]
     grids = []
@@ -206,7 +189,8 @@ interface RenderCase {
   /** JSON text; `DATA_URL` is replaced by a real PNG data: URL. */
   doc: string;
   addGenerationPrompt?: boolean;
-  rawArguments?: boolean;
+  /** Whose request handling (default transformers: the messages as given). */
+  as?: RenderSemantics;
   /** JSON text given as --tools. */
   tools?: string;
   maxPixels?: number;
@@ -294,14 +278,15 @@ const cases: RenderCase[] = [
     name: 'tools, tool calls with string arguments (floats, key order, big ints, escapes), image tool results',
     doc: String.raw`{"messages": [
       {"role": "system", "content": "Use tools."},
-      {"role": "user", "content": [{"type": "image", "image": "cat.png"}, {"type": "text", "text": "Zoom on the sign."}]},
+      {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "cat.png"}}, {"type": "text", "text": "Zoom on the sign."}]},
       {"role": "assistant", "content": "Let me zoom.", "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "zoom_in", "arguments": "{\"scale\":2.0,  \"2\":1,\"1\":2, \"big\": 123456789012345678901234567890, \"e\": 1e5, \"z\": -0.0, \"n\": NaN, \"u\": \"\\u00e9\\ud83d\\ude00\", \"bbox\": [0.0, 1.5e3, 1e16, 1e-5]}"}},
         {"type": "function", "function": {"name": "crop", "arguments": {"x": 1.0, "y": [true, false, null]}}}]},
-      {"role": "tool", "content": [{"type": "image", "width": 700, "height": 70}, {"type": "text", "text": "zoomed"}]},
+      {"role": "tool", "content": [{"type": "image_url", "image_url": {"url": "strip.jpg"}}, {"type": "text", "text": "zoomed"}]},
       {"role": "tool", "content": "cropped"},
       {"role": "assistant", "content": "It says STOP."}
     ], "tools": ${TOOLS_TEXT}}`,
+    as: 'vllm',
   },
   {
     name: 'empty, null and "null" arguments become {}; an empty tool_calls list is dropped',
@@ -317,6 +302,7 @@ const cases: RenderCase[] = [
       {"role": "assistant", "content": "Done.", "tool_calls": []}
     ]}`,
     addGenerationPrompt: true,
+    as: 'vllm',
   },
   {
     name: 'string arguments kept verbatim (transformers with data as given)',
@@ -325,7 +311,7 @@ const cases: RenderCase[] = [
       {"role": "assistant", "content": "Sure.", "tool_calls": [{"type": "function", "function": {"name": "zoom_in", "arguments": "{\"scale\":2.0,  \"b\":1}"}}]},
       {"role": "tool", "content": "ok"}
     ]}`,
-    rawArguments: true,
+    as: 'transformers',
     addGenerationPrompt: true,
   },
   {
@@ -438,7 +424,7 @@ const cases: RenderCase[] = [
     addGenerationPrompt: true,
   },
   {
-    name: 'arguments that are not JSON',
+    name: 'arguments that are not JSON: {} (vLLM coerces them, the conversation goes on)',
     doc: j({
       messages: [
         { role: 'user', content: 'x' },
@@ -449,6 +435,27 @@ const cases: RenderCase[] = [
         },
       ],
     }),
+    as: 'vllm',
+  },
+  {
+    name: 'a tool call without its "function" object: vLLM refuses the request',
+    doc: j({
+      messages: [
+        { role: 'user', content: 'x' },
+        { role: 'assistant', content: '', tool_calls: [{ name: 'f', arguments: {} }] },
+      ],
+    }),
+    as: 'vllm',
+  },
+  {
+    name: 'SGLang: content null, tool results joined with a space, arguments decoded',
+    doc: String.raw`{"messages": [
+      {"role": "user", "content": [{"type": "image_url", "image_url": {"url": "cat.png"}}, {"type": "text", "text": "Zoom."}]},
+      {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "zoom_in", "arguments": "{\"scale\": 2.0}"}}]},
+      {"role": "tool", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}
+    ]}`,
+    addGenerationPrompt: true,
+    as: 'sglang',
   },
 ];
 
@@ -460,7 +467,7 @@ function pythonReference(model: BuiltinProfileName, c: RenderCase) {
     template: p.templateSource,
     doc: withDataUrl(c.doc),
     add_generation_prompt: c.addGenerationPrompt === true,
-    raw_arguments: c.rawArguments === true,
+    as: c.as ?? 'transformers',
     tools: c.tools ?? null,
     patch_size: p.vision.patchSize,
     merge_size: p.vision.mergeSize,
@@ -479,7 +486,7 @@ function runPythonCases(all: ReturnType<typeof pythonReference>[]): PyOutcome[] 
 async function renderOurs(model: BuiltinProfileName, c: RenderCase): Promise<RenderResult> {
   return renderConversation(profiles[model], parseConversation(withDataUrl(c.doc), c.name), {
     addGenerationPrompt: c.addGenerationPrompt === true,
-    decodeToolArguments: c.rawArguments !== true,
+    as: c.as ?? 'transformers',
     tools: c.tools !== undefined ? parseTools(c.tools, '--tools') : undefined,
     processor: { minPixels: c.minPixels, maxPixels: c.maxPixels },
     sizeImage: localImageSizer({ baseDir: dir, roots: [dir] }),
@@ -529,7 +536,7 @@ describe.skipIf(!hasPython && !process.env.CI)(
     it('the matrix exercises images, errors and every template', () => {
       const ok = reference.filter((r): r is { ok: PyRendered } => 'ok' in r);
       expect(ok.reduce((n, r) => n + r.ok.grids.length, 0)).toBeGreaterThan(40);
-      expect(reference.filter((r) => 'error' in r).length).toBeGreaterThanOrEqual(4); // bad arguments ×3, assistant image in Qwen3-VL
+      expect(reference.filter((r) => 'error' in r).length).toBeGreaterThanOrEqual(4); // vLLM refuses ×3, assistant image in Qwen3-VL
     });
   },
 );
@@ -538,9 +545,9 @@ describe('render: behaviour worth pinning', () => {
   const q3 = profiles['qwen3-vl'];
   it('a tool-call argument 2.0 given as JSON text renders as 2.0, keys in order, big ints exact', async () => {
     const doc = String.raw`{"messages": [{"role": "user", "content": "z"}, {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{\"s\": 2.0, \"2\": 1, \"1\": 2, \"n\": 18446744073709551617}"}}]}]}`;
-    const r = await renderConversation(q3, parseConversation(doc, 'doc'));
+    const r = await renderConversation(q3, parseConversation(doc, 'doc'), { as: 'vllm' });
     expect(r.text).toContain('{"name": "f", "arguments": {"s": 2.0, "2": 1, "1": 2, "n": 18446744073709551617}}');
-    const raw = await renderConversation(q3, parseConversation(doc, 'doc'), { decodeToolArguments: false });
+    const raw = await renderConversation(q3, parseConversation(doc, 'doc'));
     expect(raw.text).toContain('"arguments": {"s": 2.0, "2": 1, "1": 2, "n": 18446744073709551617}}');
   });
 
@@ -550,22 +557,30 @@ describe('render: behaviour worth pinning', () => {
       'doc',
     );
     const before = JSON.stringify(conv.messages, (_k, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v));
-    decodeToolArgumentsLikeVllm(conv.messages);
+    normalizeChatLikeVllm(conv.messages);
     expect(JSON.stringify(conv.messages, (_k, v: unknown) => (v instanceof Map ? Object.fromEntries(v) : v))).toBe(
       before,
     );
   });
 
-  it('rejects tool calls vLLM rejects', () => {
-    const bad = (calls: string) => () =>
-      decodeToolArgumentsLikeVllm(
-        parseConversation(`{"messages": [{"role": "assistant", "content": "", "tool_calls": ${calls}}]}`, 'doc')
-          .messages,
-      );
-    expect(bad('["x"]')).toThrow(/must be objects/);
-    expect(bad('[{"type": "custom", "function": {"name": "f"}}]')).toThrow(/type 'function'/);
-    expect(bad('[{"name": "f", "arguments": {}}]')).toThrow(/"function" object/);
-    expect(bad('[{"function": {"name": "f", "arguments": 5}}]')).toThrow(/arguments must be a JSON string/);
+  it('reports the tool calls vLLM rejects, and render --as vllm refuses them', async () => {
+    const doc = (calls: string) =>
+      parseConversation(`{"messages": [{"role": "assistant", "content": "", "tool_calls": ${calls}}]}`, 'doc');
+    const rejections = (calls: string) => {
+      const out: RequestRejection[] = [];
+      normalizeChatLikeVllm(doc(calls).messages, { onRejected: (r) => out.push(r) });
+      return out;
+    };
+    expect(rejections('["x"]')).toEqual([
+      { field: 'messages[0].tool_calls[0]', reason: expect.stringMatching(/must be objects/) },
+    ]);
+    expect(rejections('[{"type": "custom", "function": {"name": "f"}}]')[0]?.reason).toMatch(/type 'function'/);
+    expect(rejections('[{"name": "f", "arguments": {}}]')[0]?.reason).toMatch(/"function" object/);
+    // Current vLLM coerces arguments that are not a JSON object to {} rather than failing the request.
+    expect(rejections('[{"function": {"name": "f", "arguments": 5}}]')).toEqual([]);
+    await expect(renderConversation(q3, doc('[{"name": "f", "arguments": {}}]'), { as: 'vllm' })).rejects.toThrow(
+      /doc: messages\[0\]\.tool_calls\[0\]: .*"function" object \(vLLM rejects the request\)/,
+    );
   });
 
   it('names the line and column of a JSON error, and the field of a shape error', () => {

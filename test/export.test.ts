@@ -20,10 +20,15 @@ import { readParquetRows } from '../server/export/parquet.ts';
 import { readManifest, RejectEntry, type Manifest } from '../server/export/manifest.ts';
 import { ExportError, type ExportOptions } from '../server/export/run.ts';
 import { exportRun } from '../server/pipeline/export-run.ts';
+import { warningDoubtsRow } from '../server/export/policy.ts';
+import type { Finding } from '../server/model/finding.ts';
 import { command as exportCommand } from '../server/cli/commands/export.ts';
 import { UsageError } from '../server/cli/command.ts';
 import { writeDemoRun, DEMO_DESCRIPTION } from '../server/demo/write.ts';
 import { buildTrajectory, geometryScript, type Script } from './support/build.ts';
+
+/** A warning the export does not reject for (it describes a correct row). */
+const describesRow = (f: Finding) => f.severity === 'warning' && !warningDoubtsRow(f);
 
 const IM_START = 151644;
 const EOS = 151645;
@@ -225,12 +230,21 @@ describe('export of built trajectories', () => {
     jsonl = { manifest: r.manifest, rows: rowsOf(r.out) };
   });
 
-  it('exports the clean and the repairable, rejects the rest, and the counts add up', async () => {
-    expect(jsonl.rows.map((r) => r.id)).toEqual(['clean', 'dup-eos', 'truncated', 'text-only', 'qwen3', 'worked']);
+  it('exports the clean, the repairable and the described, rejects the rest, and the counts add up', async () => {
+    // warn: a non-canonical split, a warning that describes a correct row (its ids kept verbatim).
+    expect(jsonl.rows.map((r) => r.id)).toEqual([
+      'clean',
+      'dup-eos',
+      'truncated',
+      'text-only',
+      'qwen3',
+      'warn',
+      'worked',
+    ]);
     const m = readManifest(path.join(dir, 'batch.jsonl.manifest.json'));
     expect(m).toEqual(jsonl.manifest);
     const rejects = readJsonl(path.join(dir, 'batch.jsonl.rejects.jsonl')).map((r) => RejectEntry.parse(r));
-    expect(rejects.map((r) => r.id)).toEqual([null, 'wrong-pads', 'bad-logprob', 'warn']); // a file's unreadable records come before its trajectories
+    expect(rejects.map((r) => r.id)).toEqual([null, 'wrong-pads', 'bad-logprob']); // a file's unreadable records come before its trajectories
     expect(m.counts.read).toBe(10); // 10 lines in the input, each one trajectory or one unreadable record
     expect(m.counts.read).toBe(m.counts.exported + m.counts.rejected);
     expect(m.counts.exported).toBe(jsonl.rows.length);
@@ -238,20 +252,26 @@ describe('export of built trajectories', () => {
     expect(m.output.rows).toBe(jsonl.rows.length);
     expect(m.rejects.lines).toBe(rejects.length);
     expect(m.counts.unreadable).toBe(1);
-    // wrong-pads: its pad run fits no grid (grid_unknown), and re-rendering it with 2691 pads diverges (a warning).
+    // wrong-pads: its pad run fits no grid (grid_unknown), and re-rendering it with 2691 pads diverges
+    // (a warning about image pads: it doubts the row).
     expect(Object.entries(m.counts.byReason).filter(([, n]) => n > 0)).toEqual([
       ['unfixable_finding', 2],
-      ['warning', 2],
+      ['warning', 1],
       ['grid_unknown', 1],
       ['unreadable', 1],
     ]);
     expect(m.counts.byFindingKind).toMatchObject({
       placeholder_count: 1,
       invalid_value: 1,
-      rerender_mismatch: 2,
+      rerender_mismatch: 1,
       prefix_break: 0,
     });
     expect(m.counts.repairedByFindingKind).toMatchObject({ prefix_break: 1, rerender_mismatch: 1 });
+    // The warnings exported rows carry (the split, and the re-render it would change).
+    expect(Object.entries(m.counts.exportedWithWarnings).filter(([, n]) => n > 0)).toEqual([
+      ['rerender_mismatch', 1],
+      ['non_canonical_split', 1],
+    ]);
 
     const wrong = rejects[1]!;
     expect(wrong.reasons).toEqual(['unfixable_finding', 'warning', 'grid_unknown']);
@@ -260,7 +280,6 @@ describe('export of built trajectories', () => {
       expect.objectContaining({ kind: 'placeholder_count', expected: 2691, actual: 391 }),
     );
     expect(rejects[2]!.findings).toContainEqual(expect.objectContaining({ kind: 'invalid_value', actual: 0.5 }));
-    expect(rejects[3]!.reasons).toEqual(['warning']);
     expect(rejects[0]).toMatchObject({ source: { line: 9 }, reasons: ['unreadable'] });
 
     expect(m.inputs).toEqual([
@@ -396,7 +415,7 @@ describe('export of built trajectories', () => {
     }
   });
 
-  it('round trip: the JSONL and Parquet batches load back as export rows and show no findings', async () => {
+  it('round trip: the JSONL and Parquet batches load back as export rows, with no finding but the warnings that describe them', async () => {
     for (const name of ['batch.jsonl', 'batch.parquet']) {
       const file = path.join(dir, name);
       const loaded = await loadFile(file);
@@ -405,7 +424,10 @@ describe('export of built trajectories', () => {
       expect(loaded.trajectories.map((t) => t.id)).toEqual(jsonl.rows.map((r) => r.id));
       for (const [i, t] of loaded.trajectories.entries()) {
         const c = await analyzeTrajectory(t, {}, [dir]);
-        expect(c.findings, `${name} ${t.id}`).toEqual([]);
+        expect(
+          c.findings.map((f) => f.kind),
+          `${name} ${t.id}`,
+        ).toEqual(t.id === 'warn' ? ['non_canonical_split'] : []);
         expect(c.alignment.tokens).toEqual(jsonl.rows[i]!.tokens);
         expect(c.profile.family).toBe(t.id === 'qwen3' ? 'qwen3-vl' : 'qwen2.5-vl');
         expect(c.trajectory.images.every((img) => img.unavailable === undefined && img.sizeFrom === 'bytes')).toBe(
@@ -426,14 +448,16 @@ describe('export of built trajectories', () => {
     expect(fileSha(path.join(dir, q3.path!))).toBe(q3.sha256);
     for (const row of rows) row.images.forEach((img, i) => expect(sha(imageBytesOf(row, i, dir))).toBe(img.sha256));
     const loaded = await loadFile(r.out);
-    for (const t of loaded.trajectories) expect((await analyzeTrajectory(t, {}, [dir])).findings).toEqual([]);
+    for (const t of loaded.trajectories)
+      expect((await analyzeTrajectory(t, {}, [dir])).findings.filter((f) => !describesRow(f))).toEqual([]);
   });
 
-  it('--include-warnings exports the warned trajectory, its non-canonical split kept verbatim', async () => {
-    const r = await exportTo('warnings.jsonl', { includeWarnings: true });
-    const rows = rowsOf(r.out);
+  it('a non-canonical split exports by default, kept verbatim; --include-warnings adds what the warnings doubt', async () => {
+    const rows = jsonl.rows;
     expect(rows.map((x) => x.id)).toContain('warn');
-    verifyRows(rows, checked);
+    const r = await exportTo('warnings.jsonl', { includeWarnings: true });
+    verifyRows(rowsOf(r.out), checked);
+    // The only trajectory whose warnings doubt it also has errors: nothing more to include here.
     expect(r.manifest.counts).toMatchObject({ read: 10, exported: 7, rejected: 3 });
     const warn = rows.find((x) => x.id === 'warn')!;
     const split = [...(await qwen25.tokenizer.encode(' w')), ...(await qwen25.tokenizer.encode('ill'))];
@@ -531,7 +555,10 @@ describe('export of the demo run and the importer fixtures', () => {
       const loaded = await loadFile(r.out);
       expect(loaded.format).toBe('export');
       for (const t of loaded.trajectories)
-        expect((await analyzeTrajectory(t, {}, [outDir])).findings, t.id).toEqual([]);
+        expect(
+          (await analyzeTrajectory(t, {}, [outDir])).findings.filter((f) => !describesRow(f)),
+          t.id,
+        ).toEqual([]);
     }
   });
 
@@ -553,7 +580,11 @@ describe('export of the demo run and the importer fixtures', () => {
       verifyRows(out.endsWith('.parquet') ? rows.map((x) => ({ ...x, rollout_log_probs: null })) : rows, checked);
       const loaded = await loadFile(r.out);
       expect(loaded.errors).toEqual([]);
-      for (const t of loaded.trajectories) expect((await analyzeTrajectory(t, {}, [dir])).findings, t.id).toEqual([]);
+      for (const t of loaded.trajectories)
+        expect(
+          (await analyzeTrajectory(t, {}, [dir])).findings.filter((f) => !describesRow(f)),
+          t.id,
+        ).toEqual([]);
     }
   });
 });

@@ -10,6 +10,8 @@
 //   that still carries the conversation's id, or still extends its prefix, belongs to it);
 // - no valid line is lost: each is in some trajectory.
 // For per-record formats the last two mean: each valid line loads exactly as alone.
+// And every trajectory a hostile record loads as is analyzed: no step of its analysis may raise
+// out of it (a failure is an `analysis_failed` finding on the trajectory, never a read error).
 //
 // One line per importer in TARGETS adds it to the fuzzing: a format name, the file name it is
 // read under, and valid records of that format (each line one record). The binary prime-rl
@@ -27,6 +29,9 @@ import { msgpackValueEnd } from '../server/import/read/msgpack.ts';
 import { exportRun } from '../server/pipeline/export-run.ts';
 import type { FormatName, Trajectory } from '../server/model/trajectory.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
+import { analyzeTrajectory } from '../server/pipeline/analyze.ts';
+import { checkPaths } from '../server/pipeline.ts';
+import { Finding } from '../server/model/finding.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
 
 interface FuzzTarget {
@@ -167,6 +172,8 @@ const TARGETS: FuzzTarget[] = [
 ];
 
 const RUNS_PER_TARGET = Number(process.env.ROLLSCOPE_FUZZ_RUNS ?? 250);
+/** Trajectories made from hostile records that are analyzed per target (analysis costs more than loading). */
+const ANALYSES_PER_TARGET = Number(process.env.ROLLSCOPE_FUZZ_ANALYSES ?? 60);
 
 let dir: string;
 beforeAll(() => {
@@ -380,6 +387,8 @@ describe.each(TARGETS)('fuzzing the $label importer', (target) => {
 
     let cases = 0;
     let hostileRecords = 0;
+    let analyzed = 0;
+    let failedSteps = 0;
     const outcomes = { error: 0, trajectory: 0, blank: 0, joinedValid: 0, regrouped: 0 };
     const file = path.join(dir, target.fileName);
     await fc.assert(
@@ -452,6 +461,16 @@ describe.each(TARGETS)('fuzzing the $label importer', (target) => {
           const covered = new Set(loaded.trajectories.flatMap((t) => linesOf(t)));
           for (const l of validLines) expect(covered.has(l), `valid line ${l} lost (${context()})`).toBe(true);
 
+          // Analysis: what the hostile records load as checks without raising (spread over the cases).
+          for (const t of loaded.trajectories) {
+            if (cases % 4 !== 0 || analyzed >= ANALYSES_PER_TARGET || linesOf(t).every((l) => validLines.has(l)))
+              continue;
+            analyzed++;
+            const checked = await analyzeTrajectory(t, {}, [dir]);
+            for (const f of checked.findings) expect(Finding.safeParse(f).success, JSON.stringify(f)).toBe(true);
+            failedSteps += checked.findings.filter((f) => f.kind === 'analysis_failed').length;
+          }
+
           lines.forEach((l, i) => {
             if (l.valid !== undefined) return;
             const line = lineOf(i);
@@ -473,9 +492,100 @@ describe.each(TARGETS)('fuzzing the $label importer', (target) => {
       { numRuns: RUNS_PER_TARGET },
     );
     console.log(
-      `[fuzz] ${target.label}: ${cases} cases, ${hostileRecords} hostile records (${outcomes.error} errors, ${outcomes.trajectory} still valid trajectories, ${outcomes.blank} blank); valid records: ${outcomes.joinedValid} joined by a hostile one, ${outcomes.regrouped} in a group one joined`,
+      `[fuzz] ${target.label}: ${cases} cases, ${hostileRecords} hostile records (${outcomes.error} errors, ${outcomes.trajectory} still valid trajectories, ${outcomes.blank} blank); valid records: ${outcomes.joinedValid} joined by a hostile one, ${outcomes.regrouped} in a group one joined; ${analyzed} hostile trajectories analyzed, ${failedSteps} analysis_failed findings`,
     );
     expect(cases).toBeGreaterThanOrEqual(RUNS_PER_TARGET);
+  });
+});
+
+// ---- messages as agents send them ----------------------------------------------------------
+
+/**
+ * Values a message's `content` (or a part, or a tool call) takes in the conversations agents send:
+ * what OpenAI clients write after a tool call, every part type vLLM reads or refuses, and junk.
+ */
+const oddContent = fc.constantFrom<unknown>(
+  null,
+  '',
+  [],
+  {},
+  5,
+  ['a bare string part'],
+  [{ type: 'text', text: null }],
+  [{ type: 'text' }],
+  [
+    { type: 'input_text', text: 'x' },
+    { type: 'refusal', refusal: 'no' },
+  ],
+  [{ type: 'image' }],
+  [{ type: 'image_url', image_url: 'not-an-object' }],
+  [{ type: 'input_image', image_url: 'data:image/png;base64,AAAA' }],
+  [{ type: 'video_url', video_url: { url: 'file:///v.mp4' } }],
+  [{ type: 'audio_url', audio_url: { url: 'a.wav' } }],
+  [{ type: 'unknown_kind', data: 1 }],
+  [{}],
+  [null],
+  [[{ type: 'text', text: 'nested' }]],
+);
+const oddToolCalls = fc.constantFrom<unknown>(
+  null,
+  [],
+  [{ type: 'function', function: { name: 'f', arguments: null } }],
+  [{ type: 'function', function: { name: 'f', arguments: '{bad' } }],
+  [{ type: 'function', function: { name: 'f', arguments: 5 } }],
+  [{ type: 'function', function: { name: 'f', arguments: { nested: [1, { x: null }] } } }],
+  [{ name: 'f', arguments: {} }],
+  ['x'],
+  [{ type: 'custom', function: { name: 'f' } }],
+);
+
+type MessageMutation = { record: number; message: number; what: 'content' | 'tool_calls' | 'role'; value: unknown };
+const messageMutation: fc.Arbitrary<MessageMutation> = fc.oneof(
+  fc.record({ record: fc.nat(), message: fc.nat(), what: fc.constant('content' as const), value: oddContent }),
+  fc.record({ record: fc.nat(), message: fc.nat(), what: fc.constant('tool_calls' as const), value: oddToolCalls }),
+  fc.record({
+    record: fc.nat(),
+    message: fc.nat(),
+    what: fc.constant('role' as const),
+    value: fc.constantFrom('tool', 'assistant', 'developer', 'function', ''),
+  }),
+);
+
+const MESSAGE_TARGETS = [
+  { label: 'vllm', format: 'vllm' as const, fixture: 'vllm/chat-by-id.jsonl' },
+  { label: 'vllm tool calls', format: 'vllm' as const, fixture: 'vllm/tool-calls.jsonl' },
+  { label: 'sglang-openai', format: 'sglang-openai' as const, fixture: 'sglang/openai.jsonl' },
+];
+
+describe.each(MESSAGE_TARGETS)('messages as agents send them: $label', (target) => {
+  it('every record that loads is checked as a trajectory; the analysis adds no read error', async () => {
+    const valid = fixtureRecords(target.fixture) as { request?: { messages?: Record<string, unknown>[] } }[];
+    const file = path.join(dir, `messages-${target.label.replace(/\W+/g, '-')}.jsonl`);
+    let failed = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.array(messageMutation, { minLength: 1, maxLength: 3 }), async (mutations) => {
+        const records = structuredClone(valid);
+        for (const m of mutations) {
+          const messages = records[m.record % records.length]!.request?.messages;
+          if (!messages || messages.length === 0) continue;
+          messages[m.message % messages.length]![m.what] = m.value;
+        }
+        fs.writeFileSync(file, `${records.map((r) => pythonJson(r)).join('\n')}\n`);
+        const loaded = await loadFile(file, { format: target.format });
+        const readErrors = new Set(loaded.errors.map((e) => `${e.line}\u0000${e.message}`));
+        let trajectories = 0;
+        for await (const ev of checkPaths([file], { format: target.format, workers: 0 })) {
+          if (ev.type === 'error')
+            expect(readErrors.has(`${ev.error.line}\u0000${ev.error.message}`), ev.error.message).toBe(true);
+          if (ev.type !== 'trajectory') continue;
+          trajectories++;
+          failed += ev.checked.findings.filter((f) => f.kind === 'analysis_failed').length;
+        }
+        expect(trajectories).toBe(loaded.trajectories.length);
+      }),
+      { numRuns: Number(process.env.ROLLSCOPE_FUZZ_MESSAGE_RUNS ?? 40) },
+    );
+    console.log(`[fuzz] messages ${target.label}: ${failed} analysis_failed findings (none lost)`);
   });
 });
 

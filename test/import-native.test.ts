@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadFile } from '../server/import/index.ts';
 import { Trajectory } from '../server/model/trajectory.ts';
 import { nativeJsonl, nativeJsonLine } from '../server/model/native-jsonl.ts';
+import { renderSemanticsFor } from '../server/analysis/render.ts';
 import { DEMO_FILE, DEMO_VLLM_FILE, writeDemoRun } from '../server/demo/write.ts';
 import { checkImporterSnapshot } from './support/importer-harness.ts';
 
@@ -33,13 +34,17 @@ describe('native JSONL writer', () => {
     expect(nativeJsonl([trajectory, trajectory])).toBe(`${line}\n${line}\n`);
   });
 
-  it('reads back as the same trajectory, with the source of where it was read', async () => {
+  it('reads back as the same trajectory, with the source of where it was read and the request handling of its format', async () => {
     const file = path.join(tmp, 'odd.rollscope.jsonl');
     fs.writeFileSync(file, nativeJsonl([trajectory]));
     const loaded = await loadFile(file);
     expect(loaded.errors).toEqual([]);
     expect(loaded.format).toBe('native');
-    expect(loaded.trajectories).toEqual([{ ...trajectory, source: { file, line: 1, format: 'native' } }]);
+    // Read from a vLLM log: its prompts are re-rendered as vLLM renders them, in the native file too.
+    expect(loaded.trajectories).toEqual([
+      { ...trajectory, source: { file, line: 1, format: 'native' }, renderedWith: 'vllm' },
+    ]);
+    expect(renderSemanticsFor(loaded.trajectories[0]!)).toBe('vllm');
   });
 });
 

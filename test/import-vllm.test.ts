@@ -55,6 +55,7 @@ describe('every vLLM fixture through the importer harness', () => {
     'token-ids-as-strings.jsonl',
     'tito.jsonl',
     'malformed.jsonl',
+    'tool-calls.jsonl',
   ])('%s', async (name) => {
     await checkImporterSnapshot(fixture(name), { format: 'vllm' });
   });
@@ -104,7 +105,7 @@ describe('chat completions grouped by the ids the logger added', () => {
     // Turn 2's messages repeat both images; the trajectory holds each once.
     expect(
       clean.turns[2]!.messages!.flatMap((m) =>
-        Array.isArray(m.content) ? m.content.filter((p) => p.type === 'image_url') : [],
+        Array.isArray(m.content) ? m.content.filter((p) => typeof p !== 'string' && p.type === 'image_url') : [],
       ),
     ).toHaveLength(2);
     expect(clean.images.map((i) => i.url)).toEqual([urls.triangle, urls.isosceles]);

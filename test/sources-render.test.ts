@@ -82,9 +82,9 @@ describe('render --as', () => {
   });
 
   it('an unknown --as is a usage error', async () => {
-    const r = await render(['--model', 'qwen3-vl', '--as', 'sglang'], stringArgs);
+    const r = await render(['--model', 'qwen3-vl', '--as', 'tgi'], stringArgs);
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/--as takes transformers or vllm/);
+    expect(r.stderr).toMatch(/--as takes transformers, vllm or sglang/);
   });
 
   it("the analysis render follows the same semantics (renderText's `as`)", () => {
@@ -92,13 +92,27 @@ describe('render --as', () => {
     const messages = stringArgs.messages as Message[];
     expect(renderText(profile, messages)).toContain('{"expr":"2+2"}');
     expect(renderText(profile, messages, { as: 'vllm' })).toContain('{"expr": "2+2"}');
-    // Empty tool_calls dropped, empty arguments become {}, the input left alone.
-    const normalized = normalizeMessagesLikeVllm([
+    // Empty tool_calls dropped, empty arguments become {}, string content a one-part list, the input left alone.
+    const input: Message[] = [
       { role: 'assistant', content: 'x', tool_calls: [] },
       { role: 'assistant', content: '', tool_calls: [{ type: 'function', function: { name: 'f', arguments: '' } }] },
-    ]);
-    expect(normalized[0]).toEqual({ role: 'assistant', content: 'x' });
+      {
+        role: 'assistant',
+        content: null,
+        tool_calls: [{ type: 'function', function: { name: 'g', arguments: '{}' } }],
+      },
+    ];
+    const before = structuredClone(input);
+    const normalized = normalizeMessagesLikeVllm(input);
+    expect(normalized[0]).toEqual({ role: 'assistant', content: [{ type: 'text', text: 'x' }] });
+    expect(normalized[1]!.content).toEqual([{ type: 'text', text: '' }]);
     expect(normalized[1]!.tool_calls).toEqual([{ type: 'function', function: { name: 'f', arguments: {} } }]);
+    expect(normalized[2]!.content).toEqual([]);
+    expect(input).toEqual(before);
+    // vLLM renders the empty string (a one-part list, truthy) with a "\n" before the call, null without.
+    const rendered = renderText(profile, [{ role: 'user', content: 'q' }, ...input.slice(1)], { as: 'vllm' });
+    expect(rendered).toContain('<|im_start|>assistant\n\n<tool_call>\n{"name": "f"');
+    expect(rendered).toContain('<|im_start|>assistant\n<tool_call>\n{"name": "g"');
   });
 });
 

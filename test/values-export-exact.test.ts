@@ -61,6 +61,9 @@ function derive(t: Trajectory, row: ExportRow): Derived | undefined {
   const tokens = prompt.slice();
   const mask: number[] = tokens.map(() => 0);
   const hasLogprobs = t.turns.some((u) => u.generatedLogprobs);
+  // Raw text (prompt or sample ids, none with <|im_start|>): turns continue by plain concatenation.
+  const stored = [t.sample?.tokens ?? [], ...t.turns.map((u) => u.promptIds ?? [])].filter((ids) => ids.length > 0);
+  const plain = stored.length > 0 && !stored.some((ids) => ids.includes(IM_START));
   const logprobs: (number | null)[] = tokens.map(() => 0);
   for (let k = 0; k < t.turns.length; k++) {
     const turn = t.turns[k]!;
@@ -73,9 +76,13 @@ function derive(t: Trajectory, row: ExportRow): Derived | undefined {
     const next = t.turns[k + 1];
     if (!next && !turn.observationIds && !turn.observationMessages) continue;
     const last = gen[gen.length - 1];
-    const boundary = last === EOS || last === END_OF_TEXT ? [NL] : [EOS, NL];
+    const boundary = plain ? [] : last === EOS || last === END_OF_TEXT ? [NL] : [EOS, NL];
     let tail: readonly number[] | undefined;
-    if (next?.promptIds && startsWith(next.promptIds, [...tokens, ...boundary]))
+    if (plain) {
+      if (next?.promptIds && startsWith(next.promptIds, tokens)) tail = next.promptIds.slice(tokens.length);
+      else if (turn.observationIds) tail = turn.observationIds;
+      else return undefined;
+    } else if (next?.promptIds && startsWith(next.promptIds, [...tokens, ...boundary]))
       tail = next.promptIds.slice(tokens.length + boundary.length);
     else if (turn.observationIds) {
       const anchor = turn.observationIds.indexOf(IM_START);

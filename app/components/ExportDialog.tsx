@@ -34,7 +34,7 @@ function filterWords(f: ListFilter): string {
 /** Every reason a trajectory is not exported, in words (the compiler asks for one when a reason is added). */
 const REASON_WORDS: Readonly<Record<RejectReason, string>> = {
   unfixable_finding: 'an error re-alignment cannot repair',
-  warning: 'warnings (not included)',
+  warning: 'warnings that doubt the row (not included)',
   no_generated_ids: 'no generated ids',
   no_prompt: 'prompt unknown',
   observation_unknown: 'observation unknown',
@@ -45,6 +45,7 @@ const REASON_WORDS: Readonly<Record<RejectReason, string>> = {
   image_unavailable: 'image unavailable',
   recheck_failed: 'failed the re-check',
   unreadable: 'unreadable',
+  analysis_failed: 'analysis failed',
 };
 
 const reasonWords = (r: string): string =>
@@ -72,12 +73,18 @@ function Progress({ job }: { job: ExportJob }) {
 function Done({ job }: { job: ExportJob }) {
   const c = job.counts!;
   const reasons = Object.entries(c.byReason).filter(([, n]) => n > 0);
+  const warned = Object.entries(c.exportedWithWarnings).filter(([, n]) => n > 0);
   return (
     <div className="export-done" data-testid="export-done">
       <div className="export-counts" data-testid="export-counts">
         <b>{formatCount(c.read)}</b> read = <b className="ok-text">{formatCount(c.exported)}</b> exported +{' '}
         <b className="rej-text">{formatCount(c.rejected)}</b> rejected
       </div>
+      {warned.length > 0 && (
+        <div className="small muted" data-testid="export-warned" title="warnings that describe a correct row">
+          exported with warnings: {warned.map(([k, n]) => `${n} × ${kindLabel(k)}`).join(', ')}
+        </div>
+      )}
       {reasons.length > 0 && (
         <ul className="reasons small" title="a rejected trajectory may have several reasons">
           {reasons.map(([r, n]) => (
@@ -217,7 +224,7 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
                   checked={includeWarnings}
                   onChange={(e) => setIncludeWarnings(e.target.checked)}
                 />{' '}
-                include trajectories whose only findings are warnings
+                include trajectories whose warnings doubt them (warnings that describe a correct row never exclude it)
               </label>
             </div>
             <p className="muted small explain">

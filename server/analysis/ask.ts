@@ -4,10 +4,10 @@
 // reading here: callers pass the text they read and an `ImageSizer` that reads what they allow.
 //
 // Conversations are parsed as Python's json.loads parses them (`parsePythonJson`: floats stay
-// floats, key order and big integers survive), then string tool-call arguments are decoded the way
-// vLLM does before it applies the chat template (vllm-project/vllm:
-// vllm/entrypoints/chat_utils.py `_postprocess_messages`), then the profile's template renders them
-// as transformers' `apply_chat_template` does, the tokenizer encodes the text, and each
+// floats, key order and big integers survive), with `--as vllm` / `--as sglang` prepared the way
+// that server's chat endpoint prepares a request (chat-request.ts, the same normalization check
+// uses), then the profile's template renders them as transformers' `apply_chat_template` does,
+// the tokenizer encodes the text, and each
 // `<|image_pad|>` is expanded to the image's pad count (transformers processing_qwen2_vl.py /
 // vLLM `get_replacement_qwen2vl`: one pad per merged patch, docs/reference/image-math.md#pad-count).
 import { z } from 'zod';
@@ -17,6 +17,7 @@ import { parsePythonJson, PyFloat } from '../profiles/python-literal.ts';
 import { imageTokens, type VisionConfig } from './image-math.ts';
 import { visionConfigFor } from './context.ts';
 import { countToken, expandImagePads } from './vision-spans.ts';
+import { requestForTemplate, type RenderSemantics, type RequestRejection } from './render.ts';
 
 // ---------------------------------------------------------------------------------------------
 // Errors
@@ -162,79 +163,6 @@ export function parseTools(text: string, source: string): PyValue[] {
   const checked = z.array(z.record(z.string(), z.unknown())).safeParse(toPlain(list));
   if (!checked.success) throw schemaError(checked.error, source, isDict(value) ? 'tools' : '');
   return list as PyValue[];
-}
-
-/** Python truthiness of a json value. */
-function pyTruthy(v: PyValue): boolean {
-  if (v === null || v === undefined || v === false || v === '' || v === 0 || v === 0n) return false;
-  if (v instanceof PyFloat) return v.value !== 0;
-  if (Array.isArray(v)) return v.length > 0;
-  if (isDict(v)) return v.size > 0;
-  return true;
-}
-
-/**
- * What vLLM does to assistant tool calls before rendering (vllm-project/vllm:
- * vllm/entrypoints/chat_utils.py `_postprocess_messages`): an empty `tool_calls` list is dropped;
- * every call must be an object of type "function" with a `function` object; `arguments` given as a
- * JSON string are decoded with json.loads (so `"{\"x\": 2.0}"` renders as `{"x": 2.0}` through
- * the template's `tojson`), a decoded `null` and a missing/empty value become `{}`. Returns new
- * messages; the input is not modified.
- */
-export function decodeToolArgumentsLikeVllm(messages: readonly PyValue[], source?: string): PyValue[] {
-  return messages.map((message, m) => {
-    if (!isDict(message) || message.get('role') !== 'assistant' || !message.has('tool_calls')) return message;
-    const calls = message.get('tool_calls');
-    if (!Array.isArray(calls)) return message;
-    const copy = new Map(message);
-    if (calls.length === 0) {
-      copy.delete('tool_calls');
-      return copy;
-    }
-    copy.set(
-      'tool_calls',
-      calls.map((call, c) => {
-        const field = `messages[${m}].tool_calls[${c}]`;
-        if (!isDict(call))
-          throw new AskInputError('assistant tool_calls entries must be objects (vLLM rejects the request)', {
-            source,
-            field,
-          });
-        const fn = call.get('function');
-        const type = call.has('type') ? call.get('type') : 'function';
-        if (type !== 'function' || !isDict(fn)) {
-          throw new AskInputError(
-            `chat completions only support assistant tool_calls of type 'function' with a "function" object (vLLM rejects the request)`,
-            { source, field },
-          );
-        }
-        const args = fn.get('arguments');
-        let decoded: PyValue;
-        if (!pyTruthy(args)) decoded = new Map();
-        else if (isDict(args) || Array.isArray(args)) return call;
-        else if (typeof args !== 'string') {
-          throw new AskInputError(
-            `arguments must be a JSON string or an object, got ${typeof args} (vLLM's json.loads raises)`,
-            { source, field: `${field}.function.arguments` },
-          );
-        } else {
-          try {
-            decoded = parsePythonJson(args);
-          } catch (e) {
-            throw new AskInputError(`not valid JSON, vLLM's json.loads raises: ${(e as Error).message}`, {
-              source,
-              field: `${field}.function.arguments`,
-            });
-          }
-          if (decoded === null) decoded = new Map();
-        }
-        const newCall = new Map(call);
-        newCall.set('function', new Map(fn).set('arguments', decoded));
-        return newCall;
-      }),
-    );
-    return copy;
-  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -409,14 +337,25 @@ export const RenderResult = z.object({
 });
 export type RenderResult = z.infer<typeof RenderResult>;
 
+const SERVER_NAME: Readonly<Record<RenderSemantics, string>> = {
+  transformers: 'transformers',
+  vllm: 'vLLM',
+  sglang: 'SGLang',
+};
+
 export interface RenderConversationOptions {
   addGenerationPrompt?: boolean;
   /** Replaces the document's tools (`--tools FILE`). */
   tools?: PyValue[];
   /** min/max pixels for this run; the profile's preprocessor defaults otherwise. */
   processor?: ProcessorSettings;
-  /** Decode string tool-call arguments as vLLM does (default true); false renders them verbatim, as transformers does with data as given. */
-  decodeToolArguments?: boolean;
+  /**
+   * Whose request handling to follow (default `transformers`: the messages as given). With `vllm`
+   * or `sglang` the request is first prepared as that server's chat endpoint prepares it
+   * (render.ts `requestForTemplate`), and what the server would refuse is an error here, as the
+   * server answers such a request with an error.
+   */
+  as?: RenderSemantics;
   /** How image references become sizes (default: none; only parts with `width`/`height` are sized). */
   sizeImage?: ImageSizer;
 }
@@ -433,24 +372,33 @@ export async function renderConversation(
   opts: RenderConversationOptions = {},
 ): Promise<RenderResult> {
   const source = input.source;
-  const messages =
-    opts.decodeToolArguments === false ? input.messages : decodeToolArgumentsLikeVllm(input.messages, source);
-  const tools = opts.tools ?? input.tools;
+  const as = opts.as ?? 'transformers';
+  const rejected: RequestRejection[] = [];
+  const request = requestForTemplate(profile, input.messages, opts.tools ?? input.tools, as, (r) => rejected.push(r));
+  const refusal = rejected[0];
+  if (refusal) {
+    const more = rejected.length > 1 ? ` (and ${rejected.length - 1} more)` : '';
+    throw new AskInputError(`${refusal.reason} (${SERVER_NAME[as]} rejects the request)${more}`, {
+      source,
+      field: refusal.field,
+    });
+  }
   const variables: Record<string, unknown> = {};
   for (const [k, v] of input.templateKwargs ?? []) variables[k] = v;
   let text: string;
   try {
     text = profile.template.render({
       ...variables,
-      messages,
-      ...(tools !== undefined ? { tools } : {}),
+      messages: request.messages,
+      ...(request.tools !== undefined ? { tools: request.tools } : {}),
       add_generation_prompt: opts.addGenerationPrompt ?? false,
     });
   } catch (e) {
     throw new AskInputError(`the chat template failed: ${(e as Error).message}`, { source });
   }
 
-  const images = await sizeImages(profile, findImageParts(messages), opts, source);
+  // Found in the messages as given: the normalized parts no longer say where the image is.
+  const images = await sizeImages(profile, findImageParts(input.messages), opts, source);
   const tokenIds = await profile.tokenizer.encode(text);
   const pads = countToken(tokenIds, profile.special.imagePad);
   if (pads !== images.length) {

@@ -19,6 +19,8 @@ import { checkSources, followsChatFormat } from './sources.ts';
 import { renderSemanticsFor } from './render.ts';
 import { checkCanonicalSplits } from './canonical-split.ts';
 import { checkStrayVisionTokens, imageSpans } from './stray-vision.ts';
+import { inStepAsync, StepFailures, type StepPlace } from './analysis-failed.ts';
+import { unavailableAlignment } from './realign.ts';
 
 export interface NamedStream {
   name: StreamName;
@@ -44,32 +46,60 @@ export function observedStream(traj: Trajectory): NamedStream | undefined {
   return undefined;
 }
 
-export async function checkTrajectory(traj: Trajectory, ctx: AnalysisContext): Promise<CheckResult> {
-  const alignment = await realign(traj, ctx);
+/**
+ * Every check on one trajectory. A check (or the re-alignment, a render, the tokenizer) that raises
+ * becomes an `analysis_failed` finding naming the step (analysis-failed.ts), and the checks that do
+ * not need its result still run: a conversation the template cannot render still has its ids'
+ * values, lengths and masks checked.
+ */
+export async function checkTrajectory(
+  traj: Trajectory,
+  ctx: AnalysisContext,
+  failures = new StepFailures(),
+): Promise<CheckResult> {
+  const realigned = await failures.guard('realign', {}, () => realign(traj, ctx, failures));
+  const alignment = realigned ?? unavailableAlignment();
   const findings: Finding[] = [];
-  findings.push(...checkValues(traj, ctx));
-  const closeIds = await turnCloseIds(ctx.profile);
-  findings.push(...checkPrefixes(traj, ctx, closeIds));
-  const rerender = await rerenderConversation(traj, ctx, alignment);
-  if (rerender) findings.push(...checkRerender(traj, ctx, alignment, rerender, closeIds));
-  findings.push(...checkSample(traj, ctx, alignment));
-  findings.push(...checkImages(traj, ctx));
-  findings.push(...checkLengthsAndMasks(traj, ctx, alignment));
-  findings.push(...mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch));
-  findings.push(...checkZeroFilledLogprobs(traj));
-  findings.push(...(await checkCanonicalSplits(traj, ctx)));
-  findings.push(...checkStrayVisionTokens(traj, ctx));
-  findings.push(...(await checkSources(traj, ctx)));
-  // Errors first; then by kind in FINDING_KINDS order (what the engine saw before how a re-render would differ).
+  const check = async (name: string, fn: () => Finding[] | Promise<Finding[]>) => {
+    const found = await failures.guard('checks', { detail: name }, fn);
+    if (found) findings.push(...found);
+  };
+  await check('values', () => checkValues(traj, ctx));
+  const closeIds = await failures.guard('render', { detail: 'the turn boundary' }, () => turnCloseIds(ctx.profile));
+  if (closeIds) await check('prefixes', () => checkPrefixes(traj, ctx, closeIds));
+  const rerender = await failures.guard('render', rerenderPlace(traj), () =>
+    rerenderConversation(traj, ctx, realigned),
+  );
+  if (rerender && realigned && closeIds)
+    await check('re-render', () => checkRerender(traj, ctx, realigned, rerender, closeIds));
+  if (realigned) await check('sample', () => checkSample(traj, ctx, realigned));
+  await check('images', () => checkImages(traj, ctx));
+  await check('lengths and masks', () => checkLengthsAndMasks(traj, ctx, realigned));
+  await check('logprob mismatch', () => mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch));
+  await check('zero-filled logprobs', () => checkZeroFilledLogprobs(traj));
+  await check('canonical splits', () => checkCanonicalSplits(traj, ctx));
+  await check('stray vision tokens', () => checkStrayVisionTokens(traj, ctx));
+  await check('sources', () => checkSources(traj, ctx, failures));
+  findings.push(...failures.findings);
+  return { findings: sortFindings(findings), alignment, rerender };
+}
+
+/** Errors first; then by kind in FINDING_KINDS order (what the engine saw before how a re-render would differ). */
+export function sortFindings(findings: Finding[]): Finding[] {
   const rank = (f: Finding) => FINDING_KINDS.indexOf(f.kind);
-  findings.sort(
+  return findings.sort(
     (x, y) =>
       (x.severity === y.severity ? 0 : x.severity === 'error' ? -1 : 1) ||
       rank(x) - rank(y) ||
       x.turn - y.turn ||
       x.index - y.index,
   );
-  return { findings, alignment, rerender };
+}
+
+/** Where the re-render reads its conversation: the last turn's messages. */
+function rerenderPlace(traj: Trajectory): StepPlace {
+  const k = traj.turns.length - 1;
+  return k >= 0 ? { turn: k, field: `turns.${k}.messages` } : {};
 }
 
 /** A value as JSON can carry it in `actual` (NaN and infinities are not JSON numbers). */
@@ -286,8 +316,10 @@ export async function rerenderConversation(
 ): Promise<number[] | undefined> {
   const last = traj.turns[traj.turns.length - 1];
   if (!last?.messages) return undefined;
+  const ids = last.generatedIds;
   const assistantText =
-    last.generatedText ?? (last.generatedIds ? await ctx.profile.tokenizer.decode(last.generatedIds, true) : undefined);
+    last.generatedText ??
+    (ids ? await inStepAsync('tokenize', () => ctx.profile.tokenizer.decode(ids, true)) : undefined);
   const messages: Message[] = [...last.messages];
   if (assistantText !== undefined) messages.push({ role: 'assistant', content: assistantText });
   if (last.observationMessages) messages.push(...last.observationMessages);

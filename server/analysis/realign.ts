@@ -20,6 +20,8 @@ import { renderSemanticsFor } from './render.ts';
 import { startsWithParts } from './diff.ts';
 import { findVisionSpans, padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
+import { StepFailures } from './analysis-failed.ts';
+import { followsChatFormat } from './sources.ts';
 
 export interface TurnSpan {
   turn: number;
@@ -60,12 +62,39 @@ function imagesSoFar(tokens: readonly number[], ctx: AnalysisContext, generated:
   ).length;
 }
 
-export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<Alignment> {
+/** The alignment of a trajectory whose re-alignment failed (an `analysis_failed` finding says why): no stream. */
+export function unavailableAlignment(): Alignment {
+  return {
+    tokens: [],
+    lossMask: [],
+    logprobs: [],
+    promptLength: 0,
+    responseLength: 0,
+    promptFrom: 'none',
+    turns: [],
+    imageGridThw: [],
+    placeholderRanges: [],
+    notes: ['the canonical re-alignment failed (see the analysis_failed finding)'],
+  };
+}
+
+/**
+ * The canonical stream. A render that fails (reported to `failures` as `analysis_failed`) is
+ * worked around where the data allows: the first prompt from the stored sample, an observation
+ * from the next prompt's ids.
+ */
+export async function realign(
+  traj: Trajectory,
+  ctx: AnalysisContext,
+  failures: StepFailures = new StepFailures(),
+): Promise<Alignment> {
   const { profile } = ctx;
   const { special } = profile;
   const notes: string[] = [];
   const padCounts = expectedPadCounts(ctx);
   const closeIds = await turnCloseIds(profile);
+  // Ids with no <|im_start|> anywhere (a raw-text agent) follow no chat format (sources.ts).
+  const plain = followsChatFormat(traj, special.imStart) === false;
 
   // 1. The initial prompt, once.
   let tokens: number[] = [];
@@ -74,14 +103,24 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
   if (first?.promptIds) {
     tokens = first.promptIds.slice();
     promptFrom = 'engine';
-  } else if (first?.messages) {
+  }
+  if (promptFrom === 'none' && first?.messages) {
+    const messages = first.messages;
     const opts = { addGenerationPrompt: true, tools: first.tools, as: renderSemanticsFor(traj) };
-    tokens = (await renderTokens(profile, first.messages, opts, padCounts)).expanded;
-    promptFrom = 'render';
-  } else if (traj.sample) {
+    const rendered = await failures.guard('render', { turn: 0, field: 'turns.0.messages' }, () =>
+      renderTokens(profile, messages, opts, padCounts),
+    );
+    if (rendered) {
+      tokens = rendered.expanded;
+      promptFrom = 'render';
+    }
+  }
+  if (promptFrom === 'none' && traj.sample) {
     tokens = traj.sample.tokens.slice(0, traj.sample.tokens.length - (traj.sample.responseLength ?? 0));
     promptFrom = 'sample';
-  } else notes.push('no prompt ids, messages or sample: the canonical stream starts at the first generation');
+  }
+  if (promptFrom === 'none')
+    notes.push('no prompt ids, messages or sample: the canonical stream starts at the first generation');
   const promptLength = tokens.length;
   const spans: TurnSpan[] = [];
   // Mask and logprobs are written once the stream's length is known: growing three arrays token by
@@ -109,7 +148,19 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
       next !== undefined || turn.observationIds !== undefined || turn.observationMessages !== undefined;
     let obs: number[] = [];
     let observationFrom: TurnSpan['observationFrom'];
-    if (hasObservation) {
+    if (hasObservation && plain) {
+      // Ids outside the chat format continue by plain concatenation: no boundary, and what the next
+      // prompt holds past this stream is the observation.
+      if (next?.promptIds && startsWithParts(next.promptIds, [tokens])) {
+        obs = next.promptIds.slice(tokens.length);
+        observationFrom = 'next_prompt';
+      } else if (turn.observationIds) {
+        obs = turn.observationIds.slice();
+        observationFrom = 'stored_ids';
+      } else if (next)
+        notes.push(`turn ${k}: the next prompt does not extend this turn, and nothing else records what followed`);
+      append(obs, 0);
+    } else if (hasObservation) {
       const boundary = boundaryIds(gen, closeIds, turnStopIds(special));
       const historyMessages = turn.messages;
       const obsMessages: Message[] | undefined =
@@ -123,15 +174,18 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
         obs = next.promptIds.slice(tokens.length);
         observationFrom = 'next_prompt';
       } else if (historyMessages && obsMessages) {
-        const suffix = observationSuffixText(profile, historyMessages, obsMessages, {
-          tools: turn.tools,
-          as: renderSemanticsFor(traj),
-        });
-        const parts = suffix ?? observationSuffixText(profile, [{ role: 'user', content: 'q' }], obsMessages);
-        if (!suffix)
-          notes.push(`turn ${k}: the template rewrites history; observation rendered after a stand-in history`);
-        if (parts) {
-          const rendered = await tokenizeExpanded(
+        const place = {
+          turn: k,
+          field: turn.observationMessages ? `turns.${k}.observationMessages` : `turns.${k + 1}.messages`,
+        };
+        const rendered = await failures.guard('render', place, async () => {
+          const as = renderSemanticsFor(traj);
+          const suffix = observationSuffixText(profile, historyMessages, obsMessages, { tools: turn.tools, as });
+          const parts = suffix ?? observationSuffixText(profile, [{ role: 'user', content: 'q' }], obsMessages, { as });
+          if (!suffix)
+            notes.push(`turn ${k}: the template rewrites history; observation rendered after a stand-in history`);
+          if (!parts) return undefined;
+          return tokenizeExpanded(
             profile,
             parts.delta,
             padCounts,
@@ -140,6 +194,8 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
               { turn: k, generated: [genStart, genEnd], observation: [genEnd, genEnd] },
             ]),
           );
+        });
+        if (rendered) {
           obs = [...boundary, ...rendered.expanded];
           observationFrom = 'messages';
         }
@@ -149,9 +205,12 @@ export async function realign(traj: Trajectory, ctx: AnalysisContext): Promise<A
         let raw: readonly number[] | undefined = turn.observationIds;
         let from = 0;
         if (!raw && next?.promptIds) {
-          raw = next.promptIds;
-          from = nthIndexOf(next.promptIds, special.imStart, tokens.filter((t) => t === special.imStart).length);
-          if (from < 0) from = raw.length;
+          // The next prompt's turn after the ones this stream holds; none: it records no observation.
+          const at = nthIndexOf(next.promptIds, special.imStart, tokens.filter((t) => t === special.imStart).length);
+          if (at >= 0) {
+            raw = next.promptIds;
+            from = at;
+          }
         }
         if (raw) {
           const anchor = raw.indexOf(special.imStart, from);

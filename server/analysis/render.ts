@@ -1,14 +1,19 @@
 // Rendering conversations to token ids the way a serving stack does: chat template ->
 // tokenizer -> each `<|image_pad|>` expanded to the image's pad count (docs/reference/chat-templates.md, image-math.md).
-import type { Message, Trajectory } from '../model/trajectory.ts';
+import { FORMAT_RENDER_SEMANTICS, type Message, type RenderSemantics, type Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { expandImagePads, countToken } from './vision-spans.ts';
+import { inStep, inStepAsync } from './analysis-failed.ts';
+import {
+  normalizeChatLikeSglang,
+  normalizeChatLikeVllm,
+  normalizeToolsLikeVllm,
+  type NormalizeOptions,
+} from './chat-request.ts';
 
-/**
- * Whose request handling the render follows: `transformers` renders the messages as given
- * (`apply_chat_template`); `vllm` first normalizes them as vLLM's chat endpoint does.
- */
-export type RenderSemantics = 'transformers' | 'vllm';
+export type { NormalizeOptions, RequestRejection } from './chat-request.ts';
+
+export type { RenderSemantics } from '../model/trajectory.ts';
 
 export interface RenderOptions {
   addGenerationPrompt?: boolean;
@@ -16,54 +21,65 @@ export interface RenderOptions {
   addVisionId?: boolean;
   /** Default `transformers`. */
   as?: RenderSemantics;
-}
-
-/** The semantics of the server that rendered a trajectory's prompts (vLLM's for vLLM call logs). */
-export function renderSemanticsFor(traj: Pick<Trajectory, 'source'>): RenderSemantics {
-  return traj.source.format === 'vllm' ? 'vllm' : 'transformers';
+  /** Told what the server of `as` would refuse in the request (it is rendered as written). */
+  onRejected?: NormalizeOptions['onRejected'];
 }
 
 /**
- * Assistant tool calls as vLLM hands them to the template (vllm-project/vllm
- * vllm/entrypoints/chat_utils.py `_postprocess_messages`): an empty `tool_calls` list is dropped,
- * string `arguments` are decoded with json.loads (the template's `tojson` then re-serializes
- * them), a missing or empty value becomes `{}`. A call without the `function` wrapper is kept
- * as written: vLLM's request model rejects it before rendering (`ask.ts` reports that for
- * `rollscope render --as vllm`). Arguments that are not JSON are left verbatim.
+ * The semantics of the server that rendered a trajectory's prompts: the record's own
+ * (`renderedWith`), else its format's (FORMAT_RENDER_SEMANTICS: vLLM's for vLLM call logs and
+ * Agent Lightning, SGLang's for SGLang's OpenAI-compatible logs, transformers' for the trainers).
  */
-export function normalizeMessagesLikeVllm(messages: readonly Message[]): Message[] {
-  return messages.map((m) => {
-    if (m.role !== 'assistant' || !Array.isArray(m.tool_calls)) return m;
-    if (m.tool_calls.length === 0) {
-      const { tool_calls: _, ...rest } = m;
-      return rest as Message;
-    }
-    const calls = m.tool_calls.map((call) => {
-      if (typeof call !== 'object' || call === null) return call;
-      const fn = (call as { function?: unknown }).function;
-      if (typeof fn !== 'object' || fn === null) return call;
-      const args = (fn as { arguments?: unknown }).arguments;
-      let decoded: unknown = args;
-      if (args === undefined || args === null || args === '') decoded = {};
-      else if (typeof args === 'string') {
-        try {
-          decoded = JSON.parse(args) ?? {};
-        } catch {
-          return call;
-        }
-      }
-      return decoded === args ? call : { ...call, function: { ...fn, arguments: decoded } };
-    });
-    return { ...m, tool_calls: calls };
-  });
+export function renderSemanticsFor(traj: Pick<Trajectory, 'source' | 'renderedWith'>): RenderSemantics {
+  return traj.renderedWith ?? FORMAT_RENDER_SEMANTICS[traj.source.format];
 }
 
+/**
+ * The messages of a chat request as vLLM's chat endpoint hands them to the chat template
+ * (chat-request.ts `normalizeChatLikeVllm`): `content: null` an empty parts list, string content a
+ * one-part list, image parts `{"type": "image"}`, text-only tool results one string, string
+ * tool-call arguments decoded (`{}` when they are not a JSON object), an empty `tool_calls` dropped,
+ * `reasoning_content` passed as `reasoning` and `reasoning_content`, keys vLLM does not pass on
+ * left out. Give `contentFormat: profile.template.contentFormat` for a template that takes string
+ * content. What vLLM would refuse is kept as written and reported to `onRejected`. The input is not
+ * modified.
+ */
+export function normalizeMessagesLikeVllm(messages: readonly Message[], opts: NormalizeOptions = {}): Message[] {
+  return normalizeChatLikeVllm(messages, opts) as Message[];
+}
+
+/** Messages and tools as the server of `as` hands them to `profile`'s template. */
+export function requestForTemplate(
+  profile: ModelProfile,
+  messages: readonly unknown[],
+  tools: readonly unknown[] | undefined,
+  as: RenderSemantics,
+  onRejected?: NormalizeOptions['onRejected'],
+): { messages: unknown[]; tools?: unknown[] } {
+  const opts: NormalizeOptions = { contentFormat: profile.template.contentFormat, onRejected };
+  switch (as) {
+    case 'transformers':
+      return { messages: [...messages], ...(tools ? { tools: [...tools] } : {}) };
+    case 'vllm':
+      return {
+        messages: normalizeChatLikeVllm(messages, opts),
+        ...(tools ? { tools: normalizeToolsLikeVllm(tools, opts) } : {}),
+      };
+    case 'sglang':
+      return { messages: normalizeChatLikeSglang(messages, opts), ...(tools ? { tools: [...tools] } : {}) };
+  }
+}
+
+/** The chat template's text for `messages`; a template error is raised as the `render` step's. */
 export function renderText(profile: ModelProfile, messages: readonly Message[], opts: RenderOptions = {}): string {
-  return profile.template.render({
-    messages: (opts.as === 'vllm' ? normalizeMessagesLikeVllm(messages) : messages) as unknown[],
-    ...(opts.tools && opts.tools.length > 0 ? { tools: opts.tools } : {}),
-    add_generation_prompt: opts.addGenerationPrompt ?? false,
-    add_vision_id: opts.addVisionId ?? false,
+  return inStep('render', () => {
+    const request = requestForTemplate(profile, messages, opts.tools, opts.as ?? 'transformers', opts.onRejected);
+    return profile.template.render({
+      messages: request.messages,
+      ...(request.tools && request.tools.length > 0 ? { tools: request.tools } : {}),
+      add_generation_prompt: opts.addGenerationPrompt ?? false,
+      add_vision_id: opts.addVisionId ?? false,
+    });
   });
 }
 
@@ -82,7 +98,7 @@ export async function tokenizeExpanded(
   padCounts: readonly (number | undefined)[],
   firstImage = 0,
 ): Promise<RenderedTokens> {
-  const ids = await profile.tokenizer.encode(text);
+  const ids = await inStepAsync('tokenize', () => profile.tokenizer.encode(text));
   const imageCount = countToken(ids, profile.special.imagePad);
   return {
     text,

@@ -8,13 +8,18 @@ import { type AnalysisContext, expectedPadCounts } from './context.ts';
 import { renderSemanticsFor, renderTokens } from './render.ts';
 import { checkLeftTruncation } from './truncation.ts';
 import { firstDivergence } from './classify.ts';
+import { StepFailures } from './analysis-failed.ts';
 
-export async function checkSources(traj: Trajectory, ctx: AnalysisContext): Promise<Finding[]> {
+export async function checkSources(
+  traj: Trajectory,
+  ctx: AnalysisContext,
+  failures: StepFailures = new StepFailures(),
+): Promise<Finding[]> {
   return [
     ...(traj.sourceFindings ?? []).map((f) => (f.kind === 'chain_split' ? classifyChainSplit(f, traj, ctx) : f)),
     ...checkChatFormat(traj, ctx),
     ...checkLeftTruncation(traj, ctx),
-    ...(await checkStatedPromptTokens(traj, ctx)),
+    ...(await checkStatedPromptTokens(traj, ctx, failures)),
   ];
 }
 
@@ -95,7 +100,11 @@ export function followsChatFormat(traj: Trajectory, imStart: number): boolean | 
  * holds (an error: the log contradicts itself), or, without ids, against the messages rendered
  * with the profile's template (a warning: the server used another template or system prompt).
  */
-export async function checkStatedPromptTokens(traj: Trajectory, ctx: AnalysisContext): Promise<Finding[]> {
+export async function checkStatedPromptTokens(
+  traj: Trajectory,
+  ctx: AnalysisContext,
+  failures: StepFailures = new StepFailures(),
+): Promise<Finding[]> {
   const out: Finding[] = [];
   for (let k = 0; k < traj.turns.length; k++) {
     const t = traj.turns[k]!;
@@ -116,20 +125,18 @@ export async function checkStatedPromptTokens(traj: Trajectory, ctx: AnalysisCon
       continue;
     }
     if (!t.messages) continue;
-    let rendered: number[];
-    try {
-      rendered = (
-        await renderTokens(
+    const messages = t.messages;
+    const rendered = (
+      await failures.guard('render', { turn: k, field: `turns.${k}.messages` }, () =>
+        renderTokens(
           ctx.profile,
-          t.messages,
+          messages,
           { addGenerationPrompt: true, tools: t.tools, as: renderSemanticsFor(traj) },
           expectedPadCounts(ctx),
-        )
-      ).expanded;
-    } catch {
-      continue;
-    }
-    if (rendered.length === stated) continue;
+        ),
+      )
+    )?.expanded;
+    if (rendered === undefined || rendered.length === stated) continue;
     out.push({
       kind: 'prompt_tokens_mismatch',
       severity: 'warning',

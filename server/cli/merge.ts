@@ -209,7 +209,7 @@ export function mergeManifests(docs: { name: string; doc: unknown }[], relativeT
       });
     rejects.push({ file: rel(path.join(dir, m.rejects.file)), lines: m.rejects.lines });
     for (const k of ['read', 'exported', 'rejected', 'unreadable'] as const) counts[k] += m.counts[k];
-    for (const k of ['byReason', 'byFindingKind', 'repairedByFindingKind'] as const)
+    for (const k of ['byReason', 'byFindingKind', 'repairedByFindingKind', 'exportedWithWarnings'] as const)
       for (const [key, n] of Object.entries(m.counts[k])) counts[k][key] = (counts[k][key] ?? 0) + n;
     for (const p of m.profiles) {
       const have = profiles.get(p.name);

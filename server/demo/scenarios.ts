@@ -120,7 +120,9 @@ function zoomResult(name: ZoomName, keepImage = true): Message[] {
 export function scenarioImages(s: DemoScenario): (DiagramName | ZoomName)[] {
   const zooms = s.turns.flatMap((t) =>
     (t.observation ?? []).flatMap((m) =>
-      (Array.isArray(m.content) ? m.content : []).map((p) => p.image).filter((x): x is string => typeof x === 'string'),
+      (Array.isArray(m.content) ? m.content : [])
+        .map((p) => (typeof p === 'string' ? undefined : p.image))
+        .filter((x): x is string => typeof x === 'string'),
     ),
   );
   const names = Object.keys(ZOOMS) as ZoomName[];

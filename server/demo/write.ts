@@ -84,7 +84,9 @@ function scriptFor(s: DemoScenario, opts: { toolImages: boolean }): Script {
     : s.turns.map((t) => ({
         ...t,
         observation: t.observation?.map((m) =>
-          Array.isArray(m.content) ? { ...m, content: m.content.filter((p) => !('image' in p)) } : m,
+          Array.isArray(m.content)
+            ? { ...m, content: m.content.filter((p) => typeof p === 'string' || !('image' in p)) }
+            : m,
         ),
       }));
   return {

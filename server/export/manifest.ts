@@ -76,6 +76,12 @@ export const Manifest = z.object({
     byFindingKind: countsByKind,
     /** Exported trajectories per error kind the canonical re-alignment repaired. */
     repairedByFindingKind: countsByKind,
+    /**
+     * Exported trajectories per kind of warning they carry: warnings that describe a correct row
+     * (a non-canonical split kept verbatim, a raw-text prompt…), and with --include-warnings those
+     * that doubt it. Absent from manifests older than this count.
+     */
+    exportedWithWarnings: countsByKind.default({}),
   }),
   settings: z.object({
     format: ExportFormat,
@@ -116,6 +122,7 @@ export function emptyCounts(): Manifest['counts'] {
     byReason: Object.fromEntries(REJECT_REASONS.map((r) => [r, 0])),
     byFindingKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])),
     repairedByFindingKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])),
+    exportedWithWarnings: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])),
   };
 }
 

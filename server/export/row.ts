@@ -12,7 +12,7 @@ import { padRuns } from '../analysis/vision-spans.ts';
 import { mropePositionIds, verlPositionIds } from '../analysis/mrope.ts';
 import type { CheckedTrajectory } from '../analysis/checked.ts';
 import { exportImages, type ImageMode, type RecentImages } from './images.ts';
-import { originalRejections, type RejectReason } from './policy.ts';
+import { originalRejections, warningDoubtsRow, type RejectReason } from './policy.ts';
 import {
   EXPORT_SCHEMA_VERSION,
   ExportRow,
@@ -36,7 +36,7 @@ export type PositionIdsLayout = 'qwen' | 'verl';
 export interface RowOptions {
   images: ImageMode;
   positionIds: PositionIdsLayout;
-  /** Export trajectories whose findings include warnings (default: reject them). */
+  /** Export trajectories whose warnings doubt the row too (default: reject them; warnings that describe the row never reject). */
   includeWarnings: boolean;
   /** Processor overrides of the run (`--min-pixels/--max-pixels`). */
   processor?: ProcessorSettings;
@@ -51,7 +51,14 @@ export interface RowOptions {
 }
 
 export type RowOutcome =
-  | { kind: 'row'; row: ExportRow /** Original error findings the re-alignment repaired. */; repaired: Finding[] }
+  | {
+      kind: 'row';
+      row: ExportRow;
+      /** Original error findings the re-alignment repaired. */
+      repaired: Finding[];
+      /** Original warnings of the exported row (those that describe it; all of them with includeWarnings). */
+      warnings: Finding[];
+    }
   | {
       kind: 'rejected';
       reasons: RejectReason[];
@@ -95,7 +102,7 @@ function generatedLogprobsState(traj: Trajectory): 'all' | 'none' | 'partial' {
  * Decide whether a checked trajectory becomes a row, and build it: the canonical re-alignment's
  * tokens, mask and logprobs; image bytes or paths; grids, placeholder ranges, token types and
  * mRoPE positions; then the row is read back as a trajectory and checked again. Only a row with
- * no error (and, unless `includeWarnings`, no warning) on that re-check is returned.
+ * no error (and, unless `includeWarnings`, no warning that doubts it) on that re-check is returned.
  */
 export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): Promise<RowOutcome> {
   const { trajectory: traj, profile, alignment } = checked;
@@ -185,7 +192,7 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
   // The re-check: the row as a trajectory of its own, through every check.
   const again = rowToTrajectory(row, { file: traj.source.file, line: traj.source.line });
   const recheck = (await checkTrajectory(again, analysisContext(again, profile))).findings;
-  const blocking = recheck.filter((f) => f.severity === 'error' || !opts.includeWarnings);
+  const blocking = recheck.filter((f) => f.severity === 'error' || (!opts.includeWarnings && warningDoubtsRow(f)));
   if (blocking.length > 0) {
     return {
       kind: 'rejected',
@@ -212,7 +219,12 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
       causes: [],
       recheck,
     };
-  return { kind: 'row', row, repaired: checked.findings.filter((f) => f.severity === 'error') };
+  return {
+    kind: 'row',
+    row,
+    repaired: checked.findings.filter((f) => f.severity === 'error'),
+    warnings: checked.findings.filter((f) => f.severity === 'warning'),
+  };
 }
 
 /** Vision patches before the merge that grids stand for (Σ t·h·w): the first dimension of pixel_values. */

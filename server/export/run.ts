@@ -17,7 +17,8 @@ import type { Finding } from '../model/finding.ts';
 import type { ProcessorSettings, ReadError } from '../model/trajectory.ts';
 import { publicFinding } from '../model/public-finding.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
-import { exportRow, type PositionIdsLayout, type RowOptions } from './row.ts';
+import { exportRow, type PositionIdsLayout, type RowOptions, type RowOutcome } from './row.ts';
+import { analysisFailed } from '../analysis/analysis-failed.ts';
 import { RecentImages, type ImageMode } from './images.ts';
 import { JsonlWriter } from './jsonl.ts';
 import { ParquetRowWriter } from './parquet.ts';
@@ -348,7 +349,7 @@ export async function exportEvents(
         };
         prof.trajectories++;
         profiles.set(c.profile.name, prof);
-        const outcome = await exportRow(
+        const outcome = await exportRowOrReject(
           c,
           partition
             ? { ...rowOpts, outDir: path.join(out, ...partitionDirOf(c.trajectory, partition).split('/')) }
@@ -360,6 +361,10 @@ export async function exportEvents(
           countDistinct(
             counts.repairedByFindingKind,
             outcome.repaired.map((f) => f.kind),
+          );
+          countDistinct(
+            counts.exportedWithWarnings,
+            outcome.warnings.map((f) => f.kind),
           );
         } else {
           await rejects.write(rejectEntry(c, outcome.reasons, outcome.messages, outcome.recheck));
@@ -440,6 +445,25 @@ export async function exportEvents(
     liveExports.delete(abort);
     opts.signal?.removeEventListener('abort', onOuterAbort);
     if (liveExports.size === 0) uninstallSignalHandlers();
+  }
+}
+
+/**
+ * `exportRow`, with an exception while building or re-checking the row turned into a rejection
+ * (`analysis_failed`): one row that cannot be built never ends the export.
+ */
+async function exportRowOrReject(c: CheckedTrajectory, opts: RowOptions): Promise<RowOutcome> {
+  try {
+    return await exportRow(c, opts);
+  } catch (e) {
+    const failed = analysisFailed('export', e);
+    return {
+      kind: 'rejected',
+      reasons: ['analysis_failed'],
+      messages: [failed.message],
+      causes: [failed],
+      recheck: [],
+    };
   }
 }
 

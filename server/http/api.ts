@@ -562,6 +562,8 @@ export const ExportJob = z.object({
       exported: z.number().int(),
       rejected: z.number().int(),
       byReason: z.record(z.string(), z.number().int()),
+      /** Exported trajectories per kind of warning they carry (warnings that describe a correct row). */
+      exportedWithWarnings: z.record(z.string(), z.number().int()),
     })
     .nullable(),
   /** The batch, its manifest and its rejects, once written (download links). */

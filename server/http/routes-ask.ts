@@ -19,6 +19,7 @@ import type { RunStore } from './store.ts';
 import { answer, readJsonBody, RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { availableStreams, cellsWideOfGrid, idsDiff, pieces } from './views.ts';
 import { AskInputError, parseConversation, renderConversation, type RenderResult } from '../analysis/ask.ts';
+import { renderSemanticsFor } from '../analysis/render.ts';
 import { dataUrlSizer } from '../images/sizers.ts';
 import { findVisionSpans } from '../analysis/vision-spans.ts';
 import { mergeProcessorSettings, statedProcessor } from '../analysis/context.ts';
@@ -73,6 +74,8 @@ async function renderForPlayground(store: RunStore, request: PlaygroundRequest):
     const conversation = parseConversation(request.conversation, 'conversation');
     rendered = await renderConversation(profile, conversation, {
       addGenerationPrompt: request.addGenerationPrompt,
+      // Against a trajectory, as the server that rendered its prompts would (a vLLM log's: vLLM's).
+      as: target ? renderSemanticsFor(target.trajectory) : 'transformers',
       processor: processorFor(target?.trajectory, runOpts.processor),
       sizeImage: dataUrlSizer,
     });
@@ -133,7 +136,7 @@ function prefillFor(id: string, c: CheckedTrajectory): PlaygroundPrefill | undef
   for (const message of messages) {
     if (!Array.isArray(message.content)) continue;
     for (const part of message.content) {
-      if (!isImagePart(part)) continue;
+      if (typeof part === 'string' || !isImagePart(part)) continue;
       const img = c.trajectory.images[k++];
       if (img?.width && img.height) {
         part.width = img.width;

@@ -215,6 +215,7 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
             exported: counts.exported,
             rejected: counts.rejected,
             byReason: counts.byReason,
+            exportedWithWarnings: counts.exportedWithWarnings,
           },
           files: (
             [

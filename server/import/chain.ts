@@ -147,9 +147,11 @@ function assistantText(message: unknown): string | undefined {
   if (Array.isArray(m.content)) {
     return m.content
       .map((p: unknown) =>
-        typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string'
-          ? (p as { text: string }).text
-          : '',
+        typeof p === 'string'
+          ? p
+          : typeof p === 'object' && p !== null && typeof (p as { text?: unknown }).text === 'string'
+            ? (p as { text: string }).text
+            : '',
       )
       .join('');
   }

@@ -3,10 +3,20 @@
 // errors, so they must survive the trip: they are written as the bare `NaN`, `Infinity` and
 // `-Infinity` that Python's json module writes and rollscope's reader accepts (JSON.stringify
 // would turn them into `null`, which is not a number).
-import type { Trajectory } from './trajectory.ts';
+import { FORMAT_RENDER_SEMANTICS, type Trajectory } from './trajectory.ts';
+
+/**
+ * The trajectory as the native format holds it: one read from a server's log says whose request
+ * handling rendered it (`renderedWith`), which the native format alone would not tell.
+ */
+export function asNativeRecord(t: Trajectory): Trajectory {
+  const semantics = FORMAT_RENDER_SEMANTICS[t.source.format];
+  return t.renderedWith === undefined && semantics !== 'transformers' ? { ...t, renderedWith: semantics } : t;
+}
 
 /** One native JSONL record (no trailing newline). */
-export function nativeJsonLine(t: Trajectory): string {
+export function nativeJsonLine(trajectory: Trajectory): string {
+  const t = asNativeRecord(trajectory);
   const plain = JSON.stringify(t);
   if (!plain.includes('null')) return plain; // JSON.stringify writes every non-finite number as null
   // Non-finite numbers go out as a marker string, then the quoted marker becomes the bare word.

@@ -23,6 +23,34 @@ export const FormatName = z.enum(FORMAT_NAMES);
 export type FormatName = z.infer<typeof FormatName>;
 
 /**
+ * Whose request handling prepared a conversation for the chat template (docs/reference/chat-templates.md):
+ * `transformers` renders the messages as given (`apply_chat_template`); `vllm` and `sglang`, as that
+ * server's chat endpoint prepares a request first.
+ */
+export const RenderSemantics = z.enum(['transformers', 'vllm', 'sglang']);
+export type RenderSemantics = z.infer<typeof RenderSemantics>;
+
+/**
+ * The handling each format's prompts were rendered with: the server a call log is of (Agent
+ * Lightning's agents call vLLM through its LLM proxy); the trainers render with transformers.
+ */
+export const FORMAT_RENDER_SEMANTICS: Readonly<Record<FormatName, RenderSemantics>> = {
+  native: 'transformers',
+  vllm: 'vllm',
+  slime: 'transformers',
+  verl: 'transformers',
+  'verl-dump': 'transformers',
+  areal: 'transformers',
+  'areal-dump': 'transformers',
+  'prime-rl': 'transformers',
+  'agent-lightning': 'vllm',
+  export: 'transformers',
+  'slime-train': 'transformers',
+  sglang: 'transformers',
+  'sglang-openai': 'sglang',
+};
+
+/**
  * A token id as the data states it. Any number is held, NaN included (an id of -100, a float, an
  * id past the vocabulary, a value an importer could not read as a number): type and range are a
  * check (`invalid_value` at that index), not a schema rule, so the trajectory still loads.
@@ -71,12 +99,15 @@ export const ImageRef = z.object({
 });
 export type ImageRef = z.infer<typeof ImageRef>;
 
-/** OpenAI-style chat message; content parts are kept as written so the chat template sees what the framework saw. */
+/**
+ * OpenAI-style chat message; content parts are kept as written so the chat template sees what the
+ * framework saw. A part may be a bare string (vLLM reads it as a text part).
+ */
 export const ContentPart = z.record(z.string(), z.unknown());
 export const Message = z
   .object({
     role: z.string(),
-    content: z.union([z.string(), z.array(ContentPart), z.null()]).optional(),
+    content: z.union([z.string(), z.array(z.union([z.string(), ContentPart])), z.null()]).optional(),
     tool_calls: z.array(z.unknown()).optional(),
   })
   .passthrough();
@@ -181,6 +212,11 @@ export const Trajectory = z.object({
   advantage: z.number().optional(),
   /** Processor settings the record states for the whole trajectory. */
   processor: ProcessorSettings.optional(),
+  /**
+   * Whose request handling rendered the prompts, when it is not the format's
+   * (FORMAT_RENDER_SEMANTICS): a vLLM log written as native JSONL keeps vLLM's.
+   */
+  renderedWith: RenderSemantics.optional(),
   /** What this format cannot tell (e.g. text-only dumps with special tokens stripped). */
   limitations: z.array(z.string()).default([]),
   /** Small free-form metadata worth showing (step, task id, ...). */

@@ -3,8 +3,10 @@
 // the model profile, run the checks and the canonical re-alignment.
 import { withTrainerSide } from '../model/trainer-side.ts';
 import path from 'node:path';
-import type { FormatName, ReadError, Trajectory } from '../model/trajectory.ts';
-import { profileFor } from '../profiles/profile.ts';
+import type { FormatName, Trajectory } from '../model/trajectory.ts';
+import { DEFAULT_PROFILE, loadProfile, profileFor, type ModelProfile } from '../profiles/profile.ts';
+import { analysisFailed, StepFailures, type AnalysisStep } from '../analysis/analysis-failed.ts';
+import { unavailableAlignment } from '../analysis/realign.ts';
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
@@ -16,21 +18,50 @@ import type { RunOptions } from './run-options.ts';
 
 export type { RunOptions } from './run-options.ts';
 
+/**
+ * Analyze one trajectory. Each step that raises is an `analysis_failed` finding on the trajectory
+ * (analysis/analysis-failed.ts) and the steps after it run on what there is: images that could not
+ * be sized keep their stated size, a failed check leaves the others.
+ */
 export async function analyzeTrajectory(
   traj: Trajectory,
   opts: RunOptions,
   roots: readonly string[],
 ): Promise<CheckedTrajectory> {
+  const failures = new StepFailures();
+  const withTrainer = (await failures.guard('trainer side', {}, () => withTrainerSide(traj, opts.trainer))) ?? traj;
   const baseDir = path.dirname(path.resolve(traj.source.file));
-  const resolved = await resolveImages(withTrainerSide(traj, opts.trainer), {
-    baseDir,
-    roots,
-    allowRemoteImages: opts.allowRemoteImages === true,
-  });
+  const resolved =
+    (await failures.guard('image sizing', {}, () =>
+      resolveImages(withTrainer, { baseDir, roots, allowRemoteImages: opts.allowRemoteImages === true }),
+    )) ?? withTrainer;
   const profile = profileFor(opts.model, resolved.model);
-  const ctx = { ...analysisContext(resolved, profile, opts.processor), mismatch: opts.mismatch };
-  const { findings, alignment, rerender } = await checkTrajectory(resolved, ctx);
+  const ctx = {
+    ...((await failures.guard('image sizing', {}, () => analysisContext(resolved, profile, opts.processor))) ?? {
+      profile,
+      images: resolved.images.map(() => ({ vision: profile.vision, problem: 'the image sizing step failed' })),
+    }),
+    mismatch: opts.mismatch,
+  };
+  const { findings, alignment, rerender } = await checkTrajectory(resolved, ctx, failures);
   return { trajectory: resolved, profile, findings, alignment, rerender };
+}
+
+/**
+ * What is left of a trajectory whose analysis raised outside any step (a worker that died, a
+ * profile that cannot be loaded): its ids and streams as read, and the `analysis_failed` finding.
+ */
+export function failedAnalysis(traj: Trajectory, opts: Pick<RunOptions, 'model'>, e: unknown): CheckedTrajectory {
+  let profile: ModelProfile;
+  let step: AnalysisStep = 'checks';
+  try {
+    profile = profileFor(opts.model, traj.model);
+  } catch {
+    // Only to show the ids with: nothing is checked against it.
+    profile = loadProfile(DEFAULT_PROFILE);
+    step = 'profile';
+  }
+  return { trajectory: traj, profile, findings: [analysisFailed(step, e)], alignment: unavailableAlignment() };
 }
 
 /** Folders images may be read from when none are given: the inputs' own folders. */
@@ -66,26 +97,25 @@ export async function importAndAnalyze(
       continue;
     }
     imported++;
-    const ev = await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots));
+    const ev = await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots), opts);
     if (lean) trajectories[i] = undefined; // done with: its record need not outlive the batch
     events.push(lean && ev.type === 'trajectory' ? { type: 'trajectory', checked: forReport(ev.checked, opts) } : ev);
   }
   return { events, imported };
 }
 
-/** The trajectory's event, or the error that says it could not be analyzed (the rest of the run goes on). */
-export async function analyzeOrError(traj: Trajectory, result: Promise<CheckedTrajectory>): Promise<RunEvent> {
+/**
+ * The trajectory's event, whatever its analysis raised: a trajectory is never lost to an
+ * exception (it comes with an `analysis_failed` finding instead; failedAnalysis).
+ */
+export async function analyzeOrError(
+  traj: Trajectory,
+  result: Promise<CheckedTrajectory>,
+  opts: Pick<RunOptions, 'model'>,
+): Promise<RunEvent> {
   try {
     return { type: 'trajectory', checked: await result };
   } catch (e) {
-    return { type: 'error', error: cannotAnalyze(traj, e) };
+    return { type: 'trajectory', checked: failedAnalysis(traj, opts, e) };
   }
-}
-
-export function cannotAnalyze(traj: Pick<Trajectory, 'id' | 'source'>, e: unknown): ReadError {
-  return {
-    file: traj.source.file,
-    line: traj.source.line,
-    message: `cannot analyze trajectory ${traj.id}: ${(e as Error).message}`,
-  };
 }

@@ -4,6 +4,7 @@
 // compare` (cli/compare.ts turns the result into its JSON contract) and `serve --trained`.
 import { compareTrained, joinKeys, joinSides } from '../analysis/compare.ts';
 import type { Finding } from '../model/finding.ts';
+import { analysisFailed } from '../analysis/analysis-failed.ts';
 import type { ReadError } from '../model/trajectory.ts';
 import { type CheckedTrajectory, checkPaths, type RunOptions } from '../pipeline.ts';
 
@@ -56,11 +57,17 @@ export function compareSides(rollout: LoadedSide, trained: LoadedSide): Compared
   };
 }
 
-export const comparePair = (r: CheckedTrajectory, t: CheckedTrajectory): Finding[] =>
-  compareTrained(
-    { trajectory: r.trajectory, alignment: r.alignment },
-    { trajectory: t.trajectory, profile: t.profile },
-  );
+/** The pair's `trained_mismatch` findings; a comparison that raises is an `analysis_failed` finding of the pair. */
+export function comparePair(r: CheckedTrajectory, t: CheckedTrajectory): Finding[] {
+  try {
+    return compareTrained(
+      { trajectory: r.trajectory, alignment: r.alignment },
+      { trajectory: t.trajectory, profile: t.profile },
+    );
+  } catch (e) {
+    return [analysisFailed('compare', e)];
+  }
+}
 
 export async function compareRuns(
   rolloutPaths: readonly string[],

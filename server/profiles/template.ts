@@ -103,9 +103,12 @@ export interface ChatTemplateInput {
  */
 export class ChatTemplate {
   private readonly program: Program;
+  /** How vLLM and SGLang pass `content` to this template (detectContentFormat). */
+  readonly contentFormat: ContentFormat;
 
   constructor(source: string) {
     this.program = parse(tokenize(source, { lstrip_blocks: true, trim_blocks: true }));
+    this.contentFormat = detectContentFormat(this.program);
     pythonizeBlock(this.program.body);
   }
 
@@ -120,6 +123,74 @@ export class ChatTemplate {
     if (!(out instanceof StringValue)) throw new Error(`template evaluated to ${out.type}`);
     return out.value;
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Content format
+
+/**
+ * `openai` when the template loops over a message's content (`{% for c in message['content'] %}`),
+ * so a serving stack passes content as a list of parts; `string` otherwise. vLLM decides it from the
+ * template's AST the same way (vllm-project/vllm vllm/entrypoints/chat_utils.py
+ * `_detect_content_format`; docs/reference/chat-templates.md#content-format).
+ */
+export type ContentFormat = 'string' | 'openai';
+
+/** Every node of the AST (depth first). */
+function* nodesOf(node: unknown): Generator<Statement> {
+  if (Array.isArray(node)) {
+    for (const x of node) yield* nodesOf(x);
+    return;
+  }
+  if (node instanceof Map) {
+    for (const [k, v] of node) {
+      yield* nodesOf(k);
+      yield* nodesOf(v);
+    }
+    return;
+  }
+  if (typeof node !== 'object' || node === null || typeof (node as { type?: unknown }).type !== 'string') return;
+  yield node as Statement;
+  for (const value of Object.values(node)) if (typeof value === 'object') yield* nodesOf(value);
+}
+
+/** `varname`, `varname.key` / `varname['key']`, through filters, tests and slices (vLLM `_is_var_or_elems_access`). */
+function accesses(node: Statement, varname: string, key?: string): boolean {
+  if (isNode(node, 'FilterExpression')) return accesses(node.operand, varname, key);
+  if (node.type === 'TestExpression')
+    return accesses((node as unknown as { operand: Statement }).operand, varname, key);
+  if (node.type === 'MemberExpression') {
+    const m = node as unknown as { object: Statement; property: Statement; computed: boolean };
+    if (m.computed && m.property.type === 'SliceExpression') return accesses(m.object, varname, key);
+    if (key === undefined) return false;
+    const named = isNode(m.object, 'Identifier') && m.object.value === varname;
+    const prop = m.property as unknown as { type: string; value?: unknown };
+    return named && (m.computed ? prop.type === 'StringLiteral' : prop.type === 'Identifier') && prop.value === key;
+  }
+  return key === undefined && isNode(node, 'Identifier') && node.value === varname;
+}
+
+function detectContentFormat(program: Program): ContentFormat {
+  const nodes = [...nodesOf(program.body)];
+  // `messages` and the variables set from it ({% set loop_messages = messages[1:] %}).
+  const messageLists = ['messages'];
+  for (let i = 0; i < messageLists.length; i++) {
+    for (const n of nodes) {
+      if (n.type !== 'Set') continue;
+      const set = n as unknown as { assignee: Statement; value: Statement | null };
+      if (!set.value || !isNode(set.assignee, 'Identifier') || !accesses(set.value, messageLists[i]!)) continue;
+      if (!messageLists.includes(set.assignee.value)) messageLists.push(set.assignee.value);
+    }
+  }
+  const loops = nodes.filter((n): n is Statement & { loopvar: Statement; iterable: Statement } => n.type === 'For');
+  const iterated = (loop: { iterable: Statement }) =>
+    isNode(loop.iterable, 'SelectExpression') ? loop.iterable.lhs : loop.iterable;
+  const messageVars = loops.flatMap((loop) =>
+    isNode(loop.loopvar, 'Identifier') && messageLists.some((v) => accesses(iterated(loop), v))
+      ? [loop.loopvar.value]
+      : [],
+  );
+  return loops.some((loop) => messageVars.some((v) => accesses(iterated(loop), v, 'content'))) ? 'openai' : 'string';
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import { loadFile, importerFor, type LoadedFile } from '../../server/import/inde
 import { analyzeTrajectory, defaultRoots, type CheckedTrajectory } from '../../server/pipeline.ts';
 import { Trajectory, type FormatName, type ReadError } from '../../server/model/trajectory.ts';
 import { Finding } from '../../server/model/finding.ts';
-import { nativeJsonl } from '../../server/model/native-jsonl.ts';
+import { asNativeRecord, nativeJsonl } from '../../server/model/native-jsonl.ts';
 import { padRuns } from '../../server/analysis/vision-spans.ts';
 import { padCountFromGrid } from '../../server/analysis/image-math.ts';
 
@@ -413,7 +413,7 @@ async function expectNativeRoundTrip(run: ImporterRun, tmp: string) {
   );
   const withoutSource = (ts: readonly Trajectory[]) => ts.map(({ source: _, ...rest }) => rest);
   expect(withoutSource(back.trajectories), 'the same trajectories from native JSONL').toEqual(
-    withoutSource(run.loaded.trajectories),
+    withoutSource(run.loaded.trajectories.map(asNativeRecord)),
   );
   const checked = await analyzeAll(back.trajectories, file);
   expect(

@@ -54,7 +54,8 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
 
   --out FILE           the batch to write (required)
   --format F           jsonl or parquet (default: parquet when FILE ends in .parquet, else jsonl)
-  --include-warnings   also export trajectories whose findings include warnings (default: rejected)
+  --include-warnings   also export trajectories whose warnings doubt the row (default: rejected; warnings that
+                       describe a correct row, such as a non-canonical split or a raw-text prompt, never reject)
   --force              replace an existing FILE
   --images MODE        embed: image bytes in each row (default); path: paths relative to FILE's folder
                        (images that exist only inside the data are written to FILE.images/); ref: each distinct
@@ -141,14 +142,18 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
         .filter(([, n]) => n > 0)
         .map(([k, n]) => `${k} ${n}`)
         .join(', ');
-      const repaired = Object.entries(m.counts.repairedByFindingKind)
-        .filter(([, n]) => n > 0)
-        .map(([k, n]) => `${k} ${n}`)
-        .join(', ');
+      const listed = (counts: Record<string, number>) =>
+        Object.entries(counts)
+          .filter(([, n]) => n > 0)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ');
+      const repaired = listed(m.counts.repairedByFindingKind);
+      const withWarnings = listed(m.counts.exportedWithWarnings);
       process.stdout.write(
         `${paint.green('✓')} wrote ${result.out} (${format}): ${m.counts.exported} row(s) of ${m.counts.read} read, ${m.counts.rejected} rejected` +
           `${reasons ? `\n  rejected: ${reasons} (see ${path.basename(result.rejectsFile)})` : ''}` +
           `${repaired ? `\n  repaired by re-alignment: ${repaired}` : ''}` +
+          `${withWarnings ? `\n  exported with warnings: ${withWarnings}` : ''}` +
           `\n  manifest: ${result.manifestFile}\n`,
       );
       return 0;

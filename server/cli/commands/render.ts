@@ -92,12 +92,13 @@ function printRendered(out: NodeJS.WritableStream, r: RenderResult): void {
 export const command: Command = {
   name: 'render',
   summary: 'render a conversation with the model chat template and print the text and its token ids',
-  usage: `rollscope render --model M [--as transformers|vllm] [--add-generation-prompt] [--tools FILE] [--json] [FILE|-]
+  usage: `rollscope render --model M [--as transformers|vllm|sglang] [--add-generation-prompt] [--tools FILE] [--json] [FILE|-]
 
 Reads an OpenAI-style conversation {"messages": [...], "tools"?: [...], "chat_template_kwargs"?: {...}}
 (or a bare list of messages) from FILE or stdin, parsed as Python's json.loads parses it, and renders
-it as transformers' apply_chat_template does (--as vllm: as vLLM's chat endpoint does, which first
-decodes string tool-call arguments and refuses a tool call without its "function" object). Images are data: URLs, local files
+it as transformers' apply_chat_template does (--as vllm / --as sglang: as that server's chat endpoint
+does, which first prepares the messages: content null, parts, tool results, tool-call arguments;
+a request the server would refuse is an error). Images are data: URLs, local files
 (relative to FILE's folder) or parts with "width" and "height"; each image's <|image_pad|> is
 expanded to its real count in token_ids_expanded.
 
@@ -108,9 +109,12 @@ ${MODEL_USAGE}
                      end with the assistant turn opener (<|im_start|>assistant\\n)
   --tools FILE       tool definitions (a JSON list, or {"tools": [...]}); replaces the document's tools
   --as S             transformers (default): the messages as given, string tool-call arguments verbatim;
-                     vllm: vLLM's request normalization first (vllm/entrypoints/chat_utils.py
-                     _postprocess_messages: string arguments json.loads-ed, so tojson re-serializes them;
-                     a tool call that is not {"type": "function", "function": {...}} is an error)
+                     vllm: vLLM's request handling first (vllm/entrypoints/chat_utils.py parse_chat_messages:
+                     content null is no parts, string content one text part, image parts {"type": "image"},
+                     text-only tool results one string, string arguments json.loads-ed so tojson
+                     re-serializes them; a tool call that is not {"type": "function", "function": {...}}
+                     or a part type vLLM does not know is an error);
+                     sglang: SGLang's (content null is "", tool results joined with " ", arguments decoded)
   --raw-arguments    the same as --as transformers
   --image-root DIR   also allow local images under DIR (default: FILE's folder and the current folder)
 ${PIXELS_USAGE}
@@ -129,9 +133,9 @@ ${PIXELS_USAGE}
       help: { type: 'boolean', short: 'h', default: false },
     });
     if (positionals.length > 1) throw new UsageError('render takes one conversation FILE (or - for stdin)');
-    if (values.as !== 'transformers' && values.as !== 'vllm')
-      throw new UsageError(`--as takes transformers or vllm, not "${values.as}"`);
-    const asVllm = values.as === 'vllm' && values['raw-arguments'] !== true;
+    if (values.as !== 'transformers' && values.as !== 'vllm' && values.as !== 'sglang')
+      throw new UsageError(`--as takes transformers, vllm or sglang, not "${values.as}"`);
+    const as = values['raw-arguments'] === true ? 'transformers' : values.as;
     const processor = processorOptions(values);
     return answering('render', async () => {
       const input = readInputText(positionals[0], 'a conversation FILE');
@@ -146,7 +150,7 @@ ${PIXELS_USAGE}
         addGenerationPrompt: values['add-generation-prompt'] === true,
         tools,
         processor,
-        decodeToolArguments: asVllm,
+        as,
         sizeImage: localImageSizer({ baseDir: input.dir, roots }),
       });
       if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);
