@@ -8,6 +8,7 @@ import { publicFinding } from '../model/public-finding.ts';
 import type { ReadError, Trajectory } from '../model/trajectory.ts';
 import { checkPaths, streamTokens, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
+import { visionIdsOf } from '../profiles/profile.ts';
 import { paint } from './output.ts';
 import { logprobMismatch, runMismatch, type TrajectoryMismatch } from '../analysis/logprob-mismatch.ts';
 import { RunLogprobs, runLogprobs, TrajectoryLogprobs, trajectoryLogprobs } from './mismatch-json.ts';
@@ -221,7 +222,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       findings?.add(c);
       const t = c.trajectory;
       addToSummary(report.summary, c.findings, hasTokens(t));
-      const member = c.report ? c.report.member : groupMember(t);
+      const member = c.report ? c.report.member : groupMember(t, visionIdsOf(c.profile));
       if (member) groupChecks.add(member);
       const entry: CheckReport['trajectories'][number] = {
         id: t.id,

@@ -26,7 +26,7 @@ import { importerFor, readsLineByLine } from '../import/formats.ts';
 import { readLines, type RecordLine } from '../import/read/lines.ts';
 import { importLines, readFileChunks } from '../import/stream.ts';
 import type { LoadedFile } from '../import/index.ts';
-import { profileFor } from '../profiles/profile.ts';
+import { profileFor, visionIdsOf } from '../profiles/profile.ts';
 import { inRatioBin, mismatchSummary } from './views-logprobs.ts';
 import type {
   FindingCounts,
@@ -412,7 +412,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   let version = 0;
   let lastList: { key: string; matches: TrajectorySummary[] } | undefined;
   const profile = profileFor(opts.model, undefined);
-  const reloader = new Reloader(opts.format);
+  const reloader = new Reloader(opts.format, opts.model);
   const keys = new TrajectoryKeys();
   const folders = new RunFolders(paths);
   /**
@@ -464,6 +464,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     } else {
       for await (const chunk of readFileChunks(file, {
         format: opts.format,
+        model: opts.model,
         // On this thread, a batch is imported in one go while requests wait: small ones keep the
         // overview answering while a big run is checked. Workers take the pipeline's batches.
         batchLines: pooled ? BATCH_LINES : MAIN_THREAD_BATCH_LINES,
@@ -525,7 +526,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     };
     entries.set(id, entry);
     order.push(id);
-    const member = groupMember(traj);
+    const member = groupMember(traj, visionIdsOf(checked.profile));
     if (member) addToGroup(entry, member);
     version++;
     cache.set(id, checked);
@@ -866,7 +867,10 @@ class Reloader {
   private running = 0;
   private readonly waiting: (() => void)[] = [];
 
-  constructor(private readonly format: string | undefined) {}
+  constructor(
+    private readonly format: string | undefined,
+    private readonly model: string | undefined,
+  ) {}
 
   /** Lines the first read streamed past: their offsets, so no re-load has to scan for them. */
   note(file: string, lines: readonly RecordLine[]): void {
@@ -884,7 +888,7 @@ class Reloader {
     const importer = importerFor(format ?? '');
     if (readsLineByLine(importer)) {
       const record = await this.lineAt(file, line);
-      if (record) return importLines(file, importer.format, [record]).trajectories;
+      if (record) return importLines(file, importer.format, [record], { model: this.model }).trajectories;
     }
     return this.whole(file);
   }
@@ -927,7 +931,7 @@ class Reloader {
       p = (async () => {
         await this.slot();
         try {
-          return (await loadFile(file, { format: this.format })).trajectories;
+          return (await loadFile(file, { format: this.format, model: this.model })).trajectories;
         } finally {
           this.release();
         }

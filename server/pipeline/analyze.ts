@@ -4,7 +4,7 @@
 import { withTrainerSide } from '../model/trainer-side.ts';
 import path from 'node:path';
 import type { FormatName, ReadError, Trajectory } from '../model/trajectory.ts';
-import { profileFor } from '../profiles/profile.ts';
+import { profileFor, visionIdsOf } from '../profiles/profile.ts';
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
@@ -51,7 +51,7 @@ export async function importAndAnalyze(
   opts: RunOptions,
   roots: readonly string[],
 ): Promise<ChunkOutcome> {
-  const imports = importLines(chunk.file, chunk.format, chunk.lines);
+  const imports = importLines(chunk.file, chunk.format, chunk.lines, { model: opts.model });
   const { errors } = imports;
   const trajectories: (Trajectory | undefined)[] = imports.trajectories;
   const events: ChunkOutcome['events'] = errors.map((error) =>
@@ -68,7 +68,11 @@ export async function importAndAnalyze(
     imported++;
     const ev = await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots));
     if (lean) trajectories[i] = undefined; // done with: its record need not outlive the batch
-    events.push(lean && ev.type === 'trajectory' ? { type: 'trajectory', checked: forReport(ev.checked, opts) } : ev);
+    events.push(
+      lean && ev.type === 'trajectory'
+        ? { type: 'trajectory', checked: forReport(ev.checked, opts, visionIdsOf(ev.checked.profile)) }
+        : ev,
+    );
   }
   return { events, imported };
 }
