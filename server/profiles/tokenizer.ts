@@ -270,11 +270,18 @@ export class TokenizerHandle {
     const base = this.addedSplitter ? baseTokenizer(shared) : null;
     this.vocabulary = base ?? this.own;
     // The vocabulary proper, then the added tokens this model has (the highest ids in Qwen's files).
+    // The library counts entries; a vocabulary whose ids were reassigned runs past its count, so
+    // its end is the first id after the count that has no token.
+    const end = (tok: RustTokenizer, withAdded: boolean): number => {
+      let n = tok.getVocabSize(withAdded);
+      while (tok.idToToken(n) != null) n++;
+      return n;
+    };
     this.vocabSize = base
-      ? Math.max(base.getVocabSize(false), ...added.map((t) => t.id + 1))
+      ? Math.max(end(base, false), ...added.map((t) => t.id + 1))
       : dropped.length === 0
-        ? this.own.getVocabSize(true)
-        : Math.max(this.own.getVocabSize(false), ...added.map((t) => t.id + 1));
+        ? end(this.own, true)
+        : Math.max(end(this.own, false), ...added.map((t) => t.id + 1));
     this.specialIds = new Set(added.filter((t) => t.special).map((t) => t.id));
     this.pieceBytesCache = new Array<Uint8Array | undefined>(this.vocabSize).fill(undefined);
     this.pieceTextCache = new Array<string | undefined>(this.vocabSize).fill(undefined);
