@@ -45,6 +45,7 @@ const REASON_WORDS: Readonly<Record<RejectReason, string>> = {
   image_unavailable: 'image unavailable',
   recheck_failed: 'failed the re-check',
   unreadable: 'unreadable',
+  no_profile: 'no profile for its model',
 };
 
 const reasonWords = (r: string): string =>

@@ -115,7 +115,8 @@ export async function checkStatedPromptTokens(traj: Trajectory, ctx: AnalysisCon
         });
       continue;
     }
-    if (!t.messages) continue;
+    // Rendering needs the model's template: not for a model no profile covers.
+    if (!t.messages || ctx.profile.uncoveredModel !== undefined) continue;
     let rendered: number[];
     try {
       rendered = (

@@ -34,6 +34,8 @@ export const REJECT_REASONS = [
   'recheck_failed',
   /** A record that could not be read or analyzed at all. */
   'unreadable',
+  /** No profile covers the model the data names (`--model FOLDER` gives one): nothing can be re-aligned. */
+  'no_profile',
 ] as const;
 export const RejectReason = z.enum(REJECT_REASONS);
 export type RejectReason = z.infer<typeof RejectReason>;

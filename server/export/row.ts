@@ -5,7 +5,7 @@
 // (docs/export-format.md); a row is written only after it passed every check again.
 import type { Finding } from '../model/finding.ts';
 import type { GridThw, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
-import { inferProfileName, type ModelProfile } from '../profiles/profile.ts';
+import { inferProfileName, uncoveredLimitation, type ModelProfile } from '../profiles/profile.ts';
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
 import { padRuns } from '../analysis/vision-spans.ts';
@@ -100,6 +100,16 @@ function generatedLogprobsState(traj: Trajectory): 'all' | 'none' | 'partial' {
 export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): Promise<RowOutcome> {
   const { trajectory: traj, profile, alignment } = checked;
   const { special } = profile;
+  if (profile.uncoveredModel !== undefined)
+    return {
+      kind: 'rejected',
+      reasons: ['no_profile'],
+      messages: [
+        `${uncoveredLimitation(profile.uncoveredModel)}: a row is built with the model's tokenizer and template`,
+      ],
+      causes: [],
+      recheck: [],
+    };
   const first = originalRejections(checked, opts.includeWarnings);
   const reasons = first.reasons;
   const messages = first.messages;

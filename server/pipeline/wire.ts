@@ -11,7 +11,11 @@ import type { RunOptions } from './run-options.ts';
 import type { Skipped } from './shard.ts';
 
 /** A checked trajectory as it crosses threads: the profile by name (tokenizers are not transferable). */
-export type WireChecked = Omit<CheckedTrajectory, 'profile'> & { profileName: string };
+export type WireChecked = Omit<CheckedTrajectory, 'profile'> & {
+  profileName: string;
+  /** The profile's notes (what its loader defaulted, the model it does not cover), when it has any. */
+  profileNotes?: string[];
+};
 export type WireEvent =
   | { type: 'trajectory'; checked: WireChecked }
   | Exclude<RunEvent, { type: 'trajectory' }>
@@ -36,7 +40,11 @@ export type Reply =
 
 export function toWire(c: CheckedTrajectory, opts: Pick<RunOptions, 'reportOnly' | 'mismatch'> = {}): WireChecked {
   const { profile, ...rest } = c;
-  return { ...(opts.reportOnly ? forReport(rest, opts, visionIdsOf(profile)) : rest), profileName: profile.name };
+  return {
+    ...(opts.reportOnly ? forReport(rest, opts, visionIdsOf(profile)) : rest),
+    profileName: profile.name,
+    ...(profile.notes.length > 0 ? { profileNotes: profile.notes } : {}),
+  };
 }
 
 /**

@@ -11,7 +11,7 @@ import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
-import { TokenizerHandle } from './tokenizer.ts';
+import { TokenizerHandle, visiblePiece } from './tokenizer.ts';
 import { ChatTemplate } from './template.ts';
 import type { VisionConfig } from '../model/vision.ts';
 
@@ -517,6 +517,11 @@ export function loadProfile(spec: string): ModelProfile {
   return profile;
 }
 
+/** The model a profile name says no profile covers (the name of its stand-in), else undefined. */
+export function uncoveredModelOf(profileName: string): string | undefined {
+  return profileName.startsWith(UNCOVERED_PREFIX) ? profileName.slice(UNCOVERED_PREFIX.length) : undefined;
+}
+
 /** The profile a `ModelProfile.name` names (another thread's): a folder's absolute path, a stand-in, else a built-in. */
 export function profileNamed(name: string): ModelProfile {
   if (name.startsWith(UNCOVERED_PREFIX)) return uncoveredProfile(name.slice(UNCOVERED_PREFIX.length));
@@ -548,4 +553,16 @@ export function visionIdsOf(profile: ModelProfile): VisionIds | undefined {
 /** The placeholder ids of the profile a trajectory will be checked with; undefined for a model no profile covers. */
 export function visionIdsFor(explicit: string | undefined, modelInData: string | undefined): VisionIds | undefined {
   return visionIdsOf(profileFor(explicit, modelInData));
+}
+
+/** One token as a person reads it: its visible piece, or `#id` for a model no profile covers (its vocabulary is unknown). */
+export function tokenDisplay(profile: ModelProfile, id: number): string {
+  return profile.uncoveredModel !== undefined ? `#${id}` : visiblePiece(profile.tokenizer.piece(id));
+}
+
+/** Tokens as one text for display: decoded, or their ids for a model no profile covers. */
+export function textDisplay(profile: ModelProfile, ids: readonly number[]): string {
+  return profile.uncoveredModel !== undefined
+    ? ids.map((id) => `#${id}`).join(' ')
+    : visiblePiece(profile.tokenizer.decodeSync(ids));
 }

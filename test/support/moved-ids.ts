@@ -13,7 +13,7 @@ import { TokenizerHandle } from '../../server/profiles/tokenizer.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
 
-/** An involution on token ids: every added token swapped with an ordinary id, and a few ordinary ids the templates write. */
+/** Ids to move (an involution for `movedIds`; any one-way map moves ids where nothing was). */
 export type IdPermutation = ReadonlyMap<number, number>;
 
 /**
@@ -49,6 +49,8 @@ export interface MovedFolderOptions {
   omit?: readonly string[];
   /** Where the chat template goes: `chat_template.jinja` or tokenizer_config.json's `chat_template`. */
   template?: 'jinja' | 'tokenizer_config';
+  /** config.json `model_type` (default: the profile's generation). */
+  modelType?: string;
 }
 
 /** Writes `dir` as a Hugging Face model folder of `profile` with ids moved by `perm`. */
@@ -87,7 +89,7 @@ export function writeMovedFolder(
   write(
     'config.json',
     JSON.stringify({
-      model_type: MODEL_TYPE[profile.family] ?? profile.family,
+      model_type: opts.modelType ?? MODEL_TYPE[profile.family] ?? profile.family,
       image_token_id: mapped(perm, s.imagePad),
       video_token_id: mapped(perm, s.videoPad),
       vision_start_token_id: mapped(perm, s.visionStart),
