@@ -111,10 +111,10 @@ const SENTINEL = '\u0000rollscope-assistant-content\u0000';
  * rendering with a sentinel as the assistant content, so the history's other turns render
  * exactly as they would (image numbering, system prompt injection) without touching the
  * generated text. What a template writes before the content of the turn may depend on what
- * follows it (Qwen3 opens an empty think block in a conversation's last assistant turn only,
- * docs/reference/chat-templates.md#qwen3): the turn's closing and the history before it must
- * render alike. Returns undefined when the template rewrites history (the longer render does not
- * extend the history, or closes the turn otherwise).
+ * follows it (Qwen3 opens an empty think block in a conversation's last assistant turn only;
+ * docs/reference/chat-templates.md#qwen3-text-and-qwen3-2507): the turn's closing and the history
+ * before it must render alike. Returns undefined when the template rewrites history (the longer
+ * render does not extend the history, or closes the turn otherwise).
  */
 export function observationSuffixText(
   profile: ModelProfile,
