@@ -46,6 +46,15 @@ describe('the model name picks the profile', () => {
   });
 });
 
+describe('names that say nothing of the model', () => {
+  it.each(['policy', 'actor', '/ckpt/global_step_40/actor/huggingface', '', undefined])(
+    '%s: the default profile, as for data that names no model',
+    (name) => {
+      expect(profileFor(undefined, name).name).toBe('qwen2.5-vl');
+    },
+  );
+});
+
 describe('the text tokenizers', () => {
   // docs/reference/tokens.md#added-tokens-per-generation: Qwen2.5's added tokens end at <|file_sep|>,
   // Qwen3's at </think>; both keep the vision tokens (text models list them as added specials too).
