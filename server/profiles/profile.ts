@@ -550,9 +550,42 @@ export function visionIdsOf(profile: ModelProfile): VisionIds | undefined {
   return { visionStart, imagePad, videoPad };
 }
 
+const builtinVision = new Map<BuiltinProfileName, VisionIds>();
+/**
+ * A built-in profile's placeholder ids, read from the shipped tokenizer.json's added tokens by their
+ * text, as `tokenOfText` finds them: importers need them before any check, and building a tokenizer
+ * for that would cost a thread half a second.
+ */
+function builtinVisionIds(name: BuiltinProfileName): VisionIds {
+  const loaded = builtins.get(name);
+  if (loaded) return visionIdsOf(loaded)!;
+  let ids = builtinVision.get(name);
+  if (!ids) {
+    const added = TokenizerHandle.addedTokensOf(builtinTokenizerJson());
+    const last = added.find((t) => t.content === BUILTIN[name].lastAddedToken)?.id ?? -1;
+    const id = (content: string): number => {
+      const t = added.find((a) => a.content === content && a.id <= last);
+      if (!t) throw new Error(`${name}: the shipped tokenizer.json has no ${content} token`);
+      return t.id;
+    };
+    ids = { visionStart: id('<|vision_start|>'), imagePad: id('<|image_pad|>'), videoPad: id('<|video_pad|>') };
+    builtinVision.set(name, ids);
+  }
+  return ids;
+}
+
 /** The placeholder ids of the profile a trajectory will be checked with; undefined for a model no profile covers. */
 export function visionIdsFor(explicit: string | undefined, modelInData: string | undefined): VisionIds | undefined {
-  return visionIdsOf(profileFor(explicit, modelInData));
+  if (explicit) {
+    const named = (BUILTIN_PROFILES as readonly string[]).includes(explicit)
+      ? (explicit as BuiltinProfileName)
+      : inferProfileName(explicit);
+    const folder = (fs.existsSync(explicit) && fs.statSync(explicit).isDirectory()) || path.isAbsolute(explicit);
+    return named && !folder ? builtinVisionIds(named) : visionIdsOf(loadProfile(explicit));
+  }
+  const coverage = modelCoverage(modelInData);
+  if ('uncovered' in coverage) return undefined;
+  return builtinVisionIds('builtin' in coverage ? coverage.builtin : DEFAULT_PROFILE);
 }
 
 /** One token as a person reads it: its visible piece, or `#id` for a model no profile covers (its vocabulary is unknown). */
