@@ -11,6 +11,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CheckedTrajectory } from '../server/analysis/checked.ts';
+import { CheckReport, runCheck } from '../server/cli/check.ts';
 import { checkPaths } from '../server/pipeline.ts';
 import { loadProfile, type ModelProfile } from '../server/profiles/profile.ts';
 import { movedIds, writeMovedFixtures, writeMovedFolder } from './support/moved-ids.ts';
@@ -154,5 +155,18 @@ describe('a model folder that lacks a file', () => {
     const moved = loadProfile(path.join(tmp, 'qwen2.5-vl', 'model'));
     expect(p.special).toEqual(moved.special);
     expect(p.vision).toEqual(moved.vision);
+  });
+
+  it("says what it defaulted once in check's output and in --json models", async () => {
+    const dir = folder('notes-in-check', ['config.json']);
+    const file = path.join(tmp, 'qwen2.5-vl', 'fixtures', 'vllm', 'chat-by-id.jsonl');
+    let text = '';
+    let json = '';
+    await runCheck([file], { json: false, workers: 0, model: dir }, { write: (s: string) => (text += s) });
+    await runCheck([file], { json: true, workers: 0, model: dir }, { write: (s: string) => (json += s) });
+    expect(text.split('config.json absent').length - 1).toBe(1);
+    expect(CheckReport.parse(JSON.parse(json)).models.flatMap((m) => m.notes)).toEqual([
+      'config.json absent: the vision token ids are those tokenizer.json gives their text',
+    ]);
   });
 });

@@ -405,7 +405,7 @@ function loadFolder(dir: string): ModelProfile {
     named ??
     ((pp?.patch_size ?? vc?.patch_size) === 16 ? 'qwen3-vl' : 'qwen2.5-vl');
   const defaults = BUILTIN[base].vision;
-  if (modelType === undefined)
+  if (config && modelType === undefined)
     notes.push(`config.json states no model_type: image-processor defaults are ${base}'s where the folder states none`);
   const patchSize = pp?.patch_size ?? vc?.patch_size;
   const minPixels = pp?.min_pixels ?? pp?.size?.shortest_edge;
