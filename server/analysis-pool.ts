@@ -5,7 +5,7 @@
 // large the run.
 import { Worker } from 'node:worker_threads';
 import type { FormatName, Trajectory } from './model/trajectory.ts';
-import { profileNamed, type ModelProfile } from './profiles/profile.ts';
+import { profileNamed, uncoveredModelOf, type ModelProfile } from './profiles/profile.ts';
 import type { RecordLine } from './import/read/lines.ts';
 import type { CheckedTrajectory } from './analysis/checked.ts';
 import type { ChunkOutcome, RunOptions } from './pipeline/analyze.ts';
@@ -16,16 +16,22 @@ export { packForWire, unpackFromWire } from './pipeline/wire.ts';
 const lazyProfiles = new Map<string, ModelProfile>();
 
 /**
- * The profile a worker used, opened here only when something reads more than its name: a
- * `check --json` never needs this thread's own copy of the tokenizer (a second of start-up).
+ * The profile a worker used, opened here only when something reads more than its name, its notes
+ * and whether it covers its model: a `check --json` never needs this thread's own copy of the
+ * tokenizer (a second of start-up).
  */
-function lazyProfile(name: string): ModelProfile {
+function lazyProfile(name: string, notes: readonly string[]): ModelProfile {
   let p = lazyProfiles.get(name);
   if (!p) {
     let loaded: ModelProfile | undefined;
     const real = () => (loaded ??= profileNamed(name));
+    const known: Partial<Record<keyof ModelProfile, unknown>> = {
+      name,
+      notes,
+      uncoveredModel: uncoveredModelOf(name),
+    };
     p = new Proxy({} as ModelProfile, {
-      get: (_t, key) => (key === 'name' ? name : Reflect.get(real(), key)),
+      get: (_t, key) => (key in known ? known[key as keyof ModelProfile] : Reflect.get(real(), key)),
       has: (_t, key) => Reflect.has(real(), key),
       ownKeys: () => Reflect.ownKeys(real()),
       getOwnPropertyDescriptor: (_t, key) => {
@@ -42,8 +48,10 @@ function fromWire(w: WireChecked): CheckedTrajectory {
   // In place, not by spreading: a spread would read (and so materialize) every lazy stream.
   const c = w as Partial<WireChecked> & Partial<CheckedTrajectory>;
   const name = w.profileName;
+  const notes = w.profileNotes ?? [];
   delete c.profileName;
-  c.profile = lazyProfile(name);
+  delete c.profileNotes;
+  c.profile = lazyProfile(name, notes);
   return c as CheckedTrajectory;
 }
 

@@ -45,9 +45,17 @@ export const BATCH_BYTES = 1024 * 1024;
 export type PipelineInput = FileChunk | { kind: 'end'; file: string };
 
 /** The chunks of `files`, each file followed by its end (what `checkPaths` feeds the pipeline). */
-export async function* fileInputs(files: readonly string[], opts: { format?: string }): AsyncGenerator<PipelineInput> {
+export async function* fileInputs(
+  files: readonly string[],
+  opts: { format?: string; model?: string },
+): AsyncGenerator<PipelineInput> {
   for (const file of files) {
-    yield* readFileChunks(file, { format: opts.format, batchLines: BATCH_LINES, batchBytes: BATCH_BYTES });
+    yield* readFileChunks(file, {
+      format: opts.format,
+      model: opts.model,
+      batchLines: BATCH_LINES,
+      batchBytes: BATCH_BYTES,
+    });
     yield { kind: 'end', file };
   }
 }

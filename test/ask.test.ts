@@ -36,7 +36,7 @@ import {
 } from '../server/analysis/ask.ts';
 import { ImageTokensOutput } from '../server/cli/commands/image-tokens.ts';
 import { dataUrlSizer, localImageSizer } from '../server/images/sizers.ts';
-import { loadProfile, type BuiltinProfileName, type ModelProfile } from '../server/profiles/profile.ts';
+import { loadProfile, type ModelProfile } from '../server/profiles/profile.ts';
 import { parsePythonJson } from '../server/profiles/python-literal.ts';
 import { normalizeChatLikeVllm, type RequestRejection } from '../server/analysis/chat-request.ts';
 import type { RenderSemantics } from '../server/analysis/render.ts';
@@ -45,7 +45,9 @@ import { mulberry32 } from '../server/util/random.ts';
 const require = createRequire(import.meta.url);
 const REPO = fileURLToPath(new URL('..', import.meta.url));
 const SUPPORT = fileURLToPath(new URL('./support', import.meta.url));
-const MODELS: BuiltinProfileName[] = ['qwen2-vl', 'qwen2.5-vl', 'qwen3-vl'];
+const MODELS = ['qwen2-vl', 'qwen2.5-vl', 'qwen3-vl'] as const;
+/** The VL profiles, whose templates take images. */
+type BuiltinProfileName = (typeof MODELS)[number];
 const profiles = Object.fromEntries(MODELS.map((m) => [m, loadProfile(m)])) as Record<BuiltinProfileName, ModelProfile>;
 
 // ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { GroupChecks, groupMember, type GroupMember } from '../server/analysis/groups.ts';
 import { Trajectory } from '../server/model/trajectory.ts';
-import { QWEN_VL_IMAGE_PAD as PAD, QWEN_VL_VISION_START as VS } from '../server/profiles/qwen-vl-ids.ts';
+import { loadProfile, visionIdsOf } from '../server/profiles/profile.ts';
 import { CheckReport, runCheck } from '../server/cli/check.ts';
 import { stepFromPath, stepOf } from '../server/import/step.ts';
 import { loadFile } from '../server/import/index.ts';
@@ -67,7 +67,9 @@ describe('group checks', () => {
   });
 
   // A multi-turn sample: prompt (with one image) ⧺ response; a tool in the response returns a second image.
-  const VE = PAD - 2; // <|vision_end|>
+  const vision = visionIdsOf(loadProfile('qwen2.5-vl'))!;
+  const { visionStart: VS, imagePad: PAD } = vision;
+  const VE = loadProfile('qwen2.5-vl').special.visionEnd;
   const prompt = [1, 2, VS, PAD, PAD, VE, 3];
   const member = (o: { answer: number[]; images: string[]; mask?: number[]; promptIds?: number[] }) =>
     groupMember(
@@ -84,6 +86,7 @@ describe('group checks', () => {
           lossMask: o.mask ?? o.answer.map(() => 1),
         },
       }),
+      vision,
     )!;
 
   it('compares what the prompt shows: images a tool returned later, or turns cut by a shifted mask, are not another prompt', () => {

@@ -2,6 +2,7 @@
 // model integrity, file snapshot, native round trip); both generations' shapes imported and
 // checked field by field against the generator's conversations (real tokenizer and template),
 // aggregated by the strict prefix rule with breaks kept, planted faults found, bad records reported.
+import { fileContext } from '../server/import/importer.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -179,7 +180,7 @@ describe('GET /rollouts/{id}/events?format=triplet', () => {
     retried.data.response_log_probs = conv['choice-b'].trajectory.turns[0]!.generatedLogprobs;
     // The first call and then its retry with the same prompt: the first answer is dropped.
     const records = [events[0], retried, ...events.slice(1)].map((value) => ({ line: 1, offset: 0, length: 0, value }));
-    const { trajectories, errors } = agentLightningImporter.importRecords(records, { file: 'events.json' });
+    const { trajectories, errors } = agentLightningImporter.importRecords(records, fileContext('events.json'));
     expect(errors).toEqual([]);
     expect(trajectories.map((x) => x.turns[0]!.generatedIds)).toContainEqual(
       conv['choice-b'].trajectory.turns[0]!.generatedIds,
@@ -223,7 +224,7 @@ describe('raw model_request events (the gateway stores the vLLM request and resp
       { event_type: 'reward', rollout_id: 'ro-raw', attempt_id: '0', timestamp: 1764400010, data: { value: 1.0 } },
     ];
     const records = values.map((value, i) => ({ line: i + 1, offset: 0, length: 0, value }));
-    const { trajectories, errors } = agentLightningImporter.importRecords(records, { file: 'events.jsonl' });
+    const { trajectories, errors } = agentLightningImporter.importRecords(records, fileContext('events.jsonl'));
     expect(errors).toEqual([]);
     expect(trajectories.map((t) => [t.id, t.turns.length, t.reward, t.source.lines])).toEqual([
       ['ro-raw', 3, 1.0, [1, 2, 3]],

@@ -2,6 +2,7 @@
 // the real tokenizer and template): through the importer harness (detection, model integrity,
 // file snapshot, native round trip), field by field, through the core checks with each planted
 // fault found, and on broken bytes (cut short, corrupt, wrong types, shorter/longer structs).
+import { fileContext } from '../server/import/importer.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -38,7 +39,7 @@ beforeAll(async () => {
 });
 
 function importBytes(bytes: Uint8Array, file = 'rollouts/step_3/rank_1.bin') {
-  const r = importPrimeRlBytes(bytes, { file });
+  const r = importPrimeRlBytes(bytes, fileContext(file));
   return { errors: r.errors, trajectories: r.trajectories.map((t) => Trajectory.parse(t)) };
 }
 

@@ -2,6 +2,7 @@
 // snapshot, native round trip), then imported and checked field by field against the
 // conversations the generator built with the real tokenizer and template; the planted faults
 // found by the core checks at the right token; bad lines reported by file, line and field.
+import { fileContext } from '../server/import/importer.ts';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -313,9 +314,10 @@ describe('request fields kept for the analysis', () => {
         choices: [{ index: 0, token_ids: [9707, 151645], finish_reason: 'stop', message: { content: 'Hello' } }],
       },
     };
-    const { trajectories, errors } = vllmImporter.importRecords([{ line: 1, offset: 0, length: 0, value: record }], {
-      file: 'x.jsonl',
-    });
+    const { trajectories, errors } = vllmImporter.importRecords(
+      [{ line: 1, offset: 0, length: 0, value: record }],
+      fileContext('x.jsonl'),
+    );
     expect(errors).toEqual([]);
     expect(trajectories[0]!.turns[0]!.tools).toEqual(tools);
     expect(trajectories[0]!.turns[0]!.processor).toEqual({ minPixels: 65536, maxPixels: 1048576 });
@@ -328,9 +330,9 @@ describe('request fields kept for the analysis', () => {
       request: { model: 'm', messages: [] },
       response: { object: 'error', message: 'The model is overloaded', code: 503 },
     };
-    expect(vllmImporter.importRecords([{ line: 1, offset: 0, length: 0, value: record }], { file: 'x.jsonl' })).toEqual(
-      { trajectories: [], errors: [] },
-    );
+    expect(
+      vllmImporter.importRecords([{ line: 1, offset: 0, length: 0, value: record }], fileContext('x.jsonl')),
+    ).toEqual({ trajectories: [], errors: [] });
   });
 });
 

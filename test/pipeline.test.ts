@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadProfile } from '../server/profiles/profile.ts';
+import { loadProfile, visionIdsOf } from '../server/profiles/profile.ts';
 import { checkPaths, type RunEvent } from '../server/pipeline.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
 import { groupMember } from '../server/analysis/groups.ts';
@@ -58,7 +58,7 @@ describe('checkPaths', () => {
     expect(lean.map((c) => [c.trajectory.id, c.findings])).toEqual(full.map((c) => [c.trajectory.id, c.findings]));
     for (const [i, c] of lean.entries()) {
       expect(c.report).toEqual({
-        member: groupMember(full[i]!.trajectory) ?? null,
+        member: groupMember(full[i]!.trajectory, visionIdsOf(full[i]!.profile)) ?? null,
         logprobs: logprobMismatch(full[i]!.trajectory) ?? null,
       });
       expect(full[i]!.trajectory.turns[0]!.promptIds!.length).toBeGreaterThan(0);

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { loadProfile, profileFor } from '../server/profiles/profile.ts';
+import { BUILTIN_PROFILES, loadProfile, profileFor, visionIdsFor, visionIdsOf } from '../server/profiles/profile.ts';
 
 const cwd = process.cwd();
 afterEach(() => process.chdir(cwd));
@@ -30,5 +30,15 @@ describe('profile resolution', () => {
   it('resolves a spec once and hands back the same profile', () => {
     expect(loadProfile('qwen3-vl')).toBe(loadProfile('Qwen/Qwen3-VL-8B-Instruct'));
     expect(profileFor('qwen3-vl', 'Qwen/Qwen2-VL-7B')).toBe(loadProfile('qwen3-vl'));
+  });
+
+  it("gives importers each profile's own placeholder ids without building its tokenizer, none for a model no profile covers", () => {
+    for (const name of BUILTIN_PROFILES) {
+      const ids = visionIdsOf(loadProfile(name));
+      expect(visionIdsFor(name, undefined), name).toEqual(ids);
+      expect(visionIdsFor(undefined, loadProfile(name).name), name).toEqual(ids);
+    }
+    expect(visionIdsFor(undefined, undefined)).toEqual(visionIdsOf(loadProfile('qwen2.5-vl')));
+    expect(visionIdsFor(undefined, 'Qwen/Qwen3.5-9B')).toBeUndefined();
   });
 });

@@ -108,6 +108,8 @@ describe('the run names each model', () => {
       profile: 'qwen2-vl',
       trajectories: 1,
       names: ['Qwen/Qwen2-VL-7B-Instruct'],
+      limitation: null,
+      notes: [],
     });
     expect(info.models.reduce((n, m) => n + m.trajectories, 0)).toBe(info.trajectories);
   });
@@ -146,7 +148,7 @@ describe('the shared page', () => {
     expect(data.run.trajectories).toBe(1);
     expect(data.list.items.map((s) => s.id)).toEqual([ID]);
     expect(data.run.models).toEqual([
-      { profile: 'qwen2.5-vl', trajectories: 1, names: ['Qwen/Qwen2.5-VL-7B-Instruct'] },
+      { profile: 'qwen2.5-vl', trajectories: 1, names: ['Qwen/Qwen2.5-VL-7B-Instruct'], limitation: null, notes: [] },
     ]);
   });
 

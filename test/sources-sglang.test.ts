@@ -2,6 +2,7 @@
 // OpenAI-compatible logs (token ids per choice), grouped like vLLM's; planted faults found at
 // their index; SGLang-shaped but incomplete lines named as SGLang output with what is missing.
 // Fixtures: test/fixtures/generate-sources.ts.
+import { fileContext } from '../server/import/importer.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -85,7 +86,7 @@ describe('/generate logs', () => {
     const value = lines('sglang/generate.jsonl')[0]! as { response: Record<string, unknown> };
     const ids = value.response.output_ids;
     delete value.response.output_ids;
-    const r = sglangImporter.importRecords([{ line: 1, offset: 0, length: 1, value }], { file: 'x.jsonl' });
+    const r = sglangImporter.importRecords([{ line: 1, offset: 0, length: 1, value }], fileContext('x.jsonl'));
     expect(r.errors).toEqual([]);
     expect(r.trajectories[0]!.turns[0]!.generatedIds).toEqual(ids);
   });

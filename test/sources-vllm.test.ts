@@ -2,6 +2,7 @@
 // reported instead of guessed, echo logprobs, usage.prompt_tokens, a prompt cut on the left inside
 // an image, bad values in a first call, logprob arrays one short/long. Fixtures and the planted
 // faults' indices come from test/fixtures/generate-sources.ts.
+import { fileContext } from '../server/import/importer.ts';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -98,7 +99,7 @@ describe('grouping by the ids vLLM states', () => {
       [{ ...base, conversation_id: 's1' }, 'conversation_id'],
     ];
     for (const [value, field] of variants) {
-      const r = vllmImporter.importRecords([{ line: 1, offset: 0, length: 1, value }], { file: 'x.jsonl' });
+      const r = vllmImporter.importRecords([{ line: 1, offset: 0, length: 1, value }], fileContext('x.jsonl'));
       expect(r.trajectories.map((t) => [t.id, t.meta?.groupedBy])).toEqual([['s1', field]]);
     }
   });

@@ -46,6 +46,7 @@ const REASON_WORDS: Readonly<Record<RejectReason, string>> = {
   recheck_failed: 'failed the re-check',
   unreadable: 'unreadable',
   analysis_failed: 'analysis failed',
+  no_profile: 'no profile for its model',
 };
 
 const reasonWords = (r: string): string =>

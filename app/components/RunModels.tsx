@@ -1,5 +1,6 @@
 // The models of a run, each with its trajectory count (`qwen2.5-vl 13 · qwen3-vl 4`); the model
-// names the records state on hover.
+// names the records state, and what a model folder's loader defaulted, on hover. A model no profile
+// covers says so once, in words.
 import type { RunInfo } from '../../server/http/api.ts';
 
 export function RunModels({ info }: { info: RunInfo }) {
@@ -10,10 +11,20 @@ export function RunModels({ info }: { info: RunInfo }) {
     <span data-testid="run-models">
       {one ? 'model ' : 'models '}
       {info.models.map((m, i) => (
-        <span key={m.profile} className="run-model" data-profile={m.profile} title={m.names.join('\n') || undefined}>
+        <span
+          key={m.profile}
+          className="run-model"
+          data-profile={m.profile}
+          title={[...m.names, ...m.notes].join('\n') || undefined}
+        >
           {i > 0 ? ' · ' : ''}
           {m.profile}
           {one ? '' : ` (${m.trajectories})`}
+          {m.limitation && (
+            <span className="run-model-limitation" data-testid="run-model-limitation">
+              {` — ${m.limitation}`}
+            </span>
+          )}
         </span>
       ))}
     </span>

@@ -535,7 +535,7 @@ function outOfVocabulary(profile: ModelProfile, id: number): string {
 }
 
 /**
- * Token ids from words such as `151644 8948`, `151644,8948` or `[151644, 8948]`. Throws
+ * Token ids from words such as `9707 11`, `9707,11` or `[9707, 11]`. Throws
  * AskInputError for anything that is not a whole number, or an id outside the vocabulary.
  */
 export function parseTokenIds(words: readonly string[], profile: ModelProfile): number[] {

@@ -15,7 +15,7 @@ import { padRuns } from './vision-spans.ts';
 import { padCountFromGrid } from './image-math.ts';
 import { expectedMask } from './mask.ts';
 import { checkZeroFilledLogprobs } from './zero-logprobs.ts';
-import { checkSources, followsChatFormat } from './sources.ts';
+import { checkSources, checkStatedPromptTokens, followsChatFormat } from './sources.ts';
 import { renderSemanticsFor } from './render.ts';
 import { checkCanonicalSplits } from './canonical-split.ts';
 import { checkStrayVisionTokens, imageSpans } from './stray-vision.ts';
@@ -57,6 +57,7 @@ export async function checkTrajectory(
   ctx: AnalysisContext,
   failures = new StepFailures(),
 ): Promise<CheckResult> {
+  if (ctx.profile.uncoveredModel !== undefined) return checkWithoutTokenizer(traj, ctx);
   const realigned = await failures.guard('realign', {}, () => realign(traj, ctx, failures));
   const alignment = realigned ?? unavailableAlignment();
   const findings: Finding[] = [];
@@ -166,7 +167,8 @@ function badLogprob(lp: number | null): string | undefined {
  */
 export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const out: Finding[] = [];
-  const vocab = ctx.profile.tokenizer.vocabSize;
+  // A model no profile covers has a vocabulary of unknown size: only what is no id at all is reported.
+  const vocab = ctx.profile.uncoveredModel === undefined ? ctx.profile.tokenizer.vocabSize : Number.POSITIVE_INFINITY;
   const s = traj.sample;
   const sampleOffset = s ? (s.maskScope === 'full' ? 0 : s.tokens.length - (s.responseLength ?? 0)) : 0;
   const scan = <T extends number | null>(
@@ -204,7 +206,7 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   // The common case, every value valid, is settled by one tight loop per kind of list.
   const allIds = (values: readonly number[] | undefined) => allValidIds(values, vocab);
   const idWhy = (id: number) => badTokenId(id, vocab);
-  const idRange = `an integer token id in 0..${vocab - 1}`;
+  const idRange = Number.isFinite(vocab) ? `an integer token id in 0..${vocab - 1}` : 'a non-negative integer token id';
   const sameAsSample = (index: number, v: number) => !!s && Object.is(s.tokens[index], v);
   const sameLogprobAsSample = (index: number, v: number | null) =>
     !!s?.logprobs && index >= sampleOffset && Object.is(s.logprobs[index - sampleOffset], v);
@@ -638,7 +640,8 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, ali
       });
     }
   }
-  if (s.lossMask && s.lossMask.length === scopeLen) {
+  // Which tokens the mask must train is read from the chat structure: the profile's ids.
+  if (s.lossMask && s.lossMask.length === scopeLen && ctx.profile.uncoveredModel === undefined) {
     // Assistant turns before the first trained token are prompt history (few-shot, earlier episodes): not judged.
     const promptLength = respLen !== undefined ? total - respLen : Math.max(0, s.lossMask.indexOf(1));
     const expected = expectedMask(s.tokens, ctx.profile.special, promptLength);
@@ -686,4 +689,44 @@ function describeRole(tokens: readonly number[], index: number, ctx: AnalysisCon
     }
   }
   return 'the prompt';
+}
+
+/**
+ * The checks that need neither the model's tokenizer, nor its template, nor its ids: for a model
+ * the data names that no profile covers (ModelProfile `uncoveredModel`), which is never checked
+ * as another. What is no value at all (a NaN or negative id, a logprob that is none, a mask value
+ * other than 0/1), arrays of the wrong length, rollout against trainer logprobs, zero-filled
+ * logprobs, the engine's prompt count against the ids the log holds, and what the importer found.
+ * The stream is kept as stored, not re-aligned.
+ */
+async function checkWithoutTokenizer(traj: Trajectory, ctx: AnalysisContext): Promise<CheckResult> {
+  const findings: Finding[] = [
+    ...checkValues(traj, ctx),
+    ...checkLengthsAndMasks(traj, ctx),
+    ...mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch),
+    ...checkZeroFilledLogprobs(traj),
+    ...(traj.sourceFindings ?? []),
+    ...(await checkStatedPromptTokens(traj, ctx)),
+  ];
+  return { findings: sortFindings(findings), alignment: storedAlignment(traj, ctx.profile.uncoveredModel!) };
+}
+
+/** The stream as the data holds it, for a trajectory that cannot be re-aligned (no profile covers its model). */
+function storedAlignment(traj: Trajectory, model: string): Alignment {
+  const observed = observedStream(traj);
+  const tokens = observed?.tokens ?? [];
+  const s = traj.sample;
+  const responseLength = s ? (s.responseLength ?? 0) : (traj.turns[traj.turns.length - 1]?.generatedIds?.length ?? 0);
+  return {
+    tokens,
+    lossMask: tokens.map(() => 0),
+    logprobs: tokens.map(() => 0),
+    promptLength: tokens.length - responseLength,
+    responseLength,
+    promptFrom: s ? 'sample' : traj.turns[0]?.promptIds ? 'engine' : 'none',
+    turns: [],
+    imageGridThw: [],
+    placeholderRanges: [],
+    notes: [`${model}: no profile covers the model, so the stream is shown as stored, not re-aligned`],
+  };
 }

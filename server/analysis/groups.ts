@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import type { Finding } from '../model/finding.ts';
 import type { Trajectory } from '../model/trajectory.ts';
 import { imagesInMessages } from '../model/message-images.ts';
-import { QWEN_VL_IMAGE_PAD, QWEN_VL_VISION_START } from '../profiles/qwen-vl-ids.ts';
+import type { VisionIds } from '../profiles/profile.ts';
 
 /** What a group check needs to know of one sample. */
 export interface GroupMember {
@@ -75,13 +75,13 @@ function digest(tag: string, lists: readonly (readonly number[] | undefined)[], 
 }
 
 /** Images the prompt's ids show: `<|vision_start|>` then `<|image_pad|>` (expanded or not). */
-function imageSpansIn(ids: readonly number[]): number {
+function imageSpansIn(ids: readonly number[], vision: VisionIds): number {
   let n = 0;
-  for (let i = 0; i + 1 < ids.length; i++) if (ids[i] === QWEN_VL_VISION_START && ids[i + 1] === QWEN_VL_IMAGE_PAD) n++;
+  for (let i = 0; i + 1 < ids.length; i++) if (ids[i] === vision.visionStart && ids[i + 1] === vision.imagePad) n++;
   return n;
 }
 
-function promptHash(t: Trajectory): string | undefined {
+function promptHash(t: Trajectory, vision: VisionIds | undefined): string | undefined {
   const first = t.turns[0];
   const s = t.sample;
   // The trainer's prompt (the sample's tokens before its response) when there is one: GRPO groups are
@@ -93,7 +93,12 @@ function promptHash(t: Trajectory): string | undefined {
       : first?.promptIds;
   // Only the images the prompt shows: a tool that returns an image (a zoom, a screenshot) gives each
   // sample its own later images, and the samples were still asked the same question.
-  const shown = ids ? imageSpansIn(ids) : first?.messages ? imagesInMessages(first.messages).length : t.images.length;
+  const shown =
+    ids && vision
+      ? imageSpansIn(ids, vision)
+      : first?.messages
+        ? imagesInMessages(first.messages).length
+        : t.images.length;
   const images = t.images
     .slice(0, shown)
     .map((im) => im.sha256 ?? im.url ?? '?')
@@ -114,15 +119,18 @@ function sampleHash(t: Trajectory): string | undefined {
   return undefined;
 }
 
-/** The group member a trajectory is, or undefined when it names no group. */
-export function groupMember(t: Trajectory): GroupMember | undefined {
+/**
+ * The group member a trajectory is, or undefined when it names no group. `vision`: the placeholder
+ * ids of its profile (none for a model no profile covers: the images its messages show count).
+ */
+export function groupMember(t: Trajectory, vision: VisionIds | undefined): GroupMember | undefined {
   if (t.group === undefined) return undefined;
   return {
     group: t.group,
     step: t.step,
     reward: t.reward,
     advantage: t.advantage,
-    prompt: promptHash(t),
+    prompt: promptHash(t, vision),
     sample: sampleHash(t),
   };
 }

@@ -126,8 +126,11 @@ const SENTINEL = '\u0000rollscope-assistant-content\u0000';
  * rendered observation with the next generation prompt. Computed from the real template by
  * rendering with a sentinel as the assistant content, so the history's other turns render
  * exactly as they would (image numbering, system prompt injection) without touching the
- * generated text. Returns undefined when the template rewrites history (the longer render does
- * not extend the shorter one).
+ * generated text. What a template writes before the content of the turn may depend on what
+ * follows it (Qwen3 opens an empty think block in a conversation's last assistant turn only;
+ * docs/reference/chat-templates.md#qwen3-text-and-qwen3-2507): the turn's closing and the history
+ * before it must render alike. Returns undefined when the template rewrites history (the longer
+ * render does not extend the history, or closes the turn otherwise).
  */
 export function observationSuffixText(
   profile: ModelProfile,
@@ -136,14 +139,19 @@ export function observationSuffixText(
   opts: RenderOptions = {},
 ): { close: string; delta: string } | undefined {
   const assistant: Message = { role: 'assistant', content: SENTINEL };
+  const head = history.length > 0 ? renderText(profile, history, { ...opts, addGenerationPrompt: false }) : '';
   const closed = renderText(profile, [...history, assistant], { ...opts, addGenerationPrompt: false });
   const continued = renderText(profile, [...history, assistant, ...observation], {
     ...opts,
     addGenerationPrompt: true,
   });
   const at = closed.lastIndexOf(SENTINEL);
-  if (at < 0 || !continued.startsWith(closed)) return undefined;
-  return { close: closed.slice(at + SENTINEL.length), delta: continued.slice(closed.length) };
+  const atContinued = continued.lastIndexOf(SENTINEL);
+  if (at < 0 || atContinued < 0 || !closed.startsWith(head) || !continued.startsWith(head)) return undefined;
+  const close = closed.slice(at + SENTINEL.length);
+  const after = continued.slice(atContinued + SENTINEL.length);
+  if (!after.startsWith(close)) return undefined;
+  return { close, delta: after.slice(close.length) };
 }
 
 /** The token ids that close an assistant turn (`<|im_end|>\n` for Qwen templates). */

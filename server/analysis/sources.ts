@@ -124,7 +124,8 @@ export async function checkStatedPromptTokens(
         });
       continue;
     }
-    if (!t.messages) continue;
+    // Rendering needs the model's template: not for a model no profile covers.
+    if (!t.messages || ctx.profile.uncoveredModel !== undefined) continue;
     const messages = t.messages;
     const rendered = (
       await failures.guard('render', { turn: k, field: `turns.${k}.messages` }, () =>

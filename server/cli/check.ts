@@ -7,7 +7,7 @@ import { FINDING_KINDS } from '../model/finding.ts';
 import { publicFinding } from '../model/public-finding.ts';
 import type { ReadError, Trajectory } from '../model/trajectory.ts';
 import { checkPaths, streamTokens, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
-import { visiblePiece } from '../profiles/tokenizer.ts';
+import { tokenDisplay, uncoveredLimitation, visionIdsOf, type ModelProfile } from '../profiles/profile.ts';
 import { paint } from './output.ts';
 import { logprobMismatch, runMismatch, type TrajectoryMismatch } from '../analysis/logprob-mismatch.ts';
 import { RunLogprobs, runLogprobs, TrajectoryLogprobs, trajectoryLogprobs } from './mismatch-json.ts';
@@ -16,6 +16,46 @@ import { FindingsParquetWriter } from '../export/findings-parquet.ts';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { runRoot } from '../pipeline/shard.ts';
+
+/** One model of a run: the name the data states and the profile its trajectories were checked with (docs/check-json.md#models). */
+export const RunModel = z.object({
+  /** As the data states it; null for trajectories that name none. */
+  model: z.string().nullable(),
+  profile: z.string(),
+  trajectories: z.number().int(),
+  /** For a model no profile covers, the one sentence that says so; else null. */
+  limitation: z.string().nullable(),
+  /** What the profile's loader could not read and defaulted (a model folder without some file). */
+  notes: z.array(z.string()),
+});
+export type RunModel = z.infer<typeof RunModel>;
+
+/** The models of a run in the order their first trajectory came, counted. */
+export class RunModels {
+  private readonly byKey = new Map<string, RunModel>();
+
+  add(model: string | null, profile: Pick<ModelProfile, 'name' | 'notes' | 'uncoveredModel'>): void {
+    const key = JSON.stringify([model, profile.name]);
+    const known = this.byKey.get(key);
+    if (known) {
+      known.trajectories++;
+      return;
+    }
+    const uncovered = profile.uncoveredModel;
+    this.byKey.set(key, {
+      model,
+      profile: profile.name,
+      trajectories: 1,
+      limitation: uncovered !== undefined ? uncoveredLimitation(uncovered) : null,
+      // A stand-in's note is its limitation.
+      notes: uncovered !== undefined ? [] : [...profile.notes],
+    });
+  }
+
+  list(): RunModel[] {
+    return [...this.byKey.values()];
+  }
+}
 
 /** The stable `--json` contract (docs/check-json.md). */
 export const CheckReport = z.object({
@@ -51,6 +91,8 @@ export const CheckReport = z.object({
       }),
     )
     .default([]),
+  /** The models the trajectories name, each with its profile; reports written before this field existed read as []. */
+  models: z.array(RunModel).default([]),
   errors: z.array(
     z.object({ file: z.string(), line: z.number().int(), field: z.string().optional(), message: z.string() }),
   ),
@@ -113,10 +155,9 @@ export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): stri
   if (!tokens || f.index < 0) return undefined;
   const from = Math.max(0, f.index - radius);
   const to = Math.min(tokens.length, f.index + radius + 1);
-  const tok = c.profile.tokenizer;
   const parts: string[] = [];
   for (let i = from; i < to; i++) {
-    const piece = visiblePiece(tok.piece(tokens[i]!));
+    const piece = tokenDisplay(c.profile, tokens[i]!);
     parts.push(i === f.index ? paint.bold(paint.red(`[${piece}]`)) : piece);
   }
   return `${from > 0 ? '…' : ''}${parts.join(' ')}${to < tokens.length ? '…' : ''}`;
@@ -171,8 +212,16 @@ export interface CheckOptions extends RunOptions {
 export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut): Promise<number> {
   // `trajectories` stays empty: each entry is written as it comes (memory bounded on any run size),
   // into the same bytes JSON.stringify(report) would give.
-  const report: CheckReport = { version: 1, trajectories: [], groups: [], errors: [], summary: newSummary() };
+  const report: CheckReport = {
+    version: 1,
+    trajectories: [],
+    groups: [],
+    models: [],
+    errors: [],
+    summary: newSummary(),
+  };
   const groupChecks = new GroupChecks();
+  const models = new RunModels();
   let fatal = false;
   const errors: ReadError[] = [];
   let written = 0;
@@ -221,7 +270,8 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       findings?.add(c);
       const t = c.trajectory;
       addToSummary(report.summary, c.findings, hasTokens(t));
-      const member = c.report ? c.report.member : groupMember(t);
+      models.add(t.model ?? null, c.profile);
+      const member = c.report ? c.report.member : groupMember(t, visionIdsOf(c.profile));
       if (member) groupChecks.add(member);
       const entry: CheckReport['trajectories'][number] = {
         id: t.id,
@@ -262,6 +312,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   const run = runMismatch(mismatches);
   if (run) report.summary.logprobs = runLogprobs(run, opts.mismatch);
   report.groups = groupChecks.summaries().map((g) => ({ ...g, findings: g.findings.map(publicFinding) }));
+  report.models = models.list();
   for (const g of report.groups) report.summary.findingsByKind.group! += g.findings.length;
   // A group's findings read best as their own message (they concern no single trajectory).
   for (const g of report.groups)
@@ -279,7 +330,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   };
   if (opts.json)
     out.write(
-      `],"groups":${JSON.stringify(report.groups)},"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}` +
+      `],"groups":${JSON.stringify(report.groups)},"models":${JSON.stringify(report.models)},"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}` +
         `${shard ? `,"shard":${JSON.stringify(shard)}` : ''}}\n`,
     );
   else printSummary(report, out, opts.all === true);
@@ -353,6 +404,17 @@ export function printSummary(r: CheckReport, out: TextOut, listGroups = true): v
   if (listGroups)
     for (const g of r.groups)
       for (const f of g.findings) out.write(`${paint.yellow('group')} ${(f as Finding).message}\n`);
+  // Once per model: a model no profile covers, and what a profile's loader defaulted.
+  const notedProfiles = new Set<string>();
+  for (const m of r.models) {
+    if (m.limitation)
+      out.write(
+        `${paint.yellow('model')} ${m.limitation} (${m.trajectories} trajector${m.trajectories === 1 ? 'y' : 'ies'}: only the checks that need no tokenizer ran)\n`,
+      );
+    if (notedProfiles.has(m.profile)) continue;
+    notedProfiles.add(m.profile);
+    for (const n of m.notes) out.write(`${paint.yellow('profile')} ${m.profile}: ${n}\n`);
+  }
   for (const e of r.errors) out.write(`${paint.red('error')} ${e.file}${e.line ? `:${e.line}` : ''}: ${e.message}\n`);
   const s = r.summary;
   const kinds = Object.entries(s.findingsByKind)

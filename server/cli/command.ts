@@ -28,9 +28,10 @@ export const COMMON_OPTIONS = {
   help: { type: 'boolean', short: 'h', default: false },
 } satisfies ParseArgsConfig['options'];
 
-export const COMMON_USAGE = `  --model M        qwen2-vl, qwen2.5-vl, qwen3-vl, a model name (Qwen/Qwen2.5-VL-7B-Instruct), or a local
-                   model folder (tokenizer.json, chat template, preprocessor_config.json). Default: inferred
-                   from the data, else qwen2.5-vl.
+export const COMMON_USAGE = `  --model M        a built-in profile (qwen2.5-vl, qwen3-vl, qwen2.5, qwen3, …; README), a model name
+                   (Qwen/Qwen2.5-1.5B-Instruct), or a local model folder (tokenizer.json, chat template,
+                   config.json, preprocessor_config.json). Default: the profile the model named in the data
+                   picks, else qwen2.5-vl; a model no built-in covers is checked without its tokenizer.
   --format F       override format detection
   --min-pixels N   image processor min_pixels for this run (records that state their own keep theirs)
   --max-pixels N   image processor max_pixels for this run

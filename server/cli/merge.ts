@@ -5,7 +5,8 @@
 import path from 'node:path';
 import { z } from 'zod';
 import { runMismatch } from '../analysis/logprob-mismatch.ts';
-import { CheckReport, newSummary } from './check.ts';
+import { CheckReport, newSummary, RunModels } from './check.ts';
+import { uncoveredModelOf } from '../profiles/profile.ts';
 import { runLogprobs } from './mismatch-json.ts';
 import { emptyCounts, Manifest } from '../export/manifest.ts';
 import { EXPORT_SCHEMA_VERSION } from '../export/row-schema.ts';
@@ -126,10 +127,23 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
     ),
   );
   if (totals) summary.logprobs = runLogprobs(totals, thresholds);
+  // The models in the order their first trajectory came in the run, as check counts them.
+  const notesOf = new Map<string, string[]>();
+  for (const { report } of reports) for (const m of report.models) notesOf.set(m.profile, m.notes);
+  const models = new RunModels();
+  for (const t of ordered.trajectories) {
+    const uncoveredModel = uncoveredModelOf(t.profile);
+    models.add(t.model, {
+      name: t.profile,
+      notes: notesOf.get(t.profile) ?? [],
+      ...(uncoveredModel !== undefined ? { uncoveredModel } : {}),
+    });
+  }
   return {
     version: 1,
     trajectories: ordered.trajectories,
     groups: groups.sort((a, b) => a.position - b.position).map((g) => g.item),
+    models: models.list(),
     errors: ordered.errors,
     summary,
   };

@@ -36,6 +36,8 @@ export const REJECT_REASONS = [
   'unreadable',
   /** A step of the analysis, or of building the row, raised (the `analysis_failed` finding says which). */
   'analysis_failed',
+  /** No profile covers the model the data names (`--model FOLDER` gives one): nothing can be re-aligned. */
+  'no_profile',
 ] as const;
 export const RejectReason = z.enum(REJECT_REASONS);
 export type RejectReason = z.infer<typeof RejectReason>;

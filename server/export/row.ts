@@ -3,9 +3,10 @@
 // response, `response_length`, `loss_mask` and `rollout_log_probs` per response token, `reward`,
 // `status`), plus the multimodal fields a Qwen-VL trainer needs. The schema is versioned
 // (docs/export-format.md); a row is written only after it passed every check again.
+import path from 'node:path';
 import type { Finding } from '../model/finding.ts';
 import type { GridThw, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
-import { inferProfileName, type ModelProfile } from '../profiles/profile.ts';
+import { inferProfileName, uncoveredLimitation, type ModelProfile } from '../profiles/profile.ts';
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
 import { padRuns } from '../analysis/vision-spans.ts';
@@ -78,9 +79,14 @@ function sampleStatus(traj: Trajectory, lastGenerated: readonly number[], eos: n
   return lastGenerated[lastGenerated.length - 1] === eos ? 'completed' : 'truncated';
 }
 
-/** The model name a batch reader will map back to the same profile. */
+/**
+ * The model name a batch reader will map back to the same profile: the data's name when it picks
+ * this built-in, or when a model folder was the profile (the reader is then given the folder too).
+ */
 function modelName(traj: Trajectory, profile: ModelProfile): string {
-  return traj.model && inferProfileName(traj.model) === profile.family ? traj.model : profile.family;
+  if (traj.model && (inferProfileName(traj.model) === profile.family || path.isAbsolute(profile.name)))
+    return traj.model;
+  return profile.family;
 }
 
 /** Per-token modality: 0 text, 1 image pad, 2 video pad (transformers v5 / prime-rl `mm_token_type_ids`). */
@@ -107,6 +113,16 @@ function generatedLogprobsState(traj: Trajectory): 'all' | 'none' | 'partial' {
 export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): Promise<RowOutcome> {
   const { trajectory: traj, profile, alignment } = checked;
   const { special } = profile;
+  if (profile.uncoveredModel !== undefined)
+    return {
+      kind: 'rejected',
+      reasons: ['no_profile'],
+      messages: [
+        `${uncoveredLimitation(profile.uncoveredModel)}: a row is built with the model's tokenizer and template`,
+      ],
+      causes: [],
+      recheck: [],
+    };
   const first = originalRejections(checked, opts.includeWarnings);
   const reasons = first.reasons;
   const messages = first.messages;

@@ -72,6 +72,10 @@ export const RunInfo = z.object({
       trajectories: z.number().int(),
       /** The model names the records state (e.g. `Qwen/Qwen2.5-VL-7B-Instruct`), if any. */
       names: z.array(z.string()),
+      /** For a model no profile covers, the one sentence that says so (`pass --model FOLDER`); else null. */
+      limitation: z.string().nullable(),
+      /** What the profile's loader could not read and defaulted (a model folder without some file). */
+      notes: z.array(z.string()),
     }),
   ),
   errors: z.array(ReadError),

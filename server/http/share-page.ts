@@ -92,7 +92,14 @@ export async function sharedTrajectory(store: RunStore, id: string): Promise<Sha
     },
     health: { ok: 0, warning: 0, error: 0, [summary.health]: 1 },
     profile: info.profile,
-    models: [{ profile: detail.profile, trajectories: 1, names: detail.model ? [detail.model] : [] }],
+    models: [
+      {
+        ...(info.models.find((m) => m.profile === detail.profile) ?? { limitation: null, notes: [] }),
+        profile: detail.profile,
+        trajectories: 1,
+        names: detail.model ? [detail.model] : [],
+      },
+    ],
     errors: [],
     demo: info.demo,
     loading: false,

@@ -26,7 +26,7 @@ import { importerFor, readsLineByLine } from '../import/formats.ts';
 import { readLines, type RecordLine } from '../import/read/lines.ts';
 import { importLines, readFileChunks } from '../import/stream.ts';
 import type { LoadedFile } from '../import/index.ts';
-import { profileFor } from '../profiles/profile.ts';
+import { profileFor, uncoveredLimitation, visionIdsOf } from '../profiles/profile.ts';
 import { inRatioBin, mismatchSummary } from './views-logprobs.ts';
 import type {
   FindingCounts,
@@ -292,7 +292,13 @@ function headline(message: string | undefined): string | null {
 }
 
 /** Trajectories per model profile, most first, with the model names their records state. */
-function modelCounts(entries: Iterable<Entry>): RunInfo['models'] {
+/** What a run says once per profile: the model it does not cover, what its loader defaulted. */
+interface ProfileNotes {
+  limitation: string | null;
+  notes: string[];
+}
+
+function modelCounts(entries: Iterable<Entry>, notesOf: ReadonlyMap<string, ProfileNotes>): RunInfo['models'] {
   const byProfile = new Map<string, { trajectories: number; names: Set<string> }>();
   for (const e of entries) {
     const m = byProfile.get(e.model.profile) ?? { trajectories: 0, names: new Set<string>() };
@@ -301,7 +307,12 @@ function modelCounts(entries: Iterable<Entry>): RunInfo['models'] {
     byProfile.set(e.model.profile, m);
   }
   return [...byProfile.entries()]
-    .map(([profile, m]) => ({ profile, trajectories: m.trajectories, names: [...m.names].sort() }))
+    .map(([profile, m]) => ({
+      profile,
+      trajectories: m.trajectories,
+      names: [...m.names].sort(),
+      ...(notesOf.get(profile) ?? { limitation: null, notes: [] }),
+    }))
     .sort((a, b) => b.trajectories - a.trajectories || a.profile.localeCompare(b.profile));
 }
 
@@ -401,6 +412,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     allowRemoteImages: opts.allowRemoteImages,
   };
   const entries = new Map<string, Entry>();
+  const profileNotes = new Map<string, ProfileNotes>();
   const order: string[] = [];
   const files = new Map<string, FileState>();
   const pathErrors: ReadError[] = [];
@@ -412,7 +424,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   let version = 0;
   let lastList: { key: string; matches: TrajectorySummary[] } | undefined;
   const profile = profileFor(opts.model, undefined);
-  const reloader = new Reloader(opts.format);
+  const reloader = new Reloader(opts.format, opts.model);
   const keys = new TrajectoryKeys();
   const folders = new RunFolders(paths);
   /**
@@ -464,6 +476,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     } else {
       for await (const chunk of readFileChunks(file, {
         format: opts.format,
+        model: opts.model,
         // On this thread, a batch is imported in one go while requests wait: small ones keep the
         // overview answering while a big run is checked. Workers take the pipeline's batches.
         batchLines: pooled ? BATCH_LINES : MAIN_THREAD_BATCH_LINES,
@@ -524,8 +537,15 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       own: { findings: summary.findings, health: summary.health },
     };
     entries.set(id, entry);
+    if (!profileNotes.has(checked.profile.name)) {
+      const uncovered = checked.profile.uncoveredModel;
+      profileNotes.set(checked.profile.name, {
+        limitation: uncovered !== undefined ? uncoveredLimitation(uncovered) : null,
+        notes: uncovered !== undefined ? [] : checked.profile.notes,
+      });
+    }
     order.push(id);
-    const member = groupMember(traj);
+    const member = groupMember(traj, visionIdsOf(checked.profile));
     if (member) addToGroup(entry, member);
     version++;
     cache.set(id, checked);
@@ -692,7 +712,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         counts,
         health,
         profile: { name: profile.name, family: profile.family },
-        models: modelCounts(entries.values()),
+        models: modelCounts(entries.values(), profileNotes),
         errors: [...pathErrors, ...[...files.values()].flatMap((s) => s.errors)].map((e) => ({
           ...e,
           file: display(e.file),
@@ -866,7 +886,10 @@ class Reloader {
   private running = 0;
   private readonly waiting: (() => void)[] = [];
 
-  constructor(private readonly format: string | undefined) {}
+  constructor(
+    private readonly format: string | undefined,
+    private readonly model: string | undefined,
+  ) {}
 
   /** Lines the first read streamed past: their offsets, so no re-load has to scan for them. */
   note(file: string, lines: readonly RecordLine[]): void {
@@ -884,7 +907,7 @@ class Reloader {
     const importer = importerFor(format ?? '');
     if (readsLineByLine(importer)) {
       const record = await this.lineAt(file, line);
-      if (record) return importLines(file, importer.format, [record]).trajectories;
+      if (record) return importLines(file, importer.format, [record], { model: this.model }).trajectories;
     }
     return this.whole(file);
   }
@@ -927,7 +950,7 @@ class Reloader {
       p = (async () => {
         await this.slot();
         try {
-          return (await loadFile(file, { format: this.format })).trajectories;
+          return (await loadFile(file, { format: this.format, model: this.model })).trajectories;
         } finally {
           this.release();
         }

@@ -8,7 +8,7 @@ import { padRuns } from '../analysis/vision-spans.ts';
 import type { Finding } from '../model/finding.ts';
 import type { Trajectory } from '../model/trajectory.ts';
 import type { CheckedTrajectory } from '../pipeline.ts';
-import { visiblePiece } from '../profiles/tokenizer.ts';
+import { tokenDisplay } from '../profiles/profile.ts';
 import type { CompareField, CompareImage, ComparePair } from './api.ts';
 import { compareSide, comparePair } from './trained-side.ts';
 import { idsDiff } from './views.ts';
@@ -87,8 +87,7 @@ function fieldState(
   if (i >= 0 && s && (field === 'tokens' || field === 'loss_mask' || field === 'logprobs')) {
     const from = Math.max(0, i - WINDOW);
     const to = Math.min(Math.max(a.tokens.length, s.tokens.length), i + WINDOW + 1);
-    const tok = rollout.profile.tokenizer;
-    const pieceOf = (id: number | undefined) => (id === undefined ? '—' : visiblePiece(tok.piece(id)));
+    const pieceOf = (id: number | undefined) => (id === undefined ? '—' : tokenDisplay(rollout.profile, id));
     const rows = { pieces: [] as string[], rollout: [] as string[], trained: [] as string[] };
     for (let k = from; k < to; k++) {
       rows.pieces.push(pieceOf(a.tokens[k] ?? s.tokens[k]));

@@ -14,7 +14,7 @@ import { closedCanonical, expectedNextPrompt } from '../analysis/expected-stream
 import { followsChatFormat } from '../analysis/sources.ts';
 import { padCountFromGrid } from '../analysis/image-math.ts';
 import { partialByteJoins, visiblePiece } from '../profiles/tokenizer.ts';
-import type { ModelProfile } from '../profiles/profile.ts';
+import { textDisplay, tokenDisplay, type ModelProfile } from '../profiles/profile.ts';
 import type {
   DiffA,
   DiffB,
@@ -148,6 +148,10 @@ export function trajectoryDetail(summary: TrajectorySummary, c: CheckedTrajector
 export function pieces(profile: ModelProfile, ids: readonly number[]): Pieces {
   const tok = profile.tokenizer;
   const out: Record<string, string> = {};
+  if (profile.uncoveredModel !== undefined) {
+    for (const id of new Set(ids)) out[id] = tokenDisplay(profile, id);
+    return { pieces: out, specialIds: [], joins: [] };
+  }
   const specialIds: number[] = [];
   for (const id of new Set(ids)) {
     out[id] = visiblePiece(tok.piece(id));
@@ -403,11 +407,10 @@ export function idsDiff(
     hunks = hunks.filter((h) => !(h.aStart === a.length && h.aEnd === a.length && h.bEnd === b.length));
   }
   const { rowsA, rowsB, starts } = rowsFor(a.length, b.length, hunks);
-  const tok = profile.tokenizer;
   const text = (ids: number[], s: number, e: number): [string, string, string] => [
-    visiblePiece(tok.decodeSync(ids.slice(Math.max(0, s - CONTEXT_TOKENS), s))),
-    visiblePiece(tok.decodeSync(ids.slice(s, e))),
-    visiblePiece(tok.decodeSync(ids.slice(e, e + CONTEXT_TOKENS))),
+    textDisplay(profile, ids.slice(Math.max(0, s - CONTEXT_TOKENS), s)),
+    textDisplay(profile, ids.slice(s, e)),
+    textDisplay(profile, ids.slice(e, e + CONTEXT_TOKENS)),
   ];
   return {
     a: { label: labels.a, ids: a, ...pieces(profile, a) },

@@ -20,7 +20,7 @@ import { Message as MessageSchema } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
-import { chainCalls, QWEN_VL_PAD_IDS, uniqueIds, type Chain } from './chain.ts';
+import { chainCalls, padIdsOf, uniqueIds, type Chain } from './chain.ts';
 import { LogprobValues, TokenIdValues } from './turns-from-mask.ts';
 import type { Finding } from '../model/finding.ts';
 import { imagesOfTurns, readVllmCall } from './vllm.ts';
@@ -494,7 +494,8 @@ export const agentLightningImporter: Importer = {
       return true;
     return 'no triplet ({"prompt": {"token_ids"}, "response": {"token_ids"}}), event or rollout with "triplets"';
   },
-  importRecords(records, { file }): ImportResult {
+  importRecords(records, ctx): ImportResult {
+    const { file } = ctx;
     const out: Collected = { calls: [], errors: [], finalRewards: new Map() };
     // Items of a whole-file JSON array share line 1: name them by their index instead.
     const perLine = new Map<number, number>();
@@ -523,7 +524,12 @@ export const agentLightningImporter: Importer = {
           messages: c.turn.messages,
           answerText: c.turn.generatedText,
         })),
-        { padIds: QWEN_VL_PAD_IDS },
+        {
+          padIds: padIdsOf(
+            ctx,
+            calls.map((c) => c.model),
+          ),
+        },
       );
       const finalReward = out.finalRewards.get(rollout ?? '');
       const splits = rollout !== undefined && chains.length > 1 ? splitFindings(calls, chains, rollout) : [];

@@ -12,7 +12,7 @@
 // Cost: every call scans its prompt once against hash indexes of chain ends and of chains'
 // first prompts (O(prompt length) map lookups), so grouping is linear in the tokens read.
 // Candidate verification compares tokens only on a hash hit.
-import { QWEN_VL_IMAGE_PAD, QWEN_VL_VIDEO_PAD } from '../profiles/qwen-vl-ids.ts';
+import type { FileContext } from './importer.ts';
 
 export interface ChainCall {
   promptIds: readonly number[];
@@ -44,8 +44,15 @@ export interface ChainOptions {
   padIds?: readonly number[];
 }
 
-/** `<|image_pad|>`, `<|video_pad|>`: the same ids in Qwen2-VL, Qwen2.5-VL and Qwen3-VL (docs/reference/tokens.md). */
-export const QWEN_VL_PAD_IDS: readonly number[] = [QWEN_VL_IMAGE_PAD, QWEN_VL_VIDEO_PAD];
+/** `<|image_pad|>` and `<|video_pad|>` of the profiles the calls' models will be checked with. */
+export function padIdsOf(ctx: FileContext, models: Iterable<string | undefined>): number[] {
+  const ids = new Set<number>();
+  for (const model of new Set(models)) {
+    const v = ctx.visionIds(model);
+    if (v) ids.add(v.imagePad).add(v.videoPad);
+  }
+  return [...ids];
+}
 
 // Rolling hash over token ids in 32-bit integer arithmetic (each step a bijection of the previous
 // value, so prefixes that differ in their last token never collide); hits are verified on tokens.

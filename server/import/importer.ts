@@ -6,10 +6,22 @@ import type { FormatName, ReadError, TrajectoryInput } from '../model/trajectory
 import type { ZodType } from 'zod';
 import type { RawRecord } from './read/record.ts';
 import { validateRecord } from './read/validate.ts';
+import { visionIdsFor, type VisionIds } from '../profiles/profile.ts';
 
 export interface FileContext {
   /** The file as the user named it (shown in errors and sources). */
   file: string;
+  /**
+   * The placeholder ids of the profile a trajectory whose records name `model` will be checked
+   * with (the `--model` profile, else the one the name picks; undefined when no profile covers
+   * it): an importer that cuts records apart at image pads reads them here, never as constants.
+   */
+  visionIds(model: string | undefined): VisionIds | undefined;
+}
+
+/** The context `loadFile` and `importLines` give an importer, for a run with `--model explicitModel` (or none). */
+export function fileContext(file: string, explicitModel?: string): FileContext {
+  return { file, visionIds: (model) => visionIdsFor(explicitModel, model) };
 }
 
 export interface ImportResult {

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Trajectory, type FormatName, type ReadError } from '../model/trajectory.ts';
-import type { Importer, ImportResult } from './importer.ts';
+import { fileContext, type FileContext, type Importer, type ImportResult } from './importer.ts';
 import { parseJson } from './read/json.ts';
 import { readLimits, type ReadLimits } from './read/limits.ts';
 import { readLines, type RecordLine } from './read/lines.ts';
@@ -26,6 +26,8 @@ export interface LoadedFile {
 
 export interface LoadOptions {
   format?: string;
+  /** The run's `--model` (its profile's placeholder ids are what importers cut records at); else each record's model picks. */
+  model?: string;
   maxLineBytes?: number;
   /** Read limits (line and document size, nesting, array size, gzip ratio); defaults in read/limits.ts. */
   limits?: Partial<ReadLimits>;
@@ -162,7 +164,7 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
       return out;
     }
     try {
-      result = await binary.importBytes(fs.readFileSync(file), { file });
+      result = await binary.importBytes(fs.readFileSync(file), fileContext(file, opts.model));
     } catch (e) {
       out.errors.push({
         file,
@@ -199,7 +201,7 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
       }
       importer = d.importer;
     }
-    result = importIsolated(importer, records, file);
+    result = importIsolated(importer, records, fileContext(file, opts.model));
   }
   if (!importer) return out;
   out.format = importer.format;
@@ -223,15 +225,16 @@ export async function loadFile(file: string, opts: LoadOptions = {}): Promise<Lo
  * records that throw on their own, report each (naming its line and longest list), and import
  * the rest together (grouping formats such as vLLM call logs keep their groups).
  */
-export function importIsolated(importer: Importer, records: readonly RawRecord[], file: string): ImportResult {
+export function importIsolated(importer: Importer, records: readonly RawRecord[], ctx: FileContext): ImportResult {
+  const { file } = ctx;
   try {
-    return importer.importRecords(records, { file });
+    return importer.importRecords(records, ctx);
   } catch (whole) {
     const errors: ReadError[] = [];
     const kept: RawRecord[] = [];
     for (const r of records) {
       try {
-        importer.importRecords([r], { file });
+        importer.importRecords([r], ctx);
         kept.push(r);
       } catch (e) {
         const longest = longestList(r.value);
@@ -248,7 +251,7 @@ export function importIsolated(importer: Importer, records: readonly RawRecord[]
       }
     }
     try {
-      const rest = importer.importRecords(kept, { file });
+      const rest = importer.importRecords(kept, ctx);
       return { trajectories: rest.trajectories, errors: [...errors, ...rest.errors] };
     } catch {
       return {

@@ -33,7 +33,6 @@ import { z } from 'zod';
 import type { Finding } from '../model/finding.ts';
 import type { GridThw, ImageRef, PlaceholderRange, ReadError, TrajectoryInput } from '../model/trajectory.ts';
 import type { FileContext, Importer, ImportResult } from './importer.ts';
-import { QWEN_VL_IMAGE_PAD } from '../profiles/qwen-vl-ids.ts';
 import { arrayHeader, decodeElements, isIntegerType, msgpackTypeName, msgpackValueEnd } from './read/msgpack.ts';
 import { zodErrors } from './read/validate.ts';
 import { LogprobValues, MaskValues, TokenIdValues, turnsFromMask } from './turns-from-mask.ts';
@@ -308,18 +307,19 @@ function trajectoryFrom(parts: SampleParts, id: string, file: string, line: numb
 }
 
 /** Image counts per sample, from `mm_token_type_ids` image runs, else (when they do not account for
- * every grid row) from `<|image_pad|>` runs. */
+ * every grid row) from `<|image_pad|>` runs (the pad id of the profile the run is checked with). */
 function imagesPerSample(
   bounds: readonly [number, number][],
   tokens: readonly number[],
   types: readonly number[] | undefined,
   total: number,
+  imagePad: number | undefined,
 ): number[] {
   if (types) {
     const byTypes = bounds.map(([s, e]) => runsOf(types, 1, s, Math.min(e, types.length)).length);
     if (byTypes.reduce((a, b) => a + b, 0) === total) return byTypes;
   }
-  return bounds.map(([s, e]) => runsOf(tokens, QWEN_VL_IMAGE_PAD, s, e).length);
+  return bounds.map(([s, e]) => (imagePad === undefined ? 0 : runsOf(tokens, imagePad, s, e).length));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -369,10 +369,12 @@ function imageRunsOf(
   bounds: readonly [number, number][],
   tokens: readonly number[],
   types: readonly number[] | undefined,
+  imagePad: number | undefined,
 ): ImageRun[] {
   const useTypes = types !== undefined && types.length === tokens.length;
+  if (!useTypes && imagePad === undefined) return [];
   return bounds.flatMap(([s, e], k) =>
-    (useTypes ? runsOf(types, 1, s, e) : runsOf(tokens, QWEN_VL_IMAGE_PAD, s, e)).map((r) => ({
+    (useTypes ? runsOf(types, 1, s, e) : runsOf(tokens, imagePad!, s, e)).map((r) => ({
       sample: k,
       start: s + r.offset,
       length: r.length,
@@ -481,6 +483,8 @@ interface StructContext {
   /** 1-based ordinal of the struct's first sample in the file. */
   firstLine: number;
   identity: ReturnType<typeof fileIdentity>;
+  /** `<|image_pad|>` of the profile the run is checked with (prime-rl's records name no model). */
+  imagePad: number | undefined;
 }
 
 function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]): TrajectoryInput[] {
@@ -547,7 +551,13 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
     const grids = gridsFromMmKwargs(kwargs);
     if (typeof grids === 'string') fail('mm_kwargs.image_grid_thw', grids);
     else if (grids) {
-      const counts = imagesPerSample(bounds, mb.input_ids, mb.mm_token_type_ids ?? undefined, grids.length);
+      const counts = imagesPerSample(
+        bounds,
+        mb.input_ids,
+        mb.mm_token_type_ids ?? undefined,
+        grids.length,
+        ctx.imagePad,
+      );
       const counted = counts.reduce((a, b) => a + b, 0);
       if (counted !== grids.length) {
         limitations.push(
@@ -569,7 +579,7 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
   const doubtsBySample: Finding[][] = bounds.map(() => []);
   const readingsBySample: Set<RefReading>[] = bounds.map(() => new Set());
   if (refs) {
-    const runs = imageRunsOf(bounds, mb.input_ids, mb.mm_token_type_ids ?? undefined);
+    const runs = imageRunsOf(bounds, mb.input_ids, mb.mm_token_type_ids ?? undefined, ctx.imagePad);
     attributeRefs(refs[0], runs, bounds, total).forEach((a, j) => {
       if ('error' in a) {
         fail(`mm_refs.images.${j}.offset`, a.error);
@@ -703,7 +713,9 @@ function structWhere(kind: StructKind, index: number): string {
   return `${kind === 'sample' ? 'samples' : 'micro_batches'}[${index}]`;
 }
 
-export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): ImportResult {
+export function importPrimeRlBytes(bytes: Uint8Array, fileCtx: FileContext): ImportResult {
+  const { file } = fileCtx;
+  const imagePad = fileCtx.visionIds(undefined)?.imagePad;
   const out: ImportResult = { trajectories: [], errors: [] };
   const identity = fileIdentity(file);
   const fileError = (message: string, field?: string, line = 0) =>
@@ -791,7 +803,7 @@ export function importPrimeRlBytes(bytes: Uint8Array, { file }: FileContext): Im
     names.forEach((name, i) => {
       if (i < read.elements.length) record[name] = read.elements[i];
     });
-    const ctx: StructContext = { file, index, where, firstLine: line, identity };
+    const ctx: StructContext = { file, index, where, firstLine: line, identity, imagePad };
     const parsed = (kind === 'sample' ? TrainingSampleStruct : MicroBatch).safeParse(record);
     if (!parsed.success) {
       // The position-6/11 field is reported under the name it really has: an array there is `mm_refs`.

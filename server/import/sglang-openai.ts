@@ -52,7 +52,8 @@ export const sglangOpenAiImporter: Importer = {
       ? true
       : 'no SGLang field (choices[].matched_stop, sglext, usage.reasoning_tokens, session_params)';
   },
-  importRecords(records, { file }): ImportResult {
+  importRecords(records, ctx): ImportResult {
+    const { file } = ctx;
     const errors: ReadError[] = [];
     const calls: VllmCall[] = [];
     for (const r of records) {
@@ -61,6 +62,6 @@ export const sglangOpenAiImporter: Importer = {
       // Say whose output it is, so a half-logged SGLang line is not taken for a vLLM problem.
       errors.push(...read.errors.map((e) => ({ ...e, message: `SGLang OpenAI-compatible log: ${e.message}` })));
     }
-    return { trajectories: trajectoriesFromCalls(file, calls, SGLANG_OPENAI_LOG), errors };
+    return { trajectories: trajectoriesFromCalls(ctx, calls, SGLANG_OPENAI_LOG), errors };
   },
 };

@@ -179,7 +179,8 @@ export const sglangImporter: Importer = {
     if (isObject(r) && 'text' in r && 'meta_info' in r) return true;
     return 'no SGLang /generate output ({"text", "output_ids", "meta_info"})';
   },
-  importRecords(records, { file }): ImportResult {
+  importRecords(records, ctx): ImportResult {
+    const { file } = ctx;
     const out: ImportResult = { trajectories: [], errors: [] };
     const calls: VllmCall[] = [];
     for (const r of records) {
@@ -187,7 +188,7 @@ export const sglangImporter: Importer = {
       calls.push(...c);
       out.errors.push(...errors);
     }
-    out.trajectories.push(...trajectoriesFromCalls(file, calls, SGLANG_LOG));
+    out.trajectories.push(...trajectoriesFromCalls(ctx, calls, SGLANG_LOG));
     return out;
   },
 };

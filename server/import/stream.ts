@@ -6,7 +6,7 @@
 // `loadFile`, exactly as before.
 import fs from 'node:fs';
 import { Trajectory, type FormatName, type ReadError } from '../model/trajectory.ts';
-import type { Importer } from './importer.ts';
+import { fileContext, type Importer } from './importer.ts';
 import { importerFor, planRead, readsLineByLine, sniffRecords, SNIFF_RECORDS } from './formats.ts';
 import { importIsolated, loadFile, type LoadedFile, type LoadOptions } from './index.ts';
 import { parseJson } from './read/json.ts';
@@ -117,12 +117,12 @@ export function importLines(
   file: string,
   format: FormatName,
   lines: readonly RecordLine[],
-  limits: Partial<ReadLimits> = {},
+  opts: { limits?: Partial<ReadLimits>; model?: string } = {},
 ): { trajectories: Trajectory[]; errors: ReadError[] } {
   const importer = importerFor(format);
   if (!readsLineByLine(importer))
     throw new Error(`importLines: the ${format} importer does not read records one by one`);
-  const lim = readLimits(limits);
+  const lim = readLimits(opts.limits ?? {});
   const records: RawRecord[] = [];
   const errors: ReadError[] = [];
   for (const l of lines) {
@@ -130,7 +130,7 @@ export function importLines(
     if (isReadError(r)) errors.push(r);
     else records.push(r);
   }
-  const result = withPathStep(importIsolated(importer, records, file), file);
+  const result = withPathStep(importIsolated(importer, records, fileContext(file, opts.model)), file);
   const trajectories: Trajectory[] = [];
   for (const t of result.trajectories) {
     if (importer.validates) {

@@ -27,11 +27,11 @@ import {
   type ReadError,
   type TrajectoryInput,
 } from '../model/trajectory.ts';
-import type { Importer, ImportResult } from './importer.ts';
+import type { FileContext, Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
 import { LogprobValues, TokenIdValues } from './turns-from-mask.ts';
-import { chainCalls, QWEN_VL_PAD_IDS, uniqueIds } from './chain.ts';
+import { chainCalls, padIdsOf, uniqueIds } from './chain.ts';
 import { readProcessorKwargs } from './processor-kwargs.ts';
 import type { Finding } from '../model/finding.ts';
 
@@ -480,7 +480,7 @@ function assemble(file: string, calls: readonly VllmCall[], group: Group, log: C
 }
 
 /** Group calls: explicit ids first, prefix chaining for the rest; trajectories in order of their first call. */
-function groupCalls(calls: readonly VllmCall[]): Group[] {
+function groupCalls(calls: readonly VllmCall[], ctx: FileContext): Group[] {
   const byKey = new Map<string, Group>();
   const unkeyed: number[] = [];
   calls.forEach((c, i) => {
@@ -500,7 +500,12 @@ function groupCalls(calls: readonly VllmCall[]): Group[] {
         answerText: t.generatedText,
       };
     }),
-    { padIds: QWEN_VL_PAD_IDS },
+    {
+      padIds: padIdsOf(
+        ctx,
+        unkeyed.map((i) => calls[i]!.model),
+      ),
+    },
   );
   const chained = chains.map((ch) => ({
     calls: ch.calls.map((j) => unkeyed[j]!),
@@ -528,7 +533,8 @@ export const vllmImporter: Importer = {
       return 'no "response" object with "choices"';
     return true;
   },
-  importRecords(records, { file }): ImportResult {
+  importRecords(records, ctx): ImportResult {
+    const { file } = ctx;
     const out: ImportResult = { trajectories: [], errors: [] };
     const calls: VllmCall[] = [];
     for (const r of records) {
@@ -536,7 +542,7 @@ export const vllmImporter: Importer = {
       calls.push(...c);
       out.errors.push(...errors);
     }
-    out.trajectories.push(...trajectoriesFromCalls(file, calls, VLLM_LOG));
+    out.trajectories.push(...trajectoriesFromCalls(ctx, calls, VLLM_LOG));
     return out;
   },
 };
@@ -546,10 +552,14 @@ export const vllmImporter: Importer = {
  * prefix chaining (ambiguities reported), ids unique within the file. Shared by the engines whose
  * logs have this shape (vLLM, SGLang).
  */
-export function trajectoriesFromCalls(file: string, calls: readonly VllmCall[], log: CallLogFormat): TrajectoryInput[] {
+export function trajectoriesFromCalls(
+  ctx: FileContext,
+  calls: readonly VllmCall[],
+  log: CallLogFormat,
+): TrajectoryInput[] {
   const unique = uniqueIds();
-  return groupCalls(calls).map((g) => {
-    const t = assemble(file, calls, g, log);
+  return groupCalls(calls, ctx).map((g) => {
+    const t = assemble(ctx.file, calls, g, log);
     return { ...t, id: unique(t.id) };
   });
 }

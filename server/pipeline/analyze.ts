@@ -4,7 +4,7 @@
 import { withTrainerSide } from '../model/trainer-side.ts';
 import path from 'node:path';
 import type { FormatName, Trajectory } from '../model/trajectory.ts';
-import { DEFAULT_PROFILE, loadProfile, profileFor, type ModelProfile } from '../profiles/profile.ts';
+import { DEFAULT_PROFILE, loadProfile, profileFor, visionIdsOf, type ModelProfile } from '../profiles/profile.ts';
 import { analysisFailed, StepFailures, type AnalysisStep } from '../analysis/analysis-failed.ts';
 import { unavailableAlignment } from '../analysis/realign.ts';
 import { analysisContext } from '../analysis/context.ts';
@@ -82,7 +82,7 @@ export async function importAndAnalyze(
   opts: RunOptions,
   roots: readonly string[],
 ): Promise<ChunkOutcome> {
-  const imports = importLines(chunk.file, chunk.format, chunk.lines);
+  const imports = importLines(chunk.file, chunk.format, chunk.lines, { model: opts.model });
   const { errors } = imports;
   const trajectories: (Trajectory | undefined)[] = imports.trajectories;
   const events: ChunkOutcome['events'] = errors.map((error) =>
@@ -99,7 +99,11 @@ export async function importAndAnalyze(
     imported++;
     const ev = await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots), opts);
     if (lean) trajectories[i] = undefined; // done with: its record need not outlive the batch
-    events.push(lean && ev.type === 'trajectory' ? { type: 'trajectory', checked: forReport(ev.checked, opts) } : ev);
+    events.push(
+      lean && ev.type === 'trajectory'
+        ? { type: 'trajectory', checked: forReport(ev.checked, opts, visionIdsOf(ev.checked.profile)) }
+        : ev,
+    );
   }
   return { events, imported };
 }

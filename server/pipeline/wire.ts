@@ -5,12 +5,17 @@ import type { FormatName, Trajectory } from '../model/trajectory.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { groupMember } from '../analysis/groups.ts';
 import { logprobMismatch } from '../analysis/logprob-mismatch.ts';
+import { visionIdsOf, type VisionIds } from '../profiles/profile.ts';
 import type { RecordLine } from '../import/stream.ts';
 import type { RunOptions } from './run-options.ts';
 import type { Skipped } from './shard.ts';
 
 /** A checked trajectory as it crosses threads: the profile by name (tokenizers are not transferable). */
-export type WireChecked = Omit<CheckedTrajectory, 'profile'> & { profileName: string };
+export type WireChecked = Omit<CheckedTrajectory, 'profile'> & {
+  profileName: string;
+  /** The profile's notes (what its loader defaulted, the model it does not cover), when it has any. */
+  profileNotes?: string[];
+};
 export type WireEvent =
   | { type: 'trajectory'; checked: WireChecked }
   | Exclude<RunEvent, { type: 'trajectory' }>
@@ -35,7 +40,11 @@ export type Reply =
 
 export function toWire(c: CheckedTrajectory, opts: Pick<RunOptions, 'reportOnly' | 'mismatch'> = {}): WireChecked {
   const { profile, ...rest } = c;
-  return { ...(opts.reportOnly ? forReport(rest, opts) : rest), profileName: profile.name };
+  return {
+    ...(opts.reportOnly ? forReport(rest, opts, visionIdsOf(profile)) : rest),
+    profileName: profile.name,
+    ...(profile.notes.length > 0 ? { profileNotes: profile.notes } : {}),
+  };
 }
 
 /**
@@ -44,11 +53,15 @@ export function toWire(c: CheckedTrajectory, opts: Pick<RunOptions, 'reportOnly'
  * and inline image bytes dropped (their hash and size stay). Copying those to the main thread
  * costs more than the analysis gains from a second core; the report never reads them.
  */
-export function forReport<C extends Omit<CheckedTrajectory, 'profile'>>(c: C, opts: Pick<RunOptions, 'mismatch'>): C {
+export function forReport<C extends Omit<CheckedTrajectory, 'profile'>>(
+  c: C,
+  opts: Pick<RunOptions, 'mismatch'>,
+  vision: VisionIds | undefined,
+): C {
   // Already cut (a worker's importAndAnalyze with noStreams): its report was computed from the full trajectory.
   if (c.report) return c;
   const t = c.trajectory;
-  const report = { member: groupMember(t) ?? null, logprobs: logprobMismatch(t, opts.mismatch) ?? null };
+  const report = { member: groupMember(t, vision) ?? null, logprobs: logprobMismatch(t, opts.mismatch) ?? null };
   const images = t.images.map((im) => (im.url?.startsWith('data:') ? { ...im, url: 'data:' } : im));
   return {
     ...c,

@@ -23,7 +23,7 @@
 //    (`1 == '1'` is true, Python says False);
 //  * `dict.items()` yields lists, so a printed item is `['k', 1]` where Python prints `('k', 1)`;
 //  * attribute syntax on a dict prefers the key over a dict method (`d.items` with a key "items");
-//  * `'a' + 1` concatenates where Python raises; unknown tests/filters raise "Unknown …"; the
+//  * unknown tests/filters raise "Unknown …"; the
 //    parser rejects some valid jinja2 (one-element tuples `(1,)`); `{% filter tojson %}` blocks
 //    keep the library's JSON formatting (only the `| tojson` expression form is replaced);
 //  * printing a function gives `<function>` (Python prints an address);
@@ -289,6 +289,25 @@ class PythonInterpreter extends Interpreter {
       const left = this.evaluate(statement.left, env);
       const right = this.evaluate(statement.right, env);
       return new StringValue(pyStr(left) + pyStr(right));
+    } else if (isNode(statement, 'BinaryExpression') && statement.operator.value === '+') {
+      // Python's `+` joins two strings and raises on a string and anything else (`'a' + ['b']`,
+      // `'a' + none`): text templates concatenate `message.content`, and list content must fail as it does there.
+      const left = this.evaluate(statement.left, env);
+      const right = this.evaluate(statement.right, env);
+      const ls = left instanceof StringValue;
+      const rs = right instanceof StringValue;
+      if (ls && rs) return new StringValue(left.value + right.value);
+      if (ls || rs) {
+        const other = ls ? right : left;
+        if (other instanceof UndefinedValue)
+          throw new Error('UndefinedError: an undefined value in a string concatenation');
+        throw new TypeError(
+          ls
+            ? `can only concatenate str (not "${pyTypeName(right)}") to str`
+            : `unsupported operand type(s) for +: '${pyTypeName(left)}' and 'str'`,
+        );
+      }
+      return super.evaluate(statement, env);
     }
     return super.evaluate(statement, env);
   }

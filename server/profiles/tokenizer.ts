@@ -23,6 +23,8 @@ function byteLevelAlphabet(): Map<string, number> {
   return charToByte;
 }
 const CHAR_TO_BYTE = byteLevelAlphabet();
+const BYTE_TO_CHAR: string[] = [];
+for (const [ch, b] of CHAR_TO_BYTE) BYTE_TO_CHAR[b] = ch;
 
 /**
  * Most text the segment cache holds before it starts over (~16 MB of strings plus their ids):
@@ -268,11 +270,18 @@ export class TokenizerHandle {
     const base = this.addedSplitter ? baseTokenizer(shared) : null;
     this.vocabulary = base ?? this.own;
     // The vocabulary proper, then the added tokens this model has (the highest ids in Qwen's files).
+    // The library counts entries; a vocabulary whose ids were reassigned runs past its count, so
+    // its end is the first id after the count that has no token.
+    const end = (tok: RustTokenizer, withAdded: boolean): number => {
+      let n = tok.getVocabSize(withAdded);
+      while (tok.idToToken(n) != null) n++;
+      return n;
+    };
     this.vocabSize = base
-      ? Math.max(base.getVocabSize(false), ...added.map((t) => t.id + 1))
+      ? Math.max(end(base, false), ...added.map((t) => t.id + 1))
       : dropped.length === 0
-        ? this.own.getVocabSize(true)
-        : Math.max(this.own.getVocabSize(false), ...added.map((t) => t.id + 1));
+        ? end(this.own, true)
+        : Math.max(end(this.own, false), ...added.map((t) => t.id + 1));
     this.specialIds = new Set(added.filter((t) => t.special).map((t) => t.id));
     this.pieceBytesCache = new Array<Uint8Array | undefined>(this.vocabSize).fill(undefined);
     this.pieceTextCache = new Array<string | undefined>(this.vocabSize).fill(undefined);
@@ -311,6 +320,11 @@ export class TokenizerHandle {
       kept,
       all.filter((t) => !kept.includes(t)),
     );
+  }
+
+  /** The added tokens a tokenizer.json lists (read once per file, as `fromJson` reads it). */
+  static addedTokensOf(json: string | Buffer): readonly { id: number; content: string }[] {
+    return sharedVocabulary(json).parsed.added_tokens ?? [];
   }
 
   /** SHA-256 of the tokenizer.json this model's tokenizer is (its added tokens filtered, as the model has them). */
@@ -471,6 +485,20 @@ export class TokenizerHandle {
     if (added !== undefined) return added;
     // Not an added token of this model: the vocabulary's (a dropped one is in neither).
     return this.droppedContents.includes(content) ? undefined : (this.vocabulary.tokenToId(content) ?? undefined);
+  }
+
+  /**
+   * The id of `text` when this vocabulary holds it as one token (an added token's content, or one
+   * entry of the byte-level BPE vocabulary, `\n` being `Ċ`), else undefined: how a profile finds the
+   * ids of the newline and of role words without assuming a vocabulary.
+   */
+  tokenOfText(text: string): number | undefined {
+    const added = this.addedIds.get(text);
+    if (added !== undefined) return added;
+    if (!this.byteLevel) return this.tokenToId(text);
+    let chars = '';
+    for (const b of new TextEncoder().encode(text)) chars += BYTE_TO_CHAR[b];
+    return this.tokenToId(chars);
   }
 
   /** The raw bytes a token stands for (added tokens: their UTF-8 content; an id that is none: no bytes). */

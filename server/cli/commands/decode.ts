@@ -10,7 +10,7 @@ export const command: Command = {
   summary: 'decode token ids back to text (optionally skipping special tokens)',
   usage: `rollscope decode --model M [--skip-special-tokens] [--tokens] [--json] IDS...|-
 
-IDS are whole numbers separated by spaces or commas ("151644 8948", "[151644, 8948]"); - reads
+IDS are whole numbers separated by spaces or commas ("9707 11 1879", "[9707, 11, 1879]"); - reads
 them from stdin. Prints the decoded text, as transformers' tokenizer.decode(ids) gives it,
 followed by a newline; --json has the exact text and each token's piece.
 

@@ -65,7 +65,7 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
   --partition KEYS     step, rank or step,rank: FILE is a folder of hive-style parts
                        (FILE/step=12/rank=3/part-K.parquet, K the shard), Parquet only
   --position-ids L     qwen: 3 rows t/h/w (default); verl: verl's 4 rows (text, t, h, w)
-  --model M            qwen2-vl, qwen2.5-vl, qwen3-vl, a model name, or a local model folder
+  --model M            a built-in profile (qwen2.5-vl, qwen3-vl, qwen2.5, qwen3, …), a model name, or a local model folder
                        (default: inferred from the data, else qwen2.5-vl)
   --input-format F     override input format detection
   --min-pixels N       image processor min_pixels for this run (records that state their own keep theirs)

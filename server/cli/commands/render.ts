@@ -12,11 +12,12 @@ import {
   type RenderResult,
 } from '../../analysis/ask.ts';
 import { localImageSizer } from '../../images/sizers.ts';
-import { inferProfileName, loadProfile, type ModelProfile } from '../../profiles/profile.ts';
+import { BUILTIN_PROFILES, inferProfileName, loadProfile, type ModelProfile } from '../../profiles/profile.ts';
 import { paint } from '../output.ts';
 
-export const MODEL_USAGE = `  --model M          qwen2-vl, qwen2.5-vl, qwen3-vl, a model name (Qwen/Qwen2.5-VL-7B-Instruct) or a local
-                     model folder (tokenizer.json, chat template, preprocessor_config.json)`;
+export const MODEL_USAGE = `  --model M          a built-in profile (qwen2.5-vl, qwen3-vl, qwen2.5, qwen3, …; README), a model name
+                     (Qwen/Qwen2.5-1.5B-Instruct) or a local model folder (tokenizer.json, chat template,
+                     config.json, preprocessor_config.json)`;
 export const PIXELS_USAGE = `  --min-pixels N     image processor min_pixels (default: the model's preprocessor_config.json)
   --max-pixels N     image processor max_pixels`;
 
@@ -60,7 +61,7 @@ export async function answering(name: string, body: () => Promise<number>): Prom
 export function requireModel(model: string | undefined, fallback?: string): ModelProfile {
   const spec = model ?? (fallback !== undefined ? inferProfileName(fallback) : undefined);
   if (spec === undefined)
-    throw new UsageError('--model is required (qwen2-vl, qwen2.5-vl, qwen3-vl or a model folder)');
+    throw new UsageError(`--model is required (${BUILTIN_PROFILES.join(', ')}, a model name or a model folder)`);
   return loadProfile(spec);
 }
 

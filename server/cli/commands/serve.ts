@@ -67,7 +67,7 @@ loads every trajectory file in it and picks up records appended while it runs.
                    the compare view of each rollout trajectory against it, joined as
                    \`rollscope compare\` joins them (docs/compare.md); repeatable
 ${TRAINER_USAGE}
-  --model M        qwen2-vl, qwen2.5-vl, qwen3-vl, a model name, or a local model folder
+  --model M        a built-in profile (qwen2.5-vl, qwen3-vl, qwen2.5, qwen3, …), a model name, or a local model folder
   --format F       override format detection
   --min-pixels N   image processor min_pixels for this run
   --max-pixels N   image processor max_pixels for this run
