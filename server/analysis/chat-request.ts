@@ -426,9 +426,9 @@ function sglangMessage(message: unknown, at: string, format: ContentFormat, repo
   // Keys whose value is None are dropped; content None becomes "".
   const entries = [...entriesOf(message)].filter(([, v]) => !isNone(v));
   const content = isNone(get(message, 'content')) ? '' : get(message, 'content');
-  const at_ = entries.findIndex(([k]) => k === 'content');
+  const contentAt = entries.findIndex(([k]) => k === 'content');
   const setContent = (v: unknown) => {
-    if (at_ >= 0) entries[at_] = ['content', v];
+    if (contentAt >= 0) entries[contentAt] = ['content', v];
     else entries.push(['content', v]);
   };
   if (Array.isArray(content)) {

@@ -4,7 +4,9 @@
 // a shifted mask in the stored sample) are repaired by it. Findings about the data itself (an
 // image whose pads do not match it, a cut image, ids outside the vocabulary, NaN logprobs,
 // logprobs that do not line up with the generated ids) are not: nothing in the data says what
-// the right value was, so the trajectory is rejected.
+// the right value was, so the trajectory is rejected. A warning rejects only when it doubts the
+// row (WARNING_ROLE); one that describes a correct row (a split the model sampled, a raw-text
+// prompt) leaves it in the batch, counted in the manifest.
 import { z } from 'zod';
 import type { DivergenceCause, Finding, FindingKind, Severity } from '../model/finding.ts';
 import type { CheckedTrajectory } from '../analysis/checked.ts';
