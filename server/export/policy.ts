@@ -111,6 +111,7 @@ export const WARNING_ROLE: Readonly<Record<FindingKind, WarningRole | RefinedRol
   // A warning only for a lone <|vision_start|>/<|vision_end|> the model generated: its own text, kept verbatim.
   image_count: { role: 'doubts', byCause: { vision_token_generated: 'describes' } },
   image_truncated: 'doubts',
+  // A warning when the data does not settle which sample an image's range belongs to (prime-rl MMRef offsets).
   placeholder_range: 'doubts',
   length_mismatch: 'doubts',
   mask_mismatch: 'doubts',
@@ -147,7 +148,7 @@ export const SEVERITIES: Readonly<Record<FindingKind, readonly Severity[]>> = {
   placeholder_count: ['error', 'warning'],
   image_count: ['error', 'warning'],
   image_truncated: ['error'],
-  placeholder_range: ['error'],
+  placeholder_range: ['error', 'warning'],
   length_mismatch: ['error'],
   mask_mismatch: ['error'],
   invalid_value: ['error'],
