@@ -180,7 +180,7 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext, alignment: A
       field: where.field,
       actual: jsonValue(v),
       expected: where.expected,
-      message: `${where.what} ${v === null ? 'null' : String(v)} at ${where.stream} token ${index} (${where.field}[${first}]) ${why(v)}${
+      message: `${where.what} ${v === null ? 'null' : String(v)} at token ${index} (${where.field}[${first}]) ${why(v)}${
         count > 1 ? `; ${count - 1} more invalid value${count > 2 ? 's' : ''} in ${where.field}` : ''
       }`,
     });
