@@ -8,6 +8,8 @@
 // `index` is the token's position in the stated stream (`canonical` for a call's own values,
 // `sample` for a stored sample's), and that stream must hold the token there.
 //
+// Requests with n > 1 at the first call (vLLM, SGLang) hold the property for each sample.
+//
 // Where each token is expected is derived from the built conversation, not from the checks: a
 // call's generation starts in the canonical stream where that call's prompt ends when the prompts
 // are built the canonical way (buildTrajectory), and the stored sample is cut from the turns alone
@@ -182,6 +184,7 @@ interface PlantedCalls {
   plants: Plant[];
   /** JSON text of a record with the markers written as the raw values. */
   json: (record: unknown) => string;
+  raws: Map<string, string>;
 }
 
 /**
@@ -189,7 +192,13 @@ interface PlantedCalls {
  * later prompt (the engine's next prompt holds the ids it generated), so the calls still chain.
  * `allowed` maps a fault to one the format can write.
  */
-function plantCalls(c: Case, b: Built, allowed: (f: CallFault) => CallFault = (f) => f): PlantedCalls {
+function plantCalls(
+  c: Case,
+  b: Built,
+  allowed: (f: CallFault) => CallFault = (f) => f,
+  /** Tells the markers of several samples apart. */
+  tag = '',
+): PlantedCalls {
   const raws = new Map<string, string>();
   const calls: PlantedCall[] = b.logged.turns.map((t, k) => ({
     promptIds: [...t.promptIds!],
@@ -225,7 +234,7 @@ function plantCalls(c: Case, b: Built, allowed: (f: CallFault) => CallFault = (f
         token: bad,
       });
     } else {
-      const marker = `__RAW_${k}__`;
+      const marker = `__RAW_${tag}${k}__`;
       raws.set(marker, RAW[fault as LogprobFault]);
       call.logprobs[j] = marker;
       plants.push({
@@ -238,53 +247,61 @@ function plantCalls(c: Case, b: Built, allowed: (f: CallFault) => CallFault = (f
       });
     }
   });
-  const json = (record: unknown) => {
-    let text = JSON.stringify(record);
-    for (const [marker, raw] of raws) text = text.replaceAll(`"${marker}"`, raw);
-    return text;
-  };
-  return { calls, plants, json };
+  const json = (record: unknown) => withRaws(JSON.stringify(record), raws);
+  return { calls, plants, json, raws };
+}
+
+/** JSON text with each marker string written as its raw value. */
+function withRaws(text: string, raws: ReadonlyMap<string, string>): string {
+  for (const [marker, raw] of raws) text = text.replaceAll(`"${marker}"`, raw);
+  return text;
 }
 
 const piece = (id: number) => profile.tokenizer.decodeSync([id]);
 const jsonl = (p: PlantedCalls, records: unknown[]) => `${records.map(p.json).join('\n')}\n`;
 
-function vllmChat(c: Case, p: PlantedCalls): string {
+/** One chat completions call; `choices` are the samples of one prompt (`n` = their number). */
+function vllmChatLine(c: Case, choices: readonly PlantedCall[], id: string, keyed: boolean) {
   const asStrings = c.vllmChat === 'token-strings';
+  const d = choices[0]!;
+  return {
+    ...(keyed ? { trajectory_id: 'index-property' } : {}),
+    request: {
+      model: MODEL,
+      messages: d.messages,
+      logprobs: true,
+      ...(choices.length > 1 ? { n: choices.length } : {}),
+      ...(asStrings ? { return_tokens_as_token_ids: true } : { return_token_ids: true }),
+    },
+    response: {
+      id,
+      object: 'chat.completion',
+      model: MODEL,
+      choices: choices.map((x, index) => ({
+        index,
+        message: { role: 'assistant', content: x.answer, tool_calls: [] },
+        logprobs: {
+          content: x.logprobs.map((lp, i) => ({
+            token: asStrings ? `token_id:${x.generatedIds[i]}` : piece(x.generatedIds[i]!),
+            logprob: lp,
+            top_logprobs: [],
+          })),
+        },
+        finish_reason: x.finishReason,
+        ...(asStrings ? {} : { token_ids: x.generatedIds }),
+      })),
+      usage: { prompt_tokens: d.promptIds.length, completion_tokens: d.generatedIds.length },
+      ...(asStrings ? {} : { prompt_token_ids: d.promptIds }),
+    },
+  };
+}
+
+function vllmChat(c: Case, p: PlantedCalls): string {
+  // Without prompt ids the calls cannot chain: they name their conversation.
+  const keyed = c.grouping === 'keyed' || c.legacy || c.vllmChat === 'token-strings';
   return jsonl(
     p,
-    p.calls.map((d, k) => ({
-      // Without prompt ids the calls cannot chain: they name their conversation.
-      ...(c.grouping === 'keyed' || c.legacy || asStrings ? { trajectory_id: 'index-property' } : {}),
-      request: {
-        model: MODEL,
-        messages: d.messages,
-        logprobs: true,
-        ...(asStrings ? { return_tokens_as_token_ids: true } : { return_token_ids: true }),
-      },
-      response: {
-        id: `chatcmpl-${k}`,
-        object: 'chat.completion',
-        model: MODEL,
-        choices: [
-          {
-            index: 0,
-            message: { role: 'assistant', content: d.answer, tool_calls: [] },
-            logprobs: {
-              content: d.logprobs.map((lp, i) => ({
-                token: asStrings ? `token_id:${d.generatedIds[i]}` : piece(d.generatedIds[i]!),
-                logprob: lp,
-                top_logprobs: [],
-              })),
-            },
-            finish_reason: d.finishReason,
-            ...(asStrings ? {} : { token_ids: d.generatedIds }),
-          },
-        ],
-        usage: { prompt_tokens: d.promptIds.length, completion_tokens: d.generatedIds.length },
-        ...(asStrings ? {} : { prompt_token_ids: d.promptIds }),
-      },
-    })),
+    p.calls.map((d, k) => vllmChatLine(c, [d], `chatcmpl-${k}`, keyed)),
   );
 }
 
@@ -314,32 +331,38 @@ function vllmCompletions(c: Case, p: PlantedCalls): string {
   );
 }
 
+/** One /generate call; several `choices` (`sampling_params.n`) are a list of outputs for the one prompt. */
+function sglangGenerateLine(b: Built, choices: readonly PlantedCall[], rid: string, keyed: boolean) {
+  const d = choices[0]!;
+  const outputs = choices.map((x) => ({
+    text: x.answer,
+    output_ids: x.generatedIds,
+    meta_info: {
+      id: rid,
+      finish_reason: { type: 'stop', matched: EOS },
+      prompt_tokens: x.promptIds.length,
+      completion_tokens: x.generatedIds.length,
+      output_token_logprobs: x.logprobs.map((lp, i) => [lp, x.generatedIds[i], null]),
+    },
+  }));
+  return {
+    request: {
+      input_ids: d.promptIds,
+      ...(b.imageUrl ? { image_data: [b.imageUrl] } : {}),
+      sampling_params: { temperature: 1.0, max_new_tokens: 512, ...(choices.length > 1 ? { n: choices.length } : {}) },
+      return_logprob: true,
+      rid,
+      ...(keyed ? { session_params: { id: 'index-property', rid: null, offset: null, replace: null } } : {}),
+    },
+    response: outputs.length > 1 ? outputs : outputs[0],
+  };
+}
+
 function sglangGenerate(c: Case, b: Built, p: PlantedCalls): string {
+  const keyed = c.grouping === 'keyed' || c.legacy;
   return jsonl(
     p,
-    p.calls.map((d, k) => ({
-      request: {
-        input_ids: d.promptIds,
-        ...(b.imageUrl ? { image_data: [b.imageUrl] } : {}),
-        sampling_params: { temperature: 1.0, max_new_tokens: 512 },
-        return_logprob: true,
-        rid: `rid-${k}`,
-        ...(c.grouping === 'keyed' || c.legacy
-          ? { session_params: { id: 'index-property', rid: null, offset: null, replace: null } }
-          : {}),
-      },
-      response: {
-        text: d.answer,
-        output_ids: d.generatedIds,
-        meta_info: {
-          id: `rid-${k}`,
-          finish_reason: { type: 'stop', matched: EOS },
-          prompt_tokens: d.promptIds.length,
-          completion_tokens: d.generatedIds.length,
-          output_token_logprobs: d.logprobs.map((lp, i) => [lp, d.generatedIds[i], null]),
-        },
-      },
-    })),
+    p.calls.map((d, k) => sglangGenerateLine(b, [d], `rid-${k}`, keyed)),
   );
 }
 
@@ -683,7 +706,12 @@ async function verify(label: string, file: string, format: FormatName, calls: nu
   expect(loaded.errors, `${label}: no read error`).toEqual([]);
   expect(loaded.format, label).toBe(format);
   expect(loaded.trajectories, `${label}: one trajectory`).toHaveLength(1);
-  const checked = await analyzeTrajectory(loaded.trajectories[0]!, {}, [dir]);
+  await verifyTrajectory(label, loaded.trajectories[0]!, calls, plants);
+}
+
+/** Every plant is a finding of its kind and field, at its call and its token, and the stated stream holds that token there. */
+async function verifyTrajectory(label: string, t: Trajectory, calls: number, plants: Plant[]) {
+  const checked = await analyzeTrajectory(t, {}, [dir]);
   expect(checked.trajectory.turns, `${label}: one turn per call`).toHaveLength(calls);
   const shown = checked.findings.map((f) => `${f.kind} ${f.field ?? ''} turn ${f.turn} ${f.stream}@${f.index}`);
   verified += plants.length;
@@ -735,6 +763,62 @@ describe('every finding about a call’s response is at its token and its call, 
     );
     // Every run planted a value in each of its two or three calls, in every format.
     expect(verified - before).toBeGreaterThanOrEqual(RUNS * CALL_FORMATS.length * 2);
+  });
+
+  it('n > 1 at the first call (vLLM chat, SGLang /generate): each sample a trajectory of the group, its values at its tokens and calls', async () => {
+    const before = verified;
+    const Fork = fc.record({
+      c: Case,
+      engine: fc.constantFrom('vllm', 'sglang'),
+      // Which sample's later call is logged first, call by call.
+      order: fc.array(fc.boolean(), { minLength: 2, maxLength: 2 }),
+    });
+    await fc.assert(
+      fc.asyncProperty(Fork, async ({ c: drawn, engine, order }) => {
+        const c: Case = { ...drawn, legacy: false, vllmChat: 'token-ids' };
+        // Two samples of one prompt: the same question, other answers.
+        const samples = [await build(c), await build({ ...c, answers: c.answers.map(([a, n]) => [a, n + 1]) })];
+        const planted = samples.map((b, i) =>
+          plantCalls(
+            { ...c, callFaults: [...c.callFaults.slice(i), ...c.callFaults.slice(0, i)] },
+            b,
+            undefined,
+            `s${i}`,
+          ),
+        );
+        const keyed = c.grouping === 'keyed';
+        const line = (choices: PlantedCall[], k: number, s: number) =>
+          engine === 'vllm'
+            ? vllmChatLine(c, choices, `chatcmpl-${k}-${s}`, keyed)
+            : sglangGenerateLine(samples[0]!, choices, `rid-${k}-${s}`, keyed);
+        const records = [line([planted[0]!.calls[0]!, planted[1]!.calls[0]!], 0, 0)];
+        for (let k = 1; k < c.answers.length; k++) {
+          const first = order[k - 1] ? 1 : 0;
+          records.push(
+            line([planted[first]!.calls[k]!], k, first),
+            line([planted[1 - first]!.calls[k]!], k, 1 - first),
+          );
+        }
+        const raws = new Map([...planted[0]!.raws, ...planted[1]!.raws]);
+        const file = path.join(caseDir(), 'samples.jsonl');
+        fs.writeFileSync(file, `${records.map((r) => withRaws(JSON.stringify(r), raws)).join('\n')}\n`);
+        const loaded = await loadFile(file);
+        const label = `${engine} n = 2 (${JSON.stringify({ ...c, at: undefined })})`;
+        expect(loaded.errors, label).toEqual([]);
+        const base = keyed ? 'index-property' : 'line 1';
+        expect(
+          loaded.trajectories.map((t) => t.id),
+          label,
+        ).toEqual([`${base}#0`, `${base}#1`]);
+        const group = keyed ? 'index-property call 0' : engine === 'vllm' ? 'chatcmpl-0-0' : 'rid-0-0';
+        for (const [i, t] of loaded.trajectories.entries()) {
+          expect(t.group, label).toBe(group);
+          await verifyTrajectory(`${label} sample ${i}`, t, c.answers.length, planted[i]!.plants);
+        }
+      }),
+      { numRuns: RUNS },
+    );
+    expect(verified - before).toBeGreaterThanOrEqual(RUNS * 2 * 2);
   });
 
   it('stored samples: slime, verl, AReaL, prime-rl, export rows', async () => {
