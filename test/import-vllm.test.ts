@@ -266,6 +266,30 @@ describe('n > 1: the choices of one request are samples of one group', () => {
     }
   });
 
+  it('identical samples: a later call that continues several equally goes to the first and each candidate says so', () => {
+    const [fork, , a] = fs
+      .readFileSync(fixture('n-samples.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { response: { choices: Record<string, unknown>[] } });
+    const twins = structuredClone(fork!);
+    twins.response.choices = [0, 1].map((index) => ({ ...fork!.response.choices[0]!, index }));
+    const { trajectories: ts, errors } = vllmImporter.importRecords(
+      [twins, a].map((value, i) => ({ line: i + 1, offset: 0, length: 0, value })),
+      { file: 'twins.jsonl' },
+    );
+    expect(errors).toEqual([]);
+    expect(ts.map((t) => [t.id, t.source.lines ?? [t.source.line]])).toEqual([
+      ['sess-grpo#0', [1, 2]],
+      ['sess-grpo#1', [1]],
+    ]);
+    expect(ts.map((t) => t.sourceFindings?.map((f) => [f.kind, f.turn, f.actual]))).toEqual([
+      [['grouping_ambiguous', 1, { line: 2, alsoContinues: [1] }]],
+      [['grouping_ambiguous', 0, { line: 2, alsoContinues: [1] }]],
+    ]);
+    expect(ts[1]!.sourceFindings![0]!.message).toContain('continues this sample and sample 0 of the request on line 1');
+  });
+
   it('check --json: the group of two samples with the same reward is flagged, on the group and on both samples', async () => {
     let text = '';
     const status = await runCheck(

@@ -436,18 +436,28 @@ function relatedLines(group: Group, calls: readonly VllmCall[], own: readonly nu
 
 /** `grouping_ambiguous` findings: the grouping of these turns is a guess the ids could have settled. */
 export function ambiguityFindings(
-  ambiguous: readonly { turn: number; line: number; otherLines: number[] }[],
+  ambiguous: readonly {
+    turn: number;
+    line: number;
+    otherLines: number[];
+    /** The samples (choices of one request, n > 1) the other candidates are, when they are. */
+    otherSamples?: number[];
+  }[],
   turnCount: number,
 ): Finding[] {
   return ambiguous.map((a) => {
     const others = a.otherLines.map((l) => `line ${l}`).join(', ');
+    const samples = a.otherSamples && `sample${a.otherSamples.length > 1 ? 's' : ''} ${a.otherSamples.join(', ')}`;
+    const requestLines = [...new Set(a.otherLines)].map((l) => `line ${l}`).join(', ');
     return {
       kind: 'grouping_ambiguous',
       severity: 'error',
       turn: Math.min(a.turn, turnCount - 1),
       index: -1,
       actual: { line: a.line, alsoContinues: a.otherLines },
-      message: `the call on line ${a.line} extends this conversation and the one${a.otherLines.length > 1 ? 's' : ''} starting on ${others} equally (identical prompts and answers so far): prefix chaining cannot tell which it continues, so the turns from here on may belong to the other conversation; log a session_id (or trajectory_id) with each call`,
+      message: samples
+        ? `the call on line ${a.line} continues this sample and ${samples} of the request on ${requestLines} equally (identical answers so far): which sample's conversation it belongs to is a guess, so the turns from here on may belong to another sample; log each sample's calls with a session_id of its own`
+        : `the call on line ${a.line} extends this conversation and the one${a.otherLines.length > 1 ? 's' : ''} starting on ${others} equally (identical prompts and answers so far): prefix chaining cannot tell which it continues, so the turns from here on may belong to the other conversation; log a session_id (or trajectory_id) with each call`,
     };
   });
 }
@@ -503,11 +513,17 @@ function assemble(file: string, calls: readonly VllmCall[], group: Group, log: C
     ...(group.ambiguous?.length
       ? {
           sourceFindings: ambiguityFindings(
-            group.ambiguous.map((a) => ({
-              turn: a.turn,
-              line: calls[a.call]!.line,
-              otherLines: a.others.map((i) => calls[i]!.line),
-            })),
+            group.ambiguous.map((a) => {
+              const others = a.others.map((i) => calls[i]!);
+              return {
+                turn: a.turn,
+                line: calls[a.call]!.line,
+                otherLines: others.map((c) => c.line),
+                ...(others.every((c) => c.request !== undefined && c.choice !== undefined)
+                  ? { otherSamples: others.map((c) => c.choice!) }
+                  : {}),
+              };
+            }),
             turns.length,
           ),
         }
@@ -594,14 +610,20 @@ function branchesOf(calls: readonly VllmCall[], indices: readonly number[]): Gro
   if (!indices.some((i) => calls[i]!.request !== undefined)) return [{ calls: [...indices], breaks: [] }];
   const branches: Group[] = [];
   const candidates = (call: VllmCall) => branches.filter((b) => continues(call, calls[b.calls[b.calls.length - 1]!]!));
+  /** The call of a branch that made it a sample of its request (the last fork it holds). */
+  const sampleOf = (b: Group) => b.calls.findLast((j) => calls[j]!.request !== undefined)!;
   const parentOf = (call: VllmCall, at: number): Group | undefined => {
     if (branches.length === 1 && candidates(call).length === 0) return branches[0];
     const found = candidates(call);
     const parent = found[0];
-    if (parent && found.length > 1) {
-      const others = found.slice(1).map((b) => b.calls[b.calls.length - 1]!);
-      (parent.ambiguous ??= []).push({ turn: parent.calls.length, call: at, others });
-    }
+    // Every candidate lists the guess, as prefix chaining does (chain.ts).
+    if (parent && found.length > 1)
+      for (const b of found)
+        (b.ambiguous ??= []).push({
+          turn: b.calls.length,
+          call: at,
+          others: found.filter((o) => o !== b).map(sampleOf),
+        });
     return parent;
   };
   for (let n = 0; n < indices.length; ) {
