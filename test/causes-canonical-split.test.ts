@@ -54,8 +54,8 @@ describe('non-canonical split in generated ids', () => {
       expect.objectContaining({
         severity: 'warning',
         turn: 0,
-        stream: 'prompt',
-        index: t.turns[0]!.promptIds!.length + at,
+        stream: 'canonical',
+        index: r.alignment.turns[0]!.generated[0] + at,
         expected: { ids: [686], tokens: [' will'] },
         actual: { ids: [289, 483], tokens: [' w', 'ill'] },
       }),
@@ -65,14 +65,20 @@ describe('non-canonical split in generated ids', () => {
     expect((await check(clean)).findings).toEqual([]);
   });
 
-  it('a split in turn 1 points into turn 1’s prompt ⧺ generation; two splits in one turn report the first and count the rest', async () => {
+  it('a split in turn 1 points at turn 1’s generation in the canonical stream; two splits in one turn report the first and count the rest', async () => {
     const t0 = await buildTrajectory(profile, geometryScript('two'), 'canonical');
     const lead = await tok.encode('I w');
     const gen = [...lead, 483, ...(await tok.encode(' now')), 289, 483, ...(await tok.encode(' say: AC = 5.')), EOS];
     const t = withGenerated(t0, 1, gen);
-    const found = (await check(t)).findings.filter((f) => f.kind === 'non_canonical_split');
+    const r = await check(t);
+    const found = r.findings.filter((f) => f.kind === 'non_canonical_split');
     expect(found).toHaveLength(1);
-    expect(found[0]).toMatchObject({ turn: 1, index: t.turns[1]!.promptIds!.length + lead.length - 1 });
+    expect(found[0]).toMatchObject({
+      turn: 1,
+      stream: 'canonical',
+      index: r.alignment.turns[1]!.generated[0] + lead.length - 1,
+    });
+    expect(r.alignment.turns[1]!.generated[0]).toBe(t.turns[1]!.promptIds!.length);
     expect(found[0]!.message).toContain('1 more such span');
     expect(await nonCanonicalSpans(tok, gen)).toEqual([
       { at: lead.length - 1, stored: [289, 483], canonical: [686] },

@@ -226,8 +226,8 @@ describe('vision tokens that are no image', () => {
         kind: 'image_count',
         cause: 'vision_token_generated',
         turn: 1,
-        index: t1.promptIds!.length + at,
-        stream: 'prompt',
+        index: r.alignment.turns[1]!.generated[0] + at,
+        stream: 'canonical',
         actual: 3,
       }),
     ]);

@@ -372,6 +372,13 @@ describe('check --shard K/N over a run in every format, folded by merge', () => 
         expect(merged.code).toBe(wholeStatus);
       }
       expect(wholeStatus).toBe(2); // torch/hostile.pt cannot be read at all (and there are error findings)
+      // The members of a group with findings list them too: the bytes compared above include them.
+      const report = CheckReport.parse(JSON.parse(whole));
+      const flagged = report.groups.filter((g) => g.findings.length > 0);
+      expect(flagged.length).toBeGreaterThan(0);
+      for (const g of flagged)
+        for (const t of report.trajectories.filter((x) => x.group === g.id && x.step === g.step))
+          expect(t.findings.slice(-g.findings.length), t.id).toEqual(g.findings);
 
       // One Parquet row per finding across the shards, typed as documented.
       const glob = sq(path.join(dir, 'findings', 'shard-*.parquet'));

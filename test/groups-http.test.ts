@@ -10,6 +10,7 @@ import { GroupList, RunSteps, TrajectoryDetail, TrajectoryList } from '../server
 import { startServer, type RunningServer } from '../server/http/server.ts';
 import { openRunStore, RunFolders, type RunStore } from '../server/http/store.ts';
 import { expandPaths } from '../server/import/index.ts';
+import { sharedTrajectory } from '../server/http/share-page.ts';
 import { SLIME_GROUPS } from './fixtures/generate-groups.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'groups');
@@ -70,6 +71,9 @@ describe('steps and groups in the served run', () => {
     const member = list.items.find((s) => s.group === '1')!;
     const detail = await get(`/api/trajectories/${encodeURIComponent(member.id)}`, TrajectoryDetail);
     expect(detail.findings.filter((f) => f.kind === 'group').map((f) => f.field)).toEqual(['reward']);
+    // The page `share` writes shows the detail the server shows.
+    const shared = await sharedTrajectory(store, member.id);
+    expect(shared.detail.findings).toEqual(detail.findings);
   });
 
   it('summarizes each step: counts, findings, reward histogram over the run-wide range', async () => {

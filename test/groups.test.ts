@@ -202,6 +202,21 @@ describe('check --json groups', () => {
     });
   });
 
+  it('lists its group’s findings in every member’s findings too, after its own, counted once per group', () => {
+    const groups = new Map(report.groups.map((g) => [`${g.step}:${g.id}`, g]));
+    let listed = 0;
+    for (const t of report.trajectories) {
+      const g = groups.get(`${t.step}:${t.group}`)!;
+      const own = t.findings.filter((f) => (f as { kind: string }).kind !== 'group');
+      expect(t.findings, t.id).toEqual([...own, ...g.findings]);
+      listed += g.findings.length;
+    }
+    expect(listed).toBeGreaterThan(report.summary.findingsByKind.group!);
+    // A member whose only findings are its group's is still clean: they never decide a trajectory's health.
+    const clean = report.trajectories.filter((t) => t.findings.every((f) => (f as { kind: string }).kind === 'group'));
+    expect(report.summary.clean).toBe(clean.length);
+  });
+
   it('names each trajectory its group and step, and counts the group findings', () => {
     expect(report.trajectories.every((t) => t.group !== null && t.step !== null)).toBe(true);
     expect(report.trajectories.filter((t) => t.step === 3).map((t) => t.group)).toEqual(['a', 'a', 'b', 'b']);

@@ -74,6 +74,8 @@ describe('every Agent Lightning fixture through the importer harness', () => {
     'rollout-v02.json',
     'events-triplet.json',
     'completed-rollouts.jsonl',
+    'grouped-rollouts.jsonl',
+    'retried-rollout.jsonl',
     'malformed.jsonl',
   ])('%s', async (name) => {
     await checkImporterSnapshot(fixture(name), { format: 'agent-lightning' });
@@ -262,6 +264,51 @@ describe('CompletedRollout lines (current generation)', () => {
       cause: 'retokenized',
       turn: 1,
       index: at,
+    });
+  });
+});
+
+describe('GRPO groups and attempts', () => {
+  it('a rollout carries the data_id its sample’s rollouts share, and a CompletedRollout its step', async () => {
+    const { trajectories: ts } = await load('completed-rollouts.jsonl');
+    expect(ts.map((t) => [t.id, t.group, t.step])).toEqual([
+      ['ro-clean', 'geo-1', 7],
+      ['ro-sibling', 'geo-1', 7],
+    ]);
+    const grouped = await load('grouped-rollouts.jsonl');
+    expect(grouped.errors).toEqual([]);
+    expect(grouped.trajectories.map((t) => [t.id, t.group, t.step ?? null, t.reward])).toEqual([
+      ['ro-a0', 'task-a', 7, 1],
+      ['ro-a1', 'task-a', 7, 1],
+      ['ro-a2', 'task-a', 7, 1],
+      ['ro-b0', 'task-b', 7, 1],
+      ['ro-b1', 'task-b', 7, 0],
+      // v0.2 rollouts: the task's metadata (and input) hold it; no step is stated.
+      ['ro-c0', 'task-c', null, 0.5],
+      ['ro-c1', 'task-c', null, 0.5],
+    ]);
+    expectTurns(byId(grouped.trajectories, 'ro-a1'), conv['grpo-b'], { messages: false, text: false });
+    expectTurns(byId(grouped.trajectories, 'ro-c1'), conv['fork-b']);
+  });
+
+  it('a retried rollout: each attempt is a trajectory of its own, only the last one (the one trained) in the group', async () => {
+    const { trajectories: ts, errors } = await load('retried-rollout.jsonl');
+    expect(errors).toEqual([]);
+    expect(ts.map((t) => [t.id, t.group ?? null, t.turns.length, t.meta?.attempt ?? null])).toEqual([
+      ['ro-retry (attempt attempt-0)', null, 1, 'attempt-0'],
+      ['ro-retry (attempt attempt-1)', 'task-r', 2, 'attempt-1'],
+      ['ro-sibling-r', 'task-r', 2, null],
+    ]);
+    const first = byId(ts, 'ro-retry (attempt attempt-0)');
+    expect(first.limitations).toContainEqual(
+      expect.stringContaining('attempt attempt-0 of rollout ro-retry was retried'),
+    );
+    // Two attempts are two episodes: the retry's first call is no chain split of the first attempt.
+    for (const t of ts) expect((await analyze(t)).findings, t.id).toEqual([]);
+    expectTurns(byId(ts, 'ro-retry (attempt attempt-1)'), conv['fork-a'], {
+      messages: false,
+      text: false,
+      finishReasons: false,
     });
   });
 });

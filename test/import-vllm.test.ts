@@ -2,13 +2,14 @@
 // snapshot, native round trip), then imported and checked field by field against the
 // conversations the generator built with the real tokenizer and template; the planted faults
 // found by the core checks at the right token; bad lines reported by file, line and field.
+import fs from 'node:fs';
 import { fileContext } from '../server/import/importer.ts';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
-import { CheckReport } from '../server/cli/check.ts';
+import { CheckReport, runCheck } from '../server/cli/check.ts';
 import { chainCalls } from '../server/import/chain.ts';
 import { vllmImporter } from '../server/import/vllm.ts';
 import type { Message, Trajectory } from '../server/model/trajectory.ts';
@@ -55,6 +56,7 @@ describe('every vLLM fixture through the importer harness', () => {
     'completions.jsonl',
     'token-ids-as-strings.jsonl',
     'tito.jsonl',
+    'n-samples.jsonl',
     'malformed.jsonl',
     'tool-calls.jsonl',
   ])('%s', async (name) => {
@@ -219,6 +221,92 @@ describe('chat completions without ids: prefix chaining', () => {
     expect(report.trajectories[1]!.findings).toContainEqual(
       expect.objectContaining({ kind: 'prefix_break', cause: 'retokenized', turn: 1 }),
     );
+  });
+});
+
+describe('n > 1: the choices of one request are samples of one group', () => {
+  it('a session forked at its first call: one trajectory per choice, each later call on the branch whose answer it continues', async () => {
+    const { trajectories: ts } = await load('n-samples.jsonl');
+    const session = ts.filter((t) => t.id.startsWith('sess-grpo'));
+    // The second calls came in the order b, a, c (lines 2, 3, 4).
+    expect(session.map((t) => [t.id, t.source.lines, t.group, t.reward])).toEqual([
+      ['sess-grpo#0', [1, 3], 'sess-grpo call 0', 1],
+      ['sess-grpo#1', [1, 2], 'sess-grpo call 0', 0],
+      ['sess-grpo#2', [1, 4], 'sess-grpo call 0', 1],
+    ]);
+    expectTurns(byId(ts, 'sess-grpo#0'), conv['grpo-a']);
+    expectTurns(byId(ts, 'sess-grpo#1'), conv['grpo-b']);
+    expectTurns(byId(ts, 'sess-grpo#2'), conv['grpo-c']);
+    for (const t of session) expect((await analyze(t)).findings, t.id).toEqual([]);
+  });
+
+  it('without a session: the request’s id is the group; a fork at a later call gives each sample the history', async () => {
+    const { trajectories: ts } = await load('n-samples.jsonl');
+    const lines = fs
+      .readFileSync(fixture('n-samples.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { response: { id: string } });
+    expect(['line 5#0', 'line 5#1'].map((id) => byId(ts, id).group)).toEqual([
+      lines[4]!.response.id,
+      lines[4]!.response.id,
+    ]);
+    expectTurns(byId(ts, 'line 5#0'), conv['choice-a']);
+    expectTurns(byId(ts, 'line 5#1'), conv['choice-b']);
+    // Forked at its second call (line 7): both samples hold the first call (line 6).
+    expect(['line 6#0', 'line 6#1'].map((id) => [byId(ts, id).source.lines, byId(ts, id).group])).toEqual([
+      [[6, 7], lines[6]!.response.id],
+      [[6, 7], lines[6]!.response.id],
+    ]);
+    expectTurns(byId(ts, 'line 6#0'), conv['fork-a']);
+    expectTurns(byId(ts, 'line 6#1'), conv['fork-b']);
+    // A completions batch answers two prompts: no group, and its usage (both prompts) is no one call's.
+    for (const id of ['line 8#0', 'line 8#1']) {
+      expect(byId(ts, id).group, id).toBeUndefined();
+      expect(byId(ts, id).turns[0]!.statedPromptTokens, id).toBeUndefined();
+      expect((await analyze(byId(ts, id))).findings, id).toEqual([]);
+    }
+  });
+
+  it('identical samples: a later call that continues several equally goes to the first and each candidate says so', () => {
+    const [fork, , a] = fs
+      .readFileSync(fixture('n-samples.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { response: { choices: Record<string, unknown>[] } });
+    const twins = structuredClone(fork!);
+    twins.response.choices = [0, 1].map((index) => ({ ...fork!.response.choices[0]!, index }));
+    const { trajectories: ts, errors } = vllmImporter.importRecords(
+      [twins, a].map((value, i) => ({ line: i + 1, offset: 0, length: 0, value })),
+      fileContext('twins.jsonl'),
+    );
+    expect(errors).toEqual([]);
+    expect(ts.map((t) => [t.id, t.source.lines ?? [t.source.line]])).toEqual([
+      ['sess-grpo#0', [1, 2]],
+      ['sess-grpo#1', [1]],
+    ]);
+    expect(ts.map((t) => t.sourceFindings?.map((f) => [f.kind, f.turn, f.actual]))).toEqual([
+      [['grouping_ambiguous', 1, { line: 2, alsoContinues: [1] }]],
+      [['grouping_ambiguous', 0, { line: 2, alsoContinues: [1] }]],
+    ]);
+    expect(ts[1]!.sourceFindings![0]!.message).toContain('continues this sample and sample 0 of the request on line 1');
+  });
+
+  it('check --json: the group of two samples with the same reward is flagged, on the group and on both samples', async () => {
+    let text = '';
+    const status = await runCheck(
+      [fixture('n-samples.jsonl')],
+      { json: true, workers: 0 },
+      { write: (t) => (text += t) },
+    );
+    expect(status).toBe(0);
+    const report = CheckReport.parse(JSON.parse(text));
+    const flagged = report.groups.filter((g) => g.findings.length > 0);
+    expect(flagged.map((g) => [g.size, g.degenerate, g.findings.map((f) => (f as { field: string }).field)])).toEqual([
+      [2, true, ['reward']],
+    ]);
+    expect(report.trajectories.filter((t) => t.findings.length > 0).map((t) => t.id)).toEqual(['line 5#0', 'line 5#1']);
+    expect(report.groups.map((g) => g.size)).toEqual([3, 2, 2]);
   });
 });
 

@@ -210,9 +210,10 @@ describe('wrong values', () => {
     expect(loaded.errors).toEqual([]);
     const t = loaded.trajectories.find((x) => x.id === 'mutated')!;
     const f = (await analyzeTrajectory(t, {}, [dir])).findings.filter((x) => x.kind === 'invalid_value');
+    // A call's own value, on the canonical stream: turn 1's generation starts there where its prompt ends.
     expect(f).toEqual([
       expect.objectContaining({
-        stream: 'prompt',
+        stream: 'canonical',
         turn: 1,
         index: t.turns[1]!.promptIds!.length + 4,
         field: 'turns.1.generatedIds',

@@ -108,6 +108,28 @@ describe('/generate logs', () => {
   });
 });
 
+describe('/generate with n > 1', () => {
+  it('the outputs for one prompt are samples of one group named by the request’s rid; a session’s later calls go to the branch they continue', async () => {
+    const { loaded, checked } = await check('sglang/n-samples.jsonl');
+    expect(loaded.errors).toEqual([]);
+    const raw = lines('sglang/n-samples.jsonl') as {
+      request: { rid: string; input_ids: number[] };
+      response: unknown;
+    }[];
+    expect(
+      loaded.trajectories.map((t) => [t.id, t.source.lines ?? [t.source.line], t.group, t.reward ?? null]),
+    ).toEqual([
+      ['line 1#0', [1], raw[0]!.request.rid, 1],
+      ['line 1#1', [1], raw[0]!.request.rid, 1],
+      // The second calls came in the order b, a: each is on the branch whose answer its prompt holds.
+      ['sess-samples#0', [2, 4], 'sess-samples call 0', null],
+      ['sess-samples#1', [2, 3], 'sess-samples call 0', null],
+    ]);
+    for (const t of loaded.trajectories) expect(t.turns[0]!.promptIds, t.id).toEqual(raw[0]!.request.input_ids);
+    for (const c of checked) expect(c.findings, c.trajectory.id).toEqual([]);
+  });
+});
+
 describe('OpenAI-compatible logs', () => {
   it('are told from vLLM by SGLang-only fields, read with ids per choice', async () => {
     const { loaded } = await check('sglang/openai.jsonl');

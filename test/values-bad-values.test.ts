@@ -122,7 +122,7 @@ describe('slime: one bad value loads as invalid_value on the sample', () => {
             ? ['tokens', p + j, 'sample.tokens']
             : ['loss_mask', j, 'sample.lossMask'];
       lines.push(plantJson({ ...rec, index: lines.length }, [key], at, bad.raw));
-      cases.push({ bad, expect: { stream: 'sample', index: p + j, field, turn: -1 } });
+      cases.push({ bad, expect: { stream: 'sample', index: p + j, field, turn: 0 } });
     }
     const file = path.join(dir, 'slime.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
@@ -145,7 +145,7 @@ describe('verl: one bad value loads as invalid_value on the sample', () => {
             ? ['response_ids', 'sample.tokens']
             : ['response_mask', 'sample.lossMask'];
       lines.push(plantJson({ ...rec, request_id: `r${lines.length}` }, [key], j, bad.raw));
-      cases.push({ bad, expect: { stream: 'sample', index: p + j, field, turn: -1 } });
+      cases.push({ bad, expect: { stream: 'sample', index: p + j, field, turn: 0 } });
     }
     const file = path.join(dir, 'verl.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
@@ -172,7 +172,7 @@ describe('AReaL: one bad value loads as invalid_value on the sample (full scope)
             ? ['input_ids', 'sample.tokens']
             : ['loss_mask', 'sample.lossMask'];
       out.push(plantJson({ ...rec, task_id: 100 + out.length }, [key, 0], at, bad.raw));
-      cases.push({ bad, expect: { stream: 'sample', index: at, field, turn: -1 } });
+      cases.push({ bad, expect: { stream: 'sample', index: at, field, turn: 0 } });
     }
     const file = path.join(dir, 'areal.json');
     fs.writeFileSync(file, `[\n${out.join(',\n')}\n]\n`);
@@ -181,7 +181,8 @@ describe('AReaL: one bad value loads as invalid_value on the sample (full scope)
 });
 
 describe('native: one bad value loads as invalid_value on the turn that holds it', () => {
-  it('generated logprobs and generated ids, at prompt length + position', async () => {
+  // The turns extend each other, so turn 1's generation starts in the canonical stream where its prompt ends.
+  it('generated logprobs and generated ids, on canonical at prompt length + position', async () => {
     const t = await buildTrajectory(profile, geometryScript('native-bad'), 'canonical');
     const rec = JSON.parse(JSON.stringify(t)) as Record<string, unknown>;
     const turn1 = t.turns[1]!;
@@ -195,7 +196,7 @@ describe('native: one bad value loads as invalid_value on the turn that holds it
           ? ['generatedLogprobs', 'turns.1.generatedLogprobs']
           : ['generatedIds', 'turns.1.generatedIds'];
       lines.push(plantJson({ ...rec, id: `native-${lines.length}` }, ['turns', 1, key], j, bad.raw));
-      cases.push({ bad, expect: { stream: 'prompt', index: p + j, field, turn: 1 } });
+      cases.push({ bad, expect: { stream: 'canonical', index: p + j, field, turn: 1 } });
     }
     const file = path.join(dir, 'bad.rollscope.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
@@ -230,7 +231,7 @@ describe('prime-rl: one bad value in a TrainingSample loads as invalid_value', (
           stream: 'sample',
           index: at,
           field: v.bad.field === 'id' ? 'sample.tokens' : 'sample.logprobs',
-          turn: -1,
+          turn: 0,
         },
       })),
       'prime-rl',
@@ -254,7 +255,7 @@ describe('export rows read back: one bad value loads as invalid_value', () => {
             ? ['tokens', p + j, 'sample.tokens']
             : ['loss_mask', j, 'sample.lossMask'];
       lines.push(plantJson({ ...row, id: `row-${lines.length}` }, [key], at, bad.raw));
-      cases.push({ bad, expect: { stream: 'sample', index: p + j, field, turn: -1 } });
+      cases.push({ bad, expect: { stream: 'sample', index: p + j, field, turn: 0 } });
     }
     const file = path.join(dir, 'batch.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);

@@ -124,7 +124,8 @@ describe('length_mismatch points at the first token without a partner', () => {
     });
   });
 
-  it('native: a turn with one logprob too few or too many, at prompt length + min', async () => {
+  // The turns extend each other, so each turn's generation starts in the canonical stream where its prompt ends.
+  it('native: a turn with one logprob too few or too many, on canonical at prompt length + min', async () => {
     const t = await buildTrajectory(profile, geometryScript('native-len'), 'canonical');
     const lines: string[] = [];
     const want: number[] = [];
@@ -141,7 +142,7 @@ describe('length_mismatch points at the first token without a partner', () => {
     const found = await lengthFindings(file);
     found.forEach((f, i) => {
       expect(f, `case ${i}`).toEqual([
-        expect.objectContaining({ stream: 'prompt', turn: i < 2 ? 0 : 1, index: want[i] }),
+        expect.objectContaining({ stream: 'canonical', turn: i < 2 ? 0 : 1, index: want[i] }),
       ]);
     });
   });

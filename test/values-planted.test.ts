@@ -34,6 +34,7 @@ describe('planted bad values are found at their exact token, in every format', (
           kind: f.kind,
           index: f.index,
           stream: f.stream,
+          turn: f.turn,
           ...(f.cause ? { cause: f.cause } : {}),
           ...(f.field ? { field: f.field } : {}),
         }));

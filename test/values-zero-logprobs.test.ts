@@ -165,7 +165,8 @@ describe('zero-filled logprobs are found at the first zero of the run, in every 
     expectPlanted(await zeroFindings(file, 'prime-rl'), wants, 'sample');
   });
 
-  it('native (the generatedLogprobs of a turn), at prompt length + position', async () => {
+  // The turns extend each other, so each turn's generation starts in the canonical stream where its prompt ends.
+  it('native (the generatedLogprobs of a turn), on canonical at prompt length + position', async () => {
     const t = await buildTrajectory(profile, geometryScript('native-zero'), 'canonical');
     const wants: { at?: number; turn?: number }[] = [];
     const lines = PLANTS.map((what, i) => {
@@ -193,7 +194,7 @@ describe('zero-filled logprobs are found at the first zero of the run, in every 
     });
     const file = path.join(dir, 'zero.rollscope.jsonl');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
-    expectPlanted(await zeroFindings(file, 'native'), wants, 'prompt');
+    expectPlanted(await zeroFindings(file, 'native'), wants, 'canonical');
   });
 
   it('vLLM chat logs (choices[].logprobs.content[].logprob)', async () => {
@@ -215,7 +216,7 @@ describe('zero-filled logprobs are found at the first zero of the run, in every 
     const { findings } = await analyzeTrajectory(t, {}, [dir]);
     const zero = findings.filter((f) => f.cause === 'zero_filled_logprobs');
     expect(zero).toEqual(
-      t.turns.map((u, k) => expect.objectContaining({ stream: 'prompt', turn: k, index: u.promptIds!.length })),
+      t.turns.map((u, k) => expect.objectContaining({ stream: 'canonical', turn: k, index: u.promptIds!.length })),
     );
   });
 });

@@ -13,6 +13,7 @@ import type { Trajectory } from '../model/trajectory.ts';
 import type { TokenizerHandle } from '../profiles/tokenizer.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
 import type { AnalysisContext } from './context.ts';
+import type { Alignment } from './realign.ts';
 
 export interface SplitSpan {
   /** Offset of the first stored token of the span inside the checked ids. */
@@ -123,9 +124,14 @@ const shown = (tok: TokenizerHandle, ids: readonly number[]) =>
 
 /**
  * `non_canonical_split` (warning): for each turn, the first generated span whose ids are not the
- * tokenizer's own encoding of their text; `index` in the turn's prompt ⧺ generation stream.
+ * tokenizer's own encoding of their text; `index` on `canonical`, where the turn's generated ids
+ * stand (docs/check-json.md, "Where `index` points").
  */
-export async function checkCanonicalSplits(traj: Trajectory, ctx: AnalysisContext): Promise<Finding[]> {
+export async function checkCanonicalSplits(
+  traj: Trajectory,
+  ctx: AnalysisContext,
+  alignment: Alignment,
+): Promise<Finding[]> {
   const tok = ctx.profile.tokenizer;
   const { eos, endOfText } = ctx.profile.special;
   const out: Finding[] = [];
@@ -137,8 +143,7 @@ export async function checkCanonicalSplits(traj: Trajectory, ctx: AnalysisContex
     const spans = await nonCanonicalSpans(tok, gen, { cut });
     const first = spans[0];
     if (!first) continue;
-    const offset = turn.promptIds?.length ?? 0;
-    const index = offset + first.at;
+    const index = (alignment.turns[k]?.generated[0] ?? turn.promptIds?.length ?? 0) + first.at;
     const text = tok.decodeSync(first.stored);
     const more =
       spans.length > 1 ? ` (${spans.length - 1} more such span${spans.length > 2 ? 's' : ''} in this turn)` : '';
@@ -147,7 +152,7 @@ export async function checkCanonicalSplits(traj: Trajectory, ctx: AnalysisContex
       severity: 'warning',
       turn: k,
       index,
-      stream: 'prompt',
+      stream: 'canonical',
       expected: { ids: first.canonical, tokens: first.canonical.map((id) => tok.piece(id)) },
       actual: { ids: first.stored, tokens: first.stored.map((id) => tok.piece(id)) },
       message: `turn ${k} generated "${visiblePiece(text)}" as ${shown(tok, first.stored)} (${first.stored.join(' ')}) at token ${index}; the tokenizer writes it ${shown(tok, first.canonical)} (${first.canonical.join(' ')}): the ids are right for training, but decoding and re-rendering them would change them${more}`,

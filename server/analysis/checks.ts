@@ -21,6 +21,7 @@ import { checkCanonicalSplits } from './canonical-split.ts';
 import { checkStrayVisionTokens, imageSpans } from './stray-vision.ts';
 import { inStepAsync, StepFailures, type StepPlace } from './analysis-failed.ts';
 import { unavailableAlignment } from './realign.ts';
+import { sampleTurnOf } from './positions.ts';
 
 export interface NamedStream {
   name: StreamName;
@@ -65,7 +66,7 @@ export async function checkTrajectory(
     const found = await failures.guard('checks', { detail: name }, fn);
     if (found) findings.push(...found);
   };
-  await check('values', () => checkValues(traj, ctx));
+  await check('values', () => checkValues(traj, ctx, alignment));
   const closeIds = await failures.guard('render', { detail: 'the turn boundary' }, () => turnCloseIds(ctx.profile));
   if (closeIds) await check('prefixes', () => checkPrefixes(traj, ctx, closeIds));
   const rerender = await failures.guard('render', rerenderPlace(traj), () =>
@@ -75,11 +76,13 @@ export async function checkTrajectory(
     await check('re-render', () => checkRerender(traj, ctx, realigned, rerender, closeIds));
   if (realigned) await check('sample', () => checkSample(traj, ctx, realigned));
   await check('images', () => checkImages(traj, ctx));
-  await check('lengths and masks', () => checkLengthsAndMasks(traj, ctx, realigned));
-  await check('logprob mismatch', () => mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch));
-  await check('zero-filled logprobs', () => checkZeroFilledLogprobs(traj));
-  await check('canonical splits', () => checkCanonicalSplits(traj, ctx));
-  await check('stray vision tokens', () => checkStrayVisionTokens(traj, ctx));
+  await check('lengths and masks', () => checkLengthsAndMasks(traj, ctx, alignment));
+  await check('logprob mismatch', () =>
+    mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch, sampleTurnOf(traj)),
+  );
+  await check('zero-filled logprobs', () => checkZeroFilledLogprobs(traj, alignment));
+  await check('canonical splits', () => checkCanonicalSplits(traj, ctx, alignment));
+  await check('stray vision tokens', () => checkStrayVisionTokens(traj, ctx, alignment));
   await check('sources', () => checkSources(traj, ctx, failures));
   findings.push(...failures.findings);
   return { findings: sortFindings(findings), alignment, rerender };
@@ -162,27 +165,40 @@ function badLogprob(lp: number | null): string | undefined {
  * `invalid_value`: a token id that is not one (NaN, fractional, negative, -100, past the
  * vocabulary), a logprob that is not a log-probability (null, NaN, infinite, positive), a loss
  * mask value other than 0/1. One finding per field, at the first bad value (the message counts
- * the others). A value the turns hold at the same place as the stored sample (turns split from
- * it) is reported once, on the sample.
+ * the others), at the token's position in the stream that holds it and with the turn (call) the
+ * token belongs to (positions.ts; docs/check-json.md, "Where `index` points"): the stored
+ * sample's values on `sample`; a call's generated ids and logprobs on `canonical`; a call's
+ * prompt ids on `prompt`. A value the turns hold at the same place as the stored sample (turns
+ * split from it) is reported once, on the sample; a prompt id the previous call's prompt ⧺
+ * generation holds at the same place (the history repeated) is reported once, on that call.
  */
-export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
+export function checkValues(traj: Trajectory, ctx: AnalysisContext, alignment: Alignment): Finding[] {
   const out: Finding[] = [];
   // A model no profile covers has a vocabulary of unknown size: only what is no id at all is reported.
   const vocab = ctx.profile.uncoveredModel === undefined ? ctx.profile.tokenizer.vocabSize : Number.POSITIVE_INFINITY;
   const s = traj.sample;
   const sampleOffset = s ? (s.maskScope === 'full' ? 0 : s.tokens.length - (s.responseLength ?? 0)) : 0;
+  const sampleTurn = sampleTurnOf(traj);
   const scan = <T extends number | null>(
     values: readonly T[] | undefined,
     why: (v: T) => string | undefined,
-    where: { field: string; what: string; stream: StreamName; turn: number; offset: number; expected: string },
-    inSample?: (index: number, v: T) => boolean,
+    where: {
+      field: string;
+      what: string;
+      stream: StreamName;
+      turn: number | ((index: number) => number);
+      offset: number;
+      expected: string;
+    },
+    /** Whether the value at `i` of `values` is reported elsewhere (the sample, an earlier call). */
+    reportedElsewhere?: (i: number, v: T) => boolean,
   ) => {
     if (!values) return;
     let first = -1;
     let count = 0;
     for (let i = 0; i < values.length; i++) {
       if (why(values[i]!) === undefined) continue;
-      if (inSample?.(where.offset + i, values[i]!)) continue;
+      if (reportedElsewhere?.(i, values[i]!)) continue;
       if (first < 0) first = i;
       count++;
     }
@@ -192,7 +208,7 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
     out.push({
       kind: 'invalid_value',
       severity: 'error',
-      turn: where.turn,
+      turn: typeof where.turn === 'number' ? where.turn : where.turn(index),
       index,
       stream: where.stream,
       field: where.field,
@@ -207,16 +223,14 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const allIds = (values: readonly number[] | undefined) => allValidIds(values, vocab);
   const idWhy = (id: number) => badTokenId(id, vocab);
   const idRange = Number.isFinite(vocab) ? `an integer token id in 0..${vocab - 1}` : 'a non-negative integer token id';
-  const sameAsSample = (index: number, v: number) => !!s && Object.is(s.tokens[index], v);
-  const sameLogprobAsSample = (index: number, v: number | null) =>
-    !!s?.logprobs && index >= sampleOffset && Object.is(s.logprobs[index - sampleOffset], v);
+  const logprobRange = 'a finite logprob <= 0';
   if (s) {
     if (!allIds(s.tokens))
       scan(s.tokens, idWhy, {
         field: 'sample.tokens',
         what: 'token id',
         stream: 'sample',
-        turn: -1,
+        turn: sampleTurn,
         offset: 0,
         expected: idRange,
       });
@@ -225,39 +239,55 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext): Finding[] {
         field: 'sample.logprobs',
         what: 'logprob',
         stream: 'sample',
-        turn: -1,
+        turn: sampleTurn,
         offset: sampleOffset,
-        expected: 'a finite logprob <= 0',
+        expected: logprobRange,
       });
     if (!allMaskBits(s.lossMask))
       scan(s.lossMask, (m) => (m === 0 || m === 1 ? undefined : 'is not 0 or 1'), {
         field: 'sample.lossMask',
         what: 'loss mask value',
         stream: 'sample',
-        turn: -1,
+        turn: sampleTurn,
         offset: sampleOffset,
         expected: '0 or 1',
       });
   }
+  /** The sample holds `v` at token `index` (turns split from it hold its values). */
+  const sampleIdAt = (index: number, v: number) => !!s && Object.is(s.tokens[index], v);
+  const sampleLogprobAt = (index: number, v: number | null) =>
+    !!s?.logprobs && index >= sampleOffset && Object.is(s.logprobs[index - sampleOffset], v);
   traj.turns.forEach((t, k) => {
     const p = t.promptIds?.length ?? 0;
-    const base = { stream: 'prompt' as const, turn: k, expected: idRange, what: 'token id' };
+    const generatedAt = alignment.turns[k]?.generated[0] ?? p;
+    const before = k > 0 ? traj.turns[k - 1] : undefined;
+    /** The previous call's prompt ⧺ generation holds `v` at `i`: the history repeated, reported there. */
+    const inHistory = (i: number, v: number) => {
+      if (!before?.promptIds) return false;
+      const bp = before.promptIds.length;
+      return Object.is(i < bp ? before.promptIds[i] : before.generatedIds?.[i - bp], v);
+    };
     if (!allIds(t.promptIds))
-      scan(t.promptIds, idWhy, { ...base, field: `turns.${k}.promptIds`, offset: 0 }, sameAsSample);
+      scan(
+        t.promptIds,
+        idWhy,
+        { stream: 'prompt', turn: k, expected: idRange, what: 'token id', field: `turns.${k}.promptIds`, offset: 0 },
+        (i, v) => sampleIdAt(i, v) || inHistory(i, v),
+      );
+    const canonical = { stream: 'canonical' as const, turn: k, offset: generatedAt };
     if (!allIds(t.generatedIds))
-      scan(t.generatedIds, idWhy, { ...base, field: `turns.${k}.generatedIds`, offset: p }, sameAsSample);
+      scan(
+        t.generatedIds,
+        idWhy,
+        { ...canonical, expected: idRange, what: 'token id', field: `turns.${k}.generatedIds` },
+        (i, v) => sampleIdAt(p + i, v),
+      );
     if (!allValidLogprobs(t.generatedLogprobs))
       scan(
         t.generatedLogprobs,
         badLogprob,
-        {
-          ...base,
-          field: `turns.${k}.generatedLogprobs`,
-          what: 'logprob',
-          offset: p,
-          expected: 'a finite logprob <= 0',
-        },
-        sameLogprobAsSample,
+        { ...canonical, expected: logprobRange, what: 'logprob', field: `turns.${k}.generatedLogprobs` },
+        (i, v) => sampleLogprobAt(p + i, v),
       );
   });
   return out;
@@ -578,9 +608,14 @@ function sampleScopeLength(s: NonNullable<Trajectory['sample']>): number {
   return s.maskScope === 'full' ? s.tokens.length : (s.responseLength ?? s.tokens.length);
 }
 
-/** `length_mismatch` and `mask_mismatch` on the stored training fields. */
-export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, alignment?: Alignment): Finding[] {
+/**
+ * `length_mismatch` and `mask_mismatch` on the stored training fields: a call's logprobs against
+ * its generated ids on `canonical`, the sample's arrays on `sample` (positions.ts), each with the
+ * turn its token belongs to.
+ */
+export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, alignment: Alignment): Finding[] {
   const out: Finding[] = [];
+  const sampleTurn = sampleTurnOf(traj);
   // Turns split from a stored sample take their logprobs from it: a sample array of the wrong length
   // is reported once, on the sample, where its first token without a partner is.
   const sampleLogprobsOff = !!traj.sample?.logprobs && sampleScopeLength(traj.sample) !== traj.sample.logprobs.length;
@@ -595,8 +630,10 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, ali
         kind: 'length_mismatch',
         severity: 'error',
         turn: k,
-        index: (t.promptIds?.length ?? 0) + Math.min(t.generatedLogprobs.length, t.generatedIds.length),
-        stream: 'prompt',
+        index:
+          (alignment.turns[k]?.generated[0] ?? t.promptIds?.length ?? 0) +
+          Math.min(t.generatedLogprobs.length, t.generatedIds.length),
+        stream: 'canonical',
         expected: t.generatedIds.length,
         actual: t.generatedLogprobs.length,
         message: `turn ${k} has ${t.generatedIds.length} generated tokens but ${t.generatedLogprobs.length} logprobs`,
@@ -628,11 +665,12 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, ali
     ['rollout_log_probs', s.logprobs],
   ] as const) {
     if (arr && arr.length !== scopeLen) {
+      const index = offset + Math.min(arr.length, scopeLen);
       out.push({
         kind: 'length_mismatch',
         severity: 'error',
-        turn: -1,
-        index: offset + Math.min(arr.length, scopeLen),
+        turn: sampleTurn(index),
+        index,
         stream: 'sample',
         expected: scopeLen,
         actual: arr.length,
@@ -648,12 +686,12 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, ali
     // Where the chat structure allows either value (an assistant's <|im_end|>: generated when the
     // model stopped, appended after a turn cut by length), the canonical re-alignment decides: it
     // knows which tokens were generated. Judged only where the sample holds the canonical stream.
-    const canonicalUpTo = alignment ? commonPrefixLength(s.tokens, alignment.tokens) : 0;
+    const canonicalUpTo = commonPrefixLength(s.tokens, alignment.tokens);
     for (let i = 0; i < scopeLen; i++) {
       const at = offset + i;
       let want = expected[at];
       const fromCanonical = (want === undefined || want < 0) && at >= promptLength && at < canonicalUpTo;
-      if (fromCanonical) want = alignment!.lossMask[at];
+      if (fromCanonical) want = alignment.lossMask[at];
       const got = s.lossMask[i];
       if (got !== 0 && got !== 1) continue; // invalid_value (checkValues)
       if (want === undefined || want < 0 || want === got) continue;
@@ -661,8 +699,8 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, ali
       out.push({
         kind: 'mask_mismatch',
         severity: 'error',
-        turn: -1,
-        index: offset + i,
+        turn: sampleTurn(at),
+        index: at,
         stream: 'sample',
         expected: want,
         actual: got,
@@ -700,15 +738,16 @@ function describeRole(tokens: readonly number[], index: number, ctx: AnalysisCon
  * The stream is kept as stored, not re-aligned.
  */
 async function checkWithoutTokenizer(traj: Trajectory, ctx: AnalysisContext): Promise<CheckResult> {
+  const alignment = storedAlignment(traj, ctx.profile.uncoveredModel!);
   const findings: Finding[] = [
-    ...checkValues(traj, ctx),
-    ...checkLengthsAndMasks(traj, ctx),
-    ...mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch),
-    ...checkZeroFilledLogprobs(traj),
+    ...checkValues(traj, ctx, alignment),
+    ...checkLengthsAndMasks(traj, ctx, alignment),
+    ...mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch, sampleTurnOf(traj)),
+    ...checkZeroFilledLogprobs(traj, alignment),
     ...(traj.sourceFindings ?? []),
     ...(await checkStatedPromptTokens(traj, ctx)),
   ];
-  return { findings: sortFindings(findings), alignment: storedAlignment(traj, ctx.profile.uncoveredModel!) };
+  return { findings: sortFindings(findings), alignment };
 }
 
 /** The stream as the data holds it, for a trajectory that cannot be re-aligned (no profile covers its model). */

@@ -163,10 +163,15 @@ export function logprobMismatch(
 
 const nats = (x: number) => `${x.toFixed(x >= 0.1 ? 2 : 4)} nats`;
 
-/** `logprob_shift` (error) and `logprob_mismatch` (warning) findings for one trajectory. */
+/**
+ * `logprob_shift` (error) and `logprob_mismatch` (warning) findings for one trajectory;
+ * `turnOf` names the turn a sample token belongs to (positions.ts `sampleTurnOf`), else the
+ * mismatch is put on the turn with the largest |Δ|.
+ */
 export function mismatchFindings(
   m: TrajectoryMismatch | undefined,
   t: MismatchThresholds = DEFAULT_THRESHOLDS,
+  turnOf?: (index: number) => number,
 ): Finding[] {
   if (!m || m.tokens === 0) return [];
   if (m.shift) {
@@ -193,7 +198,7 @@ export function mismatchFindings(
     findings.push({
       kind: 'logprob_mismatch',
       severity: 'warning',
-      turn: worstTurn?.turn ?? -1,
+      turn: turnOf ? turnOf(at) : (worstTurn?.turn ?? -1),
       index: at,
       stream: 'sample',
       expected: `|Δ| <= ${t.maxDelta} nats per token, mean <= ${t.meanDelta}`,

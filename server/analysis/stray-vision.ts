@@ -7,6 +7,7 @@ import type { Finding } from '../model/finding.ts';
 import type { Trajectory } from '../model/trajectory.ts';
 import type { SpecialTokens } from '../profiles/profile.ts';
 import type { AnalysisContext } from './context.ts';
+import type { Alignment } from './realign.ts';
 import { findVisionSpans, type VisionSpan } from './vision-spans.ts';
 
 const isVisionToken = (t: number, s: SpecialTokens) =>
@@ -33,10 +34,10 @@ export function imageSpans(traj: Trajectory, tokens: readonly number[], special:
 
 /**
  * `image_count` with cause `vision_token_generated` (at the first vision token of each turn's
- * generation, in its prompt ⧺ generation stream) and `placeholder_in_text` (at each typed
- * `<|image_pad|>` of the prompts, or of the sample when no turn holds prompt ids).
+ * generation, on `canonical`, where the turn's generated ids stand) and `placeholder_in_text` (at
+ * each typed `<|image_pad|>` of the prompts, or of the sample when no turn holds prompt ids).
  */
-export function checkStrayVisionTokens(traj: Trajectory, ctx: AnalysisContext): Finding[] {
+export function checkStrayVisionTokens(traj: Trajectory, ctx: AnalysisContext, alignment: Alignment): Finding[] {
   const { special } = ctx.profile;
   const out: Finding[] = [];
   const images = traj.images.length;
@@ -46,7 +47,7 @@ export function checkStrayVisionTokens(traj: Trajectory, ctx: AnalysisContext): 
     if (at < 0) return;
     const n = gen.filter((id) => isVisionToken(id, special)).length;
     const pads = gen.filter((id) => id === special.imagePad || id === special.videoPad).length;
-    const index = (t.promptIds?.length ?? 0) + at;
+    const index = (alignment.turns[k]?.generated[0] ?? t.promptIds?.length ?? 0) + at;
     out.push({
       kind: 'image_count',
       cause: 'vision_token_generated',
@@ -54,7 +55,7 @@ export function checkStrayVisionTokens(traj: Trajectory, ctx: AnalysisContext): 
       severity: pads > 0 ? 'error' : 'warning',
       turn: k,
       index,
-      stream: 'prompt',
+      stream: 'canonical',
       expected: 0,
       actual: n,
       message: `turn ${k}'s generated text holds ${n} vision token${n === 1 ? '' : 's'} (the first at token ${index}): the model wrote ${n === 1 ? 'it' : 'them'}, no image stands behind ${n === 1 ? 'it' : 'them'}${pads > 0 ? `; a trainer that counts <|image_pad|> tokens finds ${pads} more than the ${images} image${images === 1 ? '' : 's'} it has pixels for` : ''}`,

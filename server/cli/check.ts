@@ -16,6 +16,7 @@ import { FindingsParquetWriter } from '../export/findings-parquet.ts';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { runRoot } from '../pipeline/shard.ts';
+import { EntrySpool, entryJson, entryParts } from './report-spool.ts';
 
 /** One model of a run: the name the data states and the profile its trajectories were checked with (docs/check-json.md#models). */
 export const RunModel = z.object({
@@ -77,7 +78,7 @@ export const CheckReport = z.object({
       logprobs: TrajectoryLogprobs.optional(),
     }),
   ),
-  /** GRPO groups (analysis/groups.ts), in the order their first sample came; their findings are here, not on each sample. */
+  /** GRPO groups (analysis/groups.ts), in the order their first sample came; their findings are also in each member's `findings`. */
   groups: z
     .array(
       z.object({
@@ -210,8 +211,8 @@ export interface CheckOptions extends RunOptions {
 }
 
 export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut): Promise<number> {
-  // `trajectories` stays empty: each entry is written as it comes (memory bounded on any run size),
-  // into the same bytes JSON.stringify(report) would give.
+  // `trajectories` stays empty: each entry is spooled as it comes (memory bounded on any run size)
+  // and written at the end, with its group's findings, into the same bytes JSON.stringify(report) would give.
   const report: CheckReport = {
     version: 1,
     trajectories: [],
@@ -221,10 +222,13 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     summary: newSummary(),
   };
   const groupChecks = new GroupChecks();
+  /** Each group's number in `groupChecks.summaries()` order (the order their first sample came). */
+  const groupNumber = new Map<string, number>();
+  const spool = opts.json ? new EntrySpool() : undefined;
   const models = new RunModels();
   let fatal = false;
   const errors: ReadError[] = [];
-  let written = 0;
+  let entries = 0;
   const mismatches: TrajectoryMismatch[] = [];
   // Run-wide positions of what this shard lists, counting what the other shards own: trajectories
   // and errors in one count, so a trajectory that fails analysis (an error in its owner, a skipped
@@ -272,7 +276,12 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       addToSummary(report.summary, c.findings, hasTokens(t));
       models.add(t.model ?? null, c.profile);
       const member = c.report ? c.report.member : groupMember(t, visionIdsOf(c.profile));
-      if (member) groupChecks.add(member);
+      let group = -1;
+      if (member) {
+        const key = groupChecks.add(member);
+        group = groupNumber.get(key) ?? groupNumber.size;
+        groupNumber.set(key, group);
+      }
       const entry: CheckReport['trajectories'][number] = {
         id: t.id,
         source: { file: t.source.file, line: t.source.line },
@@ -289,8 +298,10 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
         mismatches.push(m);
         entry.logprobs = trajectoryLogprobs(m);
       }
-      if (opts.json) out.write(`${written++ > 0 ? ',' : ''}${JSON.stringify(entry)}`);
-      else if (opts.all) printTrajectory(c, out);
+      if (spool) {
+        const { head, tail } = entryParts(entry);
+        spool.add(group, head, tail);
+      } else if (opts.all) printTrajectory(c, out);
       else collectExamples(c, examples);
       progress?.update(report.summary.trajectories);
     }
@@ -299,6 +310,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     findings?.commit();
   } catch (e) {
     findings?.discard();
+    spool?.dispose();
     throw e;
   }
   progress?.done();
@@ -313,6 +325,16 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   if (run) report.summary.logprobs = runLogprobs(run, opts.mismatch);
   report.groups = groupChecks.summaries().map((g) => ({ ...g, findings: g.findings.map(publicFinding) }));
   report.models = models.list();
+  if (spool) {
+    // Each member lists its group's findings after its own (docs/check-json.md#groups).
+    const extra = report.groups.map((g) => g.findings.map((f) => JSON.stringify(f)).join(','));
+    try {
+      for await (const e of spool.entries())
+        await written(out, `${entries++ > 0 ? ',' : ''}${entryJson(e, e.group >= 0 ? extra[e.group]! : '')}`);
+    } finally {
+      spool.dispose();
+    }
+  }
   for (const g of report.groups) report.summary.findingsByKind.group! += g.findings.length;
   // A group's findings read best as their own message (they concern no single trajectory).
   for (const g of report.groups)
@@ -336,6 +358,13 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   else printSummary(report, out, opts.all === true);
   if (fatal) return 2;
   return report.summary.withErrors > 0 || report.summary.unreadableRecords > 0 ? 1 : 0;
+}
+
+/** Write `text`, waiting for a stream that asks to be drained (stdout into a slow pipe) before going on. */
+async function written(out: TextOut, text: string): Promise<void> {
+  const stream = out as Partial<NodeJS.WritableStream>;
+  if (out.write(text) === false && typeof stream.once === 'function')
+    await new Promise<void>((resolve) => stream.once!('drain', () => resolve()));
 }
 
 /** Whether the record holds any token ids at all; text-only dumps do not, so no check can run on them. */

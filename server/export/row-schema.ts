@@ -87,11 +87,16 @@ export function rowToTrajectory(row: ExportRowRead, where: { file: string; line:
   const turns: Turn[] = [];
   let i = promptLength;
   const n = row.tokens.length;
+  // As the trainer importers split a mask (import/turns-from-mask.ts): 0 is context, any other value
+  // a trained token (a value other than 1 is an invalid_value finding, not the end of a call), a
+  // mask shorter than the response goes on with its last value.
+  const last = row.loss_mask.length > 0 ? row.loss_mask[row.loss_mask.length - 1]! : 1;
+  const trained = (at: number) => (row.loss_mask[at - promptLength] ?? last) !== 0;
   while (i < n) {
-    while (i < n && row.loss_mask[i - promptLength] !== 1) i++;
+    while (i < n && !trained(i)) i++;
     if (i >= n) break;
     const start = i;
-    while (i < n && row.loss_mask[i - promptLength] === 1) i++;
+    while (i < n && trained(i)) i++;
     const lps = row.rollout_log_probs?.slice(start - promptLength, i - promptLength);
     turns.push({
       promptIds: row.tokens.slice(0, start),

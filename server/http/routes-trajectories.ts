@@ -33,7 +33,7 @@ import {
 } from './api.ts';
 import type { RunStore } from './store.ts';
 import { RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
-import { imageInfos, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
+import { imageInfos, tokenDiff, tokenStream, trajectoryDetail, withGroupFindings } from './views.ts';
 import { previewPng } from './preview.ts';
 import { APP_DIR, AppNotBuilt, shareFileName, shareHtml, sharedTrajectory } from './share-page.ts';
 import { logprobView, ratioHistogram } from './views-logprobs.ts';
@@ -129,12 +129,9 @@ const sharePageView: TrajectoryView = {
 
 /** Every view of one trajectory; the first whose path matches answers. */
 export const TRAJECTORY_VIEWS: readonly TrajectoryView[] = [
-  jsonView([], NoQuery, TrajectoryDetail, (v) => {
-    const detail = trajectoryDetail(v.summary, v.checked, v.opts);
-    // The group's findings are the group's, not the trajectory's analysis: added here, seen in no stream.
-    const group = v.store.groupFindings(v.summary.id).map((f) => ({ ...f, target: null }));
-    return group.length > 0 ? { ...detail, findings: [...detail.findings, ...group] } : detail;
-  }),
+  jsonView([], NoQuery, TrajectoryDetail, (v) =>
+    withGroupFindings(trajectoryDetail(v.summary, v.checked, v.opts), v.store.groupFindings(v.summary.id)),
+  ),
   jsonView(['stream'], StreamQuery, TokenStream, (v, q) => tokenStream(v.checked, q.name, q.turn, v.opts, q.head)),
   jsonView(['diff'], DiffQuery, DiffResult, (v, q) => tokenDiff(v.checked, q)),
   jsonView(['logprobs'], NoQuery, LogprobView, (v) => logprobView(v.checked, v.opts)),

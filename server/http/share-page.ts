@@ -10,7 +10,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SharedTrajectory, type RunInfo } from './api.ts';
 import type { RunStore } from './store.ts';
-import { NotFound, tokenDiff, tokenStream, trajectoryDetail } from './views.ts';
+import { NotFound, tokenDiff, tokenStream, trajectoryDetail, withGroupFindings } from './views.ts';
 import { previewPng } from './preview.ts';
 
 /** The built app `npm run build` (and npm's `prepare`) writes. */
@@ -58,7 +58,7 @@ export async function sharedTrajectory(store: RunStore, id: string): Promise<Sha
   const checked = await store.get(id);
   if (!checked) throw new NotFound(`trajectory "${id}" is no longer in ${summary.source.file}`);
   const opts = store.options();
-  const detail = trajectoryDetail(summary, checked, opts);
+  const detail = withGroupFindings(trajectoryDetail(summary, checked, opts), store.groupFindings(id));
   const streams: SharedTrajectory['streams'] = {};
   for (const s of detail.streams) streams[streamKey(s.name, s.turn)] = tokenStream(checked, s.name, s.turn, opts);
   const diffs: SharedTrajectory['diffs'] = {};

@@ -126,6 +126,12 @@ export function findingTarget(
   return { view: 'stream', stream, turn, token };
 }
 
+/** The detail with its GRPO group's findings after the trajectory's own: the group's, seen in no stream (no target). */
+export function withGroupFindings(detail: TrajectoryDetail, group: readonly Finding[]): TrajectoryDetail {
+  if (group.length === 0) return detail;
+  return { ...detail, findings: [...detail.findings, ...group.map((f) => ({ ...f, target: null }))] };
+}
+
 export function trajectoryDetail(summary: TrajectorySummary, c: CheckedTrajectory, opts: RunOptions): TrajectoryDetail {
   const streams = availableStreams(c);
   const diffs = availableDiffs(c);

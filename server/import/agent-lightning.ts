@@ -17,7 +17,7 @@
 import { z } from 'zod';
 import type { ImageRef, Message, ReadError, TrajectoryInput } from '../model/trajectory.ts';
 import { Message as MessageSchema } from '../model/trajectory.ts';
-import type { Importer, ImportResult } from './importer.ts';
+import type { FileContext, Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
 import { chainCalls, padIdsOf, uniqueIds, type Chain } from './chain.ts';
@@ -74,6 +74,12 @@ interface AglCall {
   line: number;
   /** Rollout the call belongs to (calls are only chained within one rollout). */
   rollout?: string;
+  /** The attempt of the rollout that made the call (events' `attempt_id`): a retried rollout's attempts are episodes apart. */
+  attempt?: string;
+  /** The GRPO group of the rollout (`data_id`: the task all `rollout.n` rollouts of one sample share). */
+  group?: string;
+  /** The trainer step the rollout was made at (CompletedRollout `step`). */
+  step?: number;
   turn: TurnInput;
   /** Image URLs of the call's prompt, history included (Agent Lightning's `image_urls`). */
   imageUrls?: string[];
@@ -98,6 +104,9 @@ interface Where {
   /** Field path of the item inside its record ('' at the top). */
   within: string;
   rollout?: string;
+  attempt?: string;
+  group?: string;
+  step?: number;
   /** `final_reward` of the enclosing rollout object. */
   rolloutReward?: number;
 }
@@ -153,6 +162,29 @@ function modelOf(...candidates: unknown[]): string | undefined {
   return undefined;
 }
 
+const idString = (v: unknown): string | undefined =>
+  typeof v === 'string' && v !== '' ? v : typeof v === 'number' && Number.isFinite(v) ? String(v) : undefined;
+
+/**
+ * The GRPO group a rollout (or a triplet) states: the `data_id` the trainer gives the `rollout.n`
+ * rollouts of one sample (CompletedRollout `data_id`, agentlightning/verl/agl_rollout_manager.py;
+ * the task metadata and input of the v0.2/v0.3 daemon, agentlightning/verl/daemon.py
+ * `task_metadata = {"data_id", "is_train"}`, `original_sample["data_id"]`; the v1 server reads
+ * `input.data_id` or `input.instance_id`, agentlightning/server/routes/rollouts.py `_data_id_of`),
+ * or a `group_id` a logger wrote.
+ */
+function groupOf(value: Record<string, unknown>): string | undefined {
+  const inner = (key: string) => (isObject(value[key]) ? (value[key] as Record<string, unknown>) : undefined);
+  const task = inner('task');
+  const places = [value, inner('metadata'), inner('input'), task, isObject(task?.metadata) ? task.metadata : undefined];
+  for (const field of ['group_id', 'data_id'] as const)
+    for (const place of places) {
+      const id = idString(place?.[field]);
+      if (id !== undefined) return id;
+    }
+  return idString(inner('input')?.instance_id);
+}
+
 function failedCall(data: Record<string, unknown>): boolean {
   // agl_rollout_manager.py skips `status == "error"` and `http_status >= 400`.
   return data.status === 'error' || (typeof data.http_status === 'number' && data.http_status >= 400);
@@ -189,9 +221,13 @@ function readTriplet(value: unknown, at: Where, out: Collected): void {
         ? meta.rollout_id
         : undefined);
   const model = modelOf(meta.request, meta.response, meta.server, meta.model);
+  const group = at.group ?? groupOf(t);
   out.calls.push({
     line: at.line,
     ...(rollout !== undefined ? { rollout } : {}),
+    ...(at.attempt !== undefined ? { attempt: at.attempt } : {}),
+    ...(group !== undefined ? { group } : {}),
+    ...(at.step !== undefined ? { step: at.step } : {}),
     turn: {
       ...(messages ? { messages } : {}),
       ...(t.prompt.token_ids.length > 0 ? { promptIds: t.prompt.token_ids } : {}),
@@ -210,6 +246,16 @@ function readTriplet(value: unknown, at: Where, out: Collected): void {
   });
 }
 
+/** The rollout, attempt, group and step a call read at `at` belongs to. */
+function ownership(at: Where): Pick<AglCall, 'rollout' | 'attempt' | 'group' | 'step'> {
+  return {
+    ...(at.rollout !== undefined ? { rollout: at.rollout } : {}),
+    ...(at.attempt !== undefined ? { attempt: at.attempt } : {}),
+    ...(at.group !== undefined ? { group: at.group } : {}),
+    ...(at.step !== undefined ? { step: at.step } : {}),
+  };
+}
+
 function readTrimmed(value: Record<string, unknown>, at: Where, event: boolean, out: Collected): void {
   if (failedCall(value)) return;
   const parsed = TrimmedRequest.safeParse(value);
@@ -221,7 +267,7 @@ function readTrimmed(value: Record<string, unknown>, at: Where, event: boolean, 
   const model = modelOf(d.server);
   out.calls.push({
     line: at.line,
-    ...(at.rollout !== undefined ? { rollout: at.rollout } : {}),
+    ...ownership(at),
     ...(at.rolloutReward !== undefined ? { rolloutReward: at.rolloutReward } : {}),
     turn: {
       ...(d.prompt_token_ids.length > 0 ? { promptIds: d.prompt_token_ids } : {}),
@@ -235,7 +281,13 @@ function readTrimmed(value: Record<string, unknown>, at: Where, event: boolean, 
 
 function readEvent(value: Record<string, unknown>, at: Where, out: Collected): void {
   const rollout = typeof value.rollout_id === 'string' ? value.rollout_id : at.rollout;
-  const here: Where = { ...at, ...(rollout !== undefined ? { rollout } : {}) };
+  // Events are recorded per attempt (agentlightning/server/routes/events.py `record_event(rollout_id, attempt_id, ...)`).
+  const attempt = idString(value.attempt_id) ?? at.attempt;
+  const here: Where = {
+    ...at,
+    ...(rollout !== undefined ? { rollout } : {}),
+    ...(attempt !== undefined ? { attempt } : {}),
+  };
   const data = value.data;
   if (!isObject(data)) {
     out.errors.push({
@@ -258,7 +310,7 @@ function readEvent(value: Record<string, unknown>, at: Where, out: Collected): v
       const model = first.model ?? modelOf(data.model, data.server);
       out.calls.push({
         line: at.line,
-        ...(rollout !== undefined ? { rollout } : {}),
+        ...ownership(here),
         turn: first.turn,
         ...(model ? { model } : {}),
         event: true,
@@ -294,8 +346,16 @@ function readRollout(value: Record<string, unknown>, at: Where, out: Collected):
     typeof value.final_reward === 'number'
       ? finiteReward(value.final_reward, join(at.within, 'final_reward'), at, out)
       : undefined;
+  const group = groupOf(value) ?? at.group;
+  const step = typeof value.step === 'number' && Number.isInteger(value.step) && value.step >= 0 ? value.step : at.step;
   // The calls carry their rollout's reward: keyed by rollout id only, another record reusing the id would replace it.
-  const here: Where = { ...at, rollout: id, ...(finalReward !== undefined ? { rolloutReward: finalReward } : {}) };
+  const here: Where = {
+    ...at,
+    rollout: id,
+    ...(finalReward !== undefined ? { rolloutReward: finalReward } : {}),
+    ...(group !== undefined ? { group } : {}),
+    ...(step !== undefined ? { step } : {}),
+  };
   if (finalReward !== undefined) out.finalRewards.set(id, finalReward);
   if (Array.isArray(value.triplets) && value.triplets.length > 0) {
     value.triplets.forEach((t, i) => readTriplet(t, { ...here, within: join(at.within, 'triplets', String(i)) }, out));
@@ -429,6 +489,12 @@ function splitFindings(calls: readonly AglCall[], chains: readonly Chain[], roll
   return out;
 }
 
+/** How a rollout's trajectory relates to its attempts: the attempt, and the later one that retried it. */
+interface AttemptOf {
+  attempt?: string;
+  retriedBy?: string;
+}
+
 function assemble(
   file: string,
   members: readonly AglCall[],
@@ -438,8 +504,11 @@ function assemble(
   part: string,
   sourceFindings: readonly Finding[] = [],
   relatedCalls: readonly AglCall[] = [],
+  attempt: AttemptOf = {},
 ): TrajectoryInput {
   const first = members[0]!;
+  const group = members.find((c) => c.group !== undefined)?.group;
+  const step = members.find((c) => c.step !== undefined)?.step;
   const turns = members.map((c) => c.turn);
   const lines = [...new Set(members.map((c) => c.line))];
   // Lines of the rollout's other chains its split findings name.
@@ -452,10 +521,19 @@ function assemble(
     limitations.push('token ids only (no messages): the conversation cannot be re-rendered to compare against');
   if (turns.some((t) => !t.promptIds))
     limitations.push('a triplet has no prompt token ids (Agent Lightning did not record them): prefix checks skip it');
+  // The trainer reads a rollout's last attempt only (events.py reads `rollout.status.last_attempt_id`):
+  // an attempt that was retried is no sample of the rollout's group.
+  if (attempt.retriedBy !== undefined)
+    limitations.push(
+      `attempt ${attempt.attempt} of rollout ${rollout} was retried (attempt ${attempt.retriedBy} came after it): Agent Lightning trains a rollout's last attempt, so this one is not counted in its group${group !== undefined ? ` ${group}` : ''}`,
+    );
+  const inGroup = group !== undefined && attempt.retriedBy === undefined;
   return {
     id: `${rollout ?? `line ${first.line}`}${part}`,
     source: { file, line: first.line, format: 'agent-lightning', ...(lines.length > 1 ? { lines } : {}) },
     ...(model ? { model } : {}),
+    ...(inGroup ? { group } : {}),
+    ...(step !== undefined ? { step } : {}),
     turns,
     images: imagesOfCalls(members),
     ...(reward !== undefined ? { reward } : {}),
@@ -463,11 +541,50 @@ function assemble(
     meta: {
       groupedBy: rollout !== undefined ? 'rollout, then strict prefix chain' : 'strict prefix chain',
       ...(rollout !== undefined ? { rollout } : {}),
+      ...(attempt.attempt !== undefined ? { attempt: attempt.attempt } : {}),
       ...(breaks.length > 0 ? { attachedAfterBreak: breaks } : {}),
       ...(related.length > 0 ? { relatedLines: related } : {}),
     },
     ...(sourceFindings.length > 0 ? { sourceFindings: [...sourceFindings] } : {}),
   };
+}
+
+/** The trajectories of one attempt of a rollout: its calls chained by the strict prefix rule, each chain one. */
+function trajectoriesOfAttempt(
+  ctx: FileContext,
+  rollout: string | undefined,
+  calls: readonly AglCall[],
+  finalReward: number | undefined,
+  attempt: AttemptOf,
+): { firstCall: AglCall; trajectory: TrajectoryInput }[] {
+  const chains = chainCalls(
+    calls.map((c) => ({
+      promptIds: c.turn.promptIds ?? [],
+      generatedIds: c.turn.generatedIds ?? [],
+      messages: c.turn.messages,
+      answerText: c.turn.generatedText,
+    })),
+    {
+      padIds: padIdsOf(
+        ctx,
+        calls.map((c) => c.model),
+      ),
+    },
+  );
+  const splits = rollout !== undefined && chains.length > 1 ? splitFindings(calls, chains, rollout) : [];
+  return chains.map((ch, k) => {
+    const members = ch.calls.map((i) => calls[i]!);
+    const part =
+      (attempt.attempt !== undefined ? ` (attempt ${attempt.attempt})` : '') +
+      (rollout !== undefined && chains.length > 1 ? ` (chain ${k + 1} of ${chains.length})` : '');
+    const others = splits[k]?.length
+      ? chains.filter((_, j) => j !== k).flatMap((o) => o.calls.map((i) => calls[i]!))
+      : [];
+    return {
+      firstCall: members[0]!,
+      trajectory: assemble(ctx.file, members, ch.breaks, rollout, finalReward, part, splits[k], others, attempt),
+    };
+  });
 }
 
 export const agentLightningImporter: Importer = {
@@ -515,41 +632,22 @@ export const agentLightningImporter: Importer = {
     }
     const order = new Map(out.calls.map((c, i) => [c, i] as const));
     const found: { first: number; trajectory: TrajectoryInput }[] = [];
-    for (const [rollout, all] of byRollout) {
-      const calls = dedupeEvents(all);
-      const chains = chainCalls(
-        calls.map((c) => ({
-          promptIds: c.turn.promptIds ?? [],
-          generatedIds: c.turn.generatedIds ?? [],
-          messages: c.turn.messages,
-          answerText: c.turn.generatedText,
-        })),
-        {
-          padIds: padIdsOf(
-            ctx,
-            calls.map((c) => c.model),
-          ),
-        },
-      );
+    for (const [rollout, ofRollout] of byRollout) {
+      // A retried rollout's attempts are episodes apart; the last one (its calls come last) is the one trained.
+      const byAttempt = new Map<string | undefined, AglCall[]>();
+      for (const c of ofRollout) {
+        const list = byAttempt.get(c.attempt);
+        if (list) list.push(c);
+        else byAttempt.set(c.attempt, [c]);
+      }
+      const lastAttempt = ofRollout[ofRollout.length - 1]!.attempt;
       const finalReward = out.finalRewards.get(rollout ?? '');
-      const splits = rollout !== undefined && chains.length > 1 ? splitFindings(calls, chains, rollout) : [];
-      chains.forEach((ch, k) => {
-        const members = ch.calls.map((i) => calls[i]!);
-        const part = rollout !== undefined && chains.length > 1 ? ` (chain ${k + 1} of ${chains.length})` : '';
-        found.push({
-          first: order.get(members[0]!) ?? 0,
-          trajectory: assemble(
-            file,
-            members,
-            ch.breaks,
-            rollout,
-            finalReward,
-            part,
-            splits[k],
-            splits[k]?.length ? chains.filter((_, j) => j !== k).flatMap((o) => o.calls.map((i) => calls[i]!)) : [],
-          ),
-        });
-      });
+      for (const [attempt, all] of byAttempt) {
+        const of: AttemptOf =
+          byAttempt.size > 1 ? { attempt, ...(attempt !== lastAttempt ? { retriedBy: lastAttempt } : {}) } : {};
+        for (const trajectory of trajectoriesOfAttempt(ctx, rollout, dedupeEvents(all), finalReward, of))
+          found.push({ first: order.get(trajectory.firstCall) ?? 0, trajectory: trajectory.trajectory });
+      }
     }
     found.sort((a, b) => a.first - b.first);
     const unique = uniqueIds();

@@ -19,7 +19,13 @@ import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
 import { LogprobValues, TokenIdValues } from './turns-from-mask.ts';
-import { explicitId, trajectoriesFromCalls, type CallLogFormat, type VllmCall } from './vllm.ts';
+import {
+  explicitId,
+  markSamplesOfOneRequest,
+  trajectoriesFromCalls,
+  type CallLogFormat,
+  type VllmCall,
+} from './vllm.ts';
 
 type TurnInput = TrajectoryInput['turns'][number];
 
@@ -153,7 +159,7 @@ export function readSglangCall(value: unknown, file: string, line: number): { ca
     const several = outputs.length > 1;
     calls.push({
       line,
-      ...(key ? { key: several ? { ...key, value: `${key.value}#${i}` } : key } : {}),
+      ...(key ? { key } : {}),
       ...(several ? { choice: i } : {}),
       turn,
       ...(req.model ? { model: req.model } : {}),
@@ -161,6 +167,10 @@ export function readSglangCall(value: unknown, file: string, line: number): { ca
       ...(images.length > 0 ? { images } : {}),
     });
   });
+  // `n > 1` gives one output per sample of the one prompt (a batch, one per prompt): the request
+  // names them by its `rid` (io_struct.py GenerateReqInput; one per call).
+  const rid: unknown = req.rid;
+  markSamplesOfOneRequest(calls, typeof rid === 'string' && rid !== '' ? rid : `${file}:${line}`);
   return { calls, errors };
 }
 

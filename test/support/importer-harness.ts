@@ -347,6 +347,8 @@ function dumpRun(run: ImporterRun, name: string) {
         turns: t.turns.map((turn) => [turn.promptIds?.length ?? null, turn.generatedIds?.length ?? null]),
         sample: t.sample?.tokens.length ?? null,
         images: t.images.length,
+        // The GRPO group, where the format states one (or the importer builds one: n > 1 samples).
+        ...(t.group !== undefined ? { group: t.group } : {}),
         findings: c.findings.map(findingLine).sort(),
       };
     }),
