@@ -155,3 +155,15 @@ describe('OpenAI-compatible logs', () => {
     expect(vllmImporter.sniff(lines('sglang/generate.jsonl')[0]!)).not.toBe(true);
   });
 });
+
+describe('a batched /generate answer', () => {
+  it('that is an empty list is a read error naming the field, not a record that vanishes', () => {
+    const value = { request: { input_ids: [1, 2, 3], rid: 'r' }, response: [] };
+    const { trajectories, errors } = sglangImporter.importRecords(
+      [{ line: 1, offset: 0, length: 0, value }],
+      fileContext('empty.jsonl'),
+    );
+    expect(trajectories).toEqual([]);
+    expect(errors).toEqual([expect.objectContaining({ line: 1, field: 'response' })]);
+  });
+});

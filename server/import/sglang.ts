@@ -109,6 +109,8 @@ export function readSglangCall(value: unknown, file: string, line: number): { ca
       'response',
       'missing: an SGLang /generate request without its output (the call failed, or only the request was logged)',
     );
+  if (Array.isArray(responseValue) && responseValue.length === 0)
+    return fail('response', 'an empty list: a batched SGLang /generate answer with no output');
   const outputs = Array.isArray(responseValue) ? responseValue : [responseValue];
   const at = (i: number) => (bare ? '' : 'response') + (Array.isArray(responseValue) ? `${bare ? '' : '.'}${i}` : '');
   const key = explicitId(value);
