@@ -23,6 +23,7 @@ export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
   chat_format_unrecognized: 'no chat format',
   non_canonical_split: 'non-canonical BPE split',
   group: 'group',
+  session_lost: 'session state lost',
 };
 
 export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {

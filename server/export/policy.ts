@@ -65,6 +65,8 @@ const REPAIRED_BY_REALIGNMENT: Readonly<Record<FindingKind, boolean>> = {
   non_canonical_split: false,
   // A group finding is a warning about the batch (zero advantage), never an error on a sample.
   group: false,
+  // The gateway lost a session's earlier turns: what it captured after is still exact.
+  session_lost: false,
 };
 
 /** True when the re-alignment repairs `f`. */

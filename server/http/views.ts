@@ -83,6 +83,7 @@ export const DIFF_OF_KIND: Readonly<Record<FindingKind, { a: DiffA; b: DiffB; si
   chat_format_unrecognized: null,
   non_canonical_split: null,
   group: null,
+  session_lost: null,
 };
 
 /** The diff of `f`'s divergence, when its kind has one (the prefix pair is the finding's turn). */

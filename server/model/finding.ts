@@ -22,6 +22,7 @@ export const FINDING_KINDS = [
   'chat_format_unrecognized',
   'non_canonical_split',
   'group',
+  'session_lost',
 ] as const;
 export const FindingKind = z.enum(FINDING_KINDS);
 export type FindingKind = z.infer<typeof FindingKind>;
