@@ -303,9 +303,7 @@ export class Gateway {
           padCounts,
           imagesInMessages(body.messages.slice(0, n + 1)).length,
         );
-        const expanded = cont && images.every((i) => i.padCount !== undefined);
-        if (!cont) fallback('the template rewrites the history, so the conversation has no canonical suffix');
-        else if (!expanded) fallback("an image's size is unknown, so its pad run cannot be built");
+        if ('unknown' in cont) fallback(cont.unknown);
         else {
           const sampling: Record<string, unknown> = {};
           for (const k of CARRIED_SAMPLING) if (body[k] !== undefined && body[k] !== null) sampling[k] = body[k];

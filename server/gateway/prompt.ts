@@ -8,13 +8,7 @@
 // the EOS-aware boundary ⧺ the template's suffix for the new messages (server/analysis/realign.ts).
 import type { Message } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
-import {
-  boundaryIds,
-  normalizeMessagesLikeVllm,
-  observationSuffixText,
-  tokenizeExpanded,
-  turnStopIds,
-} from '../analysis/render.ts';
+import { boundaryIds, renderText, observationSuffixText, tokenizeExpanded, turnStopIds } from '../analysis/render.ts';
 import { expandImagePads } from '../analysis/vision-spans.ts';
 import type { ChatRequest } from './protocol.ts';
 
@@ -24,15 +18,16 @@ const IM_START = '<|im_start|>';
 export function renderChatPrompt(profile: ModelProfile, req: ChatRequest): { text: string } | { unknown: string } {
   if (req.chat_template) return { unknown: 'the request brings its own chat_template' };
   if (req.continue_final_message) return { unknown: 'continue_final_message is not predicted' };
+  if (req.chat_template_kwargs && Object.keys(req.chat_template_kwargs).length > 0)
+    return { unknown: 'chat_template_kwargs are not predicted' };
   try {
-    const text = profile.template.render({
-      ...(req.chat_template_kwargs ?? {}),
-      messages: normalizeMessagesLikeVllm(req.messages) as unknown[],
-      ...(req.tools && req.tools.length > 0 ? { tools: req.tools } : {}),
-      add_generation_prompt: req.add_generation_prompt ?? true,
-      add_vision_id: false,
-    });
-    return { text };
+    return {
+      text: renderText(profile, req.messages, {
+        as: 'vllm',
+        addGenerationPrompt: req.add_generation_prompt ?? true,
+        ...(req.tools && req.tools.length > 0 ? { tools: req.tools } : {}),
+      }),
+    };
   } catch (e) {
     return { unknown: `the template refuses the messages: ${(e as Error).message}` };
   }
@@ -102,7 +97,7 @@ export interface Continuation {
 /**
  * The canonical next prompt: `promptIds ⧺ generatedIds ⧺ boundary ⧺ suffix(observation)`, the
  * suffix rendered after the real `history` (the previous request's messages) and tokenized alone.
- * Undefined when the template rewrites the history (its longer render does not extend the shorter).
+ * Why not, when the template rewrites the history (its longer render does not extend the shorter) or refuses it.
  */
 export async function continuationIds(
   profile: ModelProfile,
@@ -113,11 +108,18 @@ export async function continuationIds(
   closeIds: readonly number[],
   padCounts: readonly (number | undefined)[],
   imagesBefore: number,
-): Promise<Continuation | undefined> {
-  const parts = observationSuffixText(profile, history, observation, { tools, as: 'vllm' });
-  if (!parts) return undefined;
+): Promise<Continuation | { unknown: string }> {
+  let parts: ReturnType<typeof observationSuffixText>;
+  try {
+    parts = observationSuffixText(profile, history, observation, { tools, as: 'vllm' });
+  } catch (e) {
+    return { unknown: `the profile's template refuses the conversation (${(e as Error).message})` };
+  }
+  if (!parts) return { unknown: 'the template rewrites the history, so the conversation has no canonical suffix' };
   const boundary = boundaryIds(last.generatedIds, closeIds, turnStopIds(profile.special));
   const rendered = await tokenizeExpanded(profile, parts.delta, padCounts, imagesBefore);
+  if (padCounts.slice(imagesBefore).some((n) => n === undefined) && rendered.imageCount > 0)
+    return { unknown: "an image's size is unknown, so its pad run cannot be built" };
   const suffixIds = [...boundary, ...rendered.expanded];
   return { ids: [...last.promptIds, ...last.generatedIds, ...suffixIds], suffixIds };
 }
