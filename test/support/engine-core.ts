@@ -2,7 +2,7 @@
 // limits applied, the call log entry, logprob tokens, incremental text deltas
 // (docs/reference/engine-protocols.md).
 import { randomUUID } from 'node:crypto';
-import type { z } from 'zod';
+import { z } from 'zod';
 import {
   decodeIds,
   encodeText,
@@ -189,6 +189,8 @@ export interface EngineContext {
   maxModelLen: number;
   vllmVersion: string;
   toolParser: boolean;
+  /** Whether vLLM's `/inference/v1/generate` is served. */
+  generateEndpoint: boolean;
   generate(call: ReceivedCall, limits: GenerationLimits): Promise<Generation>;
 }
 
@@ -271,4 +273,35 @@ export async function textDeltas(
     emitted = full;
   }
   return deltas;
+}
+
+// OpenAI request parts both engines read.
+export const StreamOptions = z.object({
+  include_usage: z.boolean().nullish(),
+  continuous_usage_stats: z.boolean().nullish(),
+});
+
+export const Stop = z.union([z.string(), z.array(z.string())]).nullish();
+
+/** OpenAI chat logprobs: per token its text (or `token_id:N`), logprob, UTF-8 bytes and top candidates. */
+export async function chatLogprobs(
+  engine: EngineContext,
+  gen: Generation,
+  topLogprobs: number,
+  asTokenId: boolean,
+): Promise<{ content: (TokenLogprob & { top_logprobs: TokenLogprob[] })[] }> {
+  const content: (TokenLogprob & { top_logprobs: TokenLogprob[] })[] = [];
+  for (let i = 0; i < gen.ids.length; i++) {
+    const id = gen.ids[i] as number;
+    const lp = Math.max(gen.logprobs[i] as number, -9999);
+    const token = await tokenText(engine, id, asTokenId);
+    const top: TokenLogprob[] = [];
+    const candidates = [{ id, logprob: lp }, ...alternatives(id, lp, Math.max(0, topLogprobs - 1))];
+    for (const c of topLogprobs > 0 ? candidates.slice(0, topLogprobs) : []) {
+      const t = await tokenText(engine, c.id, asTokenId);
+      top.push({ token: t, logprob: Math.max(c.logprob, -9999), bytes: [...Buffer.from(t, 'utf8')] });
+    }
+    content.push({ token, logprob: lp, bytes: [...Buffer.from(token, 'utf8')], top_logprobs: top });
+  }
+  return { content };
 }

@@ -13,6 +13,7 @@ import {
   applyLimits,
 } from './engine-core.ts';
 import { PythonRenderer, referenceProfileOf, templateSource } from './engine-reference.ts';
+import { sglangRoutes } from './engine-sglang.ts';
 import { vllmRoutes } from './engine-vllm.ts';
 
 export type { EngineKind, FaultMode, ReceivedCall, ScriptedGeneration } from './engine-core.ts';
@@ -29,8 +30,16 @@ export interface StandinOptions {
   vllmVersion?: string;
   /** The engine's context length (vLLM `max_model_len`, SGLang `context_length`); default 32768. */
   maxModelLen?: number;
-  /** vLLM `--enable-auto-tool-choice --tool-call-parser hermes` (default true); false: no tool parser. */
+  /**
+   * vLLM `--enable-auto-tool-choice --tool-call-parser hermes`, SGLang `--tool-call-parser qwen25`
+   * (default true); false: the engine runs without a tool parser.
+   */
   toolParser?: boolean;
+  /**
+   * Whether vLLM serves `/inference/v1/generate` (tokens in, tokens out; newer builds only, the
+   * release that added it is not pinned here). Default true.
+   */
+  generateEndpoint?: boolean;
 }
 
 export interface EngineStandin {
@@ -69,6 +78,7 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
     maxModelLen,
     vllmVersion,
     toolParser: opts.toolParser ?? true,
+    generateEndpoint: opts.generateEndpoint ?? true,
     async generate(call: ReceivedCall, limits: GenerationLimits): Promise<Generation> {
       const scripted = await opts.script(call, generationIndex++);
       return applyLimits(profile, scripted, limits);
@@ -76,7 +86,7 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
   };
   const routes: Record<string, Record<string, Handler>> = opts.engine === 'vllm'
     ? vllmRoutes(engine)
-    : vllmRoutes(engine);
+    : sglangRoutes(engine);
 
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -114,7 +124,7 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
     if (fault?.mode === '500' || fault?.mode === '503') {
       const status = Number(fault.mode);
       call.status = status;
-      sendJson(res, status, errorBody(opts.engine, status, 'stand-in fault', faultType(status)));
+      sendJson(res, status, errorBody(opts.engine, call.path, status, 'stand-in fault', faultType(status)));
       return;
     }
     if (fault?.mode === 'slow') await new Promise((r) => setTimeout(r, fault.delayMs));
@@ -146,7 +156,7 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
     } catch (e) {
       const err =
         e instanceof EngineError ? e : new EngineError(500, (e as Error).message ?? String(e), 'InternalServerError');
-      reply.json(err.status, errorBody(opts.engine, err.status, err.message, err.type));
+      reply.json(err.status, errorBody(opts.engine, call.path, err.status, err.message, err.type));
     }
   }
 
@@ -173,9 +183,12 @@ function faultType(status: number): string {
 }
 
 /** vLLM's `ErrorResponse{error: ErrorInfo{message, type, param, code}}` (protocol.py). */
-function errorBody(engine: EngineKind, status: number, message: string, type: string): unknown {
-  if (engine === 'sglang') return { object: 'error', message, type, param: null, code: status };
-  return { error: { message, type, param: null, code: status } };
+function errorBody(engine: EngineKind, path: string, status: number, message: string, type: string): unknown {
+  if (engine === 'vllm') return { error: { message, type, param: null, code: status } };
+  // SGLang: its native routes answer `{"error": {"message"}}` (http_server.py `_create_error_response`),
+  // the OpenAI ones `ErrorResponse{object: "error", message, type, param, code}` (protocol.py).
+  if (!path.startsWith('/v1/')) return { error: { message } };
+  return { object: 'error', message, type, param: null, code: status };
 }
 
 function sendJson(res: http.ServerResponse, status: number, value: unknown): void {

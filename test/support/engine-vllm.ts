@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import {
   alternatives,
+  chatLogprobs,
   EngineError,
   type EngineContext,
   type Generation,
@@ -17,22 +18,23 @@ import {
   type ReceivedCall,
   recordGeneration,
   type Reply,
+  Stop,
   stopList,
-  type TokenLogprob,
+  StreamOptions,
   textDeltas,
   tokenText,
   versionAtLeast,
 } from './engine-core.ts';
-import { decodeIds, encodeText, expandImagePads, imagePadCount, type PythonRenderer } from './engine-reference.ts';
+import {
+  decodeIds,
+  encodeText,
+  expandImagePads,
+  imagePadCount,
+  type PythonRenderer,
+  REFERENCE_IDS,
+} from './engine-reference.ts';
 
 // --- zod models of the requests, written from the protocol files ---------------------------------
-
-const StreamOptions = z.object({
-  include_usage: z.boolean().nullish(),
-  continuous_usage_stats: z.boolean().nullish(),
-});
-
-const Stop = z.union([z.string(), z.array(z.string())]).nullish();
 
 const VllmSampling = {
   model: z.string().nullish(),
@@ -143,33 +145,18 @@ export function vllmRoutes(engine: EngineContext): Record<string, Record<string,
     '/version': { GET: async (_c, _b, reply) => reply.json(200, { version: engine.vllmVersion }) },
     '/v1/chat/completions': { POST: (call, bodyText, reply) => vllmChat(engine, call, bodyText, reply) },
     '/v1/completions': { POST: (call, _bodyText, reply) => vllmCompletion(engine, call, reply) },
+    ...(engine.generateEndpoint
+      ? {
+          '/inference/v1/generate': {
+            POST: (call: ReceivedCall, _b: string, reply: Reply) => vllmGenerate(engine, call, reply),
+          },
+        }
+      : {}),
   };
 }
 
 function tokenIdsSupported(engine: EngineContext): boolean {
   return versionAtLeast(engine.vllmVersion, '0.10.2');
-}
-
-async function chatLogprobs(
-  engine: EngineContext,
-  gen: Generation,
-  topLogprobs: number,
-  asTokenId: boolean,
-): Promise<{ content: (TokenLogprob & { top_logprobs: TokenLogprob[] })[] }> {
-  const content: (TokenLogprob & { top_logprobs: TokenLogprob[] })[] = [];
-  for (let i = 0; i < gen.ids.length; i++) {
-    const id = gen.ids[i] as number;
-    const lp = Math.max(gen.logprobs[i] as number, -9999);
-    const token = await tokenText(engine, id, asTokenId);
-    const top: TokenLogprob[] = [];
-    const candidates = [{ id, logprob: lp }, ...alternatives(id, lp, Math.max(0, topLogprobs - 1))];
-    for (const c of topLogprobs > 0 ? candidates.slice(0, topLogprobs) : []) {
-      const t = await tokenText(engine, c.id, asTokenId);
-      top.push({ token: t, logprob: Math.max(c.logprob, -9999), bytes: [...Buffer.from(t, 'utf8')] });
-    }
-    content.push({ token, logprob: lp, bytes: [...Buffer.from(token, 'utf8')], top_logprobs: top });
-  }
-  return { content };
 }
 
 interface ToolCallOut {
@@ -222,7 +209,7 @@ async function vllmChat(engine: EngineContext, call: ReceivedCall, bodyText: str
 
   let rendered: Awaited<ReturnType<PythonRenderer['renderChat']>>;
   try {
-    rendered = await engine.renderer.renderChat(req.chat_template ?? engine.template, bodyText);
+    rendered = await engine.renderer.renderChat('vllm', req.chat_template ?? engine.template, bodyText);
   } catch (e) {
     throw new EngineError(400, (e as Error).message);
   }
@@ -357,23 +344,26 @@ async function vllmChatStream(
       : null;
     const parsed = ctx.parseTools ? await hermesToolCalls(engine, gen.text) : undefined;
     const calling = parsed?.toolsCalled && parsed.toolCalls.length > 0 ? parsed : undefined;
-    // With a tool call, the content before `<tool_call>` streams as text and the call as one
-    // name delta and one arguments delta (what hermes' streaming parser sends, reassembled).
+    // With a tool call, the content before `<tool_call>` streams as text and each call as a name
+    // delta then an arguments delta on the tokens after it (what the hermes streaming parser sends,
+    // reassembled). Unlike vLLM, which skips a chunk while the parser holds text back, every token
+    // has its chunk, so streamed token_ids are complete.
     const contentLimit = calling ? (calling.content ?? '').length : Number.POSITIVE_INFINITY;
+    const toolEvents = (calling?.toolCalls ?? []).flatMap((c, index) => [
+      { id: c.id, type: 'function', index, function: { name: c.function.name } },
+      { index, function: { arguments: c.function.arguments } },
+    ]);
     let streamedText = 0;
     for (let k = 0; k < gen.ids.length; k++) {
       const last = k === gen.ids.length - 1;
       let text = deltas[k] ?? '';
-      if (streamedText + text.length > contentLimit) text = text.slice(0, Math.max(0, contentLimit - streamedText));
+      const inCall = streamedText + text.length > contentLimit;
+      if (inCall) text = text.slice(0, Math.max(0, contentLimit - streamedText));
       streamedText += text.length;
-      const delta: Record<string, unknown> = { content: text, reasoning_content: null };
-      if (last && calling) {
-        delta.content = undefined;
-        delta.tool_calls = calling.toolCalls.flatMap((c, index) => [
-          { id: c.id, type: 'function', index, function: { name: c.function.name } },
-          { index, function: { arguments: c.function.arguments } },
-        ]);
-      }
+      const delta: Record<string, unknown> = {};
+      if (!inCall || text) delta.content = text;
+      delta.reasoning_content = null;
+      if (inCall && toolEvents.length > 0) delta.tool_calls = last ? toolEvents.splice(0) : toolEvents.splice(0, 1);
       const choice: Record<string, unknown> = {
         index: i,
         delta: JSON.parse(JSON.stringify(delta)),
@@ -532,4 +522,117 @@ async function vllmCompletionStream(
   }
   events.push('[DONE]');
   return events;
+}
+
+/** `GenerateRequest` (vllm/entrypoints/serve/disagg/protocol.py; later scale_out/token_in_token_out). */
+export const VllmGenerateRequest = z
+  .object({
+    request_id: z.string().optional(),
+    token_ids: z.array(z.number().int().nonnegative()).min(1),
+    features: z
+      .union([
+        z.string(),
+        z
+          .object({
+            mm_hashes: z.record(z.string(), z.array(z.string())).nullish(),
+            mm_placeholders: z
+              .record(
+                z.string(),
+                z.array(z.object({ offset: z.number().int(), length: z.number().int() }).passthrough()),
+              )
+              .nullish(),
+            kwargs_data: z.record(z.string(), z.array(z.string().nullable())).nullish(),
+          })
+          .passthrough(),
+      ])
+      .nullish(),
+    sampling_params: z
+      .object({
+        n: z.number().int().min(1).optional(),
+        max_tokens: z.number().int().nullish(),
+        logprobs: z.number().int().nullish(),
+        stop: Stop,
+        stop_token_ids: z.array(z.number().int()).nullish(),
+        skip_special_tokens: z.boolean().optional(),
+        temperature: z.number().optional(),
+      })
+      .passthrough(),
+    model: z.string().nullish(),
+    stream: z.boolean().nullish(),
+    stream_options: StreamOptions.nullish(),
+    cache_salt: z.string().nullish(),
+    priority: z.number().int().optional(),
+  })
+  .passthrough();
+export type VllmGenerateRequest = z.infer<typeof VllmGenerateRequest>;
+
+/**
+ * Tokens in, tokens out: the ids are the prompt as given; with render `features` their image
+ * placeholders must each cover a run of `<|image_pad|>` (vllm-api.md "Render and generate").
+ */
+async function vllmGenerate(engine: EngineContext, call: ReceivedCall, reply: Reply): Promise<void> {
+  const req = parseBody(VllmGenerateRequest, call.body);
+  const promptIds = req.token_ids;
+  call.promptIds = promptIds;
+  const features = req.features;
+  if (features && typeof features === 'object') {
+    for (const ph of features.mm_placeholders?.image ?? []) {
+      const run = promptIds.slice(ph.offset, ph.offset + ph.length);
+      if (run.length !== ph.length || run.some((id) => id !== REFERENCE_IDS.imagePad))
+        throw new EngineError(
+          400,
+          `image placeholder {offset: ${ph.offset}, length: ${ph.length}} is not a run of <|image_pad|>`,
+        );
+    }
+  }
+  const sp = req.sampling_params;
+  const limits: GenerationLimits = {
+    maxTokens: maxTokensFor(engine, sp.max_tokens === undefined ? 16 : sp.max_tokens, promptIds.length),
+    skipSpecialTokens: sp.skip_special_tokens ?? true,
+    stop: stopList(sp.stop),
+    stopTokenIds: sp.stop_token_ids ?? [],
+  };
+  const gens: Generation[] = [];
+  for (let i = 0; i < (sp.n ?? 1); i++) {
+    const gen = await engine.generate(call, limits);
+    recordGeneration(call, promptIds, gen);
+    gens.push(gen);
+  }
+  const requestId = req.request_id ?? randomHex();
+  const withLogprobs = sp.logprobs !== null && sp.logprobs !== undefined;
+  if (req.stream) {
+    const events: string[] = [];
+    for (const [index, gen] of gens.entries()) {
+      const lps = withLogprobs ? await chatLogprobs(engine, gen, sp.logprobs ?? 0, false) : null;
+      for (let k = 0; k < gen.ids.length; k++) {
+        const last = k === gen.ids.length - 1;
+        events.push(
+          JSON.stringify({
+            request_id: requestId,
+            choices: [
+              {
+                index,
+                logprobs: lps ? { content: lps.content.slice(k, k + 1) } : null,
+                finish_reason: last ? gen.finishReason : null,
+                token_ids: [gen.ids[k]],
+              },
+            ],
+          }),
+        );
+      }
+    }
+    events.push('[DONE]');
+    reply.sse(events);
+    return;
+  }
+  const choices = [];
+  for (const [index, gen] of gens.entries()) {
+    choices.push({
+      index,
+      logprobs: withLogprobs ? await chatLogprobs(engine, gen, sp.logprobs ?? 0, false) : null,
+      finish_reason: gen.finishReason,
+      token_ids: gen.ids,
+    });
+  }
+  reply.json(200, { request_id: requestId, choices, prompt_logprobs: null, kv_transfer_params: null });
 }
