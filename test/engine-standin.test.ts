@@ -640,6 +640,25 @@ describe('vLLM stand-in (Qwen2.5-VL)', () => {
     const d = await post(engine.url, '/v1/chat/completions', { model: MODEL });
     expect(d.status).toBe(400);
     VllmError.parse(d.json);
+    const e = await post(engine.url, '/v1/chat/completions', { model: 'other', messages: [{ role: 'user', content: 'x' }] });
+    expect(e.status).toBe(404);
+    expect(VllmError.parse(e.json).error).toMatchObject({ type: 'NotFoundError', message: 'The model `other` does not exist.' });
+  });
+
+  it('ends at a stop string: the text cut before it, the ids at the token that completes it', async () => {
+    q.push({ text: 'Answer: 42. END and more' });
+    const body = VllmChatResponse.parse(
+      (await chat({ messages: [{ role: 'user', content: 'Q' }], stop: ['END'], return_token_ids: true })).json,
+    );
+    const choice = body.choices[0];
+    expect(choice?.message.content).toBe('Answer: 42. ');
+    expect(choice?.finish_reason).toBe('stop');
+    expect(choice?.stop_reason).toBe('END');
+    const all = await encode('qwen2.5-vl', 'Answer: 42. END and more');
+    const ids = choice?.token_ids ?? [];
+    expect(all.slice(0, ids.length)).toEqual(ids);
+    const decoded = await profileNamed('qwen2.5-vl').tokenizer.decode(ids);
+    expect(decoded.endsWith('END')).toBe(true);
   });
 
   it('serves /v1/models and answers an unknown path 404 and a wrong method 405', async () => {

@@ -111,6 +111,8 @@ export function parseBody<T>(schema: z.ZodType<T>, body: unknown): T {
 export interface Reply {
   json(status: number, value: unknown): void;
   sse(events: string[]): void;
+  /** A status with no body (the engines' `/health`). */
+  empty(status: number): void;
 }
 
 export type Handler = (call: ReceivedCall, bodyText: string, reply: Reply) => Promise<void>;

@@ -672,7 +672,7 @@ export function sglangRoutes(engine: EngineContext): Record<string, Record<strin
           ],
         }),
     },
-    '/health': { GET: async (_c, _b, reply) => reply.json(200, {}) },
+    '/health': { GET: async (_c, _b, reply) => reply.empty(200) },
     '/get_model_info': {
       GET: async (_c, _b, reply) =>
         reply.json(200, { model_path: engine.model, tokenizer_path: engine.model, is_generation: true }),

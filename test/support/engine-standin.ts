@@ -141,6 +141,11 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
               call.status = 200;
               sendSse(res, events);
             },
+            empty: (status) => {
+              call.status = status;
+              res.writeHead(status, { 'content-length': 0 });
+              res.end();
+            },
           };
 
     const byMethod = routes[url.pathname];
@@ -217,6 +222,10 @@ function resetReply(res: http.ServerResponse, call: ReceivedCall): Reply {
       res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
       const half = events.slice(0, Math.max(1, Math.floor(events.length / 2)));
       res.write(half.map((e) => `data: ${e}\n\n`).join(''), () => res.socket?.destroy());
+    },
+    empty(status) {
+      call.status = status;
+      res.socket?.destroy();
     },
   };
 }

@@ -141,7 +141,7 @@ export function vllmRoutes(engine: EngineContext): Record<string, Record<string,
         });
       },
     },
-    '/health': { GET: async (_c, _b, reply) => reply.json(200, {}) },
+    '/health': { GET: async (_c, _b, reply) => reply.empty(200) },
     '/version': { GET: async (_c, _b, reply) => reply.json(200, { version: engine.vllmVersion }) },
     '/v1/chat/completions': { POST: (call, bodyText, reply) => vllmChat(engine, call, bodyText, reply) },
     '/v1/completions': { POST: (call, _bodyText, reply) => vllmCompletion(engine, call, reply) },
@@ -153,6 +153,12 @@ export function vllmRoutes(engine: EngineContext): Record<string, Record<string,
         }
       : {}),
   };
+}
+
+/** serving_engine.py `_check_model`: a request may leave `model` out, or name the served model. */
+function checkModel(engine: EngineContext, model: string | null | undefined): void {
+  if (model && model !== engine.model)
+    throw new EngineError(404, `The model \`${model}\` does not exist.`, 'NotFoundError');
 }
 
 function tokenIdsSupported(engine: EngineContext): boolean {
@@ -184,6 +190,7 @@ async function hermesToolCalls(
 
 async function vllmChat(engine: EngineContext, call: ReceivedCall, bodyText: string, reply: Reply): Promise<void> {
   const req = parseBody(VllmChatRequest, call.body);
+  checkModel(engine, req.model);
   if (req.stream_options && !req.stream)
     throw new EngineError(400, 'Stream options can only be defined when `stream=True`.');
   if (req.top_logprobs !== null && req.top_logprobs !== undefined) {
@@ -385,6 +392,7 @@ async function vllmChatStream(
 
 async function vllmCompletion(engine: EngineContext, call: ReceivedCall, reply: Reply): Promise<void> {
   const req = parseBody(VllmCompletionRequest, call.body);
+  checkModel(engine, req.model);
   if (req.stream_options && !req.stream)
     throw new EngineError(400, 'Stream options can only be defined when `stream=True`.');
   if (req.logprobs !== null && req.logprobs !== undefined && req.logprobs < 0)
@@ -572,6 +580,7 @@ export type VllmGenerateRequest = z.infer<typeof VllmGenerateRequest>;
  */
 async function vllmGenerate(engine: EngineContext, call: ReceivedCall, reply: Reply): Promise<void> {
   const req = parseBody(VllmGenerateRequest, call.body);
+  checkModel(engine, req.model);
   const promptIds = req.token_ids;
   call.promptIds = promptIds;
   const features = req.features;
