@@ -640,9 +640,15 @@ describe('vLLM stand-in (Qwen2.5-VL)', () => {
     const d = await post(engine.url, '/v1/chat/completions', { model: MODEL });
     expect(d.status).toBe(400);
     VllmError.parse(d.json);
-    const e = await post(engine.url, '/v1/chat/completions', { model: 'other', messages: [{ role: 'user', content: 'x' }] });
+    const e = await post(engine.url, '/v1/chat/completions', {
+      model: 'other',
+      messages: [{ role: 'user', content: 'x' }],
+    });
     expect(e.status).toBe(404);
-    expect(VllmError.parse(e.json).error).toMatchObject({ type: 'NotFoundError', message: 'The model `other` does not exist.' });
+    expect(VllmError.parse(e.json).error).toMatchObject({
+      type: 'NotFoundError',
+      message: 'The model `other` does not exist.',
+    });
   });
 
   it('ends at a stop string: the text cut before it, the ids at the token that completes it', async () => {
@@ -675,7 +681,7 @@ describe('vLLM stand-in (Qwen2.5-VL)', () => {
   });
 
   it('streams a chat that reassembles to the unstreamed answer, ids and usage included', async () => {
-    const text = 'Streaming é works.';
+    const text = 'Streaming 𝔸𝔹 works.'; // 𝔹 is two tokens, the first an incomplete UTF-8 byte run
     q.push({ text }, { text });
     const request = {
       messages: [{ role: 'user', content: [imagePart(), { type: 'text', text: 'Go.' }] }],
@@ -696,6 +702,8 @@ describe('vLLM stand-in (Qwen2.5-VL)', () => {
     expect(first?.prompt_token_ids).toEqual(whole.prompt_token_ids);
     const body = chunks.slice(1, -1);
     expect(body.map((c) => c.choices[0]?.delta.content ?? '').join('')).toBe(whole.choices[0]?.message.content);
+    expect(body.some((c) => c.choices[0]?.delta.content === '')).toBe(true);
+    expect(body.every((c) => !c.choices[0]?.delta.content?.includes('\uFFFD'))).toBe(true);
     expect(body.flatMap((c) => c.choices[0]?.token_ids ?? [])).toEqual(whole.choices[0]?.token_ids);
     expect(body.flatMap((c) => c.choices[0]?.logprobs?.content ?? [])).toEqual(whole.choices[0]?.logprobs?.content);
     expect(body.at(-1)?.choices[0]?.finish_reason).toBe('stop');

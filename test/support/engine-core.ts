@@ -259,20 +259,25 @@ export async function textDeltas(
   gen: Generation,
   skipSpecialTokens: boolean,
 ): Promise<string[]> {
+  // Byte-level BPE decodes by concatenation, so the ids since the last complete character decode
+  // to exactly the new text; the deltas are then held to the final text (a stop string is cut).
   const deltas: string[] = [];
-  let emitted = '';
-  for (let k = 1; k <= gen.ids.length; k++) {
-    let full = await decodeIds(engine.profile, gen.ids.slice(0, k), skipSpecialTokens);
-    if (k === gen.ids.length) full = gen.text;
-    else if (full.endsWith('\uFFFD')) {
+  let emitted = 0;
+  let from = 0;
+  for (let k = 0; k < gen.ids.length; k++) {
+    if (k === gen.ids.length - 1) {
+      deltas.push(gen.text.slice(emitted));
+      break;
+    }
+    const piece = await decodeIds(engine.profile, gen.ids.slice(from, k + 1), skipSpecialTokens);
+    if (piece.endsWith('\uFFFD')) {
       deltas.push('');
       continue;
     }
-    const delta = full.startsWith(emitted)
-      ? full.slice(emitted.length)
-      : full.slice(Math.min(emitted.length, full.length));
+    const delta = gen.text.slice(emitted, emitted + piece.length);
     deltas.push(delta);
-    emitted = full;
+    emitted += delta.length;
+    from = k + 1;
   }
   return deltas;
 }
