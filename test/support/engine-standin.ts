@@ -45,7 +45,10 @@ export interface StandinOptions {
 export interface EngineStandin {
   url: string;
   calls: ReceivedCall[];
-  /** Faults for the next `count` requests (default 1): connection refused is modelled by close(); */
+  /**
+   * Faults for the next `count` requests of any path (default 1), recorded on the call as `fault`;
+   * connection refused is modelled by close(). 'slow' waits `delayMs` (default 1000) then answers.
+   */
   fail(mode: FaultMode, opts?: { count?: number; delayMs?: number }): void;
   close(): Promise<void>;
 }
