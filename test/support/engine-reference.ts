@@ -105,6 +105,8 @@ export interface RenderedChat {
   /** Image URLs in the order the processor receives them. */
   images: string[];
   conversation: unknown[];
+  /** SGLang's `continue_final_message`: the final assistant content, tokenized after the render. */
+  assistant_prefix: string | null;
 }
 
 export interface HermesResult {
@@ -155,8 +157,13 @@ export class PythonRenderer {
    * Renders a chat request body as vLLM does: `bodyText` is the request JSON exactly as received,
    * parsed by Python's json so numbers and key order are what the engine sees.
    */
-  renderChat(template: string, bodyText: string): Promise<RenderedChat> {
-    return this.call<RenderedChat>({ op: 'chat', template, body: bodyText });
+  renderChat(engine: 'vllm' | 'sglang', template: string, bodyText: string): Promise<RenderedChat> {
+    return this.call<RenderedChat>({ op: 'chat', engine, template, body: bodyText });
+  }
+
+  /** SGLang's Qwen 2.5 tool-call detector; calls to a name outside `toolNames` are dropped. */
+  qwen25(text: string, toolNames: string[]): Promise<HermesResult> {
+    return this.call<HermesResult>({ op: 'qwen25', text, tool_names: toolNames });
   }
 
   hermes(text: string): Promise<HermesResult> {

@@ -4,13 +4,16 @@ vLLM's chat endpoint parses them, then rendered with Python jinja2 set up as tra
 of rollscope's TypeScript renderer, so the gateway is checked against a reference and not itself.
 
 One process serves many requests: stdin and stdout carry one JSON object a line.
-  {"id": n, "op": "chat", "template": str, "body": str}   (body: the request JSON as received)
-      -> {"id": n, "ok": {"prompt": str, "images": [url, ...], "conversation": [...]}}
+  {"id": n, "op": "chat", "engine": "vllm" | "sglang", "template": str, "body": str}
+      (body: the request JSON as received)
+      -> {"id": n, "ok": {"prompt": str, "images": [url, ...], "conversation": [...],
+                          "assistant_prefix": str | null}}
   {"id": n, "op": "smart_resize", "height": h, "width": w, "factor": f, "min_pixels": a,
    "max_pixels": b}
       -> {"id": n, "ok": [resized_height, resized_width]}
   {"id": n, "op": "hermes", "text": str}
       -> {"id": n, "ok": {"tools_called": bool, "tool_calls": [{"name", "arguments"}], "content": str | null}}
+  {"id": n, "op": "qwen25", "text": str, "tool_names": [str]}   (SGLang's Qwen 2.5 detector; same answer)
   any failure -> {"id": n, "error": "ExceptionType: message"}
 """
 
@@ -194,10 +197,116 @@ def continue_final(rendered, conversation):
     return rendered[: loc + len(final.strip())]
 
 
+def sglang_message(message, fmt, images):
+    """SGLang's serving_chat.py `_apply_jinja_template`: the pydantic message dumped (content None
+    becomes ""), then jinja_template_utils.py `process_content_for_template_format`: keys whose value
+    is None dropped, string content kept as a string, image_url parts recorded and replaced by
+    {"type": "image"}, other parts kept as dumped; string arguments of tool calls orjson-loaded."""
+    role = message["role"].lower() if isinstance(message.get("role"), str) else message.get("role")
+    if role == "user":
+        dumped = {"role": role, "content": message.get("content")}
+    else:
+        dumped = {
+            "role": role,
+            "content": message.get("content") if message.get("content") is not None else "",
+            "tool_call_id": message.get("tool_call_id"),
+            "name": message.get("name"),
+            "reasoning_content": message.get("reasoning_content"),
+            "tool_calls": sglang_tool_calls(message.get("tool_calls")),
+        }
+    content = dumped["content"]
+    if not isinstance(content, list):
+        out = {k: v for k, v in dumped.items() if v is not None}
+    elif fmt == "openai":
+        parts = []
+        for part in content:
+            if not isinstance(part, dict):
+                continue
+            if part.get("type") == "image_url":
+                images.append(part["image_url"]["url"])
+                parts.append({"type": "image"})
+            elif part.get("type") == "text":
+                parts.append({"type": "text", "text": part["text"]})
+            else:
+                raise ValueError(f"content part type {part.get('type')!r} is not served by this engine stand-in")
+        out = {k: v for k, v in dumped.items() if v is not None and k != "content"}
+        out["content"] = parts
+    else:
+        texts = [p["text"] for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        out = {k: v for k, v in dumped.items() if v is not None and k != "content"}
+        out["content"] = " ".join(texts) if texts else ""
+    if out["role"] == "assistant" and isinstance(out.get("tool_calls"), list):
+        for call in out["tool_calls"]:
+            if isinstance(call["function"].get("arguments"), str):
+                call["function"]["arguments"] = json.loads(call["function"]["arguments"])
+    return out
+
+
+def sglang_tool_calls(calls):
+    """ToolCall{id, index, type, function{name, arguments}} as pydantic dumps it."""
+    if calls is None:
+        return None
+    return [
+        {
+            "id": c.get("id"),
+            "index": c.get("index"),
+            "type": c.get("type", "function"),
+            "function": {"name": (c.get("function") or {}).get("name"), "arguments": (c.get("function") or {}).get("arguments")},
+        }
+        for c in calls
+    ]
+
+
+def sglang_chat(req, body):
+    """SGLang's chat endpoint: `apply_chat_template(messages, add_generation_prompt=True, tools=...)`
+    with tools as their `function` objects only (`Function.model_dump()`: description, name,
+    parameters, strict), given unless tool_choice is "none"; `continue_final_message` drops a final
+    assistant message and tokenizes its content after the render."""
+    source = req["template"]
+    fmt = content_format(source)
+    images = []
+    conversation = [sglang_message(m, fmt, images) for m in body["messages"]]
+    assistant_prefix = None
+    if conversation and conversation[-1]["role"] == "assistant" and body.get("continue_final_message"):
+        assistant_prefix = conversation[-1]["content"]
+        conversation = conversation[:-1]
+    tools = None
+    tool_choice = body.get("tool_choice")
+    if tool_choice is None:
+        tool_choice = "none" if body.get("tools") is None else "auto"
+    if body.get("tools") and tool_choice != "none":
+        wanted_name = tool_choice["function"]["name"] if isinstance(tool_choice, dict) else None
+        tools = [
+            {
+                "description": t["function"].get("description"),
+                "name": t["function"].get("name"),
+                "parameters": t["function"].get("parameters"),
+                "strict": t["function"].get("strict", False),
+            }
+            for t in body["tools"]
+            if wanted_name is None or t["function"].get("name") == wanted_name
+        ]
+    kwargs = dict(body.get("chat_template_kwargs") or {})
+    kwargs.pop("reasoning_effort", None)
+    for reserved in ("messages", "tools", "add_generation_prompt"):
+        kwargs.pop(reserved, None)
+    rendered = compile_template(source).render(
+        messages=conversation,
+        tools=tools,
+        documents=None,
+        add_generation_prompt=True,
+        reasoning_effort=body.get("reasoning_effort"),
+        **kwargs,
+    )
+    return {"prompt": rendered, "images": images, "conversation": conversation, "assistant_prefix": assistant_prefix}
+
+
 def chat(req):
     source = req["template"]
     # The body as the engine decodes it (floats, big ints and key order are Python's).
     body = json.loads(req["body"])
+    if req.get("engine") == "sglang":
+        return sglang_chat(req, body)
     fmt = content_format(source)
     images = []
     conversation = [parse_message(m, fmt, images) for m in body["messages"]]
@@ -218,7 +327,7 @@ def chat(req):
     )
     if body.get("continue_final_message"):
         rendered = continue_final(rendered, conversation)
-    return {"prompt": rendered, "images": images, "conversation": conversation}
+    return {"prompt": rendered, "images": images, "conversation": conversation, "assistant_prefix": None}
 
 
 HERMES_TOOL_CALL = re.compile(r"<tool_call>(.*?)</tool_call>|<tool_call>(.*)", re.DOTALL)
@@ -240,12 +349,42 @@ def hermes(text):
         return {"tools_called": False, "tool_calls": [], "content": text}
 
 
+QWEN25_BOT = "<tool_call>\n"
+QWEN25_TOOL_CALL = re.compile(r"<tool_call>\n(.*?)\n</tool_call>", re.DOTALL)
+
+
+def qwen25(text, tool_names):
+    """SGLang's Qwen 2.5 detector (function_call/qwen25_detector.py `detect_and_parse`, with
+    base_format_detector.py `parse_base_json`): the text before the first `<tool_call>\n`, stripped,
+    is the content; each `<tool_call>\n{json}\n</tool_call>` block is a call when its name is one of
+    the request's tools, arguments json.dumps(parameters or arguments, ensure_ascii=False); a block
+    that is not JSON is skipped."""
+    idx = text.find(QWEN25_BOT)
+    if idx == -1:
+        return {"tools_called": False, "tool_calls": [], "content": text}
+    normal = text[:idx].strip()
+    calls = []
+    for block in QWEN25_TOOL_CALL.findall(text):
+        try:
+            obj = json.loads(block.strip())
+        except json.JSONDecodeError:
+            continue
+        for act in obj if isinstance(obj, list) else [obj]:
+            name = act.get("name")
+            if name and name in tool_names:
+                args = act.get("parameters") or act.get("arguments", {})
+                calls.append({"name": name, "arguments": json.dumps(args, ensure_ascii=False)})
+    return {"tools_called": bool(calls), "tool_calls": calls, "content": normal}
+
+
 def handle(req):
     op = req.get("op")
     if op == "chat":
         return chat(req)
     if op == "hermes":
         return hermes(req["text"])
+    if op == "qwen25":
+        return qwen25(req["text"], req.get("tool_names") or [])
     if op == "smart_resize":
         return list(
             smart_resize(req["height"], req["width"], req["factor"], req["min_pixels"], req["max_pixels"])
