@@ -5,6 +5,7 @@
 // extend the session, the call falls back to the engine's rendering and the capture says why.
 import fs from 'node:fs';
 import path from 'node:path';
+import sharp from 'sharp';
 import { afterEach, describe, expect, it } from 'vitest';
 import { REFERENCE_IDS } from './support/engine-reference.ts';
 import {
@@ -191,5 +192,104 @@ describe('continuity', () => {
       "rendered by the engine: the assistant message is not the gateway's answer (edited or re-serialized)",
     );
     expect(lines[1]!.gateway.findings.map((f) => f.kind)).toContain('prefix_break');
+  });
+
+  it('sends ids to SGLang /generate and answers in the chat shape', async () => {
+    rig = await startRig(
+      {
+        engine: 'sglang',
+        script: (c, i) =>
+          c.headers['x-session-id'] === undefined ? { text: '' } : i === 0 ? { ids: NON_CANONICAL } : { text: 'Next.' },
+      },
+      { mode: 'continuity' },
+    );
+    const url = `${rig.url}/v1/chat/completions`;
+    const headers = { 'x-session-id': 'sg-1' };
+    const messages: Record<string, unknown>[] = [{ role: 'user', content: 'How do you find the hypotenuse?' }];
+    const a1 = await post(url, { model: MODEL, messages }, headers);
+    expect(a1.status, JSON.stringify(a1.json)).toBe(200);
+    messages.push({ role: 'assistant', content: assistantMessage(a1).content }, { role: 'user', content: 'Go on.' });
+    const a2 = await post(url, { model: MODEL, messages, stream: true }, headers);
+    expect(a2.status, JSON.stringify(a2.json)).toBe(200);
+    expect(a2.headers.get('x-rollscope-findings')).toBe('0');
+    expect(assistantMessage(a2).content).toBe('Next.');
+    const gens = generations(rig);
+    expect(gens.map((c) => c.path)).toEqual(['/v1/chat/completions', '/generate']);
+    const sent = (gens[1]!.body as { input_ids: number[] }).input_ids;
+    expect(sent.slice(0, gens[0]!.promptIds.length + NON_CANONICAL.length)).toEqual([
+      ...gens[0]!.promptIds,
+      ...NON_CANONICAL,
+    ]);
+    expect(gens[1]!.promptIds).toEqual(sent);
+    await rig.gateway.close();
+    const { report } = checkJson([rig.out]);
+    expect(report.trajectories.map((t: { id: string }) => t.id)).toEqual(['sg-1']);
+    expect(report.trajectories[0].findings.filter((f: { severity: string }) => f.severity === 'error')).toEqual([]);
+  });
+});
+
+describe('continuity with images', () => {
+  const image = async () =>
+    `data:image/png;base64,${(
+      await sharp({ create: { width: 96, height: 64, channels: 3, background: '#c33' } })
+        .png()
+        .toBuffer()
+    ).toString('base64')}`;
+  const conversation = async (r: Rig, model = MODEL) => {
+    const url = `${r.url}/v1/chat/completions`;
+    const headers = { 'x-session-id': 'img-1' };
+    const messages: Record<string, unknown>[] = [
+      {
+        role: 'user',
+        content: [
+          { type: 'image_url', image_url: { url: await image() } },
+          { type: 'text', text: 'What colour?' },
+        ],
+      },
+    ];
+    const a1 = await post(url, { model, messages }, headers);
+    expect(a1.status).toBe(200);
+    messages.push({ role: 'assistant', content: assistantMessage(a1).content }, { role: 'user', content: 'Sure?' });
+    const a2 = await post(url, { model, messages }, headers);
+    expect(a2.status).toBe(200);
+    return a2;
+  };
+
+  it.each(['vllm', 'sglang'] as const)(
+    'on %s: rendered by the engine and checked, and the capture says why',
+    async (engine) => {
+      rig = await startRig(
+        { engine, script: (_c, i) => ({ text: i === 0 ? 'Red.' : 'Yes.' }) },
+        { mode: 'continuity' },
+      );
+      await conversation(rig);
+      expect(generations(rig).map((c) => c.path)).toEqual(['/v1/chat/completions', '/v1/chat/completions']);
+      const lines = readCapture(rig.out);
+      expect(lines[1]!.gateway.prompt).toMatch(
+        engine === 'vllm' ? /takes a token-id prompt without images/ : /SGLANG_MM_AVOID_RETOKENIZE/,
+      );
+      // The pad runs were checked against the image: the engine's agree with the processor math.
+      expect(lines.flatMap((l) => l.gateway.findings)).toEqual([]);
+    },
+  );
+
+  it('on SGLang told it keeps ids: one pad per image and the images, the prompt length compared', async () => {
+    rig = await startRig(
+      { engine: 'sglang', script: (_c, i) => (i === 0 ? { ids: NON_CANONICAL } : { text: 'Yes.' }) },
+      { mode: 'continuity', sglangKeepsImageIds: true },
+    );
+    const a2 = await conversation(rig);
+    const gens = generations(rig);
+    expect(gens.map((c) => c.path)).toEqual(['/v1/chat/completions', '/generate']);
+    const body = gens[1]!.body as { input_ids: number[]; image_data: string[] };
+    expect(body.input_ids.filter((t) => t === REFERENCE_IDS.imagePad)).toHaveLength(1);
+    expect(body.image_data).toHaveLength(1);
+    // This stand-in re-tokenizes ids sent with images (as SGLang does without the setting): the
+    // non-canonical split is lost and the engine's prompt length says so.
+    expect(Number(a2.headers.get('x-rollscope-findings'))).toBe(1);
+    const line = readCapture(rig.out)[1]!;
+    expect(line.gateway.findings).toMatchObject([
+      { kind: 'prompt_tokens_mismatch', actual: gens[1]!.promptIds.length },
+    ]);
   });
 });

@@ -64,10 +64,10 @@ async function naiveAgent(r: Rig, opts: { stream?: boolean; session?: string } =
   return { first, second };
 }
 
-describe('guard: the re-rendering agent', () => {
+describe.each(['vllm', 'sglang'] as const)('guard on %s: the re-rendering agent', (engine) => {
   it('is flagged at its turn and token, with the cause, everywhere the findings go', async () => {
     rig = await startRig(
-      { engine: 'vllm', script: (_c, i) => (i === 0 ? { ids: NON_CANONICAL } : { text: 'Square the legs.' }) },
+      { engine, script: (_c, i) => (i === 0 ? { ids: NON_CANONICAL } : { text: 'Square the legs.' }) },
       { mode: 'guard' },
     );
     const { first, second } = await naiveAgent(rig, { session: 'geo-1' });
@@ -76,8 +76,9 @@ describe('guard: the re-rendering agent', () => {
     expect(second.status).toBe(200);
     expect(Number(second.headers.get('x-rollscope-findings'))).toBeGreaterThanOrEqual(1);
     // The client sees what the engine answered, without the ids the gateway asked for.
-    expect(second.json.prompt_token_ids).toBeNull();
-    expect(second.json.choices[0].token_ids).toBeNull();
+    expect(second.json.prompt_token_ids ?? null).toBeNull();
+    expect(second.json.choices[0].token_ids ?? null).toBeNull();
+    expect(second.json.choices[0].prompt_token_ids ?? null).toBeNull();
     expect(second.json.choices[0].logprobs).toBeNull();
 
     const at = breakIndex(rig);
@@ -116,12 +117,14 @@ describe('guard: the re-rendering agent', () => {
     const { status, report } = checkJson([rig.out]);
     expect(status).toBe(1);
     expect(report.trajectories.map((t: { id: string; format: string }) => [t.id, t.format])).toEqual([
-      ['geo-1', 'vllm'],
+      ['geo-1', engine === 'vllm' ? 'vllm' : 'sglang-openai'],
     ]);
     const checked = report.trajectories[0].findings.find((f: { kind: string }) => f.kind === 'prefix_break');
     expect(checked).toMatchObject({ cause: 'retokenized', turn: 1, index: at });
   });
+});
 
+describe('guard', () => {
   it('answers 409 with the finding instead of forwarding under --on-break refuse', async () => {
     rig = await startRig(
       { engine: 'vllm', script: (_c, i) => (i === 0 ? { ids: NON_CANONICAL } : { text: 'Never generated.' }) },

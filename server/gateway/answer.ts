@@ -30,15 +30,26 @@ const ID_FIELDS = ['prompt_token_ids', 'token_ids'] as const;
 /** SGLang's extras the gateway asks for. */
 const SGLANG_FIELDS = ['meta_info'] as const;
 
+/** Take `field` out the way the engine leaves out what nobody asked for. */
+function unset(o: Record<string, unknown>, field: string, unasked: 'null' | 'omit'): void {
+  if (!(field in o)) return;
+  if (unasked === 'null') o[field] = null;
+  else delete o[field];
+}
+
 /** The engine's JSON answer with what the gateway added for itself taken out. */
-export function stripAnswer(raw: Record<string, unknown>, asked: ClientAsked): Record<string, unknown> {
+export function stripAnswer(
+  raw: Record<string, unknown>,
+  asked: ClientAsked,
+  unasked: 'null' | 'omit' = 'null',
+): Record<string, unknown> {
   const out: Record<string, unknown> = { ...raw };
-  if (!asked.ids) for (const f of ID_FIELDS) if (f in out) out[f] = null;
+  if (!asked.ids) for (const f of ID_FIELDS) unset(out, f, unasked);
   if (Array.isArray(raw.choices))
     out.choices = raw.choices.map((c: Record<string, unknown>) => {
       const choice = { ...c };
-      if (!asked.ids) for (const f of ID_FIELDS) if (f in choice) choice[f] = null;
-      for (const f of SGLANG_FIELDS) if (f in choice) choice[f] = null;
+      if (!asked.ids) for (const f of ID_FIELDS) unset(choice, f, unasked);
+      for (const f of SGLANG_FIELDS) unset(choice, f, 'omit');
       if (!asked.logprobs && 'logprobs' in choice) choice.logprobs = null;
       return choice;
     });

@@ -64,6 +64,8 @@ export const GatewayConfig = z
     allowRemoteImages: z.boolean().default(false),
     /** Folders local image files may be read from (to size them); default: the working directory. */
     imageRoots: z.array(z.string().min(1)).default([]),
+    /** The SGLang engine runs with SGLANG_MM_AVOID_RETOKENIZE=1: token ids sent with images are kept. */
+    sglangKeepsImageIds: z.boolean().default(false),
     /** Names this process in capture file names and `/metrics` (default: host name and pid). */
     replica: z
       .string()

@@ -4,9 +4,10 @@
 // - vLLM: the chat and completions endpoints with `return_token_ids` (since 0.10.2) and logprobs;
 //   token-in is `/v1/completions` with a token-id `prompt` (its request model has no field for
 //   images: vllm/entrypoints/openai/completion/protocol.py `CompletionRequest`).
-// - SGLang: its OpenAI chat endpoint with `return_prompt_token_ids` and `return_meta_info`
-//   (python/sglang/srt/entrypoints/openai/serving_chat.py; the generated ids are in
-//   `meta_info.output_token_logprobs`), and `/generate` with `input_ids` for token-in. With images
+// - SGLang: its OpenAI chat endpoint with `return_token_ids` (ids per choice, sgl-project/sglang#30917)
+//   and, for later versions, `return_prompt_token_ids` and `return_meta_info`
+//   (python/sglang/srt/entrypoints/openai/serving_chat.py; the generated ids are then in
+//   `meta_info.output_token_logprobs`), never streamed; `/generate` with `input_ids` for token-in. With images
 //   SGLang wants one `<|image_pad|>` per image in `input_ids` and keeps the ids verbatim only with
 //   `SGLANG_MM_AVOID_RETOKENIZE` set on the engine; otherwise it decodes them and tokenizes again
 //   (python/sglang/srt/multimodal/processors/base_processor.py `load_mm_data`,
@@ -45,9 +46,15 @@ export interface TokenInRequest {
   sampling: Record<string, unknown>;
   maxTokens?: number;
   sessionId: string;
+  /** The engine is known to keep token ids sent with images (SGLang with SGLANG_MM_AVOID_RETOKENIZE=1). */
+  imagesKeepIds: boolean;
 }
 
 export interface EngineAdapter {
+  /** The most tokens a call may generate when the client set no limit (what the chat endpoint would allow). */
+  room(maxModelLen: number, promptLength: number): number;
+  /** How the engine writes ids and logprobs nobody asked for: as null (vLLM) or not at all (SGLang). */
+  unasked: 'null' | 'omit';
   /** The chat request the engine renders itself, asked for its ids. */
   chatBody(req: ChatRequest): Record<string, unknown>;
   /** Whether the chat endpoint streams ids (else the gateway streams the client from a whole answer). */
@@ -159,6 +166,9 @@ function completionAnswer(raw: unknown): EngineAnswer {
 }
 
 const vllm: EngineAdapter = {
+  // vLLM's default max_tokens: the rest of the context (serving_engine.py `get_max_tokens`).
+  room: (max, prompt) => max - prompt,
+  unasked: 'null',
   chatBody: (req) => ({ ...req, return_token_ids: true, logprobs: true }),
   streamsChatIds: true,
   readChat: chatAnswer,
@@ -200,19 +210,31 @@ function sglangSampling(sampling: Record<string, unknown>, maxTokens: number | u
 }
 
 const sglang: EngineAdapter = {
-  chatBody: (req) => ({ ...req, logprobs: true, return_prompt_token_ids: true, return_meta_info: true, stream: false }),
+  // SGLang refuses a request whose prompt and max_new_tokens reach the context length.
+  room: (max, prompt) => max - prompt - 1,
+  unasked: 'omit',
+  chatBody: (req) => ({
+    ...req,
+    logprobs: true,
+    return_token_ids: true,
+    return_prompt_token_ids: true,
+    return_meta_info: true,
+    stream: false,
+  }),
   // SGLang refuses return_prompt_token_ids on a stream in some versions: the gateway streams the client itself.
   streamsChatIds: false,
   readChat: chatAnswer,
   completionBody: (req) => ({
     ...req,
     logprobs: typeof req.logprobs === 'number' ? req.logprobs : 1,
+    return_token_ids: true,
     return_prompt_token_ids: true,
     return_meta_info: true,
     stream: false,
   }),
   readCompletion: completionAnswer,
   tokenIn(req) {
+    if (req.imageUrls.length > 0 && !req.imagesKeepIds) return { unsupported: sglang.imagesWithIds };
     return {
       path: '/generate',
       body: {
@@ -274,7 +296,7 @@ const sglang: EngineAdapter = {
     };
   },
   imagesWithIds:
-    'SGLang takes token ids with images (one <|image_pad|> per image, expanded by its processor) but keeps them verbatim only when the engine runs with SGLANG_MM_AVOID_RETOKENIZE=1; otherwise it decodes and re-tokenizes them, and the gateway can only compare usage.prompt_tokens',
+    'SGLang takes token ids with images (one <|image_pad|> per image, expanded by its processor) but keeps them verbatim only when the engine runs with SGLANG_MM_AVOID_RETOKENIZE=1 (tell the gateway with --sglang-keeps-image-ids); otherwise it decodes and re-tokenizes them, so calls of sessions with images are rendered by the engine (its chat endpoint) and checked',
 };
 
 export const ENGINES: Record<EngineKind, EngineAdapter> = { vllm, sglang };

@@ -290,7 +290,6 @@ export class Gateway {
             : 'the messages do not extend the previous call (history edited or compressed)',
         );
       else if ((body.n ?? 1) > 1) fallback('n > 1 is not sent as ids');
-      else if (this.config.engine === 'vllm' && images.length > 0) fallback(this.engine.imagesWithIds);
       else if (last.generatedIds.length === 0) fallback('the previous answer has no generated ids');
       else {
         const cont = await continuationIds(
@@ -310,7 +309,7 @@ export class Gateway {
           const maxTokens =
             body.max_completion_tokens ??
             body.max_tokens ??
-            (this.maxModelLen ? this.maxModelLen - cont.ids.length : undefined);
+            (this.maxModelLen ? this.engine.room(this.maxModelLen, cont.ids.length) : undefined);
           tokenIn = {
             model: body.model,
             promptIds: cont.ids,
@@ -319,6 +318,7 @@ export class Gateway {
             sampling,
             ...(maxTokens !== undefined ? { maxTokens } : {}),
             sessionId: session.id,
+            imagesKeepIds: config.sglangKeepsImageIds,
           };
           const plan = this.engine.tokenIn(tokenIn);
           if ('unsupported' in plan) {
@@ -326,7 +326,10 @@ export class Gateway {
             tokenIn = undefined;
           } else {
             ctx.prompt = `ids: previous prompt (${last.promptIds.length}) ⧺ generated (${last.generatedIds.length}) ⧺ canonical suffix (${cont.suffixIds.length})`;
-            if (images.length > 0) ctx.notes.push(this.engine.imagesWithIds);
+            if (images.length > 0)
+              ctx.notes.push(
+                'sent as ids with images: the engine is trusted to keep them (--sglang-keeps-image-ids); usage.prompt_tokens is compared',
+              );
           }
         }
       }
@@ -408,7 +411,7 @@ export class Gateway {
           unknown
         >;
         answer = this.engine.readChat(raw);
-        client = stripAnswer(raw, asked);
+        client = stripAnswer(raw, asked, this.engine.unasked);
       }
     } catch (e) {
       ctx.upstreamMs = Date.now() - asks;
@@ -513,7 +516,7 @@ export class Gateway {
         unknown
       >;
       answer = this.engine.readCompletion(raw);
-      client = stripAnswer(raw, asked);
+      client = stripAnswer(raw, asked, this.engine.unasked);
     } catch (e) {
       ctx.upstreamMs = Date.now() - asks;
       return this.failed(ctx, body, e);

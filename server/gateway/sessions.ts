@@ -1,8 +1,9 @@
 // Which conversation a call belongs to, and what the gateway remembers of it. A session is named
 // by a header (`x-session-id` unless configured), else the body's `session_id` or `user`; without
 // any, by its messages: a request whose messages extend exactly one known session's (its messages,
-// then the answer the gateway gave) is that session's next turn. Two candidates (two sessions with
-// the same turns so far, GRPO siblings at temperature 0) start a new session with a
+// then the answer the gateway gave; of several, those with the longest history) is that session's
+// next turn. Two candidates (two sessions with the same turns so far, GRPO siblings at temperature
+// 0) start a new session with a
 // `grouping_ambiguous` finding, never a guess. Completions without an id are matched the same way
 // on their prompt text. Sessions idle past the TTL, or the oldest past the cap, are forgotten.
 import { createHash, randomUUID } from 'node:crypto';
@@ -305,17 +306,20 @@ export class SessionStore {
     for (const s of [...this.sessions.values()]) this.forget(s);
   }
 
+  /**
+   * Sessions whose messages and answer the request's messages extend, the longest such history
+   * only: a conversation that went further is more specific than one that stopped earlier.
+   */
   private candidatesByMessages(messages: readonly Message[]): Session[] {
     const prefixes = prefixKeys(conversationKeys(messages, true));
-    const found = new Map<string, Session>();
     // A continuation repeats at least the previous request's messages and the answer, and adds one more.
-    for (let k = 1; k < prefixes.length; k++) {
-      for (const id of this.waiting.get(`m:${prefixes[k - 1]}`) ?? []) {
-        const s = this.sessions.get(id);
-        if (s) found.set(id, s);
-      }
+    for (let k = prefixes.length - 1; k >= 1; k--) {
+      const found = [...(this.waiting.get(`m:${prefixes[k - 1]}`) ?? [])]
+        .map((id) => this.sessions.get(id))
+        .filter((s): s is Session => s !== undefined);
+      if (found.length > 0) return found;
     }
-    return [...found.values()];
+    return [];
   }
 
   private candidatesByText(text: string): Session[] {

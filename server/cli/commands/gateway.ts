@@ -67,6 +67,9 @@ Options:
   --image-root DIR      folder local image files may be read from to size them (repeatable;
                         default: the working directory)
   --allow-remote-images read http(s) images to size them (the engine fetches them either way)
+  --sglang-keeps-image-ids
+                        the SGLang engine runs with SGLANG_MM_AVOID_RETOKENIZE=1, so continuity sends
+                        ids with images too (else such calls are rendered by the engine and checked)
   --replica NAME        this process's name in file names and /metrics (default: the host name)`,
   async run(argv) {
     const { values, positionals } = parse(argv, {
@@ -88,6 +91,7 @@ Options:
       'upstream-key-env': { type: 'string' },
       'image-root': { type: 'string', multiple: true },
       'allow-remote-images': { type: 'boolean', default: false },
+      'sglang-keeps-image-ids': { type: 'boolean', default: false },
       replica: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
     });
@@ -118,6 +122,7 @@ Options:
       upstreamKeyEnv: values['upstream-key-env'],
       allowRemoteImages: values['allow-remote-images'],
       imageRoots: values['image-root'] ?? [],
+      sglangKeepsImageIds: values['sglang-keeps-image-ids'],
       replica: values.replica,
     });
     if (!parsed.success) {
