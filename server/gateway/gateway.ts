@@ -226,13 +226,14 @@ export class Gateway {
 
   // --- chat --------------------------------------------------------------------------------------
 
+  /** `started`: when the request arrived (its body's reading is the gateway's own time too). */
   async chat(
     headers: http.IncomingHttpHeaders,
     body: ChatRequest,
     signal: AbortSignal,
     sink: () => StreamSink,
+    started = performance.now(),
   ): Promise<ClientReply | undefined> {
-    const started = performance.now();
     const identified = this.sessions.identify(this.explicitSession(headers, body), body.messages);
     const session = identified.session;
     session.calls++;
@@ -267,7 +268,8 @@ export class Gateway {
     });
     const padCounts = images.map((i) => i.padCount);
     const last = session.last;
-    const keys = conversationKeys(body.messages);
+    // Continuity compares the messages with the previous call's; the other modes need no keys.
+    const keys = config.mode === 'continuity' ? conversationKeys(body.messages) : [];
     const n = last?.messageKeys?.length ?? 0;
     const extendsLast =
       !!last?.messageKeys &&
@@ -325,6 +327,7 @@ export class Gateway {
             fallback(plan.unsupported);
             tokenIn = undefined;
           } else {
+            this.metrics.tokenizedChars.inc(cont.suffixChars);
             ctx.prompt = `ids: previous prompt (${last.promptIds.length}) ⧺ generated (${last.generatedIds.length}) ⧺ canonical suffix (${cont.suffixIds.length})`;
             if (images.length > 0)
               ctx.notes.push(
@@ -342,7 +345,7 @@ export class Gateway {
     if (checks && !tokenIn && (config.onBreak === 'refuse' || body.stream)) {
       const rendered = renderChatPrompt(profile, body);
       if ('text' in rendered) {
-        textState = await tokenizeExtending(
+        textState = await this.tokenizeCounted(
           profile,
           last?.text !== undefined && last.textIds ? { text: last.text, ids: last.textIds } : undefined,
           rendered.text,
@@ -432,8 +435,8 @@ export class Gateway {
     body: CompletionRequest,
     signal: AbortSignal,
     sink: () => StreamSink,
+    started = performance.now(),
   ): Promise<ClientReply | undefined> {
-    const started = performance.now();
     const promptText = typeof body.prompt === 'string' ? body.prompt : undefined;
     const identified = this.sessions.identify(this.explicitSession(headers, body), undefined, promptText);
     const session = identified.session;
@@ -457,7 +460,7 @@ export class Gateway {
     let predicted: number[] | undefined;
     if (checks && (this.config.onBreak === 'refuse' || body.stream)) {
       if (promptText !== undefined) {
-        textState = await tokenizeExtending(
+        textState = await this.tokenizeCounted(
           this.profile,
           last?.text !== undefined && last.textIds ? { text: last.text, ids: last.textIds } : undefined,
           promptText,
@@ -531,6 +534,12 @@ export class Gateway {
 
   // --- shared ------------------------------------------------------------------------------------
 
+  private async tokenizeCounted(...args: Parameters<typeof tokenizeExtending>): Promise<TextTokens> {
+    const got = await tokenizeExtending(...args);
+    this.metrics.tokenizedChars.inc(got.tokenizedChars);
+    return got;
+  }
+
   /** The checks on the engine's own ids (the truth the capture holds), and notes on what differs. */
   private afterAnswer(
     ctx: CallContext,
@@ -584,7 +593,13 @@ export class Gateway {
       promptIds: answer.promptIds ?? [],
       generatedIds: answer.generatedIds ?? [],
       ...(answer.finishReason ? { finishReason: answer.finishReason } : {}),
-      ...(chat ? { messages: chat.messages as Message[], messageKeys: keys, tools: chat.tools ?? undefined } : {}),
+      ...(chat
+        ? {
+            messages: chat.messages as Message[],
+            ...(keys && keys.length > 0 ? { messageKeys: keys } : {}),
+            tools: chat.tools ?? undefined,
+          }
+        : {}),
       answer: { content: answer.text, toolCalls },
       ...(textState
         ? { text: textState.text, textIds: textState.ids }

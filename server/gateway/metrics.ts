@@ -13,6 +13,7 @@ export class GatewayMetrics {
   readonly findings: client.Counter<'kind'>;
   readonly own: client.Histogram<'endpoint'>;
   readonly upstream: client.Histogram<'endpoint'>;
+  readonly tokenizedChars: client.Counter;
   readonly sessions: client.Gauge;
   readonly evicted: client.Gauge;
 
@@ -45,6 +46,11 @@ export class GatewayMetrics {
       help: "Time waiting for the engine's answer",
       labelNames: ['endpoint'],
       buckets: UPSTREAM_BUCKETS,
+      registers,
+    });
+    this.tokenizedChars = new client.Counter({
+      name: 'rollscope_gateway_tokenized_chars_total',
+      help: 'Characters of prompt text the gateway tokenized itself (only what each call adds to its session)',
       registers,
     });
     this.sessions = new client.Gauge({

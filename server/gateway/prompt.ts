@@ -92,6 +92,8 @@ export interface Continuation {
   ids: number[];
   /** The boundary and the rendered new messages, as ids. */
   suffixIds: number[];
+  /** Characters tokenized for it (the new messages' text, nothing of the history). */
+  suffixChars: number;
 }
 
 /**
@@ -121,5 +123,5 @@ export async function continuationIds(
   if (padCounts.slice(imagesBefore).some((n) => n === undefined) && rendered.imageCount > 0)
     return { unknown: "an image's size is unknown, so its pad run cannot be built" };
   const suffixIds = [...boundary, ...rendered.expanded];
-  return { ids: [...last.promptIds, ...last.generatedIds, ...suffixIds], suffixIds };
+  return { ids: [...last.promptIds, ...last.generatedIds, ...suffixIds], suffixIds, suffixChars: parts.delta.length };
 }

@@ -6,6 +6,7 @@
 import http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { timingSafeEqual } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
 import type { z } from 'zod';
 import { readJsonBody, RequestError } from '../http/request-body.ts';
 import type { GatewayConfig } from './config.ts';
@@ -105,6 +106,7 @@ export async function startGateway(
   const sockets = new Set<Socket>();
 
   const handle = async (req: http.IncomingMessage, res: http.ServerResponse): Promise<void> => {
+    const arrived = performance.now();
     const url = new URL(req.url ?? '/', 'http://gateway');
     const method = req.method ?? 'GET';
     if (req.headers.origin !== undefined)
@@ -128,13 +130,13 @@ export async function startGateway(
       if (route === 'POST /v1/chat/completions') {
         const body = await readBody(ChatRequest);
         let sink: ReturnType<typeof streamSink> | undefined;
-        const r = await gateway.chat(req.headers, body, gone.signal, () => (sink = streamSink(res)));
+        const r = await gateway.chat(req.headers, body, gone.signal, () => (sink = streamSink(res)), arrived);
         return reply(res, r, sink);
       }
       if (route === 'POST /v1/completions') {
         const body = await readBody(CompletionRequest);
         let sink: ReturnType<typeof streamSink> | undefined;
-        const r = await gateway.completion(req.headers, body, gone.signal, () => (sink = streamSink(res)));
+        const r = await gateway.completion(req.headers, body, gone.signal, () => (sink = streamSink(res)), arrived);
         return reply(res, r, sink);
       }
       if (route === 'GET /v1/models') return reply(res, await gateway.models(gone.signal), undefined);

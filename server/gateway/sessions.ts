@@ -185,6 +185,16 @@ function prefixKeys(keys: readonly string[]): string[] {
   return out;
 }
 
+/** The key the call that continues `last` will be found under: its messages and the answer, or its prompt text and the answer. */
+function continuationKeyOf(last: LastTurn): string | undefined {
+  if (last.messages) {
+    const prefix = prefixKeys([...conversationKeys(last.messages, true), answerKey(last.answer, true)]);
+    return `m:${prefix[prefix.length - 1]}`;
+  }
+  if (last.text !== undefined && last.answer.content !== null) return `t:${digest(last.text + last.answer.content)}`;
+  return undefined;
+}
+
 export interface SessionStoreOptions {
   ttlMs: number;
   maxSessions: number;
@@ -282,12 +292,9 @@ export class SessionStore {
     session.last = last;
     session.turns++;
     session.continuationKey = undefined;
-    let key: string | undefined;
-    if (last.messages) {
-      const prefix = prefixKeys([...conversationKeys(last.messages, true), answerKey(last.answer, true)]);
-      key = `m:${prefix[prefix.length - 1]}`;
-    } else if (last.text !== undefined && last.answer.content !== null)
-      key = `t:${digest(last.text + last.answer.content)}`;
+    // A session named by a header or body field is found by its name; only the others by their history.
+    const named = session.from === 'header' || session.from === 'session_id' || session.from === 'user';
+    const key = named ? undefined : continuationKeyOf(last);
     if (key) {
       session.continuationKey = key;
       let set = this.waiting.get(key);
