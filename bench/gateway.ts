@@ -203,7 +203,7 @@ interface Combo {
 
 async function runCombo(gateway: string, combo: Combo, turns: number, first: Message[], tag: string): Promise<void> {
   const post = (messages: Message[], session: string) =>
-    new Promise<Record<string, any>>((resolve, reject) => {
+    new Promise<{ choices: { message: { content: string } }[] }>((resolve, reject) => {
       const body = JSON.stringify({ model: MODEL, messages });
       const req = http.request(
         `${gateway}/v1/chat/completions`,
@@ -233,7 +233,7 @@ async function runCombo(gateway: string, combo: Combo, turns: number, first: Mes
       const messages: Message[] = [...first];
       for (let t = 0; t < turns; t++) {
         const a = await post(messages, `${tag}-${s}`);
-        messages.push({ role: 'assistant', content: a.choices[0].message.content }, { role: 'user', content: NEXT });
+        messages.push({ role: 'assistant', content: a.choices[0]!.message.content }, { role: 'user', content: NEXT });
       }
     }),
   );

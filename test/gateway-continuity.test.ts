@@ -98,11 +98,11 @@ describe('continuity', () => {
     const { status, report } = checkJson([rig.out]);
     const t = report.trajectories;
     expect(t.map((x: { id: string }) => x.id)).toEqual(['geo-c1']);
-    const errors = t[0].findings.filter((f: { severity: string }) => f.severity === 'error');
+    const errors = t[0]!.findings.filter((f: { severity: string }) => f.severity === 'error');
     expect(errors).toEqual([]);
     expect(status).toBe(0);
     // What remains is true of the ids: the model's own split, which a re-render would lose.
-    expect(new Set(t[0].findings.map((f: { kind: string }) => f.kind))).toEqual(
+    expect(new Set(t[0]!.findings.map((f: { kind: string }) => f.kind))).toEqual(
       new Set(['rerender_mismatch', 'non_canonical_split']),
     );
 
@@ -224,7 +224,7 @@ describe('continuity', () => {
     await rig.gateway.close();
     const { report } = checkJson([rig.out]);
     expect(report.trajectories.map((t: { id: string }) => t.id)).toEqual(['sg-1']);
-    expect(report.trajectories[0].findings.filter((f: { severity: string }) => f.severity === 'error')).toEqual([]);
+    expect(report.trajectories[0]!.findings.filter((f: { severity: string }) => f.severity === 'error')).toEqual([]);
   });
 });
 

@@ -119,7 +119,7 @@ describe.each(['vllm', 'sglang'] as const)('guard on %s: the re-rendering agent'
     expect(report.trajectories.map((t: { id: string; format: string }) => [t.id, t.format])).toEqual([
       ['geo-1', engine === 'vllm' ? 'vllm' : 'sglang-openai'],
     ]);
-    const checked = report.trajectories[0].findings.find((f: { kind: string }) => f.kind === 'prefix_break');
+    const checked = report.trajectories[0]!.findings.find((f: { kind: string }) => f.kind === 'prefix_break');
     expect(checked).toMatchObject({ cause: 'retokenized', turn: 1, index: at });
   });
 });

@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { EngineKind } from './support/engine-standin.ts';
 import {
+  answerOf,
   assistantMessage,
   checkJson,
   MODEL,
@@ -33,11 +34,12 @@ describe.each(ENGINES)('record on %s', (engine) => {
     expect(plain.status).toBe(200);
     // What the engine answers a client that asked for nothing extra.
     const direct = await post(`${rig.engine.url}/v1/chat/completions`, { model: MODEL, messages });
+    // biome-ignore lint/suspicious/noExplicitAny: two answers compared field by field
     const shape = (a: any) => ({
       ...a,
       id: undefined,
       created: undefined,
-      choices: a.choices.map((c: any) => ({ ...c, message: { ...c.message, content: undefined } })),
+      choices: a.choices.map((c: { message: object }) => ({ ...c, message: { ...c.message, content: undefined } })),
     });
     expect(shape(plain.json)).toEqual(shape(direct.json));
     expect(plain.json.choices[0].message.content).toBe('Answer 0.');
@@ -70,15 +72,15 @@ describe.each(ENGINES)('record on %s', (engine) => {
     expect(lines.map((l) => l.session_id)).toEqual(['a', 'b', 'c']);
     for (const line of lines) {
       const gen = generations(rig).find((c) => c.headers['x-session-id'] === line.session_id)!;
-      const res = line.response as any;
-      expect(res.prompt_token_ids ?? res.choices[0].prompt_token_ids).toEqual(gen.promptIds);
-      expect(res.choices[0].token_ids).toEqual(gen.generated!.ids);
+      const res = answerOf(line);
+      expect(res.prompt_token_ids ?? res.choices[0]!.prompt_token_ids).toEqual(gen.promptIds);
+      expect(res.choices[0]!.token_ids).toEqual(gen.generated!.ids);
     }
     const { status, report } = checkJson([rig.out]);
     expect(status).toBe(0);
     // SGLang's answers keep their own fields (matched_stop, ids per choice): its OpenAI log format.
     const format = engine === 'vllm' ? 'vllm' : 'sglang-openai';
-    expect(report.trajectories.map((t: any) => [t.id, t.format])).toEqual([
+    expect(report.trajectories.map((t) => [t.id, t.format])).toEqual([
       ['a', format],
       ['b', format],
       ['c', format],
@@ -96,7 +98,7 @@ describe.each(ENGINES)('record on %s', (engine) => {
     expect(a.json.choices[0].text).toBe(' four');
     expect(a.json.choices[0].token_ids ?? null).toBeNull();
     const line = readCapture(rig.out)[0]!;
-    expect((line.response as any).choices[0].prompt_token_ids).toEqual(generations(rig)[0]!.promptIds);
+    expect(answerOf(line).choices[0]!.prompt_token_ids).toEqual(generations(rig)[0]!.promptIds);
     const models = await fetch(`${rig.url}/v1/models`);
     expect(models.status).toBe(200);
     const direct = await (await fetch(`${rig.engine.url}/v1/models`)).json();

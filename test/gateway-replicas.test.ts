@@ -9,7 +9,16 @@ import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { REFERENCE_IDS } from './support/engine-reference.ts';
 import { type ReceivedCall, startEngineStandin } from './support/engine-standin.ts';
-import { checkJson, exited, MODEL, post, readCapture, spawnGateway, tempDir } from './support/gateway-harness.ts';
+import {
+  answerOf,
+  checkJson,
+  exited,
+  MODEL,
+  post,
+  readCapture,
+  spawnGateway,
+  tempDir,
+} from './support/gateway-harness.ts';
 
 const NGINX = '/usr/sbin/nginx';
 const haveNginx = fs.existsSync(NGINX);
@@ -64,7 +73,7 @@ function bySession(report: {
 }
 
 describe.skipIf(!haveNginx)(`replicas behind nginx (needs ${NGINX})`, () => {
-  const cleanup: (() => Promise<unknown> | void)[] = [];
+  const cleanup: (() => Promise<unknown>)[] = [];
   afterAll(async () => {
     for (const c of cleanup.reverse()) await c();
   });
@@ -191,10 +200,7 @@ http {
       const out: Record<string, unknown[]> = {};
       for (const d of dirs)
         for (const l of readCapture(d))
-          (out[l.session_id] ??= []).push([
-            (l.response as any).prompt_token_ids,
-            (l.response as any).choices[0].token_ids,
-          ]);
+          (out[l.session_id] ??= []).push([answerOf(l).prompt_token_ids, answerOf(l).choices[0]!.token_ids]);
       return out;
     };
     expect(calls([dirs.r1, dirs.r2])).toEqual(calls([dirs.single]));

@@ -8,6 +8,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type GatewayConfigInput, GatewayConfig } from '../../server/gateway/config.ts';
 import { CaptureLine } from '../../server/gateway/protocol.ts';
+import { CheckReport } from '../../server/cli/check.ts';
+import type { Finding } from '../../server/model/finding.ts';
 import { type RunningGateway, startGateway } from '../../server/gateway/server.ts';
 import { type EngineStandin, type StandinOptions, startEngineStandin } from './engine-standin.ts';
 
@@ -52,6 +54,7 @@ export interface Answer {
   status: number;
   headers: Headers;
   /** The JSON body, or the data of each server-sent event. */
+  // biome-ignore lint/suspicious/noExplicitAny: the tests read answers field by field, as a client does
   json: any;
   events: string[];
 }
@@ -107,6 +110,14 @@ export function assistantMessage(a: Answer): { content: string | null; tool_call
   };
 }
 
+/** A capture line's response as the vLLM importer reads it. */
+export interface CapturedAnswer {
+  prompt_token_ids?: number[] | null;
+  choices: { prompt_token_ids?: number[] | null; token_ids?: number[] | null }[];
+}
+
+export const answerOf = (line: CaptureLine): CapturedAnswer => line.response as unknown as CapturedAnswer;
+
 /** Every line of every capture file, in file then line order. */
 export function readCapture(dir: string): CaptureLine[] {
   return captureFiles(dir).flatMap((f) =>
@@ -137,10 +148,15 @@ export function rollscope(args: string[], opts: { env?: Record<string, string> }
 }
 
 /** `check PATHS --json` parsed. */
-export function checkJson(paths: string[]): { status: number | null; report: any } {
+/** `check --json` with its findings typed as the Finding model they are. */
+export type CheckedRun = Omit<CheckReport, 'trajectories'> & {
+  trajectories: (Omit<CheckReport['trajectories'][number], 'findings'> & { findings: Finding[] })[];
+};
+
+export function checkJson(paths: string[]): { status: number | null; report: CheckedRun } {
   const r = rollscope(['check', ...paths, '--json', '--workers', '0']);
   if (!r.stdout) throw new Error(`check printed nothing: ${r.stderr}`);
-  return { status: r.status, report: JSON.parse(r.stdout) };
+  return { status: r.status, report: CheckReport.parse(JSON.parse(r.stdout)) as CheckedRun };
 }
 
 /** The real `rollscope gateway` in its own process; resolves once it prints its address. */
