@@ -27,6 +27,7 @@ import { serveFigure } from './serve.ts';
 import { browserFigure } from './browser.ts';
 import { shardFigure } from './shard.ts';
 import { standardFigure } from './standard.ts';
+import { gatewayFigure } from './gateway.ts';
 
 const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   load: loadFigure,
@@ -37,6 +38,7 @@ const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   serve: serveFigure,
   browser: browserFigure,
   shard: shardFigure,
+  gateway: gatewayFigure,
 };
 
 const args = benchArgs();

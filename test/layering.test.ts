@@ -20,6 +20,7 @@ const LAYERS = {
   import: ['server/import/'],
   pipeline: ['server/pipeline.ts', 'server/pipeline/', 'server/analysis-pool.ts', 'server/analysis-worker.ts'],
   http: ['server/http/'],
+  gateway: ['server/gateway/'],
   demo: ['server/demo/'],
   cli: ['server/cli/'],
   app: ['app/'],
@@ -42,8 +43,10 @@ const DEPS_ALLOWLIST: Record<Layer, readonly Layer[]> = {
   import: [...BELOW_IMAGES, 'images', 'export'],
   pipeline: BELOW_PIPELINE,
   http: [...BELOW_PIPELINE, 'pipeline'],
+  // The gateway reuses the server's request-body reader and loopback rule.
+  gateway: [...BELOW_PIPELINE, 'pipeline', 'http'],
   demo: [...BELOW_PIPELINE, 'pipeline'],
-  cli: [...BELOW_PIPELINE, 'pipeline', 'http', 'demo'],
+  cli: [...BELOW_PIPELINE, 'pipeline', 'http', 'gateway', 'demo'],
   // The browser bundle: see APP_MAY_IMPORT.
   app: [],
 };

@@ -111,12 +111,13 @@ export function Overview() {
   );
   const allShownPicked = items.length > 0 && items.every((s) => picked.has(s.id));
   const someShownPicked = !allShownPicked && items.some((s) => picked.has(s.id));
-  // Reload when the run grows (files still loading or being written), once the run is known.
-  const trajectoriesLoaded = info?.trajectories;
+  // Reload when the run grows (files still loading or being written, a trajectory read again with
+  // more turns), once the run is known.
+  const runRevision = info?.revision;
 
   useEffect(() => {
-    if (trajectoriesLoaded !== undefined) void loadList(query);
-  }, [query, loadList, trajectoriesLoaded]);
+    if (runRevision !== undefined) void loadList(query);
+  }, [query, loadList, runRevision]);
 
   const open = (id: string) => go({ page: 'trajectory', id, params: { view: 'stream' } });
   const [cursor, setCursor] = useState(0);

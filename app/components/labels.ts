@@ -24,6 +24,7 @@ export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
   non_canonical_split: 'non-canonical BPE split',
   group: 'group',
   analysis_failed: 'analysis failed',
+  session_lost: 'session state lost',
 };
 
 export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {

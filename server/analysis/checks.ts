@@ -3,7 +3,8 @@
 // at, what was expected and what was found, and one sentence a person can act on.
 import { logprobMismatch, mismatchFindings } from './logprob-mismatch.ts';
 import { FINDING_KINDS, type Finding, type StreamName } from '../model/finding.ts';
-import type { Message, Trajectory } from '../model/trajectory.ts';
+import type { Message, Trajectory, Turn } from '../model/trajectory.ts';
+import type { ModelProfile } from '../profiles/profile.ts';
 import type { AnalysisContext } from './context.ts';
 import { expectedPadCounts } from './context.ts';
 import { realign, type Alignment } from './realign.ts';
@@ -299,39 +300,55 @@ export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: 
   // Ids outside the chat format (no <|im_start|>) continue by plain concatenation (sources.ts says so once).
   const plain = followsChatFormat(traj, ctx.profile.special.imStart) === false;
   for (let k = 0; k + 1 < traj.turns.length; k++) {
-    const cur = traj.turns[k]!;
-    const next = traj.turns[k + 1]!;
-    if (!cur.promptIds || !next.promptIds) continue;
-    const stopIds = turnStopIds(ctx.profile.special);
-    if (extendsTurn(next.promptIds, cur, closeIds, stopIds, plain)) continue;
-    const expected = expectedNextPrompt(cur, closeIds, stopIds, plain);
-    if (!expected) continue;
-    const gen = cur.generatedIds ?? [];
-    const d = firstDivergence(ctx.profile, expected, next.promptIds, {
-      prefixOnly: true,
-      generated: [[cur.promptIds.length, cur.promptIds.length + gen.length]],
-    });
-    if (!d) continue;
-    const inGenerated = d.expectedIndex >= cur.promptIds.length && d.expectedIndex < cur.promptIds.length + gen.length;
-    const where =
-      d.expectedIndex < cur.promptIds.length
-        ? `turn ${k}'s prompt`
-        : inGenerated
-          ? `turn ${k}'s generated tokens`
-          : `the boundary after turn ${k}`;
-    out.push({
-      kind: 'prefix_break',
-      cause: d.cause,
-      severity: 'error',
-      turn: k + 1,
-      index: d.actualIndex,
-      stream: 'prompt',
-      expected: d.expectedTokens,
-      actual: d.actualTokens,
-      message: `turn ${k + 1}'s prompt stops extending turn ${k} at token ${d.actualIndex} (in ${where}): ${d.explanation}`,
-    });
+    const f = prefixBreak(ctx.profile, traj.turns[k]!, traj.turns[k + 1]!, k + 1, closeIds, plain);
+    if (f) out.push(f);
   }
   return out;
+}
+
+/**
+ * The `prefix_break` between two consecutive turns (`next` is turn `nextTurn`), or undefined when
+ * `next`'s prompt extends `cur` or either lacks prompt ids. Shared by `checkPrefixes` and the
+ * gateway's per-call guard, which holds only the session's previous turn.
+ */
+export function prefixBreak(
+  profile: ModelProfile,
+  cur: Turn,
+  next: Turn,
+  nextTurn: number,
+  closeIds: readonly number[],
+  plain: boolean,
+): Finding | undefined {
+  if (!cur.promptIds || !next.promptIds) return undefined;
+  const stopIds = turnStopIds(profile.special);
+  if (extendsTurn(next.promptIds, cur, closeIds, stopIds, plain)) return undefined;
+  const expected = expectedNextPrompt(cur, closeIds, stopIds, plain);
+  if (!expected) return undefined;
+  const gen = cur.generatedIds ?? [];
+  const d = firstDivergence(profile, expected, next.promptIds, {
+    prefixOnly: true,
+    generated: [[cur.promptIds.length, cur.promptIds.length + gen.length]],
+  });
+  if (!d) return undefined;
+  const k = nextTurn - 1;
+  const inGenerated = d.expectedIndex >= cur.promptIds.length && d.expectedIndex < cur.promptIds.length + gen.length;
+  const where =
+    d.expectedIndex < cur.promptIds.length
+      ? `turn ${k}'s prompt`
+      : inGenerated
+        ? `turn ${k}'s generated tokens`
+        : `the boundary after turn ${k}`;
+  return {
+    kind: 'prefix_break',
+    cause: d.cause,
+    severity: 'error',
+    turn: nextTurn,
+    index: d.actualIndex,
+    stream: 'prompt',
+    expected: d.expectedTokens,
+    actual: d.actualTokens,
+    message: `turn ${nextTurn}'s prompt stops extending turn ${k} at token ${d.actualIndex} (in ${where}): ${d.explanation}`,
+  };
 }
 
 /** The conversation rendered again from messages, the way a re-rendering rollout loop builds the next prompt. */

@@ -77,6 +77,8 @@ export const REPAIRED_BY_REALIGNMENT: Readonly<Record<FindingKind, boolean | 'sa
   group: false,
   // A step that failed checked nothing: nothing says the row would be right.
   analysis_failed: false,
+  // The gateway lost a session's earlier turns: what it captured after is still exact.
+  session_lost: false,
 };
 
 /** True when the re-alignment repairs `f`. */
@@ -135,6 +137,8 @@ export const WARNING_ROLE: Readonly<Record<FindingKind, WarningRole | RefinedRol
   // different prompts doubt it (the advantages compare answers to different questions).
   group: { role: 'describes', byField: { prompt: 'doubts' } },
   analysis_failed: 'doubts',
+  // The turns a gateway captured after it lost a session's state are exact; only the history before is not its capture.
+  session_lost: 'describes',
 };
 
 /**
@@ -162,6 +166,7 @@ export const SEVERITIES: Readonly<Record<FindingKind, readonly Severity[]>> = {
   non_canonical_split: ['warning'],
   group: ['warning'],
   analysis_failed: ['error'],
+  session_lost: ['warning'],
 };
 
 /** The role of warning `f` (its cause, else its field, where the kind is refined). */

@@ -82,6 +82,8 @@ export const RunInfo = z.object({
   demo: z.boolean(),
   /** Still loading (files are checked in the background). */
   loading: z.boolean(),
+  /** Changes whenever a trajectory is added or read again grown (a call log's session took a turn). */
+  revision: z.number().int().default(0),
 });
 export type RunInfo = z.infer<typeof RunInfo>;
 

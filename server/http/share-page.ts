@@ -103,6 +103,7 @@ export async function sharedTrajectory(store: RunStore, id: string): Promise<Sha
     errors: [],
     demo: info.demo,
     loading: false,
+    revision: 0,
   };
   // Validated as the routes validate what they send: the page must hold what the app expects.
   return SharedTrajectory.parse({

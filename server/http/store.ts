@@ -80,6 +80,13 @@ interface Entry {
   /** The trajectory's own findings (its summary's counts add its group's). */
   own: { findings: FindingCounts; health: TrajectorySummary['health'] };
   groupKey?: string;
+  /** What the trajectory held when read (`extentOf`): a call log's trajectory grows as its session takes turns. */
+  extent: string;
+}
+
+/** A trajectory's turns and the lines they came from: more of either means it was read again grown. */
+function extentOf(t: Pick<Trajectory, 'turns' | 'source'>): string {
+  return `${t.turns.length}:${t.source.lines?.join(',') ?? t.source.line}`;
 }
 
 interface FileState {
@@ -515,16 +522,25 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     const text = size > 0 ? readLastByte(file) : '\n';
     const lastLine = loaded.errors.reduce((m, e) => Math.max(m, e.line), 0);
     state.errors = text === '\n' ? loaded.errors : loaded.errors.filter((e) => e.line !== lastLine);
-    // Records already read (by file, line and id) are skipped: a growing file only adds new lines.
-    const fresh = loaded.trajectories.filter(
-      (t) => keys.peek(t) === undefined && !state.failedLines.has(t.source.line),
-    );
+    // Records already read (by file, line and id) are skipped: a growing file only adds new lines,
+    // except to a trajectory grouped from several calls (a gateway's session took another turn).
+    const fresh = loaded.trajectories.filter((t) => {
+      if (state.failedLines.has(t.source.line)) return false;
+      const key = keys.peek(t);
+      return key === undefined || entries.get(key)?.extent !== extentOf(t);
+    });
     return { ...loaded, errors: [], trajectories: fresh };
   }
 
   function addChecked(checked: CheckedTrajectory): void {
     const traj = checked.trajectory;
-    if (keys.peek(traj) !== undefined) return; // a rewritten file read again: this record is known
+    const known = keys.peek(traj);
+    if (known !== undefined) {
+      // A trajectory read again: replaced in place when it grew, else known (a rewritten file).
+      const entry = entries.get(known);
+      if (entry && entry.extent !== extentOf(traj)) regrown(known, entry, checked);
+      return;
+    }
     const originalId = traj.id;
     const id = keys.keyOf(traj);
     traj.id = id;
@@ -535,6 +551,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       tokenSet: distinctTokens(checked),
       model: { profile: checked.profile.name, name: traj.model ?? null },
       own: { findings: summary.findings, health: summary.health },
+      extent: extentOf(traj),
     };
     entries.set(id, entry);
     if (!profileNotes.has(checked.profile.name)) {
@@ -551,6 +568,19 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     cache.set(id, checked);
     const state = files.get(traj.source.file);
     if (state) state.count++;
+  }
+
+  /** A trajectory that grew keeps its key and its place; its summary and streams are the new ones. */
+  function regrown(id: string, entry: Entry, checked: CheckedTrajectory): void {
+    checked.trajectory.id = id;
+    const summary = summarize(id, checked);
+    entry.own = { findings: summary.findings, health: summary.health };
+    entry.tokenSet = distinctTokens(checked);
+    entry.extent = extentOf(checked.trajectory);
+    const groupFindings = entry.groupKey ? (groupChecks.summary(entry.groupKey)?.findings ?? []) : [];
+    entry.summary = groupFindings.length > 0 ? { ...summary, ...withGroupFindings(entry.own, groupFindings) } : summary;
+    cache.set(id, checked);
+    version++;
   }
 
   /** Join `entry` to its group and give every member the group's findings when they change. */
@@ -719,6 +749,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         })),
         demo: opts.demo === true,
         loading,
+        revision: version,
       };
     },
     list(query: ListQuery): TrajectoryList {

@@ -84,6 +84,7 @@ export const DIFF_OF_KIND: Readonly<Record<FindingKind, { a: DiffA; b: DiffB; si
   non_canonical_split: null,
   group: null,
   analysis_failed: null,
+  session_lost: null,
 };
 
 /** The diff of `f`'s divergence, when its kind has one (the prefix pair is the finding's turn). */

@@ -23,6 +23,7 @@ export const FINDING_KINDS = [
   'non_canonical_split',
   'group',
   'analysis_failed',
+  'session_lost',
 ] as const;
 export const FindingKind = z.enum(FINDING_KINDS);
 export type FindingKind = z.infer<typeof FindingKind>;

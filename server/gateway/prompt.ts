@@ -1,0 +1,139 @@
+// Prompt ids without tokenizing a history twice. A chat request is rendered with the profile's
+// template as vLLM renders it (messages normalized like vLLM's chat_utils, `normalizeMessagesLikeVllm`);
+// its ids reuse the previous call's up to the last `<|im_start|>` both texts share and tokenize only
+// what follows (the last answer and the new messages): the tokenizer splits text at added tokens
+// before anything else, so the text before one tokenizes the same whatever comes after
+// (docs/reference/tokens.md; the same property `TokenizerHandle.encode` caches segments by).
+// Continuity builds the next prompt the canonical way instead: previous prompt ⧺ generated ids ⧺
+// the EOS-aware boundary ⧺ the template's suffix for the new messages (server/analysis/realign.ts).
+import type { Message } from '../model/trajectory.ts';
+import type { ModelProfile } from '../profiles/profile.ts';
+import {
+  boundaryIds,
+  renderText,
+  observationSuffixText,
+  tokenizeExpanded,
+  turnStopIds,
+  type RenderSemantics,
+} from '../analysis/render.ts';
+import { expandImagePads } from '../analysis/vision-spans.ts';
+import type { ChatRequest } from './protocol.ts';
+
+const IM_START = '<|im_start|>';
+
+/** The prompt text the engine's chat endpoint renders (`as`: whose request handling: the engine's), or why it cannot be predicted. */
+export function renderChatPrompt(
+  profile: ModelProfile,
+  req: ChatRequest,
+  as: RenderSemantics,
+): { text: string } | { unknown: string } {
+  if (req.chat_template) return { unknown: 'the request brings its own chat_template' };
+  if (req.continue_final_message) return { unknown: 'continue_final_message is not predicted' };
+  if (req.chat_template_kwargs && Object.keys(req.chat_template_kwargs).length > 0)
+    return { unknown: 'chat_template_kwargs are not predicted' };
+  try {
+    return {
+      text: renderText(profile, req.messages, {
+        as,
+        addGenerationPrompt: req.add_generation_prompt ?? true,
+        ...(req.tools && req.tools.length > 0 ? { tools: req.tools } : {}),
+      }),
+    };
+  } catch (e) {
+    return { unknown: `the template refuses the messages: ${(e as Error).message}` };
+  }
+}
+
+export interface TextTokens {
+  text: string;
+  /** As tokenized: one pad per image. */
+  ids: number[];
+}
+
+/** Index of the n-th (0-based) `id` in `ids`, or -1. */
+function nthIndex(ids: readonly number[], id: number, n: number): number {
+  let seen = 0;
+  for (let i = 0; i < ids.length; i++) if (ids[i] === id && seen++ === n) return i;
+  return -1;
+}
+
+/**
+ * `text`'s ids, reusing `prev`'s up to the last `<|im_start|>` inside the prefix both texts share.
+ * `tokenizedChars` is how much was tokenized now (the tests check it stays the new part).
+ */
+export async function tokenizeExtending(
+  profile: ModelProfile,
+  prev: TextTokens | undefined,
+  text: string,
+): Promise<TextTokens & { tokenizedChars: number }> {
+  let cut = 0;
+  let reuse = 0;
+  if (prev) {
+    const n = Math.min(prev.text.length, text.length);
+    let common = 0;
+    while (common < n && prev.text.charCodeAt(common) === text.charCodeAt(common)) common++;
+    const anchor = prev.text.lastIndexOf(IM_START, common);
+    if (anchor > 0) {
+      let before = 0;
+      for (let at = prev.text.indexOf(IM_START); at >= 0 && at < anchor; at = prev.text.indexOf(IM_START, at + 1))
+        before++;
+      const idAt = nthIndex(prev.ids, profile.special.imStart, before);
+      if (idAt >= 0) {
+        cut = anchor;
+        reuse = idAt;
+      }
+    }
+  }
+  const tail = await profile.tokenizer.encode(text.slice(cut));
+  const ids = prev && reuse > 0 ? [...prev.ids.slice(0, reuse), ...tail] : tail;
+  return { text, ids, tokenizedChars: text.length - cut };
+}
+
+/** Ids with each image's single pad expanded; undefined when an image's count is unknown. */
+export function expandPads(
+  profile: ModelProfile,
+  ids: readonly number[],
+  padCounts: readonly (number | undefined)[],
+): number[] | undefined {
+  if (padCounts.some((n) => n === undefined)) return undefined;
+  return expandImagePads(ids, profile.special.imagePad, padCounts, 0, profile.special.visionStart);
+}
+
+export interface Continuation {
+  ids: number[];
+  /** The boundary and the rendered new messages, as ids. */
+  suffixIds: number[];
+  /** Characters tokenized for it (the new messages' text, nothing of the history). */
+  suffixChars: number;
+}
+
+/**
+ * The canonical next prompt: `promptIds ⧺ generatedIds ⧺ boundary ⧺ suffix(observation)`, the
+ * suffix rendered after the real `history` (the previous request's messages) and tokenized alone.
+ * Why not, when the template rewrites the history (its longer render does not extend the shorter) or refuses it.
+ */
+export async function continuationIds(
+  profile: ModelProfile,
+  last: { promptIds: readonly number[]; generatedIds: readonly number[] },
+  history: readonly Message[],
+  observation: readonly Message[],
+  tools: unknown[] | undefined,
+  closeIds: readonly number[],
+  padCounts: readonly (number | undefined)[],
+  imagesBefore: number,
+  as: RenderSemantics,
+): Promise<Continuation | { unknown: string }> {
+  let parts: ReturnType<typeof observationSuffixText>;
+  try {
+    parts = observationSuffixText(profile, history, observation, { tools, as });
+  } catch (e) {
+    return { unknown: `the profile's template refuses the conversation (${(e as Error).message})` };
+  }
+  if (!parts) return { unknown: 'the template rewrites the history, so the conversation has no canonical suffix' };
+  const boundary = boundaryIds(last.generatedIds, closeIds, turnStopIds(profile.special));
+  const rendered = await tokenizeExpanded(profile, parts.delta, padCounts, imagesBefore);
+  if (padCounts.slice(imagesBefore).some((n) => n === undefined) && rendered.imageCount > 0)
+    return { unknown: "an image's size is unknown, so its pad run cannot be built" };
+  const suffixIds = [...boundary, ...rendered.expanded];
+  return { ids: [...last.promptIds, ...last.generatedIds, ...suffixIds], suffixIds, suffixChars: parts.delta.length };
+}
