@@ -126,6 +126,8 @@ describe('image overlay', () => {
     // One row of pad chips per row of the image's merged cells.
     const padRows = page.locator('.row.padrow');
     await padRows.first().waitFor();
+    // A row mounts as text and becomes chips a few per frame (drawn-soon.ts): count them once drawn.
+    await rowsDrawn(page);
     expect(await padRows.first().locator('.tok.pad').count()).toBe(layout.cellsWide);
     const k = layout.cellsWide + 3; // row 1, col 3
     const chip = page.locator(`[data-pad="0:${k}"]`);
