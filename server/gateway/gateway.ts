@@ -357,23 +357,8 @@ export class Gateway {
     const early = predicted
       ? checkCall(profile, this.closeIds, { turn, promptIds: predicted, previous: last, images })
       : [];
-    if (config.onBreak === 'refuse' && early.some((f) => f.severity === 'error')) {
-      const all = [...ctx.findings, ...early];
-      this.finish(
-        ctx,
-        'refused',
-        body,
-        { object: 'error', error: { type: 'rollscope_break', findings: early } },
-        all,
-        409,
-      );
-      return {
-        kind: 'json',
-        status: 409,
-        body: { error: { type: 'rollscope_break', message: early[0]!.message, findings: early } },
-        findings: all.length,
-      };
-    }
+    const refused = this.refuseOnBreak(ctx, body, early);
+    if (refused) return refused;
 
     let answer: EngineAnswer;
     let client: Record<string, unknown> | undefined;
@@ -472,23 +457,8 @@ export class Gateway {
     const early = predicted
       ? checkCall(this.profile, this.closeIds, { turn, promptIds: predicted, previous: last, images: [] })
       : [];
-    if (this.config.onBreak === 'refuse' && early.some((f) => f.severity === 'error')) {
-      const all = [...ctx.findings, ...early];
-      this.finish(
-        ctx,
-        'refused',
-        body,
-        { object: 'error', error: { type: 'rollscope_break', findings: early } },
-        all,
-        409,
-      );
-      return {
-        kind: 'json',
-        status: 409,
-        body: { error: { type: 'rollscope_break', message: early[0]!.message, findings: early } },
-        findings: all.length,
-      };
-    }
+    const refused = this.refuseOnBreak(ctx, body, early);
+    if (refused) return refused;
     const upstream = this.upstreamOptions(headers, signal, session.id);
     const asks = Date.now();
     let answer: EngineAnswer;
@@ -638,6 +608,30 @@ export class Gateway {
       status: err.status,
       body: err.clientBody(this.config.upstream),
       findings: ctx.findings.length,
+    };
+  }
+
+  /** With `--on-break refuse`, a call whose predicted prompt breaks is answered 409 with the findings, never forwarded. */
+  private refuseOnBreak(
+    ctx: CallContext,
+    body: ChatRequest | CompletionRequest,
+    early: Finding[],
+  ): ClientReply | undefined {
+    if (this.config.onBreak !== 'refuse' || !early.some((f) => f.severity === 'error')) return undefined;
+    const all = [...ctx.findings, ...early];
+    this.finish(
+      ctx,
+      'refused',
+      body,
+      { object: 'error', error: { type: 'rollscope_break', findings: early } },
+      all,
+      409,
+    );
+    return {
+      kind: 'json',
+      status: 409,
+      body: { error: { type: 'rollscope_break', message: early[0]!.message, findings: early } },
+      findings: all.length,
     };
   }
 
