@@ -169,6 +169,15 @@ describe('continuity', () => {
     const lines = readCapture(rig.out);
     expect((lines[1]!.request as { prompt: number[] }).prompt).toEqual(gens[1]!.promptIds);
     expect(lines[1]!.request.messages).toEqual(messages);
+    // `check` reads the capture as one trajectory (the assistant tool call has content null, as
+    // OpenAI clients send it): analyzed, no error, no prefix break.
+    const { report } = checkJson([rig.out]);
+    expect(report.errors).toEqual([]);
+    expect(report.trajectories.map((t) => t.id)).toEqual(['tool-1']);
+    const kinds = report.trajectories[0]!.findings.map(
+      (f: { kind: string; severity: string }) => `${f.kind}:${f.severity}`,
+    );
+    expect(kinds.filter((k: string) => k.endsWith(':error'))).toEqual([]);
   });
 
   it('falls back to the engine when the history was edited, checks that call, and says why', async () => {
