@@ -19,7 +19,7 @@ describe('the model name picks the profile', () => {
   it.each([
     ['Qwen/Qwen2.5-1.5B-Instruct', 'qwen2.5'],
     ['Qwen/Qwen2.5-7B', 'qwen2.5'],
-    ['/root/ckpt/Qwen2.5-7B-Instruct', 'qwen2.5'],
+    ['/mnt/models/Qwen2.5-7B-Instruct', 'qwen2.5'],
     ['Qwen2.5-Math-7B-Instruct', 'qwen2.5-math'],
     ['Qwen/Qwen2.5-Math-1.5B', 'qwen2.5-math'],
     ['Qwen/Qwen3-8B', 'qwen3'],
