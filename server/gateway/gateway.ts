@@ -377,17 +377,12 @@ export class Gateway {
       } else if (body.stream && this.engine.streamsChatIds) {
         const fold = new StreamFold('chat', asked);
         const out = sink();
-        let begun = false;
-        for await (const data of postSse(upstream, '/v1/chat/completions', this.engine.chatBody(streamed(body)))) {
-          if (!begun) {
-            out.start(ctx.findings.length + early.length);
-            begun = true;
-          }
-          const forward = fold.take(data);
-          if (forward !== undefined) out.event(forward);
-        }
-        if (!begun) out.start(ctx.findings.length + early.length);
-        answer = fold.answer();
+        answer = await relayStream(
+          fold,
+          postSse(upstream, '/v1/chat/completions', this.engine.chatBody(streamed(body))),
+          out,
+          ctx.findings.length + early.length,
+        );
         ctx.upstreamMs = Date.now() - asks;
         const findings = this.afterAnswer(ctx, turn, answer, undefined, predicted, images, last);
         this.finish(ctx, 'ok', body, answer.capture, findings);
@@ -467,17 +462,12 @@ export class Gateway {
       if (body.stream && this.engine.streamsChatIds) {
         const fold = new StreamFold('completion', asked);
         const out = sink();
-        let begun = false;
-        for await (const data of postSse(upstream, '/v1/completions', this.engine.completionBody(streamed(body)))) {
-          if (!begun) {
-            out.start(ctx.findings.length + early.length);
-            begun = true;
-          }
-          const forward = fold.take(data);
-          if (forward !== undefined) out.event(forward);
-        }
-        if (!begun) out.start(ctx.findings.length + early.length);
-        answer = fold.answer();
+        answer = await relayStream(
+          fold,
+          postSse(upstream, '/v1/completions', this.engine.completionBody(streamed(body))),
+          out,
+          ctx.findings.length + early.length,
+        );
         ctx.upstreamMs = Date.now() - asks;
         const findings = this.afterAnswer(ctx, turn, answer, undefined, predicted, [], last);
         this.finish(ctx, 'ok', body, answer.capture, findings);
@@ -678,3 +668,26 @@ export class Gateway {
 }
 
 export type { ClientAsked };
+
+/**
+ * Relay an engine's stream to the client event by event while folding it into the whole answer;
+ * the client's stream starts (with the findings known so far) at the first event, or at the end.
+ */
+async function relayStream(
+  fold: StreamFold,
+  events: AsyncGenerator<string>,
+  out: StreamSink,
+  findingsSoFar: number,
+): Promise<EngineAnswer> {
+  let begun = false;
+  for await (const data of events) {
+    if (!begun) {
+      out.start(findingsSoFar);
+      begun = true;
+    }
+    const forward = fold.take(data);
+    if (forward !== undefined) out.event(forward);
+  }
+  if (!begun) out.start(findingsSoFar);
+  return fold.answer();
+}
