@@ -78,8 +78,9 @@ describe('logprob view', () => {
     await expect.poll(() => page.locator('[data-testid=lp-selected]').textContent()).toContain(`token ${at} `);
     expect(page.url()).toContain(`token=${at}`);
     await page.click('.lp .seg button:has-text("ratio")');
-    expect(await page.locator('[data-testid=lp-legend]').textContent()).toContain('IS cap 2');
-    expect(await page.locator(`.lp-strip .tok[data-i="${at}"]`).getAttribute('class')).toMatch(/\blp-l3\b/);
+    // The toggle re-renders after the click returns: wait for the legend, as for the selection above.
+    await expect.poll(() => page.locator('[data-testid=lp-legend]').textContent()).toContain('IS cap 2');
+    await expect.poll(() => page.locator(`.lp-strip .tok[data-i="${at}"]`).getAttribute('class')).toMatch(/\blp-l3\b/);
   });
 
   it('a click on the logprob finding opens this view at its token', async () => {
