@@ -3,7 +3,7 @@
 import fs from 'node:fs';
 import type { z } from 'zod';
 import { CheckReport, runCheck, type CheckOptions } from './check.ts';
-import { diffRuns, kindLabel, type DiffFinding, type DiffPair, type DiffRuns } from '../report/diff-runs.ts';
+import { diffRuns, kindLabel, type DiffFinding, type RunPair, type DiffRuns } from '../report/diff-runs.ts';
 import { paint } from './output.ts';
 import type { TextOut } from './check.ts';
 
@@ -45,15 +45,23 @@ export async function sideReport(p: string, opts: Omit<CheckOptions, 'json'>): P
     return r.data;
   }
   if (!fs.existsSync(p)) throw new DiffInputError(`${p}: no such file or folder`);
-  const chunks: string[] = [];
-  const out: TextOut = { write: (t: string) => chunks.push(t) };
-  const status = await runCheck([p], { ...opts, json: true }, out);
-  const report = CheckReport.parse(JSON.parse(chunks.join('')));
+  const { report, status } = await checkedReport([p], opts);
   if (status === 2) {
     const fatal = report.errors.find((e) => e.line === 0);
     throw new DiffInputError(`${p}: ${fatal?.message ?? 'cannot be read'}`);
   }
   return report;
+}
+
+/** The report `check --json PATHS` writes, and its exit status. */
+export async function checkedReport(
+  paths: readonly string[],
+  opts: Omit<CheckOptions, 'json'>,
+): Promise<{ report: CheckReport; status: number }> {
+  const chunks: string[] = [];
+  const out: TextOut = { write: (t: string) => chunks.push(t) };
+  const status = await runCheck([...paths], { ...opts, json: true }, out);
+  return { report: CheckReport.parse(JSON.parse(chunks.join(''))), status };
 }
 
 export async function runDiff(a: string, b: string, opts: Omit<CheckOptions, 'json'>): Promise<DiffRuns> {
@@ -69,7 +77,7 @@ function at(f: DiffFinding): string {
 
 const signed = (n: number, digits = 0) => `${n > 0 ? '+' : n < 0 ? '−' : '±'}${Math.abs(n).toFixed(digits)}`;
 
-function pairLine(p: DiffPair): string {
+function pairLine(p: RunPair): string {
   const ids = p.a.id === p.b.id ? p.a.id : `${p.a.id} ↔ ${p.b.id}`;
   const step = p.b.step ?? p.a.step;
   const by =
@@ -79,7 +87,7 @@ function pairLine(p: DiffPair): string {
   return `${paint.bold(ids)}${step !== null ? `  step ${step}` : ''}${by ? paint.dim(by) : ''}`;
 }
 
-function otherChanges(p: DiffPair): string[] {
+function otherChanges(p: RunPair): string[] {
   const out: string[] = [];
   if (p.reward_a !== p.reward_b) out.push(`reward ${p.reward_a ?? '–'} → ${p.reward_b ?? '–'}`);
   if (p.response_tokens_a !== p.response_tokens_b)

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { DivergenceCause, Finding, FindingKind, Severity, StreamName } from '../model/finding.ts';
 import { FormatName, GridThw, ReadError } from '../model/trajectory.ts';
 import { RATIO_BIN_COUNT } from '../analysis/ratio-histogram.ts';
+import { RunPair, DiffRuns } from '../report/diff-runs.ts';
 
 /** Why export leaves a trajectory out (the app words each one). */
 export type { RejectReason } from '../export/policy.ts';
@@ -503,6 +504,45 @@ export const ComparePreviewQuery = z.object({
 });
 
 export const PreviewQuery = z.object({ w: z.coerce.number().int().min(16).max(2048).default(512) });
+
+// ---------------------------------------------------------------------------------------------
+// Run against run (`serve A --against B`; server/http/routes-against.ts, docs/diff-runs.md).
+
+/** GET /api/against: the diff of the served run (A) against B, once both are checked. */
+export const AgainstRun = z.object({
+  /** False when serve was not given `--against`. */
+  available: z.boolean(),
+  loading: z.boolean(),
+  aFiles: z.array(z.string()),
+  bFiles: z.array(z.string()),
+  diff: DiffRuns.nullable(),
+  error: z.string().nullable(),
+});
+export type AgainstRun = z.infer<typeof AgainstRun>;
+
+export const AgainstPairQuery = z.object({
+  a: z.string(),
+  b: z.string(),
+  stream: StreamName.optional(),
+  turn: z.coerce.number().int().min(-1).optional(),
+});
+
+/** A stream both sides of a pair have, and whether their tokens differ. */
+export const AgainstStream = StreamInfo.extend({ bLength: z.number().int(), diverges: z.boolean() });
+export type AgainstStream = z.infer<typeof AgainstStream>;
+
+/** GET /api/against/pair?a=ID&b=ID[&stream=S&turn=K]: one pair at token level, side by side. */
+export const AgainstPair = z.object({
+  pair: RunPair,
+  /** Streams both sides have, in the trajectory view's order. */
+  streams: z.array(AgainstStream),
+  /** The stream shown: the one asked for, else the first that differs, else the first. */
+  stream: StreamName.nullable(),
+  turn: z.number().int(),
+  /** A's tokens against B's, the first difference classified; null when the sides share no stream. */
+  tokens: DiffResult.nullable(),
+});
+export type AgainstPair = z.infer<typeof AgainstPair>;
 
 // ---------------------------------------------------------------------------------------------
 // Export from the browser (server/http/routes-export.ts): POST a selection, poll the job, download.

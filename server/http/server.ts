@@ -20,6 +20,8 @@ import { askRoutes } from './routes-ask.ts';
 import { compareRoutes } from './routes-compare.ts';
 import type { TrainedSide } from './trained-side.ts';
 import { runRoutes } from './routes-run.ts';
+import { againstRoutes } from './routes-against.ts';
+import type { AgainstSide } from './against.ts';
 
 export interface ServeOptions {
   store: RunStore;
@@ -34,6 +36,8 @@ export interface ServeOptions {
   token?: string;
   /** The trained side to compare the run with (`serve --trained`). */
   trained?: TrainedSide;
+  /** The other run to diff the served one against (`serve --against`). */
+  against?: AgainstSide;
 }
 
 export interface RunningServer {
@@ -111,6 +115,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
   // The compare routes first: they answer /api/trajectories/ID/compare before the trajectory views do.
   const routes = [
     compareRoutes(store, opts.trained, tools),
+    againstRoutes(store, opts.against, tools),
     trajectoryRoutes(store, tools, appDir),
     runRoutes(store, tools),
     exportRoutes(store, tools),

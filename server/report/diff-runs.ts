@@ -40,7 +40,7 @@ const LogprobSide = z
 /** A finding seen on both sides at another token: the same identity, its index moved (docs/diff-runs.md#findings). */
 const MovedFinding = z.object({ finding: DiffFinding, index_a: z.number().int(), index_b: z.number().int() });
 
-export const DiffPair = z.object({
+export const RunPair = z.object({
   a: Side,
   b: Side,
   /** `id`: the same trajectory id on both sides; `prompt`: the same first prompt (prompt_hash), k-th sample with k-th. */
@@ -65,7 +65,7 @@ export const DiffPair = z.object({
   /** Anything above differs (a moved finding alone is no change). */
   changed: z.boolean(),
 });
-export type DiffPair = z.infer<typeof DiffPair>;
+export type RunPair = z.infer<typeof RunPair>;
 
 const Unpaired = Side.extend({ findings: z.number().int(), errors: z.number().int() });
 
@@ -93,7 +93,7 @@ const Counts = z.object({
 /** The `diff-runs --json` contract (docs/diff-runs.md). */
 export const DiffRuns = z.object({
   version: z.literal(1),
-  pairs: z.array(DiffPair),
+  pairs: z.array(RunPair),
   only_a: z.array(Unpaired),
   only_b: z.array(Unpaired),
   summary: Counts.extend({
@@ -211,11 +211,11 @@ const logprobSide = (e: Entry) =>
 const delta = (a: number | null | undefined, b: number | null | undefined) =>
   a === null || a === undefined || b === null || b === undefined ? null : b - a;
 
-function pairOf(a: Entry, b: Entry, pairedBy: DiffPair['paired_by'], samples: DiffPair['prompt_samples']): DiffPair {
+function pairOf(a: Entry, b: Entry, pairedBy: RunPair['paired_by'], samples: RunPair['prompt_samples']): RunPair {
   const f = diffFindings(findingsOf(a), findingsOf(b));
   const la = logprobSide(a);
   const lb = logprobSide(b);
-  const pair: DiffPair = {
+  const pair: RunPair = {
     a: side(a),
     b: side(b),
     paired_by: pairedBy,
@@ -243,7 +243,7 @@ function pairOf(a: Entry, b: Entry, pairedBy: DiffPair['paired_by'], samples: Di
   return pair;
 }
 
-function logprobsChanged(p: DiffPair): boolean {
+function logprobsChanged(p: RunPair): boolean {
   return JSON.stringify(p.logprobs_a) !== JSON.stringify(p.logprobs_b);
 }
 
@@ -256,13 +256,13 @@ export function pairEntries(
   a: readonly Entry[],
   b: readonly Entry[],
 ): {
-  pairs: { a: Entry; b: Entry; by: DiffPair['paired_by']; samples: DiffPair['prompt_samples'] }[];
+  pairs: { a: Entry; b: Entry; by: RunPair['paired_by']; samples: RunPair['prompt_samples'] }[];
   onlyA: Entry[];
   onlyB: Entry[];
 } {
   const bById = new Map(b.map((e) => [e.id, e]));
   const used = new Set<Entry>();
-  const pairs: { a: Entry; b: Entry; by: DiffPair['paired_by']; samples: DiffPair['prompt_samples'] }[] = [];
+  const pairs: { a: Entry; b: Entry; by: RunPair['paired_by']; samples: RunPair['prompt_samples'] }[] = [];
   const restA: Entry[] = [];
   for (const e of a) {
     const other = bById.get(e.id);
@@ -305,7 +305,7 @@ const unpaired = (e: Entry) => {
   return { ...side(e), findings: f.length, errors: f.filter((x) => x.severity === 'error').length };
 };
 
-function count(pairs: readonly DiffPair[], onlyA: number, onlyB: number): z.infer<typeof Counts> {
+function count(pairs: readonly RunPair[], onlyA: number, onlyB: number): z.infer<typeof Counts> {
   const byKind = (lists: DiffFinding[][]) => {
     const m: Record<string, number> = {};
     for (const f of lists.flat()) m[kindLabel(f)] = (m[kindLabel(f)] ?? 0) + 1;
@@ -346,7 +346,7 @@ export function diffRuns(a: CheckReport, b: CheckReport): DiffRuns {
   const { pairs: joined, onlyA, onlyB } = pairEntries(a.trajectories, b.trajectories);
   const pairs = joined.map((p) => pairOf(p.a, p.b, p.by, p.samples));
   const stepOf = (s: DiffSide) => s.step;
-  const steps = new Map<number | null, { pairs: DiffPair[]; onlyA: number; onlyB: number }>();
+  const steps = new Map<number | null, { pairs: RunPair[]; onlyA: number; onlyB: number }>();
   const at = (step: number | null) => {
     let s = steps.get(step);
     if (!s) {

@@ -17,6 +17,8 @@ import { openRunStore } from '../../http/store.ts';
 import { startServer } from '../../http/server.ts';
 import { needsToken, newToken } from '../../http/gate.ts';
 import { openTrainedSide } from '../../http/trained-side.ts';
+import { openAgainstSide } from '../../http/against.ts';
+import { checkedReport } from '../diff-runs.ts';
 import { defaultRoots } from '../../pipeline.ts';
 
 const DEFAULT_PORT = 4874;
@@ -49,7 +51,7 @@ export const command: Command = {
   name: 'serve',
   summary: 'open the browser inspector on trajectories (or the embedded demo run)',
   usage: `rollscope serve [PATH...] [--model M] [--port N] [--host H] [--no-open] [--min-pixels N] [--max-pixels N]
-                [--workers N] [--allow-remote-images] [--require-token] [--trained PATH]...
+                [--workers N] [--allow-remote-images] [--require-token] [--trained PATH]... [--against PATH]...
 
 Starts the inspector on http://127.0.0.1:${DEFAULT_PORT}/ (the next free port when that one is
 taken) and opens it in a browser. Without PATH it serves the embedded demo run. A folder PATH
@@ -66,6 +68,9 @@ loads every trajectory file in it and picks up records appended while it runs.
   --trained PATH   what the trainer was given (an export, a slime/verl batch or train dump): opens
                    the compare view of each rollout trajectory against it, joined as
                    \`rollscope compare\` joins them (docs/compare.md); repeatable
+  --against PATH   another run of the same prompts (after a fix, a checkpoint, an engine upgrade): loads it
+                   too and opens the run against it (#/against), paired as \`rollscope diff-runs\` pairs
+                   them; each pair side by side at token level (docs/diff-runs.md); repeatable
 ${TRAINER_USAGE}
   --model M        a built-in profile (qwen2.5-vl, qwen3-vl, qwen2.5, qwen3, …), a model name, or a local model folder
   --format F       override format detection
@@ -89,6 +94,7 @@ ${TRAINER_USAGE}
       'allow-remote-images': { type: 'boolean', default: false },
       'require-token': { type: 'boolean', default: false },
       trained: { type: 'string', multiple: true },
+      against: { type: 'string', multiple: true },
       trainer: { type: 'string', multiple: true },
       help: { type: 'boolean', short: 'h', default: false },
     });
@@ -106,6 +112,9 @@ ${TRAINER_USAGE}
     const trainedPaths = values.trained ?? [];
     if (demo && trainedPaths.length > 0) throw new UsageError('--trained needs a ROLLOUT path to compare it with');
     for (const p of trainedPaths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
+    const againstPaths = values.against ?? [];
+    if (demo && againstPaths.length > 0) throw new UsageError('--against needs a PATH to compare it with');
+    for (const p of againstPaths) if (!fs.existsSync(p)) throw new UsageError(`no such file or directory: ${p}`);
     const trainer = await trainerSidecars(values.trainer);
     const store = openRunStore(paths, {
       ...(trainer.side ? { trainer: trainer.side } : {}),
@@ -122,6 +131,28 @@ ${TRAINER_USAGE}
       trainedPaths.length > 0
         ? openTrainedSide(paths, trainedPaths, runOptions, defaultRoots(trainedPaths))
         : undefined;
+    const against =
+      againstPaths.length > 0
+        ? openAgainstSide(
+            paths,
+            againstPaths,
+            openRunStore(againstPaths, {
+              model: values.model,
+              format: values.format,
+              processor: processorOptions(values),
+              allowRemoteImages: values['allow-remote-images'] === true,
+              workers: values.workers === undefined ? undefined : workerCount(values.workers),
+            }),
+            async (p) =>
+              (
+                await checkedReport(p, {
+                  ...runOptions,
+                  allowRemoteImages: values['allow-remote-images'] === true,
+                  ...(trainer.side ? { trainer: trainer.side } : {}),
+                })
+              ).report,
+          )
+        : undefined;
     const host = values.host ?? '127.0.0.1';
     // Beyond the loopback names other users (or machines) can connect: a token, as Jupyter does.
     const token = needsToken(host) || values['require-token'] ? newToken() : undefined;
@@ -133,16 +164,18 @@ ${TRAINER_USAGE}
       fallbackPort: values.port === undefined,
       token,
       trained,
+      against,
     });
     process.stdout.write(
-      `rollscope serving ${demo ? 'the demo run' : paths.join(', ')}${trained ? ` against ${trainedPaths.join(', ')}` : ''} at ${server.openUrl}\n`,
+      `rollscope serving ${demo ? 'the demo run' : paths.join(', ')}${trained ? ` against ${trainedPaths.join(', ')}` : ''}${against ? ` against the run ${againstPaths.join(', ')}` : ''} at ${server.openUrl}\n`,
     );
     if (token) {
       process.stderr.write(
         `rollscope: listening on ${host}: every request needs the token in the URL above (then a cookie) or Authorization: Bearer ${token}\n`,
       );
     }
-    if (!values['no-open']) openBrowser(trained ? `${server.openUrl}#/compare` : server.openUrl);
+    if (!values['no-open'])
+      openBrowser(against ? `${server.openUrl}#/against` : trained ? `${server.openUrl}#/compare` : server.openUrl);
     await new Promise<void>((resolve) => {
       const stop = () => {
         void server.close().then(resolve);
