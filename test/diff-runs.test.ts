@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { CheckReport } from '../server/cli/check.ts';
+import type { CheckReport } from '../server/report/check-report.ts';
 import { sideReport } from '../server/cli/diff-runs.ts';
 import { diffExitStatus, diffFindings, diffRuns, DiffRuns, type DiffFinding } from '../server/report/diff-runs.ts';
 

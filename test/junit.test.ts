@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { CheckReport } from '../server/cli/check.ts';
+import type { CheckReport } from '../server/report/check-report.ts';
 import { sideReport } from '../server/cli/diff-runs.ts';
 import { junitClassName, junitXml, xmlText } from '../server/report/junit.ts';
 
@@ -142,6 +142,13 @@ describe('check --junit', async () => {
           limitations: [hostile],
           group: hostile,
           step: null,
+          sample: null,
+          reward: null,
+          turns: 2,
+          images: 0,
+          response_tokens: null,
+          status: hostile,
+          prompt_hash: null,
         },
       ],
       groups: [],

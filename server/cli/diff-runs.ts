@@ -2,7 +2,8 @@
 // or a `check --json` file (read and validated); the diff is server/report/diff-runs.ts.
 import fs from 'node:fs';
 import type { z } from 'zod';
-import { CheckReport, runCheck, type CheckOptions } from './check.ts';
+import { runCheck, type CheckOptions } from './check.ts';
+import { CheckReport } from '../report/check-report.ts';
 import { diffRuns, kindLabel, type DiffFinding, type RunPair, type DiffRuns } from '../report/diff-runs.ts';
 import { paint } from './output.ts';
 import type { TextOut } from './check.ts';

@@ -4,7 +4,7 @@
 import path from 'node:path';
 import type { CheckedTrajectory } from '../pipeline.ts';
 import { streamTokens } from '../pipeline.ts';
-import type { CheckReport } from '../cli/check.ts';
+import type { CheckReport } from '../report/check-report.ts';
 import { diffRuns, type RunPair, type DiffRuns } from '../report/diff-runs.ts';
 import type { AgainstPair, AgainstRun, AgainstStream, StreamInfo } from './api.ts';
 import type { RunStore } from './store.ts';

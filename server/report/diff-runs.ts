@@ -3,9 +3,9 @@
 // in each pair: findings that appeared or vanished, reward, response length, logprob mismatch.
 // Pure: reads two CheckReports, writes one DiffRuns document.
 import { z } from 'zod';
-import type { CheckReport } from '../cli/check.ts';
+import type { CheckReport, ReportEntry } from './check-report.ts';
 
-type Entry = CheckReport['trajectories'][number];
+type Entry = ReportEntry;
 
 /** The fields of a finding the diff reads (the rest of `check --json`'s finding passes through). */
 const DiffFinding = z
@@ -111,14 +111,6 @@ export const DiffRuns = z.object({
 });
 export type DiffRuns = z.infer<typeof DiffRuns>;
 
-/** The fields the report layer adds to each entry; reports written before they existed read as unknown. */
-interface EntryFacts {
-  reward?: number | null;
-  response_tokens?: number | null;
-  prompt_hash?: string | null;
-}
-const facts = (e: Entry): EntryFacts => e as Entry & EntryFacts;
-
 /** A finding's kind as the diff counts it: the cause names the break (`prefix_break/duplicated_eos`). */
 export function kindLabel(f: Pick<DiffFinding, 'kind' | 'cause'>): string {
   return f.cause ? `${f.kind}/${f.cause}` : f.kind;
@@ -223,12 +215,12 @@ function pairOf(a: Entry, b: Entry, pairedBy: RunPair['paired_by'], samples: Run
     findings_added: f.added,
     findings_removed: f.removed,
     findings_moved: f.moved,
-    reward_a: facts(a).reward ?? null,
-    reward_b: facts(b).reward ?? null,
-    reward_delta: delta(facts(a).reward, facts(b).reward),
-    response_tokens_a: facts(a).response_tokens ?? null,
-    response_tokens_b: facts(b).response_tokens ?? null,
-    length_delta: delta(facts(a).response_tokens, facts(b).response_tokens),
+    reward_a: a.reward,
+    reward_b: b.reward,
+    reward_delta: delta(a.reward, b.reward),
+    response_tokens_a: a.response_tokens,
+    response_tokens_b: b.response_tokens,
+    length_delta: delta(a.response_tokens, b.response_tokens),
     logprobs_a: la,
     logprobs_b: lb,
     mean_abs_delta_change: la && lb ? lb.meanAbsDelta - la.meanAbsDelta : null,
@@ -274,7 +266,7 @@ export function pairEntries(
   const byPrompt = (list: readonly Entry[]) => {
     const m = new Map<string, Entry[]>();
     for (const e of list) {
-      const h = facts(e).prompt_hash;
+      const h = e.prompt_hash;
       if (h) m.set(h, [...(m.get(h) ?? []), e]);
     }
     return m;

@@ -3,7 +3,7 @@
 // trajectory (findings of severity error as <failure>, warnings and limitations in <system-out>),
 // one <testcase> with an <error> per record that could not be read. Pure: CheckReport → XML text,
 // valid against Jenkins' junit-10.xsd (test/support/junit-10.xsd).
-import type { CheckReport } from '../cli/check.ts';
+import type { CheckReport } from './check-report.ts';
 
 interface JunitFinding {
   kind: string;

@@ -8,7 +8,7 @@ import {
   type Command,
 } from '../command.ts';
 import { DiffInputError, printDiff, runDiff } from '../diff-runs.ts';
-import { MISMATCH_OPTIONS, MISMATCH_USAGE, mismatchThresholds } from '../mismatch-json.ts';
+import { MISMATCH_OPTIONS, MISMATCH_USAGE, mismatchThresholds } from '../mismatch-options.ts';
 import { diffExitStatus, FAIL_ON, type FailOn } from '../../report/diff-runs.ts';
 
 export const command: Command = {
