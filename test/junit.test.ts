@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import type { CheckReport } from '../server/report/check-report.ts';
+import { CheckReport } from '../server/report/check-report.ts';
 import { sideReport } from '../server/cli/diff-runs.ts';
 import { junitClassName, junitXml, xmlText } from '../server/report/junit.ts';
 
@@ -191,5 +191,62 @@ describe('check --junit', async () => {
   it('class names keep the path readable when readers split them at the last dot', () => {
     expect(junitClassName('vllm', 'runs/step_3/calls.jsonl')).toBe('vllm.runs.step_3.calls_jsonl');
     expect(junitClassName('slime', './a\\b.c/d.jsonl')).toBe('slime.a.b_c.d_jsonl');
+  });
+});
+
+describe('check --junit FILE', () => {
+  const RUN = [
+    'test/fixtures/vllm/malformed.jsonl',
+    'test/fixtures/vllm/chat-by-id.jsonl',
+    'test/fixtures/groups/verl',
+  ];
+  const check = (...args: string[]) =>
+    spawnSync(process.execPath, ['bin/rollscope.js', 'check', ...RUN, '--workers', '0', ...args], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, NO_COLOR: '1' },
+    });
+  const untimed = (xml: string) => xml.replace(/ time="[0-9.]+"/g, '');
+
+  it('writes the document junitXml gives for the report check --json writes, beside the JSON or the text', () => {
+    const plain = check('--json');
+    const xmlFile = path.join(tmp, 'check.xml');
+    const both = check('--json', '--junit', xmlFile);
+    expect(both.status).toBe(plain.status);
+    expect(both.stdout).toBe(plain.stdout);
+    const xml = fs.readFileSync(xmlFile, 'utf8');
+    expect(validate(xml).status).toBe(0);
+    const report = CheckReport.parse(JSON.parse(plain.stdout));
+    expect(untimed(xml)).toBe(untimed(junitXml(report)));
+    // Each input file's suite has the time it took.
+    expect(xml).toMatch(/<testsuite name="test\/fixtures\/vllm\/chat-by-id.jsonl"[^>]* time="\d+\.\d{3}"/);
+
+    const textFile = path.join(tmp, 'text.xml');
+    const text = check('--junit', textFile);
+    expect(text.status).toBe(plain.status);
+    expect(text.stdout).toContain('trajectories:');
+    expect(untimed(fs.readFileSync(textFile, 'utf8'))).toBe(untimed(xml));
+  });
+
+  it('with --shard, the shards together hold every case once', () => {
+    const names: string[] = [];
+    for (const k of [0, 1]) {
+      const file = path.join(tmp, `shard-${k}.xml`);
+      const r = check('--shard', `${k}/2`, '--junit', file);
+      expect(r.status).not.toBe(2);
+      const xml = fs.readFileSync(file, 'utf8');
+      expect(validate(xml).status).toBe(0);
+      names.push(...parsed(xml).suites.flatMap((s) => s.cases.map((c) => `${c.classname} ${c.name}`)));
+    }
+    const whole = parsed(fs.readFileSync(path.join(tmp, 'check.xml'), 'utf8'));
+    expect(names.sort()).toEqual(whole.suites.flatMap((s) => s.cases.map((c) => `${c.classname} ${c.name}`)).sort());
+  });
+
+  it('refuses --junit and --out on the same file', () => {
+    const file = path.join(tmp, 'same.out');
+    const r = check('--json', '--out', file, '--junit', file);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('--junit and --out name the same file');
   });
 });

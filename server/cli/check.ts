@@ -13,6 +13,8 @@ import { runRoot } from '../pipeline/shard.ts';
 import { EntrySpool, entryJson, entryParts } from './report-spool.ts';
 import { checkExitStatus, type CheckReport } from '../report/check-report.ts';
 import { CheckReportBuilder, hasTokens } from '../report/build.ts';
+import { JunitLayout, JunitStream } from '../report/junit.ts';
+import type { ReportEntry } from '../report/check-report.ts';
 
 /** Tokens around `index`, decoded one by one with whitespace and special tokens visible; the culprit bracketed. */
 export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): string | undefined {
@@ -72,13 +74,19 @@ export interface CheckOptions extends RunOptions {
   all?: boolean;
   /** Also write one Parquet row per finding to this file (export/findings-parquet.ts). */
   findingsParquet?: string;
+  /** Also write the report as JUnit XML here (report/junit.ts; docs/junit.md). */
+  junit?: TextOut;
 }
 
 export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut): Promise<number> {
   // Each entry is spooled as it comes (memory bounded on any run size) and written at the end, with
   // its group's findings, into the same bytes JSON.stringify(report) would give.
   const builder = new CheckReportBuilder(opts.mismatch);
-  const spool = opts.json ? new EntrySpool() : undefined;
+  // JUnit reads the entries back as JSON does, with their group's findings (known at the end).
+  const spool = opts.json || opts.junit ? new EntrySpool() : undefined;
+  const junit = opts.junit ? new JunitLayout() : undefined;
+  const started = performance.now();
+  let fileEnded = started;
   let entries = 0;
   // Run-wide positions of what this shard lists, counting what the other shards own: trajectories
   // and errors in one count, so a trajectory that fails analysis (an error in its owner, a skipped
@@ -114,21 +122,29 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       if (ev.type === 'error') {
         place(positions.errors);
         builder.addError(ev.error);
+        junit?.addError(ev.error);
         continue;
       }
       if (ev.type === 'file') {
         runFiles.update(`${path.relative(root, path.resolve(ev.file)).split(path.sep).join('/')}\n`);
+        const now = performance.now();
+        junit?.fileDone(ev.file, (now - fileEnded) / 1000);
+        fileEnded = now;
         continue;
       }
       place(positions.trajectories);
       const c = ev.checked;
       findings?.add(c);
       const { entry, group } = builder.addTrajectory(c);
+      junit?.addEntry(entry);
       if (spool) {
         const { head, tail } = entryParts(entry);
         spool.add(group, head, tail);
-      } else if (opts.all) printTrajectory(c, out);
-      else collectExamples(c, examples);
+      }
+      if (!opts.json) {
+        if (opts.all) printTrajectory(c, out);
+        else collectExamples(c, examples);
+      }
       progress?.update(++trajectories);
     }
     progress?.done();
@@ -143,9 +159,17 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   if (spool) {
     // Each member lists its group's findings after its own (docs/check-json.md#groups).
     const extra = run.groups.map((g) => g.findings.map((f) => JSON.stringify(f)).join(','));
+    const xml =
+      junit && opts.junit
+        ? new JunitStream(junit, (t) => opts.junit!.write(t), { seconds: (performance.now() - started) / 1000 })
+        : undefined;
     try {
-      for await (const e of spool.entries())
-        await written(out, `${entries++ > 0 ? ',' : ''}${entryJson(e, e.group >= 0 ? extra[e.group]! : '')}`);
+      for await (const e of spool.entries()) {
+        const json = entryJson(e, e.group >= 0 ? extra[e.group]! : '');
+        if (opts.json) await written(out, `${entries++ > 0 ? ',' : ''}${json}`);
+        xml?.entry(JSON.parse(json) as ReportEntry);
+      }
+      xml?.end();
     } finally {
       spool.dispose();
     }

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import {
   COMMON_OPTIONS,
   COMMON_USAGE,
@@ -18,7 +19,7 @@ export const command: Command = {
   name: 'check',
   summary: 'check trajectories: prefix stability, re-render drift, image placeholders, masks, logprobs',
   usage: `rollscope check PATH... [--model M] [--format F] [--min-pixels N] [--max-pixels N] [--workers N] [--json]
-                [--shard K/N] [--out FILE] [--findings-parquet FILE]
+                [--shard K/N] [--out FILE] [--findings-parquet FILE] [--junit FILE]
 
 Exit status: 0 when no finding is an error and every record was read; 1 when a finding is an
 error or a record could not be read; 2 on wrong arguments or a path that cannot be read.
@@ -34,6 +35,9 @@ ${COMMON_USAGE}
                    writes the same bytes
   --findings-parquet FILE
                    also write one Parquet row per finding (docs/check-json.md, "Findings as Parquet")
+  --junit FILE     also write the report as JUnit XML for CI test reporters (GitLab, Jenkins, GitHub): one
+                   test case per trajectory, error findings as failures, unreadable records as errors
+                   (docs/junit.md); FILE appears only when complete
 ${MISMATCH_USAGE}
 ${TRAINER_USAGE}`,
   async run(argv) {
@@ -46,6 +50,7 @@ ${TRAINER_USAGE}`,
       shard: { type: 'string' },
       out: { type: 'string', short: 'o' },
       'findings-parquet': { type: 'string' },
+      junit: { type: 'string' },
     });
     if (positionals.length === 0) throw new UsageError('check needs at least one PATH');
     let shard: ShardSpec | undefined;
@@ -60,6 +65,14 @@ ${TRAINER_USAGE}`,
     const file = values.out !== undefined ? new AtomicFile(values.out) : undefined;
     const text = file ? bufferedText(file) : undefined;
     const out: TextOut = text ?? process.stdout;
+    if (
+      values.junit !== undefined &&
+      values.out !== undefined &&
+      path.resolve(values.junit) === path.resolve(values.out)
+    )
+      throw new UsageError('--junit and --out name the same file');
+    const junitFile = values.junit !== undefined ? new AtomicFile(values.junit) : undefined;
+    const junit = junitFile ? bufferedText(junitFile) : undefined;
     try {
       const status = await runCheck(
         positionals,
@@ -76,15 +89,19 @@ ${TRAINER_USAGE}`,
           ...(trainer.side ? { trainer: trainer.side } : {}),
           shard,
           findingsParquet: values['findings-parquet'],
+          junit,
         },
         out,
       );
       text?.flush();
       file?.commit();
+      junit?.flush();
+      junitFile?.commit();
       // A sidecar line that could not be read is a record that could not be read.
       return trainer.bad ? Math.max(status, 1) : status;
     } catch (e) {
       file?.discard();
+      junitFile?.discard();
       throw e;
     }
   },
