@@ -3,6 +3,8 @@
 // server views. Components never fetch on their own. The shapes come from server/http/api.ts as
 // types only: the server validates them with zod; the browser bundle carries no schema code.
 import type {
+  AgainstPair,
+  AgainstRun,
   ComparePair,
   CompareRun,
   DiffResult,
@@ -80,6 +82,9 @@ export interface Api {
   /** `serve ROLLOUT --trained TRAINED`: every pair, and one trajectory's pair. */
   compareRun(): Promise<CompareRun>;
   comparePair(id: string): Promise<ComparePair>;
+  /** `serve A --against B`: the diff of the two runs, and one pair at token level. */
+  againstRun(): Promise<AgainstRun>;
+  againstPair(a: string, b: string, stream?: string, turn?: number): Promise<AgainstPair>;
   startExport(request: ExportRequestInput): Promise<ExportJob>;
   exportJob(job: string): Promise<ExportJob>;
   cancelExport(job: string): Promise<ExportJob>;
@@ -104,6 +109,8 @@ export const httpApi: Api = {
   logprobs: (id) => getJson<LogprobView>(`/api/trajectories/${enc(id)}/logprobs`),
   compareRun: () => getJson<CompareRun>('/api/compare'),
   comparePair: (id) => getJson<ComparePair>(`/api/trajectories/${enc(id)}/compare`),
+  againstRun: () => getJson<AgainstRun>('/api/against'),
+  againstPair: (a, b, stream, turn) => getJson<AgainstPair>(`/api/against/pair${search({ a, b, stream, turn })}`),
   ratios: () => getJson<RatioHistogram>('/api/run/ratios'),
   startExport: (request) => postJson<ExportJob>('/api/exports', request),
   exportJob: (job) => getJson<ExportJob>(`/api/exports/${enc(job)}`),
@@ -160,6 +167,8 @@ export function staticApi(data: SharedTrajectory): Api {
       errors: [],
     }),
     comparePair: () => needsServer('The trained side'),
+    againstRun: async () => ({ available: false, loading: false, aFiles: [], bFiles: [], diff: null, error: null }),
+    againstPair: () => needsServer('The run against another'),
     startExport: () => needsServer('Export'),
     exportJob: () => needsServer('Export'),
     cancelExport: () => needsServer('Export'),

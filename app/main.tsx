@@ -7,6 +7,7 @@ import { openTrajectory, TrajectoryPage } from './components/TrajectoryPage.tsx'
 import { PlaygroundPage } from './components/PlaygroundPage.tsx';
 import { ComparePage } from './components/CompareView.tsx';
 import { RunPage } from './components/RunPage.tsx';
+import { AgainstPage } from './components/AgainstPage.tsx';
 import { installKeyboard } from './keyboard.ts';
 import './styles.css';
 
@@ -31,6 +32,7 @@ function App() {
   }, [loading, loadInfo]);
   if (page === 'compare') return <ComparePage />;
   if (page === 'run') return <RunPage />;
+  if (page === 'against') return <AgainstPage />;
   return page === 'trajectory' ? <TrajectoryPage /> : page === 'playground' ? <PlaygroundPage /> : <Overview />;
 }
 

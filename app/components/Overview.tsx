@@ -14,6 +14,7 @@ import { RunModels } from './RunModels.tsx';
 import { api } from '../api.ts';
 import { RatioHistogram } from './RatioHistogram.tsx';
 import { useCompareAvailable } from './CompareView.tsx';
+import { useAgainstRun, useLoadAgainstRun } from '../stores/against.ts';
 import { GroupedOverview } from './GroupedOverview.tsx';
 import { formatCount } from '../format.ts';
 
@@ -99,6 +100,11 @@ export function Overview() {
   const error = useRunError();
   const query = useMemo(() => queryFromParams(params), [params]);
   const hasTrained = useCompareAvailable();
+  const against = useAgainstRun();
+  const loadAgainst = useLoadAgainstRun();
+  useEffect(() => {
+    if (!against) void loadAgainst();
+  }, [against, loadAgainst]);
   const picked = usePicked();
   const togglePicked = useTogglePicked();
   const setPicked = useSetPicked();
@@ -193,6 +199,11 @@ export function Overview() {
         {hasTrained && (
           <a className="toplink" href="#/compare" data-testid="open-compare">
             Trained side
+          </a>
+        )}
+        {against?.available && (
+          <a className="toplink" href="#/against" data-testid="open-against">
+            Against B
           </a>
         )}
         {/* The playground and export run on the server: not in a shared page. */}

@@ -6,7 +6,7 @@ import { create } from 'zustand';
 export type Params = Record<string, string>;
 
 export interface Route {
-  page: 'overview' | 'trajectory' | 'playground' | 'compare' | 'run';
+  page: 'overview' | 'trajectory' | 'playground' | 'compare' | 'run' | 'against';
   id: string | null;
   params: Params;
 }
@@ -21,6 +21,7 @@ export function parseHash(hash: string): Route {
   if (pathPart === '/playground') return { page: 'playground', id: null, params };
   if (pathPart === '/compare') return { page: 'compare', id: null, params };
   if (pathPart === '/run') return { page: 'run', id: null, params };
+  if (pathPart === '/against') return { page: 'against', id: null, params };
   return { page: 'overview', id: null, params };
 }
 
@@ -37,7 +38,9 @@ export function formatHash(route: Route): string {
           ? '#/compare'
           : route.page === 'run'
             ? '#/run'
-            : '#/';
+            : route.page === 'against'
+              ? '#/against'
+              : '#/';
   return qs ? `${base}?${qs}` : base;
 }
 

@@ -7,6 +7,8 @@ import { FormatName, GridThw, ReadError } from '../model/trajectory.ts';
 import { RATIO_BIN_COUNT } from '../analysis/ratio-histogram.ts';
 import { RunPair, DiffRuns } from '../report/diff-runs.ts';
 
+export type { DiffFinding, RunPair } from '../report/diff-runs.ts';
+
 /** Why export leaves a trajectory out (the app words each one). */
 export type { RejectReason } from '../export/policy.ts';
 
