@@ -6,7 +6,7 @@ import type { CheckedTrajectory } from '../pipeline.ts';
 import { streamTokens } from '../pipeline.ts';
 import type { CheckReport } from '../report/check-report.ts';
 import { diffRuns, type RunPair, type DiffRuns } from '../report/diff-runs.ts';
-import type { AgainstPair, AgainstRun, AgainstStream, StreamInfo } from './api.ts';
+import type { AgainstPair, AgainstRun, AgainstStream, DiffResult, StreamInfo } from './api.ts';
 import type { RunStore } from './store.ts';
 import { availableStreams, idsDiff, NotFound } from './views.ts';
 
@@ -98,11 +98,37 @@ export function againstPairView(
   const ta = streamTokens(a, shown.name, shown.turn) ?? [];
   const tb = streamTokens(b, shown.name, shown.turn) ?? [];
   const where = shown.name === 'prompt' ? `turn ${shown.turn} prompt` : shown.name;
+  const labels = { a: `A ${where}`, b: `B ${where}` };
+  // The classifier words what its second stream has against the first (the re-render against the
+  // generation): the side that lost findings is the one the difference explains, so for a pair B
+  // fixed it reads A against B, and shows A on the left still.
+  const fixedInB = pair.findings_removed.length > 0 && pair.findings_added.length === 0;
   return {
     pair,
     streams,
     stream: shown.name,
     turn: shown.turn,
-    tokens: idsDiff(a.profile, ta, tb, { a: `A ${where}`, b: `B ${where}` }),
+    tokens: fixedInB
+      ? swapSides(idsDiff(a.profile, tb, ta, { a: labels.b, b: labels.a }))
+      : idsDiff(a.profile, ta, tb, labels),
+  };
+}
+
+/** The same diff with its sides exchanged (rows, hunks and the divergence's indices and text). */
+export function swapSides(d: DiffResult): DiffResult {
+  return {
+    a: d.b,
+    b: d.a,
+    rowsA: d.rowsB,
+    rowsB: d.rowsA,
+    hunks: d.hunks.map((h) => ({ row: h.row, aStart: h.bStart, aEnd: h.bEnd, bStart: h.aStart, bEnd: h.aEnd })),
+    divergence: d.divergence && {
+      ...d.divergence,
+      aIndex: d.divergence.bIndex,
+      bIndex: d.divergence.aIndex,
+      textA: d.divergence.textB,
+      textB: d.divergence.textA,
+    },
+    prefixOnly: d.prefixOnly,
   };
 }
