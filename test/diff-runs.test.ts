@@ -66,6 +66,20 @@ describe('diff-runs on a run and the same run with one template fix', async () =
     expect(diffExitStatus(d, 'new-errors')).toBe(0);
   });
 
+  it('the same on a log without ids (a missing newline fixed; trajectories named by their first line)', async () => {
+    const chained = {
+      a: await sideReport(path.join(ROOT, 'test/fixtures/vllm/chat-chained.jsonl'), opts),
+      b: await sideReport(path.join(ROOT, 'test/fixtures/diff-runs/vllm-fixed/chat-chained.jsonl'), opts),
+    };
+    const d = diffRuns(chained.a, chained.b);
+    expect(d.pairs).toHaveLength(chained.a.trajectories.length);
+    expect(d.pairs.every((p) => p.same_prompt === true && p.findings_added.length === 0)).toBe(true);
+    const changed = d.pairs.filter((p) => p.changed);
+    expect(changed).toHaveLength(1);
+    expect(changed[0]!.findings_removed.map((f) => `${f.kind}/${f.cause}`)).toEqual(['prefix_break/missing_newline']);
+    expect(d.summary).toMatchObject({ fixed: 1, broke: 0, id_pairs_prompt_differs: 0, new_error_kinds: [] });
+  });
+
   it('the other way round, the break is new in its pair and fails --fail-on new-errors', () => {
     const d = diffRuns(after, before);
     const changed = d.pairs.filter((p) => p.changed);
@@ -189,6 +203,15 @@ const report = (trajectories: Entry[]): CheckReport => ({
 });
 
 describe('pairing', () => {
+  it('a pair by id whose first prompts differ is counted, so ids that are line numbers do not pass unseen', () => {
+    const d = diffRuns(
+      report([entry('line 3', { prompt_hash: 'p' }), entry('line 5', { prompt_hash: 'q' })]),
+      report([entry('line 3', { prompt_hash: 'q' }), entry('line 5', { prompt_hash: 'q' })]),
+    );
+    expect(d.pairs.map((p) => p.same_prompt)).toEqual([false, true]);
+    expect(d.summary.id_pairs_prompt_differs).toBe(1);
+  });
+
   it('by id first (duplicates k-th with k-th), then by prompt: the k-th sample of a prompt with the k-th', () => {
     const a = report([
       entry('x', { step: 1 }),
@@ -212,6 +235,7 @@ describe('pairing', () => {
       ['a-1', 'b-1', 'prompt'],
     ]);
     expect(d.pairs[2]!.prompt_samples).toEqual({ a: 2, b: 3 });
+    expect(d.pairs.map((p) => p.same_prompt)).toEqual([null, null, true, true]);
     expect(d.pairs[2]!.reward_delta).toBe(1);
     expect(d.only_a.map((e) => e.id)).toEqual(['lonely']);
     expect(d.only_b.map((e) => e.id)).toEqual(['b-2']);

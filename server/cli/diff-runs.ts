@@ -145,6 +145,7 @@ export function printDiff(d: DiffRuns, out: TextOut): void {
     `\n${s.pairs} pair(s) (${s.paired_by_id} by id, ${s.paired_by_prompt} by prompt): ${s.fixed} fixed, ${s.broke} broke, ${s.changed - s.fixed - s.broke} changed otherwise, ${s.pairs - s.changed} the same; ${s.only_a} only in A, ${s.only_b} only in B\n` +
       `${s.findings_removed ? `gone: ${kinds(s.removed_by_kind)}\n` : ''}${s.findings_added ? `new: ${kinds(s.added_by_kind)}\n` : ''}` +
       `${s.new_error_kinds.length ? `${paint.red('errors of a kind A did not have')}: ${s.new_error_kinds.join(', ')}\n` : ''}` +
-      `${s.unreadable_a || s.unreadable_b ? `unreadable records: A ${s.unreadable_a}, B ${s.unreadable_b}\n` : ''}`,
+      `${s.unreadable_a || s.unreadable_b ? `unreadable records: A ${s.unreadable_a}, B ${s.unreadable_b}\n` : ''}` +
+      `${s.id_pairs_prompt_differs ? `${paint.yellow('note')}: ${s.id_pairs_prompt_differs} pair(s) by id have different first prompts (a changed prompt, or ids that are line numbers: check the pairing)\n` : ''}`,
   );
 }

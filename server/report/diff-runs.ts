@@ -47,6 +47,8 @@ export const RunPair = z.object({
   paired_by: z.enum(['id', 'prompt']),
   /** For a pair by prompt: how many trajectories of each side asked that prompt (several: paired in order). */
   prompt_samples: z.object({ a: z.number().int(), b: z.number().int() }).nullable(),
+  /** Whether both sides' first prompts hash the same (null when either is unknown); false for a pair by id says "look". */
+  same_prompt: z.boolean().nullable(),
   findings_added: z.array(DiffFinding),
   findings_removed: z.array(DiffFinding),
   findings_moved: z.array(MovedFinding),
@@ -99,6 +101,8 @@ export const DiffRuns = z.object({
   summary: Counts.extend({
     paired_by_id: z.number().int(),
     paired_by_prompt: z.number().int(),
+    /** Pairs by id whose first prompts differ: a changed prompt, or ids a format derives from line numbers. */
+    id_pairs_prompt_differs: z.number().int(),
     unreadable_a: z.number().int(),
     unreadable_b: z.number().int(),
     /** Finding kinds (`kind/cause`) with an error in b and no error in a, over each whole run (`--fail-on new-errors`). */
@@ -212,6 +216,7 @@ function pairOf(a: Entry, b: Entry, pairedBy: RunPair['paired_by'], samples: Run
     b: side(b),
     paired_by: pairedBy,
     prompt_samples: samples,
+    same_prompt: a.prompt_hash && b.prompt_hash ? a.prompt_hash === b.prompt_hash : null,
     findings_added: f.added,
     findings_removed: f.removed,
     findings_moved: f.moved,
@@ -361,6 +366,7 @@ export function diffRuns(a: CheckReport, b: CheckReport): DiffRuns {
       ...count(pairs, onlyA.length, onlyB.length),
       paired_by_id: pairs.filter((p) => p.paired_by === 'id').length,
       paired_by_prompt: pairs.filter((p) => p.paired_by === 'prompt').length,
+      id_pairs_prompt_differs: pairs.filter((p) => p.paired_by === 'id' && p.same_prompt === false).length,
       unreadable_a: a.summary.unreadableRecords,
       unreadable_b: b.summary.unreadableRecords,
       new_error_kinds: newKinds(kindsOf(a, isError), kindsOf(b, isError)),
