@@ -247,3 +247,44 @@ describe('pairing', () => {
     expect(d.summary.reward_delta_mean).toBe(0.5);
   });
 });
+
+describe('per pair changes', () => {
+  const lp = (mean: number) => ({
+    tokens: 10,
+    meanAbsDelta: mean,
+    maxAbsDelta: 2 * mean,
+    maxAt: 3,
+    k3: 0,
+    maxRatio: 1,
+    pastCapShare: 0,
+    firstPastThreshold: null,
+    turns: [],
+    shift: null,
+  });
+  it('the length and logprob-mismatch changes, counted per step', () => {
+    const d = diffRuns(
+      report([
+        entry('t', { step: 4, response_tokens: 100, logprobs: lp(0.5) }),
+        entry('u', { step: 4, response_tokens: 10 }),
+      ]),
+      report([
+        entry('t', { step: 4, response_tokens: 80, logprobs: lp(0.125) }),
+        entry('u', { step: 4, response_tokens: 10 }),
+      ]),
+    );
+    const [t, u] = d.pairs;
+    expect(t).toMatchObject({ length_delta: -20, mean_abs_delta_change: -0.375, changed: true });
+    expect(t!.logprobs_b).toEqual({ meanAbsDelta: 0.125, maxAbsDelta: 0.25, pastCapShare: 0 });
+    expect(u).toMatchObject({ length_delta: 0, mean_abs_delta_change: null, changed: false });
+    expect(d.summary.steps).toEqual([
+      expect.objectContaining({
+        step: 4,
+        pairs: 2,
+        changed: 1,
+        length_changed: 1,
+        length_delta_mean: -10,
+        logprobs_changed: 1,
+      }),
+    ]);
+  });
+});
