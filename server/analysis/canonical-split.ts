@@ -96,7 +96,7 @@ interface PieceVerdict {
  * alone, and the pieces of a run repeat (tool calls, a prompt's generation revisited at a later
  * step). Bounded in bytes (util/shared-cache.ts).
  */
-const pieceVerdicts = new WeakMap<TokenizerHandle, ByteLru<number, PieceVerdict>>();
+const pieceVerdicts = new Map<TokenizerHandle, ByteLru<number, PieceVerdict>>();
 let pieceCacheBytes: number | undefined;
 
 function verdictsOf(tok: TokenizerHandle): ByteLru<number, PieceVerdict> | undefined {
@@ -106,6 +106,18 @@ function verdictsOf(tok: TokenizerHandle): ByteLru<number, PieceVerdict> | undef
   let cache = pieceVerdicts.get(tok);
   if (!cache) pieceVerdicts.set(tok, (cache = new ByteLru(pieceCacheBytes)));
   return cache;
+}
+
+/** What the piece-verdict caches of this thread hold and have answered, over all tokenizers. */
+export function splitVerdictCacheStats(): { entries: number; bytes: number; hits: number; misses: number } {
+  const caches = [...pieceVerdicts.values()];
+  const sum = (f: (c: ByteLru<number, PieceVerdict>) => number) => caches.reduce((n, c) => n + f(c), 0);
+  return {
+    entries: sum((c) => c.size),
+    bytes: sum((c) => c.bytes),
+    hits: sum((c) => c.hits),
+    misses: sum((c) => c.misses),
+  };
 }
 
 /** The non-canonical spans of `ids[start, end)`, a run between added ids, at offsets inside it. */
@@ -140,8 +152,8 @@ export async function nonCanonicalSpans(
     if (i === pieceStart) continue;
     let spans: SplitSpan[];
     const key = verdicts ? hashIds(ids, pieceStart, i) : 0;
-    const known = verdicts?.get(key);
-    if (known && sameIds(known.ids, ids, pieceStart, i)) spans = known.spans;
+    const known = verdicts?.get(key, (v) => sameIds(v.ids, ids, pieceStart, i));
+    if (known) spans = known.spans;
     else {
       spans = await pieceSpans(tok, ids, pieceStart, i);
       const spanIds = spans.reduce((n, s) => n + s.stored.length + s.canonical.length, 0);

@@ -161,7 +161,14 @@ const sizeCache = new Map<string, SizeHit>();
 let dataUrlSizes: ByteLru<string, { url: string; hit: SizeHit }> | undefined;
 const DATA_URL_SAMPLES = 64;
 
-function sampledKey(url: string): string {
+/** What the inline-image cache of this thread holds and has answered. */
+export function inlineImageCacheStats(): { entries: number; bytes: number; hits: number; misses: number } {
+  const c = dataUrlSizes;
+  return { entries: c?.size ?? 0, bytes: c?.bytes ?? 0, hits: c?.hits ?? 0, misses: c?.misses ?? 0 };
+}
+
+/** The cache key of an inline image: its length and characters sampled across it. */
+export function inlineImageKey(url: string): string {
   const n = url.length;
   const codes = new Array<number>(DATA_URL_SAMPLES);
   for (let k = 0; k < DATA_URL_SAMPLES; k++)
@@ -228,9 +235,9 @@ async function sizeOf(url: string, opts: ResolveOptions): Promise<SizeHit> {
 async function inlineImage(url: string, opts: ResolveOptions): Promise<SizeHit> {
   dataUrlSizes ??= new ByteLru(sharedCacheBytes() - Math.floor(sharedCacheBytes() / 3));
   if (!dataUrlSizes.enabled) return sizeOf(url, opts);
-  const key = sampledKey(url);
-  const known = dataUrlSizes.get(key);
-  if (known && known.url === url) return known.hit;
+  const key = inlineImageKey(url);
+  const known = dataUrlSizes.get(key, (v) => v.url === url);
+  if (known) return known.hit;
   const hit = await sizeOf(url, opts);
   // A base64 URL is ASCII: a byte a character.
   dataUrlSizes.set(key, { url, hit }, url.length + 128);
