@@ -2,13 +2,16 @@
 // inline as data: URLs, three Qwen-VL generations, GRPO groups repeated with fresh indices, a
 // quarter faulty). In one run: the read-and-JSON.parse floor, `check` with the default workers and
 // with `--workers 0` (wall, peak RSS; the median of several runs, as the machine is shared), their
-// ratios to the floor, and peak RSS of `check` for three run sizes.
+// ratios to the floor, and peak RSS of `check` for three run sizes. Beside it, the same with the
+// shared-work caches off (ROLLSCOPE_SHARED_CACHE_MB=0), and a run of the same size with no groups
+// and every prompt its own (`--group 1`, words swapped), so what sharing gains shows on its own.
 // `node bin/tsx.js bench/standard.ts [--quick] [--reps N] [--keep]`
 import fs from 'node:fs';
 import path from 'node:path';
 import { STANDARD_RUN, generateRun, progressPrinter, type GeneratedRun } from './generate.ts';
 import { floorParse, streamedImport } from './load.ts';
 import { workersFor } from '../server/pipeline.ts';
+import { SHARED_CACHE_ENV } from '../server/util/shared-cache.ts';
 import {
   benchDir,
   isMain,
@@ -27,31 +30,41 @@ const median = (xs: number[]): number => {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
-async function standardRun(bytes: number): Promise<GeneratedRun> {
-  const name = `standard-${Math.round(bytes / 1e6)}MB`;
+/** The standard layout with no GRPO groups: each sample its own prompt and answer words (images from the same pool). */
+const DISTINCT_RUN = { ...STANDARD_RUN, groupSize: 1, vary: 'swap' } as const;
+
+async function standardRun(bytes: number, shape: 'standard' | 'distinct' = 'standard'): Promise<GeneratedRun> {
+  const name = `${shape}-${Math.round(bytes / 1e6)}MB`;
   const out = path.join(benchDir(), name, `${name}.jsonl`);
   const sidecar = `${out}.bench.json`;
   if (fs.existsSync(sidecar) && fs.existsSync(out)) return JSON.parse(fs.readFileSync(sidecar, 'utf8')) as GeneratedRun;
   process.stderr.write(`generating the ${name} run...\n`);
-  const run = await generateRun({ ...STANDARD_RUN, out, targetBytes: bytes }, progressPrinter());
+  const run = await generateRun(
+    { ...(shape === 'standard' ? STANDARD_RUN : DISTINCT_RUN), out, targetBytes: bytes },
+    progressPrinter(),
+  );
   if (process.stderr.isTTY) process.stderr.write('\n');
   fs.writeFileSync(sidecar, JSON.stringify(run));
   return run;
 }
 
 /** `check --json` on the run; fails loudly unless it reports exactly the planted faults. */
-async function check(run: GeneratedRun, workers: string[]): Promise<ProcessRun> {
+async function check(run: GeneratedRun, workers: string[], env: NodeJS.ProcessEnv = {}): Promise<ProcessRun> {
   const out = path.join(benchDir(), `check-${process.pid}.json`);
   const r = await measureProcess(process.execPath, [ROLLSCOPE, 'check', '--json', ...workers, run.file], {
     stdoutFile: out,
+    env,
   });
   const report = JSON.parse(fs.readFileSync(out, 'utf8')) as {
-    trajectories: { findings: { severity: string }[] }[];
+    trajectories: { findings: { severity: string; kind: string; field?: string }[] }[];
     groups: { findings: { field?: string }[] }[];
   };
   fs.rmSync(out, { force: true });
   const withErrors = report.trajectories.filter((t) => t.findings.some((f) => f.severity === 'error')).length;
-  const warned = report.trajectories.filter((t) => t.findings.some((f) => f.severity === 'warning')).length;
+  // Rewards are random: a group whose rewards are all equal is warned of on each of its samples, and is no fault.
+  const warned = report.trajectories.filter((t) =>
+    t.findings.some((f) => f.severity === 'warning' && !(f.kind === 'group' && f.field === 'reward')),
+  ).length;
   // Every group shares its prompt (a planted fault is that sample's, not a second prompt); rewards are random, so a group may have equal ones.
   const mixedGroups = report.groups.filter((g) => g.findings.some((f) => f.field !== 'reward')).length;
   if (report.trajectories.length !== run.trajectories || withErrors !== run.faulty || warned !== 0 || mixedGroups !== 0)
@@ -76,17 +89,32 @@ export async function standardFigure(quick: boolean): Promise<Figure> {
   const streamS = await timeBest(Math.max(2, reps), async () => (streamed = await streamedImport(run.file)));
   if (streamed.trajectories !== run.trajectories)
     throw new Error(`streamed import read ${streamed.trajectories} of ${run.trajectories} trajectories`);
+  const distinct = await standardRun(base, 'distinct');
+  let distinctFloorS = 0;
   const configs = [
-    { name: 'check, default workers', args: [] as string[] },
-    { name: 'check --workers 0', args: ['--workers', '0'] },
-    { name: 'check --workers 2 (forced)', args: ['--workers', '2'] },
+    { name: 'check, default workers', args: [] as string[], run },
+    { name: 'check --workers 0', args: ['--workers', '0'], run },
+    { name: 'check --workers 2 (forced)', args: ['--workers', '2'], run },
+    {
+      name: `check, default workers, shared-work caches off (${SHARED_CACHE_ENV}=0)`,
+      args: [] as string[],
+      run,
+      env: { [SHARED_CACHE_ENV]: '0' },
+    },
+    { name: 'check, default workers, no groups (every prompt distinct)', args: [] as string[], run: distinct },
   ];
+  const OFF = 3;
+  const DISTINCT = 4;
+  distinctFloorS = await timeBest(Math.max(2, reps), async () => void (await floorParse(distinct.file)));
+  const floorOf = (k: number) => (k === DISTINCT ? distinctFloorS : floorS);
   // What the default chose (the child decides the same way, from the run's size and the load average then).
   const defaultWorkers = workersFor(undefined, run.bytes);
   const runs: ProcessRun[][] = configs.map(() => []);
   // Interleaved, so a burst of other work on the machine hits both configurations alike.
-  for (let i = 0; i < reps; i++) for (const [k, c] of configs.entries()) runs[k]!.push(await check(run, c.args));
+  for (let i = 0; i < reps; i++)
+    for (const [k, c] of configs.entries()) runs[k]!.push(await check(c.run, c.args, c.env));
   const wall = runs.map((rs) => median(rs.map((r) => r.wallSeconds)));
+  const cpu = runs.map((rs) => median(rs.map((r) => r.userSeconds + r.systemSeconds)));
   const rss = runs.map((rs) => median(rs.map((r) => r.peakRssMB)));
   const memory: { run: GeneratedRun; r: ProcessRun }[] = [];
   for (const mult of [0.25, 1, 4]) {
@@ -104,9 +132,14 @@ export async function standardFigure(quick: boolean): Promise<Figure> {
         name: c.name,
         value: round(wall[k]!, 2),
         unit: 's',
-        note: `median of ${reps}: ${runs[k]!.map((r) => round(r.wallSeconds, 1)).join(', ')} s; ${round(run.trajectories / wall[k]!)} trajectories/s, ${round(run.bytes / 1e6 / wall[k]!)} MB/s`,
+        note: `median of ${reps}: ${runs[k]!.map((r) => round(r.wallSeconds, 1)).join(', ')} s; ${round(c.run.trajectories / wall[k]!)} trajectories/s, ${round(c.run.bytes / 1e6 / wall[k]!)} MB/s; CPU ${round(cpu[k]!, 2)} s`,
       },
-      { name: `${c.name}: × the floor`, value: round(wall[k]! / floorS, 2), unit: '×' },
+      {
+        name: `${c.name}: × the floor`,
+        value: round(wall[k]! / floorOf(k), 2),
+        unit: '×',
+        note: `CPU time ${round(cpu[k]! / floorOf(k), 2)}× the floor's wall${k === DISTINCT ? ' (its own floor)' : ''}`,
+      },
       { name: `${c.name}: peak RSS`, value: round(rss[k]!), unit: 'MB' },
     );
   results.push({
@@ -116,6 +149,12 @@ export async function standardFigure(quick: boolean): Promise<Figure> {
     note: `${round(run.bytes / 1e6 / streamS)} MB/s, best of ${Math.max(2, reps)}; ${round((floorS / streamS) * 100)} % of the floor's speed`,
   });
   results.push({ name: 'default workers ÷ --workers 0 (wall)', value: round(wall[0]! / wall[1]!, 2), unit: '×' });
+  results.push({
+    name: 'shared-work caches: off ÷ on (default workers)',
+    value: round(wall[OFF]! / wall[0]!, 2),
+    unit: '×',
+    note: `CPU ${round(cpu[OFF]! / cpu[0]!, 2)}×; the same report either way (test/shared-cache.test.ts)`,
+  });
   for (const { run: m, r } of memory)
     results.push({
       name: `check (default workers) peak RSS, ${round(m.bytes / 1e6)} MB run (${m.trajectories} trajectories)`,
@@ -136,6 +175,8 @@ export async function standardFigure(quick: boolean): Promise<Figure> {
       'trajectories with a planted fault': run.faulty,
       'distinct samples': run.distinct,
       'GRPO group size': 8,
+      'no-groups run MB': round(distinct.bytes / 1e6),
+      'no-groups run trajectories': distinct.trajectories,
     },
     results,
     references: [
@@ -145,6 +186,12 @@ export async function standardFigure(quick: boolean): Promise<Figure> {
         unit: 's',
         note: `${round(run.bytes / 1e6 / floorS)} MB/s, best of ${Math.max(2, reps)}; ${floor.failed} lines with a bare NaN JSON.parse refuses`,
       },
+      {
+        name: 'floor of the no-groups run: read lines + JSON.parse, same process',
+        value: round(distinctFloorS, 2),
+        unit: 's',
+        note: `${round(distinct.bytes / 1e6 / distinctFloorS)} MB/s, best of ${Math.max(2, reps)}`,
+      },
     ],
     targets: [
       {
@@ -152,6 +199,13 @@ export async function standardFigure(quick: boolean): Promise<Figure> {
         wanted: 'check with default settings within 3× the read-and-JSON.parse floor',
         measured: `${round(wall[0]! / floorS, 2)}× (${round(wall[0]!, 2)} s vs ${round(floorS, 2)} s)`,
         met: wall[0]! <= 3 * floorS,
+      },
+      {
+        name: 'check within 3× the floor, no groups',
+        wanted:
+          'check with default settings within 3× the floor on a run with no groups (every prompt distinct), stated',
+        measured: `${round(wall[DISTINCT]! / distinctFloorS, 2)}× (${round(wall[DISTINCT]!, 2)} s vs ${round(distinctFloorS, 2)} s); with groups ${round(wall[0]! / floorS, 2)}×, caches off ${round(wall[OFF]! / floorS, 2)}×`,
+        met: wall[DISTINCT]! <= 3 * distinctFloorS,
       },
       {
         name: 'workers never slower',

@@ -21,6 +21,7 @@ import {
   type RunOptions,
 } from './pipeline/analyze.ts';
 import { ownsError, ownsTrajectory, runRoot, type Skipped } from './pipeline/shard.ts';
+import { prewarmProfile } from './profiles/profile.ts';
 
 export type { CheckedTrajectory, RunEvent } from './analysis/checked.ts';
 export { streamTokens } from './analysis/checked.ts';
@@ -282,6 +283,9 @@ export async function* checkPaths(
   const total = files.reduce((n, f) => n + fileBytes(f), 0);
   const workers = workersFor(opts.workers, total);
   const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
+  // This thread's tokenizer is built while the first reads are under way, not after the first
+  // batch is parsed (a no-op when the CLI built it while its modules loaded).
+  if (!pool) setImmediate(() => prewarmProfile(opts.model));
   const keys = new TrajectoryKeys();
   const keyOf = hooks.keyOf ?? ((t: KeySource) => keys.keyOf(t));
   const inputs = hooks.onRead

@@ -14,6 +14,7 @@ import type { TokenizerHandle } from '../profiles/tokenizer.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
 import type { AnalysisContext } from './context.ts';
 import type { Alignment } from './realign.ts';
+import { ByteLru, hashIds, sameIds, sharedCacheBytes } from '../util/shared-cache.ts';
 
 export interface SplitSpan {
   /** Offset of the first stored token of the span inside the checked ids. */
@@ -84,6 +85,51 @@ export function alignSplits(
   return spans;
 }
 
+/** A piece's spans (offsets inside the piece), with the piece's ids to check a hash hit against. */
+interface PieceVerdict {
+  ids: Int32Array;
+  spans: SplitSpan[];
+}
+
+/**
+ * Verdicts by piece, per tokenizer: a piece's spans are a function of its ids and the tokenizer
+ * alone, and the pieces of a run repeat (tool calls, a prompt's generation revisited at a later
+ * step). Bounded in bytes (util/shared-cache.ts).
+ */
+const pieceVerdicts = new Map<TokenizerHandle, ByteLru<number, PieceVerdict>>();
+let pieceCacheBytes: number | undefined;
+
+function verdictsOf(tok: TokenizerHandle): ByteLru<number, PieceVerdict> | undefined {
+  // A third of the shared bound: the image cache holds larger entries.
+  pieceCacheBytes ??= Math.floor(sharedCacheBytes() / 3);
+  if (pieceCacheBytes === 0) return undefined;
+  let cache = pieceVerdicts.get(tok);
+  if (!cache) pieceVerdicts.set(tok, (cache = new ByteLru(pieceCacheBytes)));
+  return cache;
+}
+
+/** What the piece-verdict caches of this thread hold and have answered, over all tokenizers. */
+export function splitVerdictCacheStats(): { entries: number; bytes: number; hits: number; misses: number } {
+  const caches = [...pieceVerdicts.values()];
+  const sum = (f: (c: ByteLru<number, PieceVerdict>) => number) => caches.reduce((n, c) => n + f(c), 0);
+  return {
+    entries: sum((c) => c.size),
+    bytes: sum((c) => c.bytes),
+    hits: sum((c) => c.hits),
+    misses: sum((c) => c.misses),
+  };
+}
+
+/** The non-canonical spans of `ids[start, end)`, a run between added ids, at offsets inside it. */
+async function pieceSpans(tok: TokenizerHandle, ids: readonly number[], start: number, end: number) {
+  const whole = wholeTextPrefix(tok, ids, start, end);
+  if (whole === 0) return [];
+  const canonical = await tok.encodeReadonly(tok.decodeSync(ids, start, start + whole));
+  let same = canonical.length === whole;
+  for (let k = 0; same && k < whole; k++) same = canonical[k] === ids[start + k];
+  return same ? [] : alignSplits(tok, ids.slice(start, start + whole), canonical);
+}
+
 /**
  * The non-canonical spans of one generation: `ids` cut at added tokens, each piece compared with
  * the tokenizer's encoding of its text. With `cut` (a length-truncated turn), a span that reaches
@@ -95,6 +141,7 @@ export async function nonCanonicalSpans(
   opts: { cut?: boolean } = {},
 ): Promise<SplitSpan[]> {
   const out: SplitSpan[] = [];
+  const verdicts = verdictsOf(tok);
   // Pieces are the runs between added (or invalid) ids, walked in place: most are canonical, and
   // those cost one decode and one (usually cached) encode, with no copy of their ids.
   let start = 0;
@@ -103,17 +150,24 @@ export async function nonCanonicalSpans(
     const pieceStart = start;
     start = i + 1;
     if (i === pieceStart) continue;
-    const whole = wholeTextPrefix(tok, ids, pieceStart, i);
-    if (whole === 0) continue;
-    const end = pieceStart + whole;
-    const canonical = await tok.encodeReadonly(tok.decodeSync(ids, pieceStart, end));
-    let same = canonical.length === whole;
-    for (let k = 0; same && k < whole; k++) same = canonical[k] === ids[pieceStart + k];
-    if (same) continue;
-    for (const span of alignSplits(tok, ids.slice(pieceStart, end), canonical)) {
+    let spans: SplitSpan[];
+    const key = verdicts ? hashIds(ids, pieceStart, i) : 0;
+    const known = verdicts?.get(key, (v) => sameIds(v.ids, ids, pieceStart, i));
+    if (known) spans = known.spans;
+    else {
+      spans = await pieceSpans(tok, ids, pieceStart, i);
+      const spanIds = spans.reduce((n, s) => n + s.stored.length + s.canonical.length, 0);
+      verdicts?.set(
+        key,
+        { ids: Int32Array.from(ids.slice(pieceStart, i)), spans },
+        4 * (i - pieceStart) + 8 * spanIds + 96,
+      );
+    }
+    for (const span of spans) {
       const spanEnd = pieceStart + span.at + span.stored.length;
       if (opts.cut && spanEnd === ids.length) continue;
-      out.push({ ...span, at: pieceStart + span.at });
+      // Copies: the cached verdict is shared by every piece with these ids.
+      out.push({ at: pieceStart + span.at, stored: [...span.stored], canonical: [...span.canonical] });
     }
   }
   return out;

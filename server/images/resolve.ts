@@ -11,6 +11,7 @@ import { createHash } from 'node:crypto';
 import type { ImageRef, Trajectory } from '../model/trajectory.ts';
 import { fetchRemoteImage, type RemoteImageLimits } from './remote.ts';
 import { ImageUnavailable, imageSize, MAX_DATA_URL_BYTES, MAX_IMAGE_BYTES, MAX_INPUT_PIXELS } from './limits.ts';
+import { ByteLru, sharedCacheBytes } from '../util/shared-cache.ts';
 
 export { ImageUnavailable, imageSize, MAX_DATA_URL_BYTES, MAX_IMAGE_BYTES, MAX_INPUT_PIXELS };
 
@@ -145,7 +146,35 @@ function safeRealpath(p: string): string | undefined {
   }
 }
 
-const sizeCache = new Map<string, { width: number; height: number; sha256: string } | { error: string }>();
+type SizeHit = { width: number; height: number; sha256: string } | { error: string };
+
+/** Local and remote images by where they are (and what confines them): the same file is read once. */
+const sizeCache = new Map<string, SizeHit>();
+
+/**
+ * Inline images by their bytes: the samples of a GRPO group, and later steps of the same prompt,
+ * repeat the same `data:` URL. Keyed by what is cheap to read (the length and characters sampled
+ * across the string); a hit counts only when the kept URL equals this one (a comparison of the
+ * two strings, far cheaper than a digest of either), so the cache never answers for other bytes.
+ * Bounded by the URLs' bytes (util/shared-cache.ts); with the bound at 0 each one is decoded anew.
+ */
+let dataUrlSizes: ByteLru<string, { url: string; hit: SizeHit }> | undefined;
+const DATA_URL_SAMPLES = 64;
+
+/** What the inline-image cache of this thread holds and has answered. */
+export function inlineImageCacheStats(): { entries: number; bytes: number; hits: number; misses: number } {
+  const c = dataUrlSizes;
+  return { entries: c?.size ?? 0, bytes: c?.bytes ?? 0, hits: c?.hits ?? 0, misses: c?.misses ?? 0 };
+}
+
+/** The cache key of an inline image: its length and characters sampled across it. */
+export function inlineImageKey(url: string): string {
+  const n = url.length;
+  const codes = new Array<number>(DATA_URL_SAMPLES);
+  for (let k = 0; k < DATA_URL_SAMPLES; k++)
+    codes[k] = url.charCodeAt(Math.floor((k * (n - 1)) / (DATA_URL_SAMPLES - 1)));
+  return `${n}:${String.fromCharCode(...codes)}`;
+}
 
 export interface ResolveOptions {
   /** Folder that relative image paths are relative to (the data file's folder). */
@@ -179,20 +208,7 @@ async function readImage(
 
 async function resolveImage(img: ImageRef, opts: ResolveOptions): Promise<ImageRef> {
   if (!img.url) return img;
-  // The answer depends on where relative paths start, which roots confine them, and whether fetching is allowed.
-  const key = img.url.startsWith('data:')
-    ? createHash('sha256').update(img.url).digest('hex')
-    : [opts.baseDir, opts.roots.join('\u0001'), opts.allowRemoteImages ? 'remote' : 'local', img.url].join('\u0000');
-  let hit = sizeCache.get(key);
-  if (!hit) {
-    try {
-      hit = await readImage(img.url, opts);
-    } catch (e) {
-      hit = { error: e instanceof ImageUnavailable ? e.message : `cannot decode image: ${(e as Error).message}` };
-    }
-    if (sizeCache.size > 50_000) sizeCache.clear();
-    sizeCache.set(key, hit);
-  }
+  const hit = img.url.startsWith('data:') ? await inlineImage(img.url, opts) : await imageByPlace(img.url, opts);
   if ('error' in hit) return { ...img, unavailable: hit.error };
   if (img.width && img.height && (img.width !== hit.width || img.height !== hit.height)) {
     // The bytes are the truth; a stated size that disagrees is worth keeping visible.
@@ -206,4 +222,38 @@ async function resolveImage(img: ImageRef, opts: ResolveOptions): Promise<ImageR
     };
   }
   return { ...img, width: hit.width, height: hit.height, sizeFrom: 'bytes', sha256: hit.sha256 };
+}
+
+async function sizeOf(url: string, opts: ResolveOptions): Promise<SizeHit> {
+  try {
+    return await readImage(url, opts);
+  } catch (e) {
+    return { error: e instanceof ImageUnavailable ? e.message : `cannot decode image: ${(e as Error).message}` };
+  }
+}
+
+async function inlineImage(url: string, opts: ResolveOptions): Promise<SizeHit> {
+  dataUrlSizes ??= new ByteLru(sharedCacheBytes() - Math.floor(sharedCacheBytes() / 3));
+  if (!dataUrlSizes.enabled) return sizeOf(url, opts);
+  const key = inlineImageKey(url);
+  const known = dataUrlSizes.get(key, (v) => v.url === url);
+  if (known) return known.hit;
+  const hit = await sizeOf(url, opts);
+  // A base64 URL is ASCII: a byte a character.
+  dataUrlSizes.set(key, { url, hit }, url.length + 128);
+  return hit;
+}
+
+async function imageByPlace(url: string, opts: ResolveOptions): Promise<SizeHit> {
+  // The answer depends on where relative paths start, which roots confine them, and whether fetching is allowed.
+  const key = [opts.baseDir, opts.roots.join('\u0001'), opts.allowRemoteImages ? 'remote' : 'local', url].join(
+    '\u0000',
+  );
+  let hit = sizeCache.get(key);
+  if (!hit) {
+    hit = await sizeOf(url, opts);
+    if (sizeCache.size > 50_000) sizeCache.clear();
+    sizeCache.set(key, hit);
+  }
+  return hit;
 }
