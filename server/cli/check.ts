@@ -11,11 +11,11 @@ import { tokenDisplay, uncoveredLimitation, visionIdsOf, type ModelProfile } fro
 import { paint } from './output.ts';
 import { logprobMismatch, runMismatch, type TrajectoryMismatch } from '../analysis/logprob-mismatch.ts';
 import { RunLogprobs, runLogprobs, TrajectoryLogprobs, trajectoryLogprobs } from './mismatch-json.ts';
-import { GroupChecks, groupMember } from '../analysis/groups.ts';
+import { GroupChecks, groupMember, type GroupMember } from '../analysis/groups.ts';
 import { FindingsParquetWriter } from '../export/findings-parquet.ts';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import { runRoot } from '../pipeline/shard.ts';
+import { runRoot, type InputSplit, type PlannedFile } from '../pipeline/shard.ts';
 import { EntrySpool, entryJson, entryParts } from './report-spool.ts';
 
 /** One model of a run: the name the data states and the profile its trajectories were checked with (docs/check-json.md#models). */
@@ -57,6 +57,46 @@ export class RunModels {
     return [...this.byKey.values()];
   }
 }
+
+/** Where in the run an entry was read: [file order (−1: a path that cannot be read), its split's first byte, its place in the split]. */
+export const RunPosition = z.tuple([
+  z.number().int().min(-1),
+  z.number().int().nonnegative(),
+  z.number().int().nonnegative(),
+]);
+export type RunPosition = z.infer<typeof RunPosition>;
+
+/** A shard's part of a report (CheckReport `shard`). */
+export const ShardPart = z.object({
+  index: z.number().int().nonnegative(),
+  count: z.number().int().positive(),
+  run: z.string(),
+  /** Files in the run. */
+  files: z.number().int().nonnegative(),
+  /** What it read of each: bytes [start, end) of the file at `order` (before alignment to line starts), `bytes` its size. */
+  splits: z.array(
+    z.object({
+      order: z.number().int().nonnegative(),
+      start: z.number().int().nonnegative(),
+      end: z.number().int().nonnegative(),
+      bytes: z.number().int().nonnegative(),
+    }),
+  ),
+  positions: z.object({ trajectories: z.array(RunPosition), errors: z.array(RunPosition) }),
+  /** Each trajectory's GRPO group member (analysis/groups.ts), null when it names no group. */
+  members: z.array(
+    z
+      .object({
+        group: z.string(),
+        step: z.number().int().optional(),
+        reward: z.number().nullable().optional(),
+        prompt: z.string().optional(),
+        sample: z.string().optional(),
+      })
+      .nullable(),
+  ),
+});
+export type ShardPart = z.infer<typeof ShardPart>;
 
 /** The stable `--json` contract (docs/check-json.md). */
 export const CheckReport = z.object({
@@ -111,20 +151,12 @@ export const CheckReport = z.object({
   }),
   /**
    * Only in the report of one shard (`check --shard K/N`), for `rollscope merge`: which shard, a
-   * fingerprint of the files the run read, and the run-wide position of each trajectory and error
-   * (one count over both, in the order the run reads them).
+   * fingerprint of the run's files (names and sizes), the byte ranges of them it read, where in
+   * the run each of its trajectories and errors was read, and the group member each trajectory
+   * is (docs/distributed.md). Its entries name trajectories by the id their data states and
+   * leave out group findings: `merge` gives the run-wide keys and runs the group checks.
    */
-  shard: z
-    .object({
-      index: z.number().int().nonnegative(),
-      count: z.number().int().positive(),
-      run: z.string(),
-      positions: z.object({
-        trajectories: z.array(z.number().int().nonnegative()),
-        errors: z.array(z.number().int().nonnegative()),
-      }),
-    })
-    .optional(),
+  shard: ShardPart.optional(),
 });
 export type CheckReport = z.infer<typeof CheckReport>;
 
@@ -230,18 +262,38 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   const errors: ReadError[] = [];
   let entries = 0;
   const mismatches: TrajectoryMismatch[] = [];
-  // Run-wide positions of what this shard lists, counting what the other shards own: trajectories
-  // and errors in one count, so a trajectory that fails analysis (an error in its owner, a skipped
-  // trajectory elsewhere) takes one place in every shard. Kept only for a shard's report (one
-  // number per trajectory, to the end of the run).
-  const positions = { trajectories: [] as number[], errors: [] as number[] };
-  const place = (list: number[]) => {
-    if (opts.shard) list.push(seen);
-    seen++;
+  // A shard reads only its share of the input (pipeline/shard.ts `planInputSplits`) and says where
+  // each entry was read and which group member each trajectory is, so `merge` can order, key and
+  // group the entries of every shard as one run.
+  const shardOpts = opts.shard && { ...opts.shard, split: 'input' as const };
+  const shardPart: ShardPart | undefined = shardOpts && {
+    index: shardOpts.index,
+    count: shardOpts.count,
+    run: '',
+    files: 0,
+    splits: [],
+    positions: { trajectories: [], errors: [] },
+    members: [],
   };
-  let seen = 0;
-  const runFiles = createHash('sha256');
+  let splits: readonly InputSplit[] | undefined;
+  let cursor = 0;
+  let seq = 0;
+  const place = (list: RunPosition[]) => {
+    if (!shardPart) return;
+    const split = splits?.[cursor];
+    list.push(split ? [split.order, split.start, seq++] : [-1, 0, seq++]);
+  };
   const root = opts.shard?.root ?? runRoot(paths);
+  const onPlan = (plan: { files: readonly PlannedFile[]; splits: readonly InputSplit[] }) => {
+    splits = plan.splits;
+    seq = 0;
+    const run = createHash('sha256');
+    for (const f of plan.files)
+      run.update(`${path.relative(root, path.resolve(f.file)).split(path.sep).join('/')}\t${f.bytes}\n`);
+    shardPart!.run = run.digest('hex');
+    shardPart!.files = plan.files.length;
+    shardPart!.splits = plan.splits.map(({ order, start, end, bytes }) => ({ order, start, end, bytes }));
+  };
   const findings = opts.findingsParquet ? new FindingsParquetWriter(opts.findingsParquet) : undefined;
   const examples = new Map<string, string[]>();
   const progress = process.stderr.isTTY ? progressLine(process.stderr) : undefined;
@@ -249,27 +301,23 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   const events = checkPaths(
     paths,
     // Only the text output reads token streams (the tokens around a finding).
-    { ...opts, reportOnly: true, noStreams: opts.json },
-    {
-      onSkipped: () => {
-        seen++;
-      },
-      onRead: progress?.read,
-    },
+    { ...opts, ...(shardOpts ? { shard: shardOpts } : {}), reportOnly: true, noStreams: opts.json },
+    { onRead: progress?.read, ...(shardPart ? { onPlan } : {}) },
   );
   try {
     for await (const ev of events) {
       if (ev.type === 'error') {
-        place(positions.errors);
+        if (shardPart) place(shardPart.positions.errors);
         errors.push(ev.error);
         if (ev.error.line === 0) fatal = true;
         continue;
       }
       if (ev.type === 'file') {
-        runFiles.update(`${path.relative(root, path.resolve(ev.file)).split(path.sep).join('/')}\n`);
+        cursor++;
+        seq = 0;
         continue;
       }
-      place(positions.trajectories);
+      if (shardPart) place(shardPart.positions.trajectories);
       const c = ev.checked;
       findings?.add(c);
       const t = c.trajectory;
@@ -277,7 +325,8 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       models.add(t.model ?? null, c.profile);
       const member = c.report ? c.report.member : groupMember(t, visionIdsOf(c.profile));
       let group = -1;
-      if (member) {
+      if (shardPart) shardPart.members.push(member ? shardMember(member) : null);
+      else if (member) {
         const key = groupChecks.add(member);
         group = groupNumber.get(key) ?? groupNumber.size;
         groupNumber.set(key, group);
@@ -344,12 +393,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       examples.set('group', list);
     }
   if (!opts.json && !opts.all) printExamples(examples, report.summary.findingsByKind, out);
-  const shard: CheckReport['shard'] = opts.shard && {
-    index: opts.shard.index,
-    count: opts.shard.count,
-    run: runFiles.digest('hex'),
-    positions,
-  };
+  const shard = shardPart;
   if (opts.json)
     out.write(
       `],"groups":${JSON.stringify(report.groups)},"models":${JSON.stringify(report.models)},"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}` +
@@ -358,6 +402,17 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   else printSummary(report, out, opts.all === true);
   if (fatal) return 2;
   return report.summary.withErrors > 0 || report.summary.unreadableRecords > 0 ? 1 : 0;
+}
+
+/** What `merge` needs of a group member to run the group checks (ShardPart `members`). */
+function shardMember(m: GroupMember): NonNullable<ShardPart['members'][number]> {
+  return {
+    group: m.group,
+    ...(m.step !== undefined ? { step: m.step } : {}),
+    ...(m.reward !== undefined ? { reward: m.reward } : {}),
+    ...(m.prompt !== undefined ? { prompt: m.prompt } : {}),
+    ...(m.sample !== undefined ? { sample: m.sample } : {}),
+  };
 }
 
 /** Write `text`, waiting for a stream that asks to be drained (stdout into a slow pipe) before going on. */
