@@ -8,8 +8,9 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CheckReport, runCheck } from '../server/cli/check.ts';
-import { mergeCheckReports, MergeError } from '../server/cli/merge.ts';
+import { runCheck } from '../server/cli/check.ts';
+import { CheckReport } from '../server/report/check-report.ts';
+import { mergeCheckReports, MergeError } from '../server/report/merge.ts';
 import { planInputSplits, rangeStart, type PlannedFile } from '../server/pipeline/shard.ts';
 import { lineStartAtOrAfter, readLines } from '../server/import/read/lines.ts';
 import { readFileChunks, splitsAtLines } from '../server/import/stream.ts';
@@ -114,7 +115,7 @@ describe('a cut inside a JSONL file', () => {
   it('moves to the next line start, so the lines of any set of cuts are every line once, with their numbers', async () => {
     const file = path.join(tmp, 'lines.jsonl');
     // CRLF, a blank line, a long line and an unterminated last line.
-    fs.writeFileSync(file, '{"a":1}\r\n\n{"b":22}\n{"c":"' + 'x'.repeat(300) + '"}\n{"d":4}\n{"e":5}');
+    fs.writeFileSync(file, `{"a":1}\r\n\n{"b":22}\n{"c":"${'x'.repeat(300)}"}\n{"d":4}\n{"e":5}`);
     const all: string[] = [];
     for await (const l of readLines(file)) all.push(`${l.line}:${l.offset}:${l.text}:${l.problem ?? ''}`);
     const size = fs.statSync(file).size;
