@@ -43,8 +43,8 @@ export {
 
 /**
  * Streamed files go in batches of up to BATCH_LINES records or BATCH_BYTES of text. Within a
- * batch the read errors come first, as `loadFile` reports them, so a file that fits one batch
- * gives exactly the events it gave when files were loaded whole.
+ * batch the errors come in line order (import/stream.ts `importLines`), so where a batch begins
+ * does not change the events.
  */
 export const BATCH_LINES = 64;
 export const BATCH_BYTES = 1024 * 1024;

@@ -173,6 +173,25 @@ describe('check --shard K/N of one JSONL file, folded by merge', () => {
     120_000,
   );
 
+  it('errors of different kinds on both sides of a cut keep the unsharded order', async () => {
+    const file = path.join(tmp, 'errors.jsonl');
+    const lines = fs.readFileSync(oneFile, 'utf8').trim().split('\n');
+    // A record slime's schema refuses (line 6), then a line that is not JSON (line 9), in one batch of the whole run.
+    lines.splice(5, 0, '{"index": 1000, "tokens": "not a list", "response_length": "x"}');
+    lines.splice(8, 0, '{"index": 1001,');
+    fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    const whole = await check([file]);
+    const errors = CheckReport.parse(JSON.parse(whole)).errors.map((e) => e.line);
+    expect(errors.lastIndexOf(6)).toBeLessThan(errors.indexOf(9));
+    const cut = Buffer.byteLength(`${lines.slice(0, 7).join('\n')}\n`);
+    const size = fs.statSync(file).size;
+    const count = Math.floor(size / cut);
+    const docs = await shards([file], count);
+    expect(CheckReport.parse(docs[0]!.doc).errors.map((e) => e.line)).toEqual(errors.filter((l) => l === 6));
+    expect(CheckReport.parse(docs[1]!.doc).errors[0]!.line).toBe(9);
+    expect(`${JSON.stringify(mergeCheckReports(docs))}\n`).toBe(whole);
+  }, 120_000);
+
   it('more shards than lines: most read nothing, and merge still gives the unsharded bytes', async () => {
     const whole = await check([oneFile]);
     const lines = fs.readFileSync(oneFile, 'utf8').split('\n').length;

@@ -171,6 +171,8 @@ export function importLines(
     if (parsed.success) trajectories.push(parsed.data);
     else result.errors.push(...zodErrors(file, t.source?.line ?? 0, parsed.error));
   }
-  // The order loadFile reports them in: read errors, then the importer's, then validation.
-  return { trajectories, errors: [...errors, ...result.errors] };
+  // By line, then as loadFile reports a line's errors (read, the importer's, validation): the order
+  // then does not depend on where a batch began, so a shard that starts reading mid-file
+  // (pipeline/shard.ts) lists them as the whole run does.
+  return { trajectories, errors: [...errors, ...result.errors].sort((a, b) => a.line - b.line) };
 }
