@@ -289,22 +289,24 @@ const fileBytes = (file: string): number => {
   }
 };
 
-/** `inputs`, telling `onRead` how far into the inputs the reading is. */
+/** `inputs`, telling `onRead` how far into the inputs the reading is (`spans`: the bytes of each file to be read, in order). */
 async function* reportingReads(
   inputs: AsyncIterable<PipelineInput>,
-  files: readonly string[],
-  total: number,
+  spans: readonly { file: string; start: number; end: number }[],
   onRead: (read: number, total: number) => void,
 ): AsyncGenerator<PipelineInput> {
-  const sizes = new Map(files.map((f) => [f, fileBytes(f)]));
+  const total = spans.reduce((n, s) => n + (s.end - s.start), 0);
+  let span = 0;
   let before = 0;
   for await (const input of inputs) {
+    const s = spans[span];
     if (input.kind === 'end') {
-      before += sizes.get(input.file) ?? 0;
+      before += s ? s.end - s.start : 0;
+      span++;
       onRead(before, total);
     } else if (input.kind === 'lines') {
       const last = input.lines[input.lines.length - 1];
-      if (last) onRead(before + last.offset + last.length, total);
+      if (last && s) onRead(before + Math.min(s.end, last.offset + last.length) - s.start, total);
     }
     yield input;
   }
@@ -336,7 +338,11 @@ export async function* checkPaths(
   const keys = new TrajectoryKeys();
   const keyOf = hooks.keyOf ?? ((t: KeySource) => keys.keyOf(t));
   const inputs = hooks.onRead
-    ? reportingReads(fileInputs(files, opts), files, total, hooks.onRead)
+    ? reportingReads(
+        fileInputs(files, opts),
+        files.map((file) => ({ file, start: 0, end: fileBytes(file) })),
+        hooks.onRead,
+      )
     : fileInputs(files, opts);
   try {
     const onSkipped = (s: Skipped) => {
@@ -371,9 +377,8 @@ async function* checkInputSplit(
   const total = splits.reduce((n, s) => n + (s.end - s.start), 0);
   const workers = workersFor(opts.workers, total);
   const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
-  const mine = splits.map((s) => s.file);
   const inputs = hooks.onRead
-    ? reportingReads(splitInputs(splits, opts), mine, total, hooks.onRead)
+    ? reportingReads(splitInputs(splits, opts), splits, hooks.onRead)
     : splitInputs(splits, opts);
   try {
     yield* analyzeInputs(inputs, own, roots, pool);
