@@ -10,7 +10,7 @@ import type { Trajectory } from './model/trajectory.ts';
 import { TrajectoryKeys, type KeySource } from './model/trajectory-key.ts';
 import type { RunEvent } from './analysis/checked.ts';
 import { expandPaths } from './import/index.ts';
-import { readFileChunks, type FileChunk } from './import/stream.ts';
+import { readFileChunks, splitsAtLines, type FileChunk } from './import/stream.ts';
 import { AnalysisPool } from './analysis-pool.ts';
 import {
   analyzeOrError,
@@ -20,7 +20,15 @@ import {
   type ChunkOutcome,
   type RunOptions,
 } from './pipeline/analyze.ts';
-import { ownsError, ownsTrajectory, runRoot, type Skipped } from './pipeline/shard.ts';
+import {
+  ownsError,
+  ownsTrajectory,
+  planInputSplits,
+  runRoot,
+  type InputSplit,
+  type PlannedFile,
+  type Skipped,
+} from './pipeline/shard.ts';
 import { prewarmProfile } from './profiles/profile.ts';
 
 export type { CheckedTrajectory, RunEvent } from './analysis/checked.ts';
@@ -36,8 +44,8 @@ export {
 
 /**
  * Streamed files go in batches of up to BATCH_LINES records or BATCH_BYTES of text. Within a
- * batch the read errors come first, as `loadFile` reports them, so a file that fits one batch
- * gives exactly the events it gave when files were loaded whole.
+ * batch the errors come in line order (import/stream.ts `importLines`), so where a batch begins
+ * does not change the events.
  */
 export const BATCH_LINES = 64;
 export const BATCH_BYTES = 1024 * 1024;
@@ -59,6 +67,40 @@ export async function* fileInputs(
     });
     yield { kind: 'end', file };
   }
+}
+
+/** The chunks of one shard's input splits, each followed by the end of its file. */
+export async function* splitInputs(
+  splits: readonly InputSplit[],
+  opts: { format?: string; model?: string },
+): AsyncGenerator<PipelineInput> {
+  for (const s of splits) {
+    yield* readFileChunks(s.file, {
+      format: opts.format,
+      model: opts.model,
+      batchLines: BATCH_LINES,
+      batchBytes: BATCH_BYTES,
+      ...(s.whole ? {} : { range: { start: s.start, end: s.end } }),
+    });
+    yield { kind: 'end', file: s.file };
+  }
+}
+
+/** The run's files as a split plan sees them: sizes, and which can be cut at line starts (asked only of files larger than one share). */
+export async function plannedFiles(
+  files: readonly string[],
+  count: number,
+  opts: { format?: string; model?: string },
+): Promise<PlannedFile[]> {
+  const sized = files.map((file) => ({ file, bytes: fileBytes(file) }));
+  const total = sized.reduce((n, f) => n + f.bytes, 0);
+  const out: PlannedFile[] = [];
+  for (const f of sized)
+    out.push({
+      ...f,
+      splittable: f.bytes * count > total && (await splitsAtLines(f.file, { format: opts.format, model: opts.model })),
+    });
+  return out;
 }
 
 /**
@@ -207,6 +249,11 @@ export interface CheckPathsHooks {
   onSkipped?: (s: Skipped) => void;
   /** Bytes of the inputs read so far, of `total` (a progress line; reading runs a few batches ahead of the analysis). */
   onRead?: (read: number, total: number) => void;
+  /**
+   * With `opts.shard.split === 'input'`: the run's files and the splits this shard reads, before
+   * the first event (each split's events end with its `file` event).
+   */
+  onPlan?: (plan: { files: readonly PlannedFile[]; splits: readonly InputSplit[] }) => void;
 }
 
 /**
@@ -243,22 +290,24 @@ const fileBytes = (file: string): number => {
   }
 };
 
-/** `inputs`, telling `onRead` how far into the inputs the reading is. */
+/** `inputs`, telling `onRead` how far into the inputs the reading is (`spans`: the bytes of each file to be read, in order). */
 async function* reportingReads(
   inputs: AsyncIterable<PipelineInput>,
-  files: readonly string[],
-  total: number,
+  spans: readonly { file: string; start: number; end: number }[],
   onRead: (read: number, total: number) => void,
 ): AsyncGenerator<PipelineInput> {
-  const sizes = new Map(files.map((f) => [f, fileBytes(f)]));
+  const total = spans.reduce((n, s) => n + (s.end - s.start), 0);
+  let span = 0;
   let before = 0;
   for await (const input of inputs) {
+    const s = spans[span];
     if (input.kind === 'end') {
-      before += sizes.get(input.file) ?? 0;
+      before += s ? s.end - s.start : 0;
+      span++;
       onRead(before, total);
     } else if (input.kind === 'lines') {
       const last = input.lines[input.lines.length - 1];
-      if (last) onRead(before + last.offset + last.length, total);
+      if (last && s) onRead(before + Math.min(s.end, last.offset + last.length) - s.start, total);
     }
     yield input;
   }
@@ -274,6 +323,10 @@ export async function* checkPaths(
   hooks: CheckPathsHooks = {},
 ): AsyncGenerator<RunEvent> {
   const roots = opts.roots ?? defaultRoots(paths);
+  if (opts.shard?.split === 'input') {
+    yield* checkInputSplit(paths, opts, hooks, roots);
+    return;
+  }
   if (opts.shard && opts.shard.root === undefined) opts = { ...opts, shard: { ...opts.shard, root: runRoot(paths) } };
   const { files, errors } = expandPaths(paths);
   for (const error of errors) {
@@ -289,7 +342,11 @@ export async function* checkPaths(
   const keys = new TrajectoryKeys();
   const keyOf = hooks.keyOf ?? ((t: KeySource) => keys.keyOf(t));
   const inputs = hooks.onRead
-    ? reportingReads(fileInputs(files, opts), files, total, hooks.onRead)
+    ? reportingReads(
+        fileInputs(files, opts),
+        files.map((file) => ({ file, start: 0, end: fileBytes(file) })),
+        hooks.onRead,
+      )
     : fileInputs(files, opts);
   try {
     const onSkipped = (s: Skipped) => {
@@ -297,6 +354,38 @@ export async function* checkPaths(
       hooks.onSkipped?.(s);
     };
     yield* keyed(analyzeInputs(inputs, opts, roots, pool, onSkipped), keyOf);
+  } finally {
+    await pool?.close();
+  }
+}
+
+/**
+ * `checkPaths` for a shard that reads only its share of the input (pipeline/shard.ts
+ * `planInputSplits`): every record it reads is its own, and the paths that cannot be read are
+ * shard 0's. It sees no record of the others, so trajectories keep the id their data states:
+ * `merge` gives the run-wide keys.
+ */
+async function* checkInputSplit(
+  paths: readonly string[],
+  opts: RunOptions,
+  hooks: CheckPathsHooks,
+  roots: readonly string[],
+): AsyncGenerator<RunEvent> {
+  const shard = opts.shard!;
+  const { files, errors } = expandPaths(paths);
+  if (shard.index === 0) for (const error of errors) yield { type: 'error', error };
+  const planned = await plannedFiles(files, shard.count, opts);
+  const splits = planInputSplits(planned, shard.index, shard.count);
+  hooks.onPlan?.({ files: planned, splits });
+  const own = { ...opts, shard: undefined };
+  const total = splits.reduce((n, s) => n + (s.end - s.start), 0);
+  const workers = workersFor(opts.workers, total);
+  const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
+  const inputs = hooks.onRead
+    ? reportingReads(splitInputs(splits, opts), splits, hooks.onRead)
+    : splitInputs(splits, opts);
+  try {
+    yield* analyzeInputs(inputs, own, roots, pool);
   } finally {
     await pool?.close();
   }

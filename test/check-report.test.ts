@@ -98,7 +98,7 @@ describe('the report of a run', () => {
       status: null,
       prompt_hash: 'h',
     });
-    const shard = (index: number, ids: string[], positions: number[]) => ({
+    const shard = (index: number, ids: string[], lines: number[]) => ({
       version: 1,
       trajectories: ids.map((id) => entry(id, 0)),
       groups: [],
@@ -113,11 +113,19 @@ describe('the report of a run', () => {
         unreadableRecords: 0,
         findingsByKind: {},
       },
-      shard: { index, count: 2, run: 'r', positions: { trajectories: positions, errors: [] } },
+      shard: {
+        index,
+        count: 2,
+        run: 'r',
+        files: 1,
+        splits: [{ order: 0, start: index * 50, end: index * 50 + 50, bytes: 100 }],
+        positions: { trajectories: lines.map((line) => [0, index * 50, line]), errors: [] },
+        members: ids.map(() => ({ group: 'g', step: 0, reward: 1, prompt: 'h' })),
+      },
     });
     const merged = mergeCheckReports([
-      { name: 's0', doc: shard(0, ['a', 'c'], [0, 2]) },
-      { name: 's1', doc: shard(1, ['b'], [1]) },
+      { name: 's0', doc: shard(0, ['a', 'b'], [0, 1]) },
+      { name: 's1', doc: shard(1, ['c'], [0]) },
     ]);
     expect(merged.trajectories.map((t) => [t.id, t.sample])).toEqual([
       ['a', 0],

@@ -240,37 +240,69 @@ describe('merge of check reports', () => {
     unreadableRecords: unreadable,
   });
 
-  it('places a trajectory that failed analysis (an error in its shard, a skipped trajectory in the others) where the whole run has it', () => {
+  const part = (index: number, splits: { order: number; start: number; end: number }[]) => ({
+    index,
+    count: 2,
+    run: 'r',
+    files: 1,
+    splits: splits.map((x) => ({ ...x, bytes: 100 })),
+  });
+
+  it('orders the entries of every shard by where they were read, and keys repeated ids in that order', () => {
     const failed = { file: 'run/a.jsonl', line: 2, message: 'cannot analyze trajectory b: boom' };
     const shard0 = {
       version: 1,
       trajectories: [entry('a', 1), entry('c', 3)],
       errors: [],
       summary: summary(2, 0),
-      shard: { index: 0, count: 2, run: 'r', positions: { trajectories: [0, 2], errors: [] } },
+      shard: {
+        ...part(0, [{ order: 0, start: 0, end: 50 }]),
+        positions: {
+          trajectories: [
+            [0, 0, 0],
+            [0, 0, 2],
+          ],
+          errors: [],
+        },
+        members: [null, null],
+      },
     };
     const shard1 = {
       version: 1,
-      trajectories: [entry('d', 4)],
+      trajectories: [entry('a', 4)],
       errors: [failed],
       summary: summary(1, 1),
-      shard: { index: 1, count: 2, run: 'r', positions: { trajectories: [3], errors: [1] } },
+      shard: {
+        ...part(1, [{ order: 0, start: 50, end: 100 }]),
+        positions: { trajectories: [[0, 50, 1]], errors: [[0, 50, 0]] },
+        members: [null],
+      },
     };
     const merged = mergeCheckReports([
       { name: 'shard-1.json', doc: shard1 },
       { name: 'shard-0.json', doc: shard0 },
     ]);
-    expect(merged.trajectories.map((t) => t.id)).toEqual(['a', 'c', 'd']);
+    expect(merged.trajectories.map((t) => `${t.id}@${t.source.line}`)).toEqual(['a@1', 'c@3', 'a#2@4']);
     expect(merged.errors).toEqual([failed]);
     expect(merged.summary).toMatchObject({ trajectories: 3, clean: 3, unreadableRecords: 1 });
     expect(checkExitStatus(merged)).toBe(1);
-    const gap = { ...shard1, shard: { ...shard1.shard, positions: { trajectories: [4], errors: [1] } } };
+    const gap = { ...shard1, shard: { ...shard1.shard, splits: [{ order: 0, start: 60, end: 100, bytes: 100 }] } };
     expect(() =>
       mergeCheckReports([
         { name: 'a', doc: shard0 },
         { name: 'b', doc: gap },
       ]),
-    ).toThrow(/position 3 is missing/);
+    ).toThrow(/bytes 50–60 of file 0 were read by no shard/);
+    const twice = {
+      ...shard1,
+      shard: { ...shard1.shard, positions: { trajectories: [[0, 0, 2]], errors: [[0, 50, 0]] } },
+    };
+    expect(() =>
+      mergeCheckReports([
+        { name: 'a', doc: shard0 },
+        { name: 'b', doc: twice },
+      ]),
+    ).toThrow(/two trajectories read at \[0,0,2\]/);
     const otherRun = { ...shard1, shard: { ...shard1.shard, run: 'other' } };
     expect(() =>
       mergeCheckReports([
@@ -382,7 +414,9 @@ describe('check --shard K/N over a run in every format, folded by merge', () => 
         for (const t of report.trajectories.filter((x) => x.group === g.id && x.step === g.step))
           expect(t.findings.slice(-g.findings.length), t.id).toEqual(g.findings);
 
-      // One Parquet row per finding across the shards, typed as documented.
+      // One Parquet row per trajectory finding across the shards, typed as documented. A group's
+      // findings are known once merge has every sample (they are in the merged report's `groups`),
+      // and a shard names a trajectory by the id its data states (merge gives the `ID#2` keys).
       const glob = sq(path.join(dir, 'findings', 'shard-*.parquet'));
       const byKind = Object.fromEntries(
         (await query(`SELECT kind, count(*)::INTEGER AS n FROM read_parquet('${glob}') GROUP BY kind`)).map((r) => [
@@ -391,13 +425,20 @@ describe('check --shard K/N over a run in every format, folded by merge', () => 
         ]),
       );
       const summary = CheckReport.parse(JSON.parse(whole)).summary;
-      expect(byKind).toEqual(Object.fromEntries(Object.entries(summary.findingsByKind).filter(([, n]) => n > 0)));
-      const cols = `trajectory_id, file, line, step, rank, "group", kind, cause, severity, turn, "index", stream, message`;
-      const sharded = await query(`SELECT ${cols} FROM read_parquet('${glob}') ORDER BY ALL`);
-      const unsharded = await query(
-        `SELECT ${cols} FROM read_parquet('${sq(path.join(tmp, 'whole-findings.parquet'))}') ORDER BY ALL`,
+      expect(byKind).toEqual(
+        Object.fromEntries(Object.entries(summary.findingsByKind).filter(([k, n]) => n > 0 && k !== 'group')),
       );
+      const cols = `file, line, step, rank, "group", kind, cause, severity, turn, "index", stream, message`;
+      const wholeFindings = `read_parquet('${sq(path.join(tmp, 'whole-findings.parquet'))}') WHERE kind <> 'group'`;
+      const sharded = await query(`SELECT ${cols} FROM read_parquet('${glob}') ORDER BY ALL`);
+      const unsharded = await query(`SELECT ${cols} FROM ${wholeFindings} ORDER BY ALL`);
       expect(sharded).toEqual(unsharded);
+      // Where the run states an id once, the shard's id is the run-wide key.
+      const repeated = `SELECT regexp_replace(trajectory_id, '#.*$', '') FROM ${wholeFindings} AND trajectory_id LIKE '%#%'`;
+      const once = `trajectory_id NOT LIKE '%#%' AND trajectory_id NOT IN (${repeated})`;
+      expect(
+        await query(`SELECT trajectory_id, ${cols} FROM read_parquet('${glob}') WHERE ${once} ORDER BY ALL`),
+      ).toEqual(await query(`SELECT trajectory_id, ${cols} FROM ${wholeFindings} AND ${once} ORDER BY ALL`));
     },
     180_000,
   );

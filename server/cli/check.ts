@@ -9,9 +9,16 @@ import { paint } from './output.ts';
 import { FindingsParquetWriter } from '../export/findings-parquet.ts';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import { runRoot } from '../pipeline/shard.ts';
+import { runRoot, type InputSplit, type PlannedFile } from '../pipeline/shard.ts';
+import type { GroupMember } from '../analysis/groups.ts';
 import { EntrySpool, entryJson, entryParts } from './report-spool.ts';
-import { checkExitStatus, type CheckReport } from '../report/check-report.ts';
+import {
+  checkExitStatus,
+  type CheckReport,
+  type RunPosition,
+  type ShardMember,
+  type ShardPart,
+} from '../report/check-report.ts';
 import { CheckReportBuilder, hasTokens } from '../report/build.ts';
 import { JunitLayout, JunitStream } from '../report/junit.ts';
 import type { ReportEntry } from '../report/check-report.ts';
@@ -81,26 +88,48 @@ export interface CheckOptions extends RunOptions {
 export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut): Promise<number> {
   // Each entry is spooled as it comes (memory bounded on any run size) and written at the end, with
   // its group's findings, into the same bytes JSON.stringify(report) would give.
-  const builder = new CheckReportBuilder(opts.mismatch);
+  // A shard reads only its share of the input (pipeline/shard.ts `planInputSplits`) and says where
+  // each entry was read and which group member each trajectory is, so `merge` can order, key and
+  // group the entries of every shard as one run (report/merge.ts).
+  const shardOpts = opts.shard && { ...opts.shard, split: 'input' as const };
+  const builder = new CheckReportBuilder(opts.mismatch, shardOpts !== undefined);
   // JUnit reads the entries back as JSON does, with their group's findings (known at the end).
   const spool = opts.json || opts.junit ? new EntrySpool() : undefined;
   const junit = opts.junit ? new JunitLayout() : undefined;
   const started = performance.now();
   let fileEnded = started;
   let entries = 0;
-  // Run-wide positions of what this shard lists, counting what the other shards own: trajectories
-  // and errors in one count, so a trajectory that fails analysis (an error in its owner, a skipped
-  // trajectory elsewhere) takes one place in every shard. Kept only for a shard's report (one
-  // number per trajectory, to the end of the run).
-  const positions = { trajectories: [] as number[], errors: [] as number[] };
-  const place = (list: number[]) => {
-    if (opts.shard) list.push(seen);
-    seen++;
+  const shard: ShardPart | undefined = shardOpts && {
+    index: shardOpts.index,
+    count: shardOpts.count,
+    run: '',
+    files: 0,
+    splits: [],
+    positions: { trajectories: [], errors: [] },
+    members: [],
   };
-  let seen = 0;
-  let trajectories = 0;
-  const runFiles = createHash('sha256');
+  let splits: readonly InputSplit[] = [];
+  let cursor = 0;
+  let seq = 0;
+  /** Paths that cannot be read come before the first split. */
+  let planned = false;
+  const place = (list: RunPosition[]) => {
+    const split = planned ? splits[cursor] : undefined;
+    list.push(split ? [split.order, split.start, seq++] : [-1, 0, seq++]);
+  };
   const root = opts.shard?.root ?? runRoot(paths);
+  const onPlan = (plan: { files: readonly PlannedFile[]; splits: readonly InputSplit[] }) => {
+    planned = true;
+    splits = plan.splits;
+    seq = 0;
+    const run = createHash('sha256');
+    for (const f of plan.files)
+      run.update(`${path.relative(root, path.resolve(f.file)).split(path.sep).join('/')}\t${f.bytes}\n`);
+    shard!.run = run.digest('hex');
+    shard!.files = plan.files.length;
+    shard!.splits = plan.splits.map(({ order, start, end, bytes }) => ({ order, start, end, bytes }));
+  };
+  let trajectories = 0;
   const findings = opts.findingsParquet ? new FindingsParquetWriter(opts.findingsParquet) : undefined;
   const examples = new Map<string, string[]>();
   const progress = process.stderr.isTTY ? progressLine(process.stderr) : undefined;
@@ -108,34 +137,31 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   const events = checkPaths(
     paths,
     // Only the text output reads token streams (the tokens around a finding).
-    { ...opts, reportOnly: true, noStreams: opts.json },
-    {
-      onSkipped: () => {
-        seen++;
-      },
-      onRead: progress?.read,
-    },
+    { ...opts, ...(shardOpts ? { shard: shardOpts } : {}), reportOnly: true, noStreams: opts.json },
+    { onRead: progress?.read, ...(shard ? { onPlan } : {}) },
   );
   let run: ReturnType<CheckReportBuilder['finish']>;
   try {
     for await (const ev of events) {
       if (ev.type === 'error') {
-        place(positions.errors);
+        if (shard) place(shard.positions.errors);
         builder.addError(ev.error);
         junit?.addError(ev.error);
         continue;
       }
       if (ev.type === 'file') {
-        runFiles.update(`${path.relative(root, path.resolve(ev.file)).split(path.sep).join('/')}\n`);
+        cursor++;
+        seq = 0;
         const now = performance.now();
         junit?.fileDone(ev.file, (now - fileEnded) / 1000);
         fileEnded = now;
         continue;
       }
-      place(positions.trajectories);
+      if (shard) place(shard.positions.trajectories);
       const c = ev.checked;
       findings?.add(c);
-      const { entry, group } = builder.addTrajectory(c);
+      const { entry, group, member } = builder.addTrajectory(c);
+      if (shard) shard.members.push(member && shardMember(member));
       junit?.addEntry(entry);
       if (spool) {
         const { head, tail } = entryParts(entry);
@@ -182,12 +208,6 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       examples.set('group', list);
     }
   if (!opts.json && !opts.all) printExamples(examples, run.summary.findingsByKind, out);
-  const shard: CheckReport['shard'] = opts.shard && {
-    index: opts.shard.index,
-    count: opts.shard.count,
-    run: runFiles.digest('hex'),
-    positions,
-  };
   if (opts.json)
     out.write(
       `],"groups":${JSON.stringify(run.groups)},"models":${JSON.stringify(run.models)},"errors":${JSON.stringify(run.errors)},"summary":${JSON.stringify(run.summary)}` +
@@ -195,6 +215,17 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     );
   else printSummary({ version: 1, trajectories: [], ...run }, out, opts.all === true);
   return checkExitStatus(run);
+}
+
+/** What `merge` needs of a group member to run the group checks (ShardPart `members`). */
+function shardMember(m: GroupMember): ShardMember {
+  return {
+    group: m.group,
+    ...(m.step !== undefined ? { step: m.step } : {}),
+    ...(m.reward !== undefined ? { reward: m.reward } : {}),
+    ...(m.prompt !== undefined ? { prompt: m.prompt } : {}),
+    ...(m.sample !== undefined ? { sample: m.sample } : {}),
+  };
 }
 
 /** Write `text`, waiting for a stream that asks to be drained (stdout into a slow pipe) before going on. */

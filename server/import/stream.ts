@@ -11,7 +11,7 @@ import { importerFor, planRead, readsLineByLine, sniffRecords, SNIFF_RECORDS } f
 import { importIsolated, loadFile, type LoadedFile, type LoadOptions } from './index.ts';
 import { parseJson } from './read/json.ts';
 import { readLimits, type ReadLimits } from './read/limits.ts';
-import { readLines, type RecordLine } from './read/lines.ts';
+import { isGzipFile, lineFeedsBefore, lineStartAtOrAfter, readLines, type RecordLine } from './read/lines.ts';
 import { isReadError, parseRecordLine, type RawRecord } from './read/record.ts';
 import { safeParseBounded, zodErrors } from './read/validate.ts';
 import { withPathStep } from './step.ts';
@@ -29,6 +29,29 @@ export interface ChunkOptions extends LoadOptions {
   batchLines?: number;
   /** ...or once it holds this many bytes of text. */
   batchBytes?: number;
+  /**
+   * Only the lines that start in bytes [start, end) of the file, each aligned forward to a line
+   * start (`lineStartAtOrAfter`): the file must be one `splitsAtLines` accepts.
+   */
+  range?: { start: number; end: number };
+}
+
+/**
+ * Whether a file can be cut at line starts and each piece read on its own: a record-local JSONL
+ * file (as `readFileChunks` would stream it), uncompressed (a gzip stream cannot be entered
+ * mid-way). Decided from the file's name and first records, the same in every shard.
+ */
+export async function splitsAtLines(file: string, opts: LoadOptions = {}): Promise<boolean> {
+  const limits = readLimits({
+    ...opts.limits,
+    ...(opts.maxLineBytes !== undefined ? { maxLineBytes: opts.maxLineBytes } : {}),
+  });
+  try {
+    if (!fs.statSync(file).isFile() || isGzipFile(file)) return false;
+    return (await streamingImporter(file, opts, limits)) !== undefined;
+  } catch {
+    return false;
+  }
 }
 
 /**
@@ -96,7 +119,14 @@ export async function* readFileChunks(file: string, opts: ChunkOptions = {}): As
   const batchBytes = opts.batchBytes ?? 2 * 1024 * 1024;
   let lines: RecordLine[] = [];
   let bytes = 0;
-  for await (const l of readLines(file, { limits })) {
+  let span: { start: number; end: number; firstLine: number } | undefined;
+  if (opts.range) {
+    const start = lineStartAtOrAfter(file, opts.range.start);
+    const end = lineStartAtOrAfter(file, opts.range.end);
+    if (end <= start) return;
+    span = { start, end, firstLine: lineFeedsBefore(file, start) + 1 };
+  }
+  for await (const l of readLines(file, { limits, ...span })) {
     lines.push(l);
     bytes += l.text.length;
     if (lines.length >= batchLines || bytes >= batchBytes) {
@@ -141,6 +171,8 @@ export function importLines(
     if (parsed.success) trajectories.push(parsed.data);
     else result.errors.push(...zodErrors(file, t.source?.line ?? 0, parsed.error));
   }
-  // The order loadFile reports them in: read errors, then the importer's, then validation.
-  return { trajectories, errors: [...errors, ...result.errors] };
+  // By line, then as loadFile reports a line's errors (read, the importer's, validation): the order
+  // then does not depend on where a batch began, so a shard that starts reading mid-file
+  // (pipeline/shard.ts) lists them as the whole run does.
+  return { trajectories, errors: [...errors, ...result.errors].sort((a, b) => a.line - b.line) };
 }

@@ -16,6 +16,11 @@ export const ShardSpec = z
     /** Folder the hashed file names are relative to (default: the inputs' common folder), so shards whose
      * run directory is mounted at different places still agree. */
     root: z.string().optional(),
+    /**
+     * `input`: the shard reads only its share of the input bytes (`planInputSplits`; `check`);
+     * `trajectory` (the default): it reads the whole run and keeps the trajectories that hash to it (`export`).
+     */
+    split: z.enum(['input', 'trajectory']).optional(),
   })
   .refine((s) => s.index < s.count, { message: 'the shard index must be below the shard count' });
 export type ShardSpec = z.infer<typeof ShardSpec>;
@@ -91,3 +96,69 @@ export function ownsError(spec: ShardSpec | undefined, e: { file: string; line: 
 export type Skipped =
   | { type: 'skipped'; what: 'trajectory'; trajectory: { id: string; source: { file: string; line: number } } }
   | { type: 'skipped'; what: 'error' };
+
+// --- input splits ---------------------------------------------------------------------------------
+// As Hadoop's FileInputFormat does: the run's bytes (its files end to end, in input order) are cut
+// into N equal ranges; a file that can be cut at line starts (a record-local JSONL file,
+// uncompressed) is read by every shard whose range it meets, from the range's first line start
+// to the first line start at or after the range's end (the rule of Hadoop's LineRecordReader,
+// docs/reference/input-splits.md); any other file (binary, whole-file JSON, gzip, a chat log
+// whose records make one session together), and any file no larger than one range, goes whole
+// to the shard whose range holds its middle byte.
+
+/** One file of the run as the split plan sees it. */
+export interface PlannedFile {
+  file: string;
+  bytes: number;
+  /** Whether it may be cut at line starts (import/stream.ts `splitsAtLines`). */
+  splittable: boolean;
+}
+
+/** What one shard reads of one file: bytes [start, end) before alignment to line starts, or the whole file. */
+export interface InputSplit {
+  /** The file's place in the run's input order. */
+  order: number;
+  file: string;
+  bytes: number;
+  start: number;
+  end: number;
+  whole: boolean;
+}
+
+/** The byte where range k of `count` over `total` bytes begins (range `count` ends the run). */
+export function rangeStart(k: number, count: number, total: number): number {
+  return Math.floor((k * total) / count);
+}
+
+/** The splits shard `index` of `count` reads, in input order (at most one per file). */
+export function planInputSplits(files: readonly PlannedFile[], index: number, count: number): InputSplit[] {
+  const total = files.reduce((n, f) => n + f.bytes, 0);
+  const from = rangeStart(index, count, total);
+  const to = rangeStart(index + 1, count, total);
+  const splits: InputSplit[] = [];
+  let at = 0;
+  files.forEach((f, order) => {
+    const begin = at;
+    at += f.bytes;
+    if (!f.splittable || f.bytes * count <= total) {
+      // Whole, to the shard whose range holds its middle byte (the last shard for an empty run).
+      const middle = begin + Math.floor(f.bytes / 2);
+      const owner = total === 0 ? count - 1 : shardAtByte(middle, count, total);
+      if (owner === index) splits.push({ order, file: f.file, bytes: f.bytes, start: 0, end: f.bytes, whole: true });
+      return;
+    }
+    const start = Math.max(from, begin);
+    const end = Math.min(to, at);
+    if (start < end)
+      splits.push({ order, file: f.file, bytes: f.bytes, start: start - begin, end: end - begin, whole: false });
+  });
+  return splits;
+}
+
+/** The shard whose range holds byte `at` of the run. */
+function shardAtByte(at: number, count: number, total: number): number {
+  let k = Math.min(count - 1, Math.floor((at * count) / total));
+  while (k > 0 && rangeStart(k, count, total) > at) k--;
+  while (k < count - 1 && rangeStart(k + 1, count, total) <= at) k++;
+  return k;
+}

@@ -3,7 +3,7 @@
 // models, the summary and the logprob totals. `check` streams the entries out through a spool
 // (cli/report-spool.ts); `buildCheckReport` keeps them, for runs that fit in memory.
 import type { CheckedTrajectory, ReportFacts } from '../analysis/checked.ts';
-import { GroupChecks, groupKey, type GroupSummary } from '../analysis/groups.ts';
+import { GroupChecks, groupKey, type GroupMember, type GroupSummary } from '../analysis/groups.ts';
 import { type MismatchThresholds, runMismatch, type TrajectoryMismatch } from '../analysis/logprob-mismatch.ts';
 import { reportFacts } from '../analysis/report-facts.ts';
 import { publicFinding } from '../model/public-finding.ts';
@@ -68,17 +68,25 @@ export class CheckReportBuilder {
   private readonly errors: ReadError[] = [];
   private readonly mismatches: TrajectoryMismatch[] = [];
 
-  constructor(private readonly mismatch?: MismatchThresholds) {}
+  /**
+   * `shard`: the builder of one shard's report, which sees only some of a group's samples: the
+   * group checks and each sample's place in its group are left to `merge` (report/merge.ts), which
+   * is given each trajectory's `member`.
+   */
+  constructor(
+    private readonly mismatch?: MismatchThresholds,
+    private readonly shard = false,
+  ) {}
 
-  /** The trajectory's entry (its own findings) and the number of its group (-1: none). */
-  addTrajectory(c: CheckedTrajectory): { entry: ReportEntry; group: number } {
+  /** The trajectory's entry (its own findings), the number of its group (-1: none) and its group member. */
+  addTrajectory(c: CheckedTrajectory): { entry: ReportEntry; group: number; member: GroupMember | null } {
     const t = c.trajectory;
     const facts = factsOf(c, this.mismatch);
     addToSummary(this.summary, c.findings, hasTokens(t));
     this.models.add(t.model ?? null, c.profile);
     let group = -1;
     let sample: number | null = null;
-    if (facts.member) {
+    if (facts.member && !this.shard) {
       const key = this.groupChecks.add(facts.member);
       const known = this.groups.get(key) ?? { number: this.groups.size, members: 0 };
       this.groups.set(key, known);
@@ -86,7 +94,7 @@ export class CheckReportBuilder {
       sample = known.members++;
     }
     if (facts.logprobs) this.mismatches.push(facts.logprobs);
-    return { entry: reportEntry(c, facts, sample), group };
+    return { entry: reportEntry(c, facts, sample), group, member: facts.member };
   }
 
   addError(e: ReadError): void {

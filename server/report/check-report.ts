@@ -110,6 +110,46 @@ export const ReportSummary = z.object({
 });
 export type ReportSummary = z.infer<typeof ReportSummary>;
 
+/** Where in the run an entry was read: [file order (−1: a path that cannot be read), its split's first byte, its place in the split]. */
+export const RunPosition = z.tuple([
+  z.number().int().min(-1),
+  z.number().int().nonnegative(),
+  z.number().int().nonnegative(),
+]);
+export type RunPosition = z.infer<typeof RunPosition>;
+
+/** What `merge` needs of a group member to run the group checks (analysis/groups.ts GroupMember). */
+export const ShardMember = z.object({
+  group: z.string(),
+  step: z.number().int().optional(),
+  reward: z.number().nullable().optional(),
+  prompt: z.string().optional(),
+  sample: z.string().optional(),
+});
+export type ShardMember = z.infer<typeof ShardMember>;
+
+/** A shard's part of a report (CheckReport `shard`). */
+export const ShardPart = z.object({
+  index: z.number().int().nonnegative(),
+  count: z.number().int().positive(),
+  run: z.string(),
+  /** Files in the run. */
+  files: z.number().int().nonnegative(),
+  /** What it read of each: bytes [start, end) of the file at `order` (before alignment to line starts), `bytes` its size. */
+  splits: z.array(
+    z.object({
+      order: z.number().int().nonnegative(),
+      start: z.number().int().nonnegative(),
+      end: z.number().int().nonnegative(),
+      bytes: z.number().int().nonnegative(),
+    }),
+  ),
+  positions: z.object({ trajectories: z.array(RunPosition), errors: z.array(RunPosition) }),
+  /** Each trajectory's GRPO group member, null when it names no group. */
+  members: z.array(ShardMember.nullable()),
+});
+export type ShardPart = z.infer<typeof ShardPart>;
+
 /** The stable `--json` contract (docs/check-json.md). */
 export const CheckReport = z.object({
   version: z.literal(1),
@@ -122,20 +162,12 @@ export const CheckReport = z.object({
   summary: ReportSummary,
   /**
    * Only in the report of one shard (`check --shard K/N`), for `rollscope merge`: which shard, a
-   * fingerprint of the files the run read, and the run-wide position of each trajectory and error
-   * (one count over both, in the order the run reads them).
+   * fingerprint of the run's files (names and sizes), the byte ranges of them it read, where in
+   * the run each of its trajectories and errors was read, and the group member each trajectory
+   * is (docs/distributed.md). Its entries name trajectories by the id their data states and
+   * leave out group findings and places: `merge` gives the run-wide keys and runs the group checks.
    */
-  shard: z
-    .object({
-      index: z.number().int().nonnegative(),
-      count: z.number().int().positive(),
-      run: z.string(),
-      positions: z.object({
-        trajectories: z.array(z.number().int().nonnegative()),
-        errors: z.array(z.number().int().nonnegative()),
-      }),
-    })
-    .optional(),
+  shard: ShardPart.optional(),
 });
 export type CheckReport = z.infer<typeof CheckReport>;
 

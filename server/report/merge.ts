@@ -2,10 +2,12 @@
 // unsharded `check --json` gives: the same entries in the same order, the same summary, the same
 // exit status. Pure, over parsed documents; `rollscope merge` reads and writes the files.
 import type { z } from 'zod';
-import { groupKey } from '../analysis/groups.ts';
+import { GroupChecks, groupKey } from '../analysis/groups.ts';
+import { publicFinding } from '../model/public-finding.ts';
+import { uniqueIds } from '../model/trajectory-key.ts';
 import { runMismatch } from '../analysis/logprob-mismatch.ts';
 import { uncoveredModelOf } from '../profiles/profile.ts';
-import { CheckReport, newSummary, RunModels } from './check-report.ts';
+import { CheckReport, newSummary, RunModels, type RunPosition, type ShardPart } from './check-report.ts';
 import { runLogprobs } from './logprobs.ts';
 
 export class MergeError extends Error {}
@@ -31,24 +33,66 @@ export function checkShardSet(shards: { name: string; index: number; count: numb
     throw new MergeError(`shard(s) ${missing.map((i) => `${i}/${count}`).join(', ')} missing: give all ${count}`);
 }
 
+/** Positions in run order: file, then split, then the place in the split. */
+function compareRunPositions(a: RunPosition, b: RunPosition): number {
+  return a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
+}
+
 /**
- * The entries of every shard in run order. The positions of all of them, trajectories and errors
- * together, must be 0 … n−1 each exactly once, or the reports are not of one run.
+ * Refuse shards whose splits do not tile the run: every file of it read once, byte 0 to its
+ * size, by exactly one shard's splits, none outside it (names the file order and the bytes).
  */
-function inRunOrder<T, E>(
-  trajectories: { position: number; item: T }[],
-  errors: { position: number; item: E }[],
-): { trajectories: T[]; errors: E[] } {
-  const all = [...trajectories, ...errors].map((x) => x.position).sort((a, b) => a - b);
-  all.forEach((p, i) => {
-    if (p !== i)
+function checkSplitsTile(reports: { name: string; report: CheckReport }[]): void {
+  const files = reports[0]!.report.shard!.files;
+  const other = reports.find((r) => r.report.shard!.files !== files);
+  if (other) throw new MergeError(`${other.name} and ${reports[0]!.name} list different files: not shards of one run`);
+  const byFile = new Map<number, { name: string; start: number; end: number; bytes: number }[]>();
+  for (const { name, report } of reports)
+    for (const s of report.shard!.splits) {
+      if (s.order >= files || s.end < s.start || s.end > s.bytes)
+        throw new MergeError(
+          `${name}: split of file ${s.order} (bytes ${s.start}–${s.end} of ${s.bytes}) is not in the run`,
+        );
+      const list = byFile.get(s.order) ?? [];
+      list.push({ name, ...s });
+      byFile.set(s.order, list);
+    }
+  for (let order = 0; order < files; order++) {
+    const list = (byFile.get(order) ?? []).sort((x, y) => x.start - y.start);
+    if (list.length === 0)
+      throw new MergeError(`file ${order} of the run was read by no shard: were they run over the same inputs?`);
+    let at = 0;
+    for (const s of list) {
+      if (s.bytes !== list[0]!.bytes)
+        throw new MergeError(
+          `${s.name} and ${list[0]!.name} saw file ${order} at different sizes: was it still written?`,
+        );
+      if (s.start > at)
+        throw new MergeError(
+          `the shards do not fit together: bytes ${at}–${s.start} of file ${order} were read by no shard`,
+        );
+      if (s.start < at)
+        throw new MergeError(
+          `the shards do not fit together: bytes ${s.start}–${Math.min(at, s.end)} of file ${order} were read twice (${s.name})`,
+        );
+      at = s.end;
+    }
+    if (at !== list[0]!.bytes)
       throw new MergeError(
-        `the shards do not fit together (position ${i} is ${p < i ? 'repeated' : 'missing'}): were they run over the same inputs with the same options?`,
+        `the shards do not fit together: bytes ${at}–${list[0]!.bytes} of file ${order} were read by no shard`,
       );
-  });
-  const byPosition = <X>(xs: { position: number; item: X }[]) =>
-    xs.sort((a, b) => a.position - b.position).map((x) => x.item);
-  return { trajectories: byPosition(trajectories), errors: byPosition(errors) };
+  }
+}
+
+/** Items in run order, refusing two read at the same place (shards that overlap). */
+function inRunOrder<T>(items: { position: RunPosition; item: T }[], what: string): T[] {
+  items.sort((a, b) => compareRunPositions(a.position, b.position));
+  for (let i = 1; i < items.length; i++)
+    if (compareRunPositions(items[i - 1]!.position, items[i]!.position) === 0)
+      throw new MergeError(
+        `the shards do not fit together (two ${what} read at ${JSON.stringify(items[i]!.position)}): were they run over the same inputs with the same options?`,
+      );
+  return items.map((x) => x.item);
 }
 
 /** The report of the whole run, from the reports of its shards (each validated as `CheckReport`). */
@@ -70,26 +114,26 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
   const run = reports[0]!.report.shard!.run;
   const other = reports.find((r) => r.report.shard!.run !== run);
   if (other) throw new MergeError(`${other.name} and ${reports[0]!.name} read different files: not shards of one run`);
+  checkSplitsTile(reports);
 
-  const trajectories: { position: number; item: CheckReport['trajectories'][number] }[] = [];
-  const errors: { position: number; item: CheckReport['errors'][number] }[] = [];
-  // A group lives in one shard (shards split by group): it goes where its first sample was read.
-  const groups: { position: number; item: CheckReport['groups'][number] }[] = [];
+  type Entry = CheckReport['trajectories'][number];
+  const trajectories: { position: RunPosition; item: { entry: Entry; member: ShardPart['members'][number] } }[] = [];
+  const errors: { position: RunPosition; item: CheckReport['errors'][number] }[] = [];
   const summary = newSummary();
   for (const { name, report } of reports) {
-    const pos = report.shard!.positions;
-    if (pos.trajectories.length !== report.trajectories.length || pos.errors.length !== report.errors.length)
+    const { positions, members } = report.shard!;
+    if (
+      positions.trajectories.length !== report.trajectories.length ||
+      members.length !== report.trajectories.length ||
+      positions.errors.length !== report.errors.length
+    )
       throw new MergeError(`${name}: its positions do not match its entries`);
-    report.trajectories.forEach((item, i) => {
-      trajectories.push({ position: pos.trajectories[i]!, item });
+    report.trajectories.forEach((entry, i) => {
+      trajectories.push({ position: positions.trajectories[i]!, item: { entry, member: members[i]! } });
     });
     report.errors.forEach((item, i) => {
-      errors.push({ position: pos.errors[i]!, item });
+      errors.push({ position: positions.errors[i]!, item });
     });
-    for (const item of report.groups) {
-      const first = report.trajectories.findIndex((t) => t.group === item.id && t.step === item.step);
-      groups.push({ position: first >= 0 ? pos.trajectories[first]! : Number.POSITIVE_INFINITY, item });
-    }
     const s = report.summary;
     for (const k of [
       'trajectories',
@@ -103,20 +147,37 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
     for (const [k, n] of Object.entries(s.findingsByKind))
       summary.findingsByKind[k] = (summary.findingsByKind[k] ?? 0) + n;
   }
-  const ordered = inRunOrder(trajectories, errors);
+  const ordered = inRunOrder(trajectories, 'trajectories');
+  // The run-wide keys (model/trajectory-key.ts): the stated id, `ID#2` for the second to state it, in run order.
+  const keyOf = uniqueIds();
+  for (const { entry } of ordered) entry.id = keyOf(entry.id);
   // A sample's place in its group counts the group's members in run order, whichever shard read them.
-  const members = new Map<string, number>();
-  for (const t of ordered.trajectories) {
-    if (t.group === null) continue;
-    const key = groupKey({ group: t.group, step: t.step ?? undefined });
-    const n = members.get(key) ?? 0;
-    members.set(key, n + 1);
-    if (t.sample !== null) t.sample = n;
+  const places = new Map<string, number>();
+  for (const { entry, member } of ordered) {
+    if (!member) continue;
+    const key = groupKey(member);
+    const n = places.get(key) ?? 0;
+    places.set(key, n + 1);
+    entry.sample = n;
   }
+  // The group checks over the run's members in run order, as check runs them; each member lists
+  // its group's findings after its own (docs/check-json.md#groups).
+  const groupChecks = new GroupChecks();
+  const keys = ordered.map(({ member }) => (member ? groupChecks.add(member) : undefined));
+  const groups = groupChecks.summaries().map((g) => ({ ...g, findings: g.findings.map(publicFinding) }));
+  const groupFindings = new Map<string, unknown[]>();
+  for (const key of new Set(keys))
+    if (key !== undefined) groupFindings.set(key, groupChecks.summary(key)!.findings.map(publicFinding));
+  ordered.forEach(({ entry }, i) => {
+    const key = keys[i];
+    if (key !== undefined) entry.findings.push(...groupFindings.get(key)!);
+  });
+  for (const g of groups) summary.findingsByKind.group! += g.findings.length;
+  const entries = ordered.map(({ entry }) => entry);
   // Run totals of the logprob metrics, recomputed over the run's trajectories in run order (as check sums them).
   const thresholds = reports.map((r) => r.report.summary.logprobs?.thresholds).find((t) => t !== undefined);
   const totals = runMismatch(
-    ordered.trajectories.flatMap((t) =>
+    entries.flatMap((t) =>
       t.logprobs ? [{ ...t.logprobs, turns: [], shift: undefined, minRatio: 0, firstPastThreshold: undefined }] : [],
     ),
   );
@@ -125,7 +186,7 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
   const notesOf = new Map<string, string[]>();
   for (const { report } of reports) for (const m of report.models) notesOf.set(m.profile, m.notes);
   const models = new RunModels();
-  for (const t of ordered.trajectories) {
+  for (const t of entries) {
     const uncoveredModel = uncoveredModelOf(t.profile);
     models.add(t.model, {
       name: t.profile,
@@ -135,10 +196,10 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
   }
   return {
     version: 1,
-    trajectories: ordered.trajectories,
-    groups: groups.sort((a, b) => a.position - b.position).map((g) => g.item),
+    trajectories: entries,
+    groups,
     models: models.list(),
-    errors: ordered.errors,
+    errors: inRunOrder(errors, 'errors'),
     summary,
   };
 }

@@ -29,8 +29,8 @@ ${COMMON_USAGE}
                    0 = main thread only)
   --all            list every trajectory (default: a summary by finding kind with a few examples each)
   --shard K/N      check only shard K of N (K from 0 to N−1: "$JOB_COMPLETION_INDEX/N", "$SLURM_ARRAY_TASK_ID/N");
-                   whole trajectories and GRPO groups, by a stable hash; fold the reports with rollscope merge
-                   (docs/distributed.md)
+                   reading only its share of the input (whole files, or line-aligned byte ranges of a JSONL
+                   file); fold the reports with rollscope merge (docs/distributed.md)
   --out FILE       write the report to FILE instead of stdout; FILE appears only when complete, and a rerun
                    writes the same bytes
   --findings-parquet FILE

@@ -33,7 +33,7 @@ export interface RecordLine {
 const GZIP_MAGIC = [0x1f, 0x8b];
 
 /** True when the file starts with the gzip magic bytes (whatever its name). */
-function isGzipFile(file: string): boolean {
+export function isGzipFile(file: string): boolean {
   const fd = fs.openSync(file, 'r');
   try {
     const head = Buffer.alloc(2);
@@ -206,5 +206,52 @@ export async function* readLines(
       const l = lineAt(Buffer.concat(parts), partBytes, opts.whole === true);
       if (l) yield l;
     }
+  }
+}
+
+const SCAN_BYTES = 1 << 20;
+
+/**
+ * The first line start at or after byte `at` of an uncompressed file: `at` itself when it is 0
+ * or follows a line feed, else the byte after the next line feed (the file's size when none
+ * follows). Two shards that cut a file at `at` agree on it, so every line is read by exactly one.
+ */
+export function lineStartAtOrAfter(file: string, at: number): number {
+  if (at <= 0) return 0;
+  const fd = fs.openSync(file, 'r');
+  try {
+    const size = fs.fstatSync(fd).size;
+    if (at >= size) return size;
+    const buf = Buffer.allocUnsafe(SCAN_BYTES);
+    for (let pos = at - 1; pos < size; ) {
+      const n = fs.readSync(fd, buf, 0, SCAN_BYTES, pos);
+      if (n <= 0) break;
+      const nl = buf.subarray(0, n).indexOf(0x0a);
+      if (nl >= 0) return pos + nl + 1;
+      pos += n;
+    }
+    return size;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Line feeds in bytes [0, end) of an uncompressed file: the 1-based number of the line at `end` is this plus 1. */
+export function lineFeedsBefore(file: string, end: number): number {
+  if (end <= 0) return 0;
+  const fd = fs.openSync(file, 'r');
+  try {
+    const buf = Buffer.allocUnsafe(SCAN_BYTES);
+    let count = 0;
+    for (let pos = 0; pos < end; ) {
+      const n = fs.readSync(fd, buf, 0, Math.min(SCAN_BYTES, end - pos), pos);
+      if (n <= 0) break;
+      const chunk = buf.subarray(0, n);
+      for (let i = chunk.indexOf(0x0a); i >= 0; i = chunk.indexOf(0x0a, i + 1)) count++;
+      pos += n;
+    }
+    return count;
+  } finally {
+    fs.closeSync(fd);
   }
 }
