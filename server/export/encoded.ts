@@ -4,6 +4,7 @@
 // (export/run.ts) only appends these bytes, so an export with analysis workers writes what one
 // without them writes. The run-wide key of a trajectory is given on the writing thread
 // (pipeline.ts keyed), so an encoded line leaves its id out and the writer puts it in.
+import path from 'node:path';
 import type { Finding } from '../model/finding.ts';
 import { publicFinding } from '../model/public-finding.ts';
 import type { CheckedTrajectory } from '../analysis/checked.ts';
@@ -11,12 +12,16 @@ import { analysisFailed } from '../analysis/analysis-failed.ts';
 import { RecentImages } from './images.ts';
 import type { ExportFormat, RejectEntry } from './manifest.ts';
 import { shredRow, type ShreddedRow } from './parquet.ts';
+import { partitionDirOf, type PartitionTarget } from './partitioned.ts';
 import type { RejectReason } from './policy.ts';
 import { exportRow, type RowOptions, type RowOutcome } from './row.ts';
 import { EXPORT_SCHEMA_VERSION } from './row-schema.ts';
 
-/** How rows are built and encoded: what crosses to the analysis workers (no cache, no functions). */
-export type RowSpec = Omit<RowOptions, 'recentImages'> & { format: ExportFormat };
+/**
+ * How rows are built and encoded: what crosses to the analysis workers (no cache, no functions).
+ * With `partition`, `outDir` is the partitioned folder and a row's paths are relative to its partition's.
+ */
+export type RowSpec = Omit<RowOptions, 'recentImages'> & { format: ExportFormat; partition?: PartitionTarget };
 
 /** A JSON line without its id: the bytes before the id's JSON, and those after it (the newline included). */
 export interface IdSplit {
@@ -47,7 +52,11 @@ export async function encodeOutcome(
     new RecentImages()),
 ): Promise<EncodedOutcome> {
   const id = checked.trajectory.id;
-  const outcome = await exportRowOrReject(checked, { ...spec, recentImages });
+  const { partition, format, ...rowOpts } = spec;
+  const outDir = partition
+    ? path.join(spec.outDir, ...partitionDirOf(checked.trajectory, partition).split('/'))
+    : spec.outDir;
+  const outcome = await exportRowOrReject(checked, { ...rowOpts, outDir, recentImages });
   if (outcome.kind === 'rejected') {
     return {
       kind: 'rejected',
@@ -61,7 +70,7 @@ export async function encodeOutcome(
     warningKinds: outcome.warnings.map((f) => f.kind),
   };
   try {
-    return spec.format === 'parquet'
+    return format === 'parquet'
       ? { kind: 'row', row: { format: 'parquet', shredded: shredRow(outcome.row) }, ...kinds }
       : { kind: 'row', row: { format: 'jsonl', line: splitAtId(outcome.row, id) }, ...kinds };
   } catch (e) {

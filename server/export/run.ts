@@ -13,11 +13,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
-import type { Finding } from '../model/finding.ts';
 import type { ProcessorSettings, ReadError } from '../model/trajectory.ts';
-import { publicFinding } from '../model/public-finding.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
-import type { PositionIdsLayout, RowOptions } from './row.ts';
+import type { PositionIdsLayout } from './row.ts';
 import { encodeOutcome, type EncodedOutcome, type RowSpec } from './encoded.ts';
 import { RecentImages, type ImageMode } from './images.ts';
 import { JsonlWriter } from './jsonl.ts';
@@ -37,7 +35,6 @@ import {
 import { EXPORT_SCHEMA_VERSION } from './row-schema.ts';
 import {
   PartitionedParquetSink,
-  partitionDirOf,
   partitionedManifestPath,
   partitionedRejectsPath,
   type PartitionTarget,
@@ -241,6 +238,7 @@ export function rowSpecFor(opts: ExportOptions): RowSpec {
   const images = opts.images ?? 'embed';
   return {
     format: partition ? 'parquet' : formatFor(out, opts.format),
+    ...(partition ? { partition } : {}),
     images,
     positionIds: opts.positionIds ?? 'qwen',
     includeWarnings: opts.includeWarnings === true,
@@ -271,7 +269,7 @@ export async function exportEvents(
   const manifestFile = partition ? partitionedManifestPath(out, partition.part) : manifestPathFor(out);
   const rejectsFile = partition ? partitionedRejectsPath(out, partition.part) : rejectsPathFor(out);
   const spec = rowSpecFor(opts);
-  const rowOpts: RowOptions = { ...spec, recentImages: new RecentImages() };
+  const recentImages = new RecentImages();
 
   const abort = new AbortController();
   const onOuterAbort = () => {
@@ -399,15 +397,7 @@ export async function exportEvents(
         };
         prof.trajectories++;
         profiles.set(c.profile.name, prof);
-        const outcome =
-          exported ??
-          (await encodeOutcome(
-            c,
-            partition
-              ? { ...spec, outDir: path.join(out, ...partitionDirOf(c.trajectory, partition).split('/')) }
-              : spec,
-            rowOpts.recentImages,
-          ));
+        const outcome = exported ?? (await encodeOutcome(c, spec, recentImages));
         if (outcome.kind === 'unwritable') throw new Error(outcome.message);
         if (outcome.kind === 'row') {
           await sink.writeEncoded(outcome.row, c);
@@ -453,9 +443,9 @@ export async function exportEvents(
       counts,
       settings: {
         format,
-        images: rowOpts.images,
-        position_ids: rowOpts.positionIds,
-        include_warnings: rowOpts.includeWarnings,
+        images: spec.images,
+        position_ids: spec.positionIds,
+        include_warnings: spec.includeWarnings,
         model: opts.model ?? null,
         input_format: opts.inputFormat ?? null,
         min_pixels: opts.processor?.minPixels ?? null,
