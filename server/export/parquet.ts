@@ -580,7 +580,7 @@ export class ParquetRowWriter {
   ) {
     this.out = new FdWriter(fd);
     this.groupRows = opts.rowGroupRows ?? 512;
-    this.groupBytes = opts.rowGroupBytes ?? 64 << 20;
+    this.groupBytes = opts.rowGroupBytes ?? 16 << 20;
     this.writer = new ParquetWriter({
       writer: this.out,
       schema: PARQUET_SCHEMA,
