@@ -3,8 +3,7 @@
 // copying them.
 import type { FormatName, Trajectory } from '../model/trajectory.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
-import { groupMember } from '../analysis/groups.ts';
-import { logprobMismatch } from '../analysis/logprob-mismatch.ts';
+import { reportFacts } from '../analysis/report-facts.ts';
 import { visionIdsOf, type ModelProfile, type VisionIds } from '../profiles/profile.ts';
 import type { RecordLine } from '../import/stream.ts';
 import type { RunOptions } from './run-options.ts';
@@ -57,8 +56,8 @@ export function toWire(
 
 /**
  * What the export's thread reads of a trajectory whose row was built where it was analyzed
- * (RunOptions `exportRows`): its key fields, meta and findings; every long number list emptied and
- * inline image bytes dropped, as for a report.
+ * (RunOptions `exportRows`), and what a report reads of one: its key fields, meta and findings;
+ * every long number list emptied and inline image bytes dropped (their hash and size stay).
  */
 export function forExport<C extends Omit<CheckedTrajectory, 'profile'>>(c: C): C {
   const t = c.trajectory;
@@ -84,16 +83,7 @@ export function forReport<C extends Omit<CheckedTrajectory, 'profile'>>(
 ): C {
   // Already cut (a worker's importAndAnalyze with noStreams): its report was computed from the full trajectory.
   if (c.report) return c;
-  const t = c.trajectory;
-  const report = { member: groupMember(t, vision) ?? null, logprobs: logprobMismatch(t, opts.mismatch) ?? null };
-  const images = t.images.map((im) => (im.url?.startsWith('data:') ? { ...im, url: 'data:' } : im));
-  return {
-    ...c,
-    trajectory: withoutStreams({ ...t, images }) as typeof t,
-    alignment: withoutStreams(c.alignment) as typeof c.alignment,
-    rerender: undefined,
-    report,
-  };
+  return { ...forExport(c), report: reportFacts(c.trajectory, opts, vision) };
 }
 
 /** A copy of `value` with each number list of PACK_MIN_LENGTH or more entries emptied. */
