@@ -37,6 +37,36 @@ async function peakOfCheck(run: BenchRun): Promise<{ rss: number; seconds: numbe
   return { rss: r.peakRssMB, seconds: r.wallSeconds, trajectories };
 }
 
+/** Peak RSS of `rollscope export --format parquet` (default workers, images embedded) of the same run. */
+async function peakOfExport(run: BenchRun): Promise<{ rss: number; seconds: number; trajectories: number }> {
+  const out = path.join(path.dirname(run.file), `memory-export-${process.pid}.parquet`);
+  const outputs = [out, `${out}.manifest.json`, `${out}.rejects.jsonl`];
+  try {
+    const r = await measureProcess(process.execPath, [
+      ROLLSCOPE,
+      'export',
+      run.file,
+      '--out',
+      out,
+      '--format',
+      'parquet',
+      '--json',
+      '--force',
+    ]);
+    if (r.code !== 0) throw new Error(`rollscope export exited with ${r.code}: ${r.stderr.slice(0, 2000)}`);
+    const manifest = JSON.parse(r.stdout.trim().split('\n').pop() ?? '{}') as { counts?: { read?: number } };
+    const trajectories = manifest.counts?.read ?? -1;
+    if (trajectories !== run.trajectories)
+      throw new Error(`export read ${trajectories} trajectories of ${run.trajectories}`);
+    return { rss: r.peakRssMB, seconds: r.wallSeconds, trajectories };
+  } finally {
+    for (const f of outputs) fs.rmSync(f, { force: true });
+  }
+}
+
+/** Peak RSS below this, at every run size, for check and export alike (issue 24). */
+const RSS_CEILING_MB = 400;
+
 export async function memoryFigure(quick: boolean): Promise<Figure> {
   const smallSize = quick ? 'quick' : 'medium';
   const largeSize = quick ? 'quickLarge' : 'large';
@@ -60,7 +90,11 @@ export async function memoryFigure(quick: boolean): Promise<Figure> {
   const a = await peakOfCheck(small);
   const large = await benchRun(largeSize);
   const b = await peakOfCheck(large);
+  const ea = await peakOfExport(small);
+  const eb = await peakOfExport(large);
   const ratio = b.rss / a.rss;
+  const exportRatio = eb.rss / ea.rss;
+  const highest = Math.max(a.rss, b.rss, ea.rss, eb.rss);
   const results: Measure[] = [
     {
       name: `check peak RSS, ${round(small.bytes / 1e6)} MB run (${small.trajectories} trajectories)`,
@@ -74,10 +108,22 @@ export async function memoryFigure(quick: boolean): Promise<Figure> {
       unit: 'MB',
       note: `${round(b.seconds)} s, ${round(large.trajectories / b.seconds)} trajectories/s`,
     },
+    {
+      name: `export --format parquet peak RSS, ${round(small.bytes / 1e6)} MB run`,
+      value: ea.rss,
+      unit: 'MB',
+      note: `${round(ea.seconds)} s`,
+    },
+    {
+      name: `export --format parquet peak RSS, ${round(large.bytes / 1e6)} MB run`,
+      value: eb.rss,
+      unit: 'MB',
+      note: `${round(eb.seconds)} s`,
+    },
   ];
   return {
     figure: 'memory',
-    title: 'memory: peak RSS of check as the run grows',
+    title: 'memory: peak RSS of check and export as the run grows',
     status: 'measured',
     data: { workers: 'default (one per core)', small: `${smallSize} run`, large: `${largeSize} run` },
     results,
@@ -88,6 +134,12 @@ export async function memoryFigure(quick: boolean): Promise<Figure> {
         wanted: 'RSS on the 2 GB run is less than twice RSS on the 200 MB run',
         measured: `${round(ratio, 2)}× (${round(a.rss)} MB → ${round(b.rss)} MB for ${round(large.bytes / small.bytes)}× the data)${quick ? '; quick sizes, not the target sizes' : ''}`,
         met: quick ? null : ratio < 2,
+      },
+      {
+        name: 'flat and low, check and export alike',
+        wanted: `peak RSS below ${RSS_CEILING_MB} MB and the same (±10 %) on both runs, for check and for export --format parquet`,
+        measured: `check ${round(a.rss)} → ${round(b.rss)} MB (${round(ratio, 2)}×); export ${round(ea.rss)} → ${round(eb.rss)} MB (${round(exportRatio, 2)}×); highest ${round(highest)} MB${quick ? '; quick sizes, not the target sizes' : ''}`,
+        met: quick ? null : highest < RSS_CEILING_MB && Math.max(ratio, exportRatio) <= 1.1,
       },
     ],
     notes: ['Peak RSS is the kernel’s (GNU time %M, or VmHWM) for the whole process, worker threads included.'],

@@ -8,7 +8,7 @@ import type { FormatName, Trajectory } from './model/trajectory.ts';
 import { profileNamed, uncoveredModelOf, type ModelProfile } from './profiles/profile.ts';
 import type { RecordLine } from './import/read/lines.ts';
 import type { CheckedTrajectory } from './analysis/checked.ts';
-import type { ChunkOutcome, RunOptions } from './pipeline/analyze.ts';
+import type { ChunkOutcome, ExportedEvent, RunOptions } from './pipeline/analyze.ts';
 import { packForWire, unpackFromWire, type Job, type Reply, type WireChecked } from './pipeline/wire.ts';
 
 export { packForWire, unpackFromWire } from './pipeline/wire.ts';
@@ -20,7 +20,11 @@ const lazyProfiles = new Map<string, ModelProfile>();
  * and whether it covers its model: a `check --json` never needs this thread's own copy of the
  * tokenizer (a second of start-up).
  */
-function lazyProfile(name: string, notes: readonly string[]): ModelProfile {
+function lazyProfile(
+  name: string,
+  notes: readonly string[],
+  manifest?: Pick<ModelProfile, 'family' | 'hashes'>,
+): ModelProfile {
   let p = lazyProfiles.get(name);
   if (!p) {
     let loaded: ModelProfile | undefined;
@@ -29,6 +33,7 @@ function lazyProfile(name: string, notes: readonly string[]): ModelProfile {
       name,
       notes,
       uncoveredModel: uncoveredModelOf(name),
+      ...manifest,
     };
     p = new Proxy({} as ModelProfile, {
       get: (_t, key) => (key in known ? known[key as keyof ModelProfile] : Reflect.get(real(), key)),
@@ -49,9 +54,15 @@ function fromWire(w: WireChecked): CheckedTrajectory {
   const c = w as Partial<WireChecked> & Partial<CheckedTrajectory>;
   const name = w.profileName;
   const notes = w.profileNotes ?? [];
+  const manifest =
+    w.profileFamily !== undefined && w.profileHashes !== undefined
+      ? { family: w.profileFamily, hashes: w.profileHashes }
+      : undefined;
   delete c.profileName;
   delete c.profileNotes;
-  c.profile = lazyProfile(name, notes);
+  delete c.profileFamily;
+  delete c.profileHashes;
+  c.profile = lazyProfile(name, notes, manifest);
   return c as CheckedTrajectory;
 }
 
@@ -113,9 +124,14 @@ export class AnalysisPool {
   }
 
   async analyze(trajectory: Trajectory, opts: RunOptions, roots: readonly string[]): Promise<CheckedTrajectory> {
+    return (await this.analyzeEvent(trajectory, opts, roots)).checked;
+  }
+
+  /** The trajectory's event: checked, and with RunOptions `exportRows` its row built and encoded there too. */
+  async analyzeEvent(trajectory: Trajectory, opts: RunOptions, roots: readonly string[]): Promise<ExportedEvent> {
     const r = await this.send({ kind: 'trajectory', seq: this.seq++, trajectory, opts, roots: [...roots] });
     if (r.kind !== 'trajectory') throw new Error('analysis worker answered a trajectory with a batch');
-    return fromWire(r.result);
+    return { type: 'trajectory', checked: fromWire(r.result), ...(r.exported ? { exported: r.exported } : {}) };
   }
 
   /** Import and analyze raw lines of a record-local file on a worker (pipeline.importAndAnalyze there). */
@@ -136,7 +152,9 @@ export class AnalysisPool {
     if (r.kind !== 'lines') throw new Error('analysis worker answered a batch with a trajectory');
     return {
       events: r.events.map((e): ChunkOutcome['events'][number] =>
-        e.type === 'trajectory' ? { type: 'trajectory', checked: fromWire(e.checked) } : e,
+        e.type === 'trajectory'
+          ? { type: 'trajectory', checked: fromWire(e.checked), ...(e.exported ? { exported: e.exported } : {}) }
+          : e,
       ),
       imported: r.imported,
     };

@@ -4,7 +4,7 @@
 import { parentPort } from 'node:worker_threads';
 import { z } from 'zod';
 import { FormatName, type Trajectory } from './model/trajectory.ts';
-import { analyzeTrajectory, importAndAnalyze, type RunOptions } from './pipeline/analyze.ts';
+import { analyzeTrajectory, importAndAnalyze, withExport, type RunOptions } from './pipeline/analyze.ts';
 import { packForWire, toWire, unpackFromWire, type Reply, type WireEvent } from './pipeline/wire.ts';
 
 const RecordLine = z.object({
@@ -38,16 +38,29 @@ parentPort!.on('message', async (raw: unknown) => {
   let reply: Reply;
   try {
     if (job.kind === 'trajectory') {
+      const ev = await withExport(
+        { type: 'trajectory', checked: await analyzeTrajectory(job.trajectory, job.opts, job.roots) },
+        job.opts,
+      );
+      if (ev.type !== 'trajectory') throw new Error('the analysis of a trajectory gave no trajectory');
       reply = {
         seq: job.seq,
         ok: true,
         kind: 'trajectory',
-        result: toWire(await analyzeTrajectory(job.trajectory, job.opts, job.roots), job.opts),
+        result: toWire(ev.checked, job.opts),
+        ...('exported' in ev && ev.exported ? { exported: ev.exported } : {}),
       };
     } else {
       const { events, imported } = await importAndAnalyze(job, job.opts, job.roots);
       const wire = events.map(
-        (e): WireEvent => (e.type === 'trajectory' ? { type: 'trajectory', checked: toWire(e.checked, job.opts) } : e),
+        (e): WireEvent =>
+          e.type === 'trajectory'
+            ? {
+                type: 'trajectory',
+                checked: toWire(e.checked, job.opts),
+                ...('exported' in e && e.exported ? { exported: e.exported } : {}),
+              }
+            : e,
       );
       reply = { seq: job.seq, ok: true, kind: 'lines', events: wire, imported };
     }

@@ -17,6 +17,7 @@ import {
   analyzeTrajectory,
   defaultRoots,
   importAndAnalyze,
+  withExport,
   type ChunkOutcome,
   type RunOptions,
 } from './pipeline/analyze.ts';
@@ -181,11 +182,11 @@ export async function* analyzeInputs(
           continue;
         }
         // A worker that fails (it died, its reply did not arrive) leaves the trajectory to this thread.
-        const result = pool
-          ? pool.analyze(traj, opts, roots).catch(() => analyzeTrajectory(traj, opts, roots))
-          : analyzeTrajectory(traj, opts, roots);
+        const here = () =>
+          analyzeOrError(traj, analyzeTrajectory(traj, opts, roots), opts).then((ev) => withExport(ev, opts));
+        const event = pool ? pool.analyzeEvent(traj, opts, roots).catch(here) : here();
         submit(
-          analyzeOrError(traj, result, opts).then((ev) => ({ events: [ev], imported: 1 })),
+          event.then((ev) => ({ events: [ev], imported: 1 })),
           false,
         );
         while (full()) yield* settleOldest();

@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ByteWriter, ParquetWriter, type ColumnSource } from 'hyparquet-writer';
-import { PARQUET_SCHEMA, ParquetRowWriter, readParquetRows } from '../server/export/parquet.ts';
+import { PARQUET_SCHEMA, ParquetRowWriter, readParquetRows, shredRow } from '../server/export/parquet.ts';
 import { EXPORT_SCHEMA_VERSION, type ExportRow } from '../server/export/row-schema.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-parquet-writer-'));
@@ -154,7 +154,30 @@ function streamed(all: ExportRow[], groupRows: number, groupBytes: number): Uint
   return fs.readFileSync(file);
 }
 
+/** The rows shredded where they were built (an analysis worker) and sent across threads, then written under their ids. */
+function shreddedAcrossThreads(all: ExportRow[], groupRows: number, groupBytes: number): Uint8Array {
+  const file = path.join(dir, `shredded-${groupRows}-${Math.random().toString(36).slice(2)}.parquet`);
+  const w = ParquetRowWriter.create(file, { createdBy: 'test', rowGroupRows: groupRows, rowGroupBytes: groupBytes });
+  // Built under a stated id the writing thread replaces by the run-wide key (pipeline.ts keyed).
+  for (const row of all) w.writeShredded(structuredClone(shredRow({ ...row, id: 'stated' })), row.id);
+  w.close();
+  return fs.readFileSync(file);
+}
+
 describe('the streaming Parquet row writer', () => {
+  it('writes the same bytes from rows shredded on another thread as from the rows themselves', () => {
+    const all = rows(60, 1, { tokens: 300, vocab: 2000 });
+    for (const [groupRows, groupBytes] of [
+      [1, 64 << 20],
+      [7, 64 << 20],
+      [512, 64 << 20],
+      [512, 40_000],
+    ] as const) {
+      const mine = shreddedAcrossThreads(all, groupRows, groupBytes);
+      expect(Buffer.from(mine).equals(Buffer.from(streamed(all, groupRows, groupBytes)))).toBe(true);
+    }
+  });
+
   it('writes the bytes the generic writer makes from row objects, for every row shape', async () => {
     const all = rows(60, 1, { tokens: 300, vocab: 2000 });
     for (const groupRows of [1, 7, 512]) {

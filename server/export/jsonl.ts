@@ -5,7 +5,7 @@ import fs from 'node:fs/promises';
 const FLUSH_BYTES = 1 << 20;
 
 export class JsonlWriter {
-  private pending: string[] = [];
+  private pending: (string | Uint8Array)[] = [];
   private pendingBytes = 0;
   private written = 0;
   private rows = 0;
@@ -32,9 +32,18 @@ export class JsonlWriter {
     if (this.pendingBytes >= FLUSH_BYTES) await this.flush();
   }
 
+  /** A line encoded elsewhere around its id (export/encoded.ts `IdSplit`): `before`, the id as JSON, `after`. */
+  async writeAround(around: { before: Uint8Array; after: Uint8Array }, id: string): Promise<void> {
+    const key = Buffer.from(JSON.stringify(id));
+    this.pending.push(around.before, key, around.after);
+    this.pendingBytes += around.before.length + key.length + around.after.length;
+    this.rows++;
+    if (this.pendingBytes >= FLUSH_BYTES) await this.flush();
+  }
+
   async flush(): Promise<void> {
     if (this.pending.length === 0) return;
-    const chunk = this.pending.join('');
+    const chunk = Buffer.concat(this.pending.map((p) => (typeof p === 'string' ? Buffer.from(p) : p)));
     this.pending = [];
     this.written += this.pendingBytes;
     this.pendingBytes = 0;

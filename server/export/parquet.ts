@@ -99,6 +99,12 @@ class Grow<A extends Uint8Array | Int32Array | Float64Array> {
     if (this.length === this.data.length) this.reserve(1);
     this.data[this.length++] = v;
   }
+  /** Append a run of values (a shredded row's, export/parquet.ts `ShreddedRow`). */
+  append(values: ArrayLike<number>): void {
+    this.reserve(values.length);
+    this.data.set(values, this.length);
+    this.length += values.length;
+  }
   fill(v: number, n: number): void {
     this.reserve(n);
     this.data.fill(v, this.length, this.length + n);
@@ -241,8 +247,11 @@ class Leaf {
   }
 }
 
+/** What a leaf's encoder takes from the file's writer. */
+type EncoderSettings = Pick<ParquetWriter, 'codec' | 'compressors' | 'statistics' | 'statisticsTruncateLength'>;
+
 /** Every leaf of the schema in file order, with its encoder settings (ParquetWriter.write's defaults, statistics off). */
-function schemaLeaves(writer: ParquetWriter): Map<string, Leaf> {
+function schemaLeaves(writer: EncoderSettings): Map<string, Leaf> {
   const leaves = new Map<string, Leaf>();
   let i = 1;
   const walk = (path: SchemaElement[]) => {
@@ -287,7 +296,7 @@ class RowGroupColumns {
   private imageBytes = new Map<string, Uint8Array>();
   rows = 0;
 
-  constructor(writer: ParquetWriter) {
+  constructor(writer: EncoderSettings) {
     this.leaves = schemaLeaves(writer);
     this.L = (name) => this.leaves.get(name)!;
   }
@@ -373,10 +382,145 @@ class RowGroupColumns {
     return b;
   }
 
-  clear(): void {
+  /** The leaves' contents as one row (the only row since the last clear), in the form that crosses threads. */
+  shredded(estimate: number): ShreddedRow {
+    const leaves = [...this.leaves.values()];
+    const slots = new Int32Array(leaves.length);
+    const holes = new Int32Array(leaves.length);
+    let levelCount = 0;
+    let intCount = 0;
+    let floatCount = 0;
+    leaves.forEach((leaf, i) => {
+      const n = leaf.flat ? leaf.objs.length : leaf.def.length;
+      slots[i] = n;
+      holes[i] = leaf.holes;
+      if (!leaf.flat) levelCount += 2 * n;
+      if (leaf.nums?.data instanceof Int32Array) intCount += n;
+      else if (leaf.nums) floatCount += n;
+    });
+    const levels = new Uint8Array(levelCount);
+    const ints = new Int32Array(intCount);
+    const floats = new Float64Array(floatCount);
+    const objs: unknown[] = [];
+    let lv = 0;
+    let ii = 0;
+    let fi = 0;
+    for (const leaf of leaves) {
+      if (!leaf.flat) {
+        levels.set(leaf.def.view(), lv);
+        lv += leaf.def.length;
+        levels.set(leaf.rep.view(), lv);
+        lv += leaf.rep.length;
+      }
+      if (leaf.nums?.data instanceof Int32Array) {
+        ints.set(leaf.nums.view(), ii);
+        ii += leaf.nums.length;
+      } else if (leaf.nums) {
+        floats.set(leaf.nums.view(), fi);
+        fi += leaf.nums.length;
+      } else for (const v of leaf.objs) objs.push(v);
+    }
+    // A Float64Array crossing threads is read as a packed number list (pipeline/wire.ts): its bytes go as bytes.
+    return { slots, holes, levels, ints, floatBytes: new Uint8Array(floats.buffer), objs, estimate };
+  }
+
+  /** Append a row shredded elsewhere (`shredded`), named `id`. */
+  addShredded(s: ShreddedRow, id: string): void {
+    const floats = new Float64Array(s.floatBytes.buffer, s.floatBytes.byteOffset, s.floatBytes.byteLength / 8);
+    let i = 0;
+    let lv = 0;
+    let ii = 0;
+    let fi = 0;
+    let oi = 0;
+    for (const leaf of this.leaves.values()) {
+      const n = s.slots[i]!;
+      leaf.holes += s.holes[i]!;
+      i++;
+      if (!leaf.flat) {
+        leaf.def.append(s.levels.subarray(lv, lv + n));
+        lv += n;
+        leaf.rep.append(s.levels.subarray(lv, lv + n));
+        lv += n;
+      }
+      if (leaf.nums?.data instanceof Int32Array) {
+        leaf.nums.append(s.ints.subarray(ii, ii + n));
+        ii += n;
+      } else if (leaf.nums) {
+        leaf.nums.append(floats.subarray(fi, fi + n));
+        fi += n;
+      } else for (let k = 0; k < n; k++) leaf.objs.push(s.objs[oi++]);
+    }
+    const ids = this.L('id').objs;
+    ids[ids.length - 1] = id;
+    // One buffer per distinct image within the row group, as `add` keeps them (the dictionary finds repeats by identity).
+    const hashes = this.L('images.list.element.sha256').objs;
+    const bytes = this.L('images.list.element.bytes').objs;
+    const added = s.slots[[...this.leaves.keys()].indexOf('images.list.element.bytes')]!;
+    for (let k = bytes.length - added; k < bytes.length; k++) {
+      const b = bytes[k];
+      if (!(b instanceof Uint8Array)) continue;
+      const sha = hashes[k] as string;
+      const known = this.imageBytes.get(sha);
+      if (known) bytes[k] = known;
+      else this.imageBytes.set(sha, b);
+    }
+    this.rows++;
+  }
+
+  /** Empty the leaves; `keepImages`: a shredder keeps the decoded images of the last rows (a GRPO group shares them). */
+  clear(keepImages = false): void {
     for (const l of this.leaves.values()) l.clear();
-    this.imageBytes = new Map();
+    if (!keepImages || this.imageBytes.size > 16) this.imageBytes = new Map();
     this.rows = 0;
+  }
+}
+
+/**
+ * One row shredded into the schema's leaves (definition and repetition levels, numbers, other
+ * values), as it crosses from the thread that built it to the one that writes the file: what
+ * `RowGroupColumns.add` would have put in the leaves, so the file is the same bytes either way.
+ */
+export interface ShreddedRow {
+  /** Slots of each leaf, in schema order. */
+  slots: Int32Array;
+  /** Slots of each leaf with no value. */
+  holes: Int32Array;
+  /** Of each nested leaf in turn: its definition levels, then its repetition levels. */
+  levels: Uint8Array;
+  /** The values of the INT32 leaves, leaf after leaf. */
+  ints: Int32Array;
+  /** The values of the FLOAT and DOUBLE leaves (a Float64Array's bytes). */
+  floatBytes: Uint8Array;
+  /** The values of the other leaves, leaf after leaf (the row's id slot is filled in by the writer). */
+  objs: unknown[];
+  /** What the row weighs toward the row group's byte bound (`rowWeight`). */
+  estimate: number;
+}
+
+/** What a row adds to its row group's size, for the byte bound: its int columns and its image bytes. */
+export function rowWeight(row: ExportRow): number {
+  return (
+    row.tokens.length * 4 * (4 + row.position_ids.length) + row.images.reduce((n, i) => n + (i.bytes?.length ?? 0), 0)
+  );
+}
+
+/** A shredder encodes nothing: its leaves only hold values (the writer's leaves encode them). */
+const SHRED_SETTINGS: EncoderSettings = {
+  codec: 'UNCOMPRESSED',
+  compressors: { SNAPPY: (input) => input },
+  statistics: false,
+  statisticsTruncateLength: undefined,
+};
+let shredder: RowGroupColumns | undefined;
+
+/** Shred `row` into its leaves where it was built (an analysis worker), to be written by `ParquetRowWriter.writeShredded`. */
+export function shredRow(row: ExportRow): ShreddedRow {
+  const columns = (shredder ??= new RowGroupColumns(SHRED_SETTINGS));
+  try {
+    columns.add(row);
+    return columns.shredded(rowWeight(row));
+  } finally {
+    columns.clear(true);
   }
 }
 
@@ -436,7 +580,7 @@ export class ParquetRowWriter {
   ) {
     this.out = new FdWriter(fd);
     this.groupRows = opts.rowGroupRows ?? 512;
-    this.groupBytes = opts.rowGroupBytes ?? 64 << 20;
+    this.groupBytes = opts.rowGroupBytes ?? 16 << 20;
     this.writer = new ParquetWriter({
       writer: this.out,
       schema: PARQUET_SCHEMA,
@@ -462,10 +606,18 @@ export class ParquetRowWriter {
 
   write(row: ExportRow): void {
     this.columns.add(row);
+    this.added(rowWeight(row));
+  }
+
+  /** Write a row shredded where it was built (`shredRow`), under its run-wide key `id`. */
+  writeShredded(row: ShreddedRow, id: string): void {
+    this.columns.addShredded(row, id);
+    this.added(row.estimate);
+  }
+
+  private added(weight: number): void {
     this.rows++;
-    this.bufferedBytes +=
-      row.tokens.length * 4 * (4 + row.position_ids.length) +
-      row.images.reduce((n, i) => n + (i.bytes?.length ?? 0), 0);
+    this.bufferedBytes += weight;
     if (this.columns.rows >= this.groupRows || this.bufferedBytes >= this.groupBytes) this.flushGroup();
   }
 

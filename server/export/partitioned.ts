@@ -12,7 +12,7 @@ import path from 'node:path';
 import type { CheckedTrajectory } from '../analysis/checked.ts';
 import type { Trajectory } from '../model/trajectory.ts';
 import { hashFile } from './manifest.ts';
-import { ParquetRowWriter, type ParquetRowWriterOptions } from './parquet.ts';
+import { ParquetRowWriter, type ParquetRowWriterOptions, type ShreddedRow } from './parquet.ts';
 import { partitionFolder, type PartitionKey } from './partition.ts';
 import type { ExportRow } from './row-schema.ts';
 
@@ -70,6 +70,15 @@ export class PartitionedParquetSink {
   }
 
   write(row: ExportRow, checked: CheckedTrajectory): void {
+    this.partOf(checked).writer.write(row);
+  }
+
+  /** A row shredded where it was built (parquet.ts shredRow), into its trajectory's partition under its run-wide key. */
+  writeShredded(row: ShreddedRow, checked: CheckedTrajectory): void {
+    this.partOf(checked).writer.writeShredded(row, checked.trajectory.id);
+  }
+
+  private partOf(checked: CheckedTrajectory): OpenPart {
     const folder = partitionDirOf(checked.trajectory, this.target);
     let part = this.parts.get(folder);
     if (!part) {
@@ -80,7 +89,7 @@ export class PartitionedParquetSink {
       part = { relative, dest, tmp, writer: ParquetRowWriter.create(tmp, this.writerOptions) };
       this.parts.set(folder, part);
     }
-    part.writer.write(row);
+    return part;
   }
 
   close(): void {

@@ -13,12 +13,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
-import type { Finding } from '../model/finding.ts';
 import type { ProcessorSettings, ReadError } from '../model/trajectory.ts';
-import { publicFinding } from '../model/public-finding.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
-import { exportRow, type PositionIdsLayout, type RowOptions, type RowOutcome } from './row.ts';
-import { analysisFailed } from '../analysis/analysis-failed.ts';
+import type { PositionIdsLayout } from './row.ts';
+import { encodeOutcome, type EncodedOutcome, type RowSpec } from './encoded.ts';
 import { RecentImages, type ImageMode } from './images.ts';
 import { JsonlWriter } from './jsonl.ts';
 import { ParquetRowWriter } from './parquet.ts';
@@ -37,7 +35,6 @@ import {
 import { EXPORT_SCHEMA_VERSION } from './row-schema.ts';
 import {
   PartitionedParquetSink,
-  partitionDirOf,
   partitionedManifestPath,
   partitionedRejectsPath,
   type PartitionTarget,
@@ -188,11 +185,69 @@ function publish(tmp: string, dest: string, force: boolean): void {
 
 // --- the export --------------------------------------------------------------------------------
 
+type EncodedRow = Extract<EncodedOutcome, { kind: 'row' }>['row'];
+
 interface Sink {
-  write(row: Parameters<ParquetRowWriter['write']>[0], checked: CheckedTrajectory): Promise<void> | void;
+  writeEncoded(row: EncodedRow, checked: CheckedTrajectory): Promise<void> | void;
   close(): Promise<void> | void;
   abandon(): Promise<void> | void;
   readonly bytesWritten: number;
+}
+
+/** A row encoded for another format than the batch's: rows are encoded as the export's spec says, so never. */
+function wrongFormat(row: EncodedRow): never {
+  throw new Error(`a row encoded as ${row.format} for a batch of another format`);
+}
+
+function parquetSink(w: ParquetRowWriter | PartitionedParquetSink): Sink {
+  return {
+    writeEncoded: (row, c) => {
+      if (row.format !== 'parquet') wrongFormat(row);
+      if (w instanceof ParquetRowWriter) w.writeShredded(row.shredded, c.trajectory.id);
+      else w.writeShredded(row.shredded, c);
+    },
+    close: () => w.close(),
+    abandon: () => w.abandon(),
+    get bytesWritten() {
+      return w.bytesWritten;
+    },
+  };
+}
+
+function jsonlSink(w: JsonlWriter): Sink {
+  return {
+    writeEncoded: (row, c) => (row.format === 'jsonl' ? w.writeAround(row.line, c.trajectory.id) : wrongFormat(row)),
+    close: () => w.close(),
+    abandon: () => w.abandon(),
+    get bytesWritten() {
+      return w.bytesWritten;
+    },
+  };
+}
+
+/** A pipeline event, with the trajectory's row already built and encoded where it was analyzed (RunOptions `exportRows`). */
+export type ExportInput = RunEvent | (Extract<RunEvent, { type: 'trajectory' }> & { exported?: EncodedOutcome });
+
+/**
+ * How the rows of an export are built and encoded (where each trajectory is analyzed, when the
+ * pipeline is given it as RunOptions `exportRows`; else in `exportEvents`).
+ */
+export function rowSpecFor(opts: ExportOptions): RowSpec {
+  const out = path.resolve(opts.out);
+  const partition = opts.partition;
+  const images = opts.images ?? 'embed';
+  return {
+    format: partition ? 'parquet' : formatFor(out, opts.format),
+    ...(partition ? { partition } : {}),
+    images,
+    positionIds: opts.positionIds ?? 'qwen',
+    includeWarnings: opts.includeWarnings === true,
+    processor: opts.processor,
+    roots: opts.roots ?? [],
+    outDir: partition ? out : path.dirname(out),
+    // By reference: one content-addressed store beside the batch (the file, or the partitioned folder).
+    imageDir: images === 'ref' ? path.join(path.dirname(out), 'images') : imageDirFor(out),
+  };
 }
 
 /**
@@ -200,7 +255,7 @@ interface Sink {
  * inputs listed in the manifest are the files announced by `file` events.
  */
 export async function exportEvents(
-  events: AsyncIterable<RunEvent>,
+  events: AsyncIterable<ExportInput>,
   opts: ExportOptions,
   onProgress?: (p: ExportProgress) => void,
   filesTotal: number | null = null,
@@ -213,18 +268,8 @@ export async function exportEvents(
   else checkTarget(out, force);
   const manifestFile = partition ? partitionedManifestPath(out, partition.part) : manifestPathFor(out);
   const rejectsFile = partition ? partitionedRejectsPath(out, partition.part) : rejectsPathFor(out);
-  const images = opts.images ?? 'embed';
-  const rowOpts: RowOptions = {
-    images,
-    positionIds: opts.positionIds ?? 'qwen',
-    includeWarnings: opts.includeWarnings === true,
-    processor: opts.processor,
-    roots: opts.roots ?? [],
-    outDir: partition ? out : path.dirname(out),
-    // By reference: one content-addressed store beside the batch (the file, or the partitioned folder).
-    imageDir: images === 'ref' ? path.join(path.dirname(out), 'images') : imageDirFor(out),
-    recentImages: new RecentImages(),
-  };
+  const spec = rowSpecFor(opts);
+  const recentImages = new RecentImages();
 
   const abort = new AbortController();
   const onOuterAbort = () => {
@@ -267,14 +312,16 @@ export async function exportEvents(
         },
       );
     }
-    sink =
-      parts ??
-      (format === 'parquet'
-        ? ParquetRowWriter.create(temps.batch, {
-            createdBy: `rollscope ${rollscopeVersion()}`,
-            rowGroupRows: opts.rowGroupRows,
-          })
-        : await JsonlWriter.create(temps.batch));
+    sink = parts
+      ? parquetSink(parts)
+      : format === 'parquet'
+        ? parquetSink(
+            ParquetRowWriter.create(temps.batch, {
+              createdBy: `rollscope ${rollscopeVersion()}`,
+              rowGroupRows: opts.rowGroupRows,
+            }),
+          )
+        : jsonlSink(await JsonlWriter.create(temps.batch));
     rejects = await JsonlWriter.create(temps.rejects);
 
     const counts = emptyCounts();
@@ -339,6 +386,7 @@ export async function exportEvents(
         progress.trajectoriesKnown += ev.count;
       } else {
         const c = ev.checked;
+        const exported = 'exported' in ev ? ev.exported : undefined;
         if (opts.select && !opts.select(c)) continue;
         counts.read++;
         const prof = profiles.get(c.profile.name) ?? {
@@ -349,31 +397,18 @@ export async function exportEvents(
         };
         prof.trajectories++;
         profiles.set(c.profile.name, prof);
-        const outcome = await exportRowOrReject(
-          c,
-          partition
-            ? { ...rowOpts, outDir: path.join(out, ...partitionDirOf(c.trajectory, partition).split('/')) }
-            : rowOpts,
-        );
+        const outcome = exported ?? (await encodeOutcome(c, spec, recentImages));
+        if (outcome.kind === 'unwritable') throw new Error(outcome.message);
         if (outcome.kind === 'row') {
-          await sink.write(outcome.row, c);
+          await sink.writeEncoded(outcome.row, c);
           counts.exported++;
-          countDistinct(
-            counts.repairedByFindingKind,
-            outcome.repaired.map((f) => f.kind),
-          );
-          countDistinct(
-            counts.exportedWithWarnings,
-            outcome.warnings.map((f) => f.kind),
-          );
+          countDistinct(counts.repairedByFindingKind, outcome.repairedKinds);
+          countDistinct(counts.exportedWithWarnings, outcome.warningKinds);
         } else {
-          await rejects.write(rejectEntry(c, outcome.reasons, outcome.messages, outcome.recheck));
+          await rejects.writeAround(outcome.entry, c.trajectory.id);
           counts.rejected++;
           countDistinct(counts.byReason, outcome.reasons);
-          countDistinct(
-            counts.byFindingKind,
-            outcome.causes.map((f) => f.kind),
-          );
+          countDistinct(counts.byFindingKind, outcome.causeKinds);
         }
       }
       progress.read = counts.read;
@@ -408,9 +443,9 @@ export async function exportEvents(
       counts,
       settings: {
         format,
-        images: rowOpts.images,
-        position_ids: rowOpts.positionIds,
-        include_warnings: rowOpts.includeWarnings,
+        images: spec.images,
+        position_ids: spec.positionIds,
+        include_warnings: spec.includeWarnings,
         model: opts.model ?? null,
         input_format: opts.inputFormat ?? null,
         min_pixels: opts.processor?.minPixels ?? null,
@@ -448,25 +483,6 @@ export async function exportEvents(
   }
 }
 
-/**
- * `exportRow`, with an exception while building or re-checking the row turned into a rejection
- * (`analysis_failed`): one row that cannot be built never ends the export.
- */
-async function exportRowOrReject(c: CheckedTrajectory, opts: RowOptions): Promise<RowOutcome> {
-  try {
-    return await exportRow(c, opts);
-  } catch (e) {
-    const failed = analysisFailed('export', e);
-    return {
-      kind: 'rejected',
-      reasons: ['analysis_failed'],
-      messages: [failed.message],
-      causes: [failed],
-      recheck: [],
-    };
-  }
-}
-
 /** The manifest's time: SOURCE_DATE_EPOCH when set (reproducible reruns write the same bytes), else now. */
 function createdAt(): string {
   const epoch = process.env.SOURCE_DATE_EPOCH;
@@ -492,22 +508,4 @@ function checkPartitionTarget(out: string, partition: PartitionTarget, force: bo
   const manifest = partitionedManifestPath(out, partition.part);
   if (fs.existsSync(manifest) && !force)
     throw new ExportError('target_exists', `${manifest} exists; pass --force to replace this part`);
-}
-
-function rejectEntry(
-  c: CheckedTrajectory,
-  reasons: RejectEntry['reasons'],
-  messages: string[],
-  recheck: Finding[],
-): RejectEntry {
-  const t = c.trajectory;
-  return {
-    schema_version: EXPORT_SCHEMA_VERSION,
-    id: t.id,
-    source: { file: t.source.file, line: t.source.line, format: t.source.format },
-    reasons,
-    messages,
-    findings: c.findings.map(publicFinding),
-    recheck_findings: recheck.map(publicFinding),
-  };
 }

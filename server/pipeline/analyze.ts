@@ -13,7 +13,8 @@ import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { importLines, type RecordLine } from '../import/stream.ts';
 import { resolveImages } from '../images/resolve.ts';
 import { ownsError, ownsTrajectory, type Skipped } from './shard.ts';
-import { forReport } from './wire.ts';
+import { encodeOutcome, type EncodedOutcome } from '../export/encoded.ts';
+import { forExport, forReport } from './wire.ts';
 import type { RunOptions } from './run-options.ts';
 
 export type { RunOptions } from './run-options.ts';
@@ -69,11 +70,27 @@ export function defaultRoots(paths: readonly string[]): string[] {
   return paths.map((p) => path.resolve(p)).map((p) => (/\.[a-z0-9]+$/i.test(p) ? path.dirname(p) : p));
 }
 
+/** A trajectory's event with its export outcome, when the run exports (RunOptions `exportRows`). */
+export type ExportedEvent = Extract<RunEvent, { type: 'trajectory' }> & { exported?: EncodedOutcome };
+
 /** Settles to the events of one piece of work, in order; `imported` counts the trajectories it read. */
 export interface ChunkOutcome {
   /** `skipped`: read, but another shard's (the pipeline counts them and hands them out no further). */
-  events: (RunEvent | Skipped)[];
+  events: (RunEvent | ExportedEvent | Skipped)[];
   imported: number;
+}
+
+/**
+ * With RunOptions `exportRows`, the trajectory's row built and encoded here, and the trajectory
+ * cut to what the export's thread reads of it (no streams, no image bytes); else `ev` as it is.
+ */
+export async function withExport(
+  ev: RunEvent,
+  opts: Pick<RunOptions, 'exportRows'>,
+): Promise<RunEvent | ExportedEvent> {
+  if (ev.type !== 'trajectory' || !opts.exportRows) return ev;
+  const exported = await encodeOutcome(ev.checked, opts.exportRows);
+  return { type: 'trajectory', checked: { ...forExport(ev.checked), profile: ev.checked.profile }, exported };
 }
 
 /** Import and analyze one batch of raw lines on this thread (what a pool worker does with it). */
@@ -97,10 +114,10 @@ export async function importAndAnalyze(
       continue;
     }
     imported++;
-    const ev = await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots), opts);
-    if (lean) trajectories[i] = undefined; // done with: its record need not outlive the batch
+    const ev = await withExport(await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots), opts), opts);
+    if (lean || opts.exportRows) trajectories[i] = undefined; // done with: its record need not outlive the batch
     events.push(
-      lean && ev.type === 'trajectory'
+      lean && ev.type === 'trajectory' && !opts.exportRows
         ? { type: 'trajectory', checked: forReport(ev.checked, opts, visionIdsOf(ev.checked.profile)) }
         : ev,
     );

@@ -7,6 +7,7 @@ import { expandPaths } from '../import/index.ts';
 import {
   exportEvents,
   checkTarget,
+  rowSpecFor,
   type ExportOptions,
   type ExportProgress,
   type ExportResult,
@@ -30,6 +31,9 @@ export async function exportRun(
     roots,
     workers: opts.workers,
     allowRemoteImages: opts.allowRemoteImages,
+    // Each row is built where its trajectory is analyzed, unless a selection (a function of this
+    // thread) must see the checked trajectory first.
+    ...(opts.select ? {} : { exportRows: rowSpecFor({ ...opts, roots }) }),
     // Hashed names are relative to the run as given, not to the files it expands to.
     ...(opts.shard ? { shard: { ...opts.shard, root: opts.shard.root ?? runRoot(paths) } } : {}),
   };

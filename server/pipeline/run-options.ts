@@ -3,6 +3,7 @@
 import type { TrainerSide } from '../model/trainer-side.ts';
 import type { ProcessorSettings } from '../model/trajectory.ts';
 import type { MismatchThresholds } from '../analysis/logprob-mismatch.ts';
+import type { RowSpec } from '../export/encoded.ts';
 import type { ShardSpec } from './shard.ts';
 
 export interface RunOptions {
@@ -36,4 +37,10 @@ export interface RunOptions {
    * V8's old generation, which grows to a multiple of that.
    */
   noStreams?: boolean;
+  /**
+   * The run is exported (`export`): each trajectory's row or reject entry is built, re-checked and
+   * encoded right after its analysis, on the same thread (export/encoded.ts), and the trajectory
+   * goes on without its streams; the export's thread only writes the bytes.
+   */
+  exportRows?: RowSpec;
 }

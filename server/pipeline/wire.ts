@@ -4,19 +4,23 @@
 import type { FormatName, Trajectory } from '../model/trajectory.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { reportFacts } from '../analysis/report-facts.ts';
-import { visionIdsOf, type VisionIds } from '../profiles/profile.ts';
+import { visionIdsOf, type ModelProfile, type VisionIds } from '../profiles/profile.ts';
 import type { RecordLine } from '../import/stream.ts';
 import type { RunOptions } from './run-options.ts';
 import type { Skipped } from './shard.ts';
+import type { EncodedOutcome } from '../export/encoded.ts';
 
 /** A checked trajectory as it crosses threads: the profile by name (tokenizers are not transferable). */
 export type WireChecked = Omit<CheckedTrajectory, 'profile'> & {
   profileName: string;
+  /** What a manifest records of the profile (export/manifest.ts), so the main thread need not open it for an export. */
+  profileFamily?: string;
+  profileHashes?: ModelProfile['hashes'];
   /** The profile's notes (what its loader defaulted, the model it does not cover), when it has any. */
   profileNotes?: string[];
 };
 export type WireEvent =
-  | { type: 'trajectory'; checked: WireChecked }
+  | { type: 'trajectory'; checked: WireChecked; exported?: EncodedOutcome }
   | Exclude<RunEvent, { type: 'trajectory' }>
   | Skipped;
 
@@ -33,16 +37,36 @@ export type Job =
     };
 
 export type Reply =
-  | { seq: number; ok: true; kind: 'trajectory'; result: WireChecked }
+  | { seq: number; ok: true; kind: 'trajectory'; result: WireChecked; exported?: EncodedOutcome }
   | { seq: number; ok: true; kind: 'lines'; events: WireEvent[]; imported: number }
   | { seq: number; ok: false; message: string };
 
-export function toWire(c: CheckedTrajectory, opts: Pick<RunOptions, 'reportOnly' | 'mismatch'> = {}): WireChecked {
+export function toWire(
+  c: CheckedTrajectory,
+  opts: Pick<RunOptions, 'reportOnly' | 'mismatch' | 'exportRows'> = {},
+): WireChecked {
   const { profile, ...rest } = c;
   return {
     ...(opts.reportOnly ? forReport(rest, opts, visionIdsOf(profile)) : rest),
     profileName: profile.name,
     ...(profile.notes.length > 0 ? { profileNotes: profile.notes } : {}),
+    ...(opts.exportRows ? { profileFamily: profile.family, profileHashes: profile.hashes } : {}),
+  };
+}
+
+/**
+ * What the export's thread reads of a trajectory whose row was built where it was analyzed
+ * (RunOptions `exportRows`), and what a report reads of one: its key fields, meta and findings;
+ * every long number list emptied and inline image bytes dropped (their hash and size stay).
+ */
+export function forExport<C extends Omit<CheckedTrajectory, 'profile'>>(c: C): C {
+  const t = c.trajectory;
+  const images = t.images.map((im) => (im.url?.startsWith('data:') ? { ...im, url: 'data:' } : im));
+  return {
+    ...c,
+    trajectory: withoutStreams({ ...t, images }) as typeof t,
+    alignment: withoutStreams(c.alignment) as typeof c.alignment,
+    rerender: undefined,
   };
 }
 
@@ -59,16 +83,7 @@ export function forReport<C extends Omit<CheckedTrajectory, 'profile'>>(
 ): C {
   // Already cut (a worker's importAndAnalyze with noStreams): its report was computed from the full trajectory.
   if (c.report) return c;
-  const t = c.trajectory;
-  const report = reportFacts(t, opts, vision);
-  const images = t.images.map((im) => (im.url?.startsWith('data:') ? { ...im, url: 'data:' } : im));
-  return {
-    ...c,
-    trajectory: withoutStreams({ ...t, images }) as typeof t,
-    alignment: withoutStreams(c.alignment) as typeof c.alignment,
-    rerender: undefined,
-    report,
-  };
+  return { ...forExport(c), report: reportFacts(c.trajectory, opts, vision) };
 }
 
 /** A copy of `value` with each number list of PACK_MIN_LENGTH or more entries emptied. */
@@ -95,6 +110,8 @@ const PACK_MIN_LENGTH = 64;
  * Returns a new tree; `value` itself is not touched (it may share arrays with caches).
  */
 export function packForWire(value: unknown, transfer: ArrayBuffer[]): unknown {
+  // Typed arrays (an encoded export row's) are copied whole by postMessage as they are.
+  if (ArrayBuffer.isView(value)) return value;
   if (Array.isArray(value)) {
     const n = value.length;
     if (n >= PACK_MIN_LENGTH && typeof value[0] === 'number') {
@@ -136,6 +153,7 @@ function toNumbers(f: Float64Array): number[] {
  */
 export function unpackFromWire(value: unknown): unknown {
   if (value instanceof Float64Array) return toNumbers(value);
+  if (ArrayBuffer.isView(value)) return value;
   if (Array.isArray(value)) {
     for (let i = 0; i < value.length; i++) {
       const v: unknown = value[i];
@@ -160,7 +178,7 @@ export function unpackFromWire(value: unknown): unknown {
           enumerable: true,
           configurable: true,
         });
-      } else if (typeof v === 'object' && v !== null) unpackFromWire(v);
+      } else if (typeof v === 'object' && v !== null && !ArrayBuffer.isView(v)) unpackFromWire(v);
     }
   }
   return value;

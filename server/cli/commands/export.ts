@@ -70,7 +70,8 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
   --input-format F     override input format detection
   --min-pixels N       image processor min_pixels for this run (records that state their own keep theirs)
   --max-pixels N       image processor max_pixels for this run
-  --workers N          analysis threads (default: one per core; 0 = main thread only)
+  --workers N          analysis threads (default: as check, one per idle core for runs of 512 MB or more,
+                       else none; 0 = main thread only)
   --json               print the manifest as JSON`,
   async run(argv) {
     const { values, positionals } = parse(argv, OPTIONS);
@@ -125,7 +126,8 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
           model: values.model,
           inputFormat: values['input-format'],
           processor: processorOptions(values),
-          workers: workerCount(values.workers),
+          // Unset: the threads check would start for the run (server/pipeline.ts workersFor).
+          workers: values.workers === undefined ? undefined : workerCount(values.workers),
           allowRemoteImages: values['allow-remote-images'] === true,
           shard,
           ...(partitionKeys ? { partition: { keys: partitionKeys, part: shard?.index ?? 0 } } : {}),
