@@ -16,9 +16,14 @@ export class FilterError extends Error {
     this.name = 'FilterError';
   }
 
-  /** The expression with a caret under the offending character (what the command line prints). */
+  /** The expression's line holding the offending character, with a caret under it (what the command line prints). */
   pointer(): string {
-    return `${this.expression}\n${' '.repeat(this.offset)}^`;
+    const start = this.expression.lastIndexOf('\n', this.offset - 1) + 1;
+    const end = this.expression.indexOf('\n', this.offset);
+    const line = this.expression.slice(start, end < 0 ? undefined : end);
+    // Tabs kept as tabs under the caret line, so the caret lines up in any terminal.
+    const pad = line.slice(0, this.offset - start).replace(/[^\t]/g, ' ');
+    return `${line}\n${pad}^`;
   }
 }
 
