@@ -4,6 +4,7 @@
 // exhaustive lists of the model, so a filter that parses never fails to evaluate.
 import { DIVERGENCE_CAUSES, FINDING_KINDS, Severity } from '../model/finding.ts';
 import { FORMAT_NAMES } from '../model/trajectory.ts';
+import { GROUP_FINDING } from './groups.ts';
 
 /** A filter that cannot be read: `offset` is the 0-based character of `expression` at fault. */
 export class FilterError extends Error {
@@ -468,7 +469,7 @@ export function readsGroup(node: FilterNode): boolean {
     case 'flag':
       return node.field.startsWith('group.');
     case 'finding':
-      // A group's findings are in each member's findings (docs/check-json.md#groups).
-      return true;
+      // A group's findings are in each member's findings (docs/check-json.md#groups), all of one kind and severity.
+      return node.facet !== 'cause' && GROUP_FINDING[node.facet] === node.value;
   }
 }
