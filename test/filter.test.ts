@@ -1,4 +1,4 @@
-// The filter language (server/analysis/filter.ts, docs/filter.md): parsing, names checked against
+// The filter language (server/report/filter.ts, docs/filter.md): parsing, names checked against
 // the model's lists, errors at the offending character, null, and print∘parse round trips on
 // random expressions.
 import fc from 'fast-check';
@@ -10,13 +10,28 @@ import {
   matchesFilter,
   parseFilter,
   printFilter,
-} from '../server/analysis/filter.ts';
+} from '../server/report/filter.ts';
 import { DIVERGENCE_CAUSES, FINDING_KINDS } from '../server/model/finding.ts';
 import { filterAst } from './support/filter-arbitrary.ts';
 
 function subject(over: Partial<FilterSubject['entry']> = {}, group: FilterSubject['group'] = null): FilterSubject {
   return {
-    entry: { id: 't1', source: { file: 'run/a.jsonl', line: 1 }, format: 'verl', model: null, findings: [], ...over },
+    entry: {
+      id: 't1',
+      source: { file: 'run/a.jsonl' },
+      format: 'verl',
+      model: null,
+      group: null,
+      step: null,
+      sample: null,
+      reward: null,
+      turns: null,
+      images: null,
+      response_tokens: null,
+      status: null,
+      findings: [],
+      ...over,
+    },
     group,
   };
 }

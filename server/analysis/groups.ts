@@ -143,7 +143,7 @@ export function groupKey(m: Pick<GroupMember, 'group' | 'step'>): string {
 
 const where = (g: GroupState) => `group ${g.id}${g.step !== null ? ` (step ${g.step})` : ''}`;
 
-/** What every group finding is (a filter that tests neither needs no group: analysis/filter.ts readsGroup). */
+/** What every group finding is (a filter that tests neither needs no group: report/filter.ts readsGroup). */
 export const GROUP_FINDING = { kind: 'group', severity: 'warning' } as const satisfies Partial<Finding>;
 
 function findingsOf(g: GroupState): Finding[] {

@@ -13,6 +13,9 @@ import { runRoot } from '../pipeline/shard.ts';
 import { EntrySpool, entryJson, entryParts } from './report-spool.ts';
 import { checkExitStatus, type CheckReport } from '../report/check-report.ts';
 import { CheckReportBuilder, hasTokens } from '../report/build.ts';
+import type { FilterNode } from '../report/filter.ts';
+import { FilteredReport } from '../report/filtered.ts';
+import type { ReportEntry } from '../report/check-report.ts';
 
 /** Tokens around `index`, decoded one by one with whitespace and special tokens visible; the culprit bracketed. */
 export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): string | undefined {
@@ -72,6 +75,8 @@ export interface CheckOptions extends RunOptions {
   all?: boolean;
   /** Also write one Parquet row per finding to this file (export/findings-parquet.ts). */
   findingsParquet?: string;
+  /** `--where`: list and count only the trajectories this filter selects (docs/filter.md). */
+  where?: { expression: string; node: FilterNode };
 }
 
 export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut): Promise<number> {
@@ -85,6 +90,9 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   // trajectory elsewhere) takes one place in every shard. Kept only for a shard's report (one
   // number per trajectory, to the end of the run).
   const positions = { trajectories: [] as number[], errors: [] as number[] };
+  // With --where: whether each spooled trajectory holds token ids (the filtered summary's notCheckable).
+  const checkable: boolean[] = [];
+  const groupFirst: number[] = [];
   const place = (list: number[]) => {
     if (opts.shard) list.push(seen);
     seen++;
@@ -124,6 +132,9 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       const c = ev.checked;
       findings?.add(c);
       const { entry, group } = builder.addTrajectory(c);
+      if (opts.where) checkable.push(hasTokens(c.trajectory));
+      // A filtered shard may list none of a group's members: merge places the group by its first one.
+      if (opts.where && opts.shard && group === groupFirst.length) groupFirst.push(positions.trajectories.at(-1)!);
       if (spool) {
         const { head, tail } = entryParts(entry);
         spool.add(group, head, tail);
@@ -140,15 +151,34 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     spool?.dispose();
     throw e;
   }
+  // Group fields are known only now: the filter reads each entry as it is written out (docs/filter.md).
+  const filtered = opts.where && new FilteredReport(opts.where, run, opts.mismatch);
+  const filteredPositions: number[] = [];
   if (spool) {
     // Each member lists its group's findings after its own (docs/check-json.md#groups).
     const extra = run.groups.map((g) => g.findings.map((f) => JSON.stringify(f)).join(','));
+    let at = 0;
+    const kept: number[] = [];
     try {
-      for await (const e of spool.entries())
-        await written(out, `${entries++ > 0 ? ',' : ''}${entryJson(e, e.group >= 0 ? extra[e.group]! : '')}`);
+      for await (const e of spool.entries()) {
+        const json = entryJson(e, e.group >= 0 ? extra[e.group]! : '');
+        const i = at++;
+        if (filtered && !filtered.keep(JSON.parse(json) as ReportEntry, e.group, checkable[i]!)) {
+          if (opts.shard) filteredPositions.push(positions.trajectories[i]!);
+          continue;
+        }
+        if (filtered && opts.shard) kept.push(positions.trajectories[i]!);
+        await written(out, `${entries++ > 0 ? ',' : ''}${json}`);
+      }
     } finally {
       spool.dispose();
     }
+    if (filtered && opts.shard) positions.trajectories = kept;
+  }
+  const narrowed = filtered ? filtered.finish(run.summary) : undefined;
+  if (narrowed) {
+    run.summary = narrowed.summary;
+    run.models = narrowed.models;
   }
   // A group's findings read best as their own message (they concern no single trajectory).
   for (const g of run.groups)
@@ -162,12 +192,12 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     index: opts.shard.index,
     count: opts.shard.count,
     run: runFiles.digest('hex'),
-    positions,
+    positions: narrowed ? { ...positions, filtered: filteredPositions, groups: groupFirst } : positions,
   };
   if (opts.json)
     out.write(
       `],"groups":${JSON.stringify(run.groups)},"models":${JSON.stringify(run.models)},"errors":${JSON.stringify(run.errors)},"summary":${JSON.stringify(run.summary)}` +
-        `${shard ? `,"shard":${JSON.stringify(shard)}` : ''}}\n`,
+        `${narrowed ? `,"filter":${JSON.stringify(narrowed.filter)}` : ''}${shard ? `,"shard":${JSON.stringify(shard)}` : ''}}\n`,
     );
   else printSummary({ version: 1, trajectories: [], ...run }, out, opts.all === true);
   return checkExitStatus(run);

@@ -5,7 +5,7 @@ import os from 'node:os';
 import type { TrainerSide } from '../model/trainer-side.ts';
 import { readTrainerSidecar } from '../import/trainer-sidecar.ts';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
-import { type FilterNode, parseFilter } from '../analysis/filter.ts';
+import { type FilterNode, parseFilter } from '../report/filter.ts';
 
 export class UsageError extends Error {}
 

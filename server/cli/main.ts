@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UsageError, type Command } from './command.ts';
-import { FilterError } from '../analysis/filter.ts';
+import { FilterError } from '../report/filter.ts';
 import { boundHeapGrowth } from './heap.ts';
 
 const commandsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'commands');

@@ -14,7 +14,7 @@ import { NotFound } from './views.ts';
 import { ImageUnavailable } from '../images/resolve.ts';
 import { checkRequest, NotServed, openAppFile, servedHosts } from './gate.ts';
 import { RequestError } from './request-body.ts';
-import { FilterError } from '../analysis/filter.ts';
+import { FilterError } from '../report/filter.ts';
 import type { ApiError } from './api.ts';
 import { trajectoryRoutes } from './routes-trajectories.ts';
 import { exportRoutes } from './routes-export.ts';

@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Finding } from '../model/finding.ts';
 import type { FormatName, ReadError, Trajectory } from '../model/trajectory.ts';
 import { TrajectoryKeys } from '../model/trajectory-key.ts';
-import { type FilterSubject, matchesFilter, parseFilter } from '../analysis/filter.ts';
+import { type FilterSubject, matchesFilter, parseFilter } from '../report/filter.ts';
 import {
   analyzeInputs,
   analyzeTrajectory,
@@ -680,6 +680,8 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         model: e.model.name,
         group: s.group,
         step: s.step,
+        // Its place among its group's members in the order they were read, as check counts it.
+        sample: e.groupKey === undefined ? null : (groupMembers.get(e.groupKey)?.indexOf(s.id) ?? null),
         reward: s.reward,
         turns: s.turns,
         response_tokens: s.responseTokens,

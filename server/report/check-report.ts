@@ -121,6 +121,17 @@ export const CheckReport = z.object({
   errors: z.array(ReportError),
   summary: ReportSummary,
   /**
+   * Only in a report written with `--where` (docs/filter.md): the expression, the entries it kept
+   * (those listed, and counted in `summary`) and those it left out.
+   */
+  filter: z
+    .object({
+      where: z.string(),
+      matched: z.number().int().nonnegative(),
+      filtered_out: z.number().int().nonnegative(),
+    })
+    .optional(),
+  /**
    * Only in the report of one shard (`check --shard K/N`), for `rollscope merge`: which shard, a
    * fingerprint of the files the run read, and the run-wide position of each trajectory and error
    * (one count over both, in the order the run reads them).
@@ -133,6 +144,10 @@ export const CheckReport = z.object({
       positions: z.object({
         trajectories: z.array(z.number().int().nonnegative()),
         errors: z.array(z.number().int().nonnegative()),
+        /** With `--where`: the positions of the trajectories the filter left out (listed nowhere). */
+        filtered: z.array(z.number().int().nonnegative()).optional(),
+        /** With `--where`: the position of each group's first member, in the order of `groups`. */
+        groups: z.array(z.number().int().nonnegative()).optional(),
       }),
     })
     .optional(),

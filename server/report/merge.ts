@@ -4,8 +4,8 @@
 import type { z } from 'zod';
 import { groupKey } from '../analysis/groups.ts';
 import { runMismatch } from '../analysis/logprob-mismatch.ts';
-import { uncoveredModelOf } from '../profiles/profile.ts';
 import { CheckReport, newSummary, RunModels } from './check-report.ts';
+import { addModel, entryMismatch } from './filtered.ts';
 import { runLogprobs } from './logprobs.ts';
 
 export class MergeError extends Error {}
@@ -38,8 +38,12 @@ export function checkShardSet(shards: { name: string; index: number; count: numb
 function inRunOrder<T, E>(
   trajectories: { position: number; item: T }[],
   errors: { position: number; item: E }[],
+  filtered: readonly number[] = [],
 ): { trajectories: T[]; errors: E[] } {
-  const all = [...trajectories, ...errors].map((x) => x.position).sort((a, b) => a - b);
+  const all = [...trajectories, ...errors]
+    .map((x) => x.position)
+    .concat(filtered)
+    .sort((a, b) => a - b);
   all.forEach((p, i) => {
     if (p !== i)
       throw new MergeError(
@@ -71,6 +75,18 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
   const other = reports.find((r) => r.report.shard!.run !== run);
   if (other) throw new MergeError(`${other.name} and ${reports[0]!.name} read different files: not shards of one run`);
 
+  // Shards checked with --where must have one filter; the positions it left out hold no entry.
+  const where = reports[0]!.report.filter?.where;
+  const otherFilter = reports.find((r) => r.report.filter?.where !== where);
+  if (otherFilter) {
+    const said = (w: string | undefined) =>
+      w === undefined ? 'without --where' : `filtered with ${JSON.stringify(w)}`;
+    throw new MergeError(
+      `${otherFilter.name} was ${said(otherFilter.report.filter?.where)}, ${reports[0]!.name} ${said(where)}`,
+    );
+  }
+  const filtered: number[] = [];
+  const filter = where === undefined ? undefined : { where, matched: 0, filtered_out: 0 };
   const trajectories: { position: number; item: CheckReport['trajectories'][number] }[] = [];
   const errors: { position: number; item: CheckReport['errors'][number] }[] = [];
   // A group lives in one shard (shards split by group): it goes where its first sample was read.
@@ -86,10 +102,16 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
     report.errors.forEach((item, i) => {
       errors.push({ position: pos.errors[i]!, item });
     });
-    for (const item of report.groups) {
-      const first = report.trajectories.findIndex((t) => t.group === item.id && t.step === item.step);
-      groups.push({ position: first >= 0 ? pos.trajectories[first]! : Number.POSITIVE_INFINITY, item });
+    if (filter) {
+      filter.matched += report.filter!.matched;
+      filter.filtered_out += report.filter!.filtered_out;
+      filtered.push(...(pos.filtered ?? []));
     }
+    report.groups.forEach((item, g) => {
+      const first = report.trajectories.findIndex((t) => t.group === item.id && t.step === item.step);
+      const position = pos.groups?.[g] ?? (first >= 0 ? pos.trajectories[first]! : Number.POSITIVE_INFINITY);
+      groups.push({ position, item });
+    });
     const s = report.summary;
     for (const k of [
       'trajectories',
@@ -103,10 +125,11 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
     for (const [k, n] of Object.entries(s.findingsByKind))
       summary.findingsByKind[k] = (summary.findingsByKind[k] ?? 0) + n;
   }
-  const ordered = inRunOrder(trajectories, errors);
-  // A sample's place in its group counts the group's members in run order, whichever shard read them.
+  const ordered = inRunOrder(trajectories, errors, filtered);
+  // A sample's place in its group counts the group's members in run order, whichever shard read them
+  // (of a filtered report, members are missing: its shard, which read the whole group, counted them).
   const members = new Map<string, number>();
-  for (const t of ordered.trajectories) {
+  for (const t of filter ? [] : ordered.trajectories) {
     if (t.group === null) continue;
     const key = groupKey({ group: t.group, step: t.step ?? undefined });
     const n = members.get(key) ?? 0;
@@ -115,24 +138,13 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
   }
   // Run totals of the logprob metrics, recomputed over the run's trajectories in run order (as check sums them).
   const thresholds = reports.map((r) => r.report.summary.logprobs?.thresholds).find((t) => t !== undefined);
-  const totals = runMismatch(
-    ordered.trajectories.flatMap((t) =>
-      t.logprobs ? [{ ...t.logprobs, turns: [], shift: undefined, minRatio: 0, firstPastThreshold: undefined }] : [],
-    ),
-  );
+  const totals = runMismatch(ordered.trajectories.map(entryMismatch));
   if (totals) summary.logprobs = runLogprobs(totals, thresholds);
   // The models in the order their first trajectory came in the run, as check counts them.
   const notesOf = new Map<string, string[]>();
   for (const { report } of reports) for (const m of report.models) notesOf.set(m.profile, m.notes);
   const models = new RunModels();
-  for (const t of ordered.trajectories) {
-    const uncoveredModel = uncoveredModelOf(t.profile);
-    models.add(t.model, {
-      name: t.profile,
-      notes: notesOf.get(t.profile) ?? [],
-      ...(uncoveredModel !== undefined ? { uncoveredModel } : {}),
-    });
-  }
+  for (const t of ordered.trajectories) addModel(models, t, notesOf);
   return {
     version: 1,
     trajectories: ordered.trajectories,
@@ -140,5 +152,6 @@ export function mergeCheckReports(docs: { name: string; doc: unknown }[]): Check
     models: models.list(),
     errors: ordered.errors,
     summary,
+    ...(filter ? { filter } : {}),
   };
 }

@@ -1,4 +1,4 @@
-// Random filter ASTs (server/analysis/filter.ts) over every field, comparison, finding facet and
+// Random filter ASTs (server/report/filter.ts) over every field, comparison, finding facet and
 // value kind, for the property tests.
 import fc from 'fast-check';
 import {
@@ -7,7 +7,7 @@ import {
   FINDING_FACETS,
   type FilterField,
   type FilterNode,
-} from '../../server/analysis/filter.ts';
+} from '../../server/report/filter.ts';
 
 const fieldNames = Object.keys(FILTER_FIELDS) as FilterField[];
 const awkward = fc.constantFrom('"', "'", '\\', '\n', 'é', '😀', ' ', 'a', '/');

@@ -6,6 +6,8 @@ import {
   TRAINER_USAGE,
   trainerSidecars,
   UsageError,
+  WHERE_USAGE,
+  whereOption,
   type Command,
 } from '../command.ts';
 import { runCheck, type TextOut } from '../check.ts';
@@ -18,7 +20,7 @@ export const command: Command = {
   name: 'check',
   summary: 'check trajectories: prefix stability, re-render drift, image placeholders, masks, logprobs',
   usage: `rollscope check PATH... [--model M] [--format F] [--min-pixels N] [--max-pixels N] [--workers N] [--json]
-                [--shard K/N] [--out FILE] [--findings-parquet FILE]
+                [--where EXPR] [--shard K/N] [--out FILE] [--findings-parquet FILE]
 
 Exit status: 0 when no finding is an error and every record was read; 1 when a finding is an
 error or a record could not be read; 2 on wrong arguments or a path that cannot be read.
@@ -27,6 +29,8 @@ ${COMMON_USAGE}
   --workers N      analysis threads (default: one per idle core for runs of 512 MB or more, else none;
                    0 = main thread only)
   --all            list every trajectory (default: a summary by finding kind with a few examples each)
+${WHERE_USAGE}
+                   (the summary and the exit status are of those; --json adds "filter")
   --shard K/N      check only shard K of N (K from 0 to N−1: "$JOB_COMPLETION_INDEX/N", "$SLURM_ARRAY_TASK_ID/N");
                    whole trajectories and GRPO groups, by a stable hash; fold the reports with rollscope merge
                    (docs/distributed.md)
@@ -46,7 +50,9 @@ ${TRAINER_USAGE}`,
       shard: { type: 'string' },
       out: { type: 'string', short: 'o' },
       'findings-parquet': { type: 'string' },
+      where: { type: 'string' },
     });
+    const where = whereOption(values.where);
     if (positionals.length === 0) throw new UsageError('check needs at least one PATH');
     let shard: ShardSpec | undefined;
     if (values.shard !== undefined) {
@@ -76,6 +82,7 @@ ${TRAINER_USAGE}`,
           ...(trainer.side ? { trainer: trainer.side } : {}),
           shard,
           findingsParquet: values['findings-parquet'],
+          ...(where ? { where } : {}),
         },
         out,
       );

@@ -4,7 +4,8 @@
 // exhaustive lists of the model, so a filter that parses never fails to evaluate.
 import { DIVERGENCE_CAUSES, FINDING_KINDS, Severity } from '../model/finding.ts';
 import { FORMAT_NAMES } from '../model/trajectory.ts';
-import { GROUP_FINDING } from './groups.ts';
+import { GROUP_FINDING } from '../analysis/groups.ts';
+import type { ReportEntry, ReportGroup } from './check-report.ts';
 
 /** A filter that cannot be read: `offset` is the 0-based character of `expression` at fault. */
 export class FilterError extends Error {
@@ -361,33 +362,27 @@ export interface FilterFinding {
 }
 
 /**
- * One entry of `check --json` (docs/check-json.md): the fields a filter reads. Fields the report
- * does not carry (an older report, a format that states no reward) read as null.
+ * One entry of `check --json` (docs/check-json.md), the fields a filter reads; its `findings` are its
+ * own, then its group's, as the report lists them (a reader may give one facet per element).
  */
-export interface FilterEntry {
-  id: string;
-  source: { file: string; line?: number };
-  format: string;
-  model: string | null;
-  group?: string | null;
-  step?: number | null;
-  reward?: number | null;
-  sample?: number | null;
-  turns?: number | null;
-  response_tokens?: number | null;
-  images?: number | null;
-  status?: string | null;
-  /** Its own findings, then its group's (as `check --json` lists them). */
-  findings: readonly unknown[];
-}
+export type FilterEntry = Pick<
+  ReportEntry,
+  | 'id'
+  | 'format'
+  | 'model'
+  | 'group'
+  | 'step'
+  | 'sample'
+  | 'reward'
+  | 'turns'
+  | 'images'
+  | 'response_tokens'
+  | 'status'
+  | 'findings'
+> & { source: Pick<ReportEntry['source'], 'file'> };
 
-/** The summary of the entry's group in `check --json`'s `groups`. */
-export interface FilterGroup {
-  size: number;
-  reward_mean: number | null;
-  reward_std: number | null;
-  degenerate: boolean;
-}
+/** The summary of the entry's group in the report's `groups`. */
+export type FilterGroup = Pick<ReportGroup, 'size' | 'reward_mean' | 'reward_std' | 'degenerate'>;
 
 export interface FilterSubject {
   entry: FilterEntry;
