@@ -156,6 +156,38 @@ describe.each([...RUNS, 'demo'])('%s', (run) => {
   }, 300_000);
 });
 
+describe('printed for a person', () => {
+  it.each([
+    ['demo', 'reward >= 1 and kind:prefix_break'],
+    ['groups', 'group.size >= 3 and not kind:group'],
+    ['groups', 'kind:group'],
+    ['values', 'severity:error or reward < 1'],
+  ])(
+    '%s --where %s: the summary line counts what --json lists',
+    async (run, where) => {
+      const json = await checkWhere([runPath(run)], where);
+      const parts: string[] = [];
+      const node = parseFilter(where);
+      const status = await runCheck(
+        [runPath(run)],
+        { json: false, all: true, workers: 0, where: { expression: where, node } },
+        { write: (t: string) => parts.push(t) },
+      );
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the terminal's colour codes
+      const text = parts.join('').replace(/\x1b\[[0-9;]*m/g, '');
+      const s = json.report.summary;
+      expect(text).toContain(
+        `${s.trajectories} trajectories: ${s.clean} clean, ${s.withErrors} with errors, ${s.withWarningsOnly} with warnings only`,
+      );
+      // --all lists exactly the kept trajectories, by id.
+      const listed = [...text.matchAll(/^[✓✗!?] (\S+) {2}/gmu)].map((m) => m[1]);
+      expect(listed).toEqual(json.report.trajectories.map((t) => t.id));
+      expect(status).toBe(json.status);
+    },
+    120_000,
+  );
+});
+
 describe('--shard with --where', () => {
   it.each(['groups', 'demo'])(
     '%s: the merged shard reports are the unsharded filtered report',

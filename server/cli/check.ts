@@ -16,6 +16,9 @@ import { CheckReportBuilder, hasTokens } from '../report/build.ts';
 import type { FilterNode } from '../report/filter.ts';
 import { FilteredReport } from '../report/filtered.ts';
 import type { ReportEntry } from '../report/check-report.ts';
+import { readsGroup } from '../report/filter.ts';
+import { groupsOfRun, whereMatcher } from '../pipeline/where.ts';
+import { groupKey } from '../analysis/groups.ts';
 
 /** Tokens around `index`, decoded one by one with whitespace and special tokens visible; the culprit bracketed. */
 export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): string | undefined {
@@ -104,6 +107,19 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   const findings = opts.findingsParquet ? new FindingsParquetWriter(opts.findingsParquet) : undefined;
   const examples = new Map<string, string[]>();
   const progress = process.stderr.isTTY ? progressLine(process.stderr) : undefined;
+  // Printed for a person, the filter is evaluated as trajectories come (a group-reading filter after
+  // a first pass for the groups); what is printed and summed is a report of the kept ones alone.
+  const printedWhere =
+    opts.where && !opts.json
+      ? whereMatcher(
+          opts.where,
+          readsGroup(opts.where.node)
+            ? await groupsOfRun(paths, { ...opts, reportOnly: true, noStreams: true })
+            : new Map(),
+        )
+      : undefined;
+  const printed = printedWhere ? new CheckReportBuilder(opts.mismatch) : undefined;
+  const printedGroups = new Set<string>();
   if (opts.json) out.write('{"version":1,"trajectories":[');
   const events = checkPaths(
     paths,
@@ -135,6 +151,11 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       if (opts.where) checkable.push(hasTokens(c.trajectory));
       // A filtered shard may list none of a group's members: merge places the group by its first one.
       if (opts.where && opts.shard && group === groupFirst.length) groupFirst.push(positions.trajectories.at(-1)!);
+      if (printedWhere) {
+        if (!printedWhere(c)) continue;
+        printed!.addTrajectory(c);
+        if (entry.group !== null) printedGroups.add(groupKey({ group: entry.group, step: entry.step ?? undefined }));
+      }
       if (spool) {
         const { head, tail } = entryParts(entry);
         spool.add(group, head, tail);
@@ -152,7 +173,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     throw e;
   }
   // Group fields are known only now: the filter reads each entry as it is written out (docs/filter.md).
-  const filtered = opts.where && new FilteredReport(opts.where, run, opts.mismatch);
+  const filtered = opts.where && spool && new FilteredReport(opts.where, run, opts.mismatch);
   const filteredPositions: number[] = [];
   if (spool) {
     // Each member lists its group's findings after its own (docs/check-json.md#groups).
@@ -179,6 +200,15 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   if (narrowed) {
     run.summary = narrowed.summary;
     run.models = narrowed.models;
+  }
+  if (printed) {
+    // The kept trajectories' own counts; the groups (whole, from the run) of those among them.
+    const kept = printed.finish();
+    kept.summary.unreadableRecords = run.summary.unreadableRecords;
+    run.groups = run.groups.filter((g) => printedGroups.has(groupKey({ group: g.id, step: g.step ?? undefined })));
+    kept.summary.findingsByKind.group = run.groups.reduce((n, g) => n + g.findings.length, 0);
+    run.summary = kept.summary;
+    run.models = kept.models;
   }
   // A group's findings read best as their own message (they concern no single trajectory).
   for (const g of run.groups)

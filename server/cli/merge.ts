@@ -72,7 +72,8 @@ export function mergeManifests(docs: { name: string; doc: unknown }[], relativeT
   const where = manifests[0]!.m.filter?.where;
   for (const { name, m } of manifests)
     if (m.filter?.where !== where) {
-      const said = (w: string | undefined) => (w === undefined ? 'without --where' : `with --where ${JSON.stringify(w)}`);
+      const said = (w: string | undefined) =>
+        w === undefined ? 'without --where' : `with --where ${JSON.stringify(w)}`;
       throw new MergeError(`${name} was exported ${said(m.filter?.where)}, ${manifests[0]!.name} ${said(where)}`);
     }
   const rel = (file: string) => path.relative(relativeTo, file).split(path.sep).join('/') || '.';
