@@ -173,7 +173,6 @@ describe('printed for a person', () => {
         { json: false, all: true, workers: 0, where: { expression: where, node } },
         { write: (t: string) => parts.push(t) },
       );
-      // biome-ignore lint/suspicious/noControlCharactersInRegex: the terminal's colour codes
       const text = parts.join('').replace(/\x1b\[[0-9;]*m/g, '');
       const s = json.report.summary;
       expect(text).toContain(

@@ -7,7 +7,6 @@ import {
   addToSummary,
   type CheckReport,
   type ReportEntry,
-  type ReportGroup,
   type ReportSummary,
   newSummary,
   type RunModel,
