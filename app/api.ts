@@ -5,6 +5,7 @@
 import type {
   AgainstPair,
   AgainstRun,
+  ApiError,
   ComparePair,
   CompareRun,
   DiffResult,
@@ -30,6 +31,8 @@ export class ApiFailure extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** For a `where` that does not parse: the 0-based character at fault (docs/filter.md). */
+    readonly offset?: number,
   ) {
     super(message);
   }
@@ -37,8 +40,11 @@ export class ApiFailure extends Error {
 
 async function getJson<T>(url: string, signal?: AbortSignal, init: RequestInit = {}): Promise<T> {
   const res = await fetch(url, { ...init, signal });
-  const body = (await res.json().catch(() => ({ error: `${res.status} ${res.statusText}` }))) as T | { error: string };
-  if (!res.ok) throw new ApiFailure(res.status, (body as { error?: string }).error ?? `${res.status}`);
+  const body = (await res.json().catch(() => ({ error: `${res.status} ${res.statusText}` }))) as T | ApiError;
+  if (!res.ok) {
+    const e = body as Partial<ApiError>;
+    throw new ApiFailure(res.status, e.error ?? `${res.status}`, e.offset);
+  }
   return body as T;
 }
 

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DiffResult, RunInfo, SharedTrajectory, TokenStream, TrajectoryDetail } from '../server/http/api.ts';
+import { DiffResult, ListQuery, RunInfo, SharedTrajectory, TokenStream, TrajectoryDetail } from '../server/http/api.ts';
 import { openRunStore, type RunStore } from '../server/http/store.ts';
 import { startServer, type RunningServer } from '../server/http/server.ts';
 import { checkPaths } from '../server/pipeline.ts';
@@ -238,6 +238,29 @@ describe('the shared page', () => {
     expect(refused.status).toBe(2);
     expect(refused.stderr).toMatch(/exists; pass --force/);
     expect(fs.readFileSync(out, 'utf8')).toBe('mine');
+  });
+
+  it('`rollscope share --where` shares the first match and says how many matched', () => {
+    const out = path.join(dir, 'where.html');
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, ['bin/rollscope.js', 'share', ...args], { encoding: 'utf8' });
+    const shared = run('--where', 'kind:prefix_break and reward >= 1', dir, '--out', out);
+    expect(shared.stderr).toBe('');
+    expect(shared.status).toBe(0);
+    const first = store.list(
+      ListQuery.parse({ where: 'kind:prefix_break and reward >= 1', sort: 'file', order: 'asc' }),
+    );
+    expect(first.total).toBeGreaterThan(1);
+    expect(shared.stdout).toContain(`${first.total} trajectories matched kind:prefix_break and reward >= 1`);
+    expect(embedded(fs.readFileSync(out, 'utf8')).id).toBe(first.items[0]!.id);
+    const none = run('--where', 'reward > 100', dir, '--out', path.join(dir, 'none.html'));
+    expect(none.status).toBe(2);
+    expect(none.stdout).toContain('0 trajectories matched');
+    expect(none.stderr).toMatch(/no trajectory .* matches --where reward > 100/);
+    const bad = run('--where', 'reward >= 1 and kind:nope', dir, '--out', path.join(dir, 'bad.html'));
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('unknown kind "nope"');
+    expect(bad.stderr).toContain('  reward >= 1 and kind:nope\n                       ^');
   });
 
   it('writes through a temporary file and a rename, replacing only with force', () => {

@@ -22,6 +22,11 @@ import {
 import { CheckReportBuilder, hasTokens } from '../report/build.ts';
 import { JunitLayout, JunitStream } from '../report/junit.ts';
 import type { ReportEntry } from '../report/check-report.ts';
+import type { FilterNode } from '../report/filter.ts';
+import { FilteredReport } from '../report/filtered.ts';
+import { readsGroup } from '../report/filter.ts';
+import { groupsOfRun, whereMatcher } from '../pipeline/where.ts';
+import { groupKey } from '../analysis/groups.ts';
 
 /** Tokens around `index`, decoded one by one with whitespace and special tokens visible; the culprit bracketed. */
 export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): string | undefined {
@@ -83,6 +88,8 @@ export interface CheckOptions extends RunOptions {
   findingsParquet?: string;
   /** Also write the report as JUnit XML here (report/junit.ts; docs/junit.md). */
   junit?: TextOut;
+  /** `--where`: list and count only the trajectories this filter selects (docs/filter.md). */
+  where?: { expression: string; node: FilterNode };
 }
 
 export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut): Promise<number> {
@@ -99,6 +106,11 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   const started = performance.now();
   let fileEnded = started;
   let entries = 0;
+  // A shard's report is completed by merge (keys, groups): a filter reads the whole report, so it
+  // applies to a whole run only (the command refuses --where with --shard).
+  if (opts.where && opts.shard) throw new Error('--where applies to a whole run, not to one shard');
+  // With --where: whether each spooled trajectory holds token ids (the filtered summary's notCheckable).
+  const checkable: boolean[] = [];
   const shard: ShardPart | undefined = shardOpts && {
     index: shardOpts.index,
     count: shardOpts.count,
@@ -134,6 +146,19 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   const examples = new Map<string, string[]>();
   const progress = process.stderr.isTTY ? progressLine(process.stderr) : undefined;
   if (opts.json) out.write('{"version":1,"trajectories":[');
+  // Printed for a person, the filter is evaluated as trajectories come (a group-reading filter after
+  // a first pass for the groups); what is printed and summed is a report of the kept ones alone.
+  const printedWhere =
+    opts.where && !spool
+      ? whereMatcher(
+          opts.where,
+          readsGroup(opts.where.node)
+            ? await groupsOfRun(paths, { ...opts, reportOnly: true, noStreams: true })
+            : new Map(),
+        )
+      : undefined;
+  const printed = printedWhere ? new CheckReportBuilder(opts.mismatch) : undefined;
+  const printedGroups = new Set<string>();
   const events = checkPaths(
     paths,
     // Only the text output reads token streams (the tokens around a finding).
@@ -163,6 +188,12 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       const { entry, group, member } = builder.addTrajectory(c);
       if (shard) shard.members.push(member && shardMember(member));
       junit?.addEntry(entry);
+      if (opts.where) checkable.push(hasTokens(c.trajectory));
+      if (printedWhere) {
+        if (!printedWhere(c)) continue;
+        printed!.addTrajectory(c);
+        if (entry.group !== null) printedGroups.add(groupKey({ group: entry.group, step: entry.step ?? undefined }));
+      }
       if (spool) {
         const { head, tail } = entryParts(entry);
         spool.add(group, head, tail);
@@ -182,9 +213,12 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     spool?.dispose();
     throw e;
   }
+  // Group fields are known only now: the filter reads each entry as it is written out (docs/filter.md).
+  const filtered = opts.where && spool && new FilteredReport(opts.where, run, opts.mismatch);
   if (spool) {
     // Each member lists its group's findings after its own (docs/check-json.md#groups).
     const extra = run.groups.map((g) => g.findings.map((f) => JSON.stringify(f)).join(','));
+    let at = 0;
     const xml =
       junit && opts.junit
         ? new JunitStream(junit, (t) => opts.junit!.write(t), { seconds: (performance.now() - started) / 1000 })
@@ -192,13 +226,30 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     try {
       for await (const e of spool.entries()) {
         const json = entryJson(e, e.group >= 0 ? extra[e.group]! : '');
+        const i = at++;
+        const entry = JSON.parse(json) as ReportEntry;
+        if (filtered && !filtered.keep(entry, e.group, checkable[i]!)) continue;
         if (opts.json) await written(out, `${entries++ > 0 ? ',' : ''}${json}`);
-        xml?.entry(JSON.parse(json) as ReportEntry);
+        xml?.entry(entry);
       }
       xml?.end();
     } finally {
       spool.dispose();
     }
+  }
+  const narrowed = filtered ? filtered.finish(run.summary) : undefined;
+  if (narrowed) {
+    run.summary = narrowed.summary;
+    run.models = narrowed.models;
+  }
+  if (printed) {
+    // The kept trajectories' own counts; the groups (whole, from the run) of those among them.
+    const kept = printed.finish();
+    kept.summary.unreadableRecords = run.summary.unreadableRecords;
+    run.groups = run.groups.filter((g) => printedGroups.has(groupKey({ group: g.id, step: g.step ?? undefined })));
+    kept.summary.findingsByKind.group = run.groups.reduce((n, g) => n + g.findings.length, 0);
+    run.summary = kept.summary;
+    run.models = kept.models;
   }
   // A group's findings read best as their own message (they concern no single trajectory).
   for (const g of run.groups)
@@ -211,7 +262,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   if (opts.json)
     out.write(
       `],"groups":${JSON.stringify(run.groups)},"models":${JSON.stringify(run.models)},"errors":${JSON.stringify(run.errors)},"summary":${JSON.stringify(run.summary)}` +
-        `${shard ? `,"shard":${JSON.stringify(shard)}` : ''}}\n`,
+        `${narrowed ? `,"filter":${JSON.stringify(narrowed.filter)}` : ''}${shard ? `,"shard":${JSON.stringify(shard)}` : ''}}\n`,
     );
   else printSummary({ version: 1, trajectories: [], ...run }, out, opts.all === true);
   return checkExitStatus(run);

@@ -40,6 +40,7 @@ export const MergedManifest = z.object({
   rollscope_version: z.string(),
   parts: z.array(MergedPart),
   rejects: z.array(z.object({ file: z.string(), lines: z.number().int().nonnegative() })),
+  filter: Manifest.shape.filter,
   profiles: Manifest.shape.profiles,
   inputs: Manifest.shape.inputs,
   counts: Manifest.shape.counts,
@@ -67,6 +68,14 @@ export function mergeManifests(docs: { name: string; doc: unknown }[], relativeT
     if (a !== JSON.stringify(settings))
       throw new MergeError(`${name} was exported with other settings than ${manifests[0]!.name}: ${a}`);
   }
+  // Shards of one export have one filter (or none): their filtered_out add up like the rest.
+  const where = manifests[0]!.m.filter?.where;
+  for (const { name, m } of manifests)
+    if (m.filter?.where !== where) {
+      const said = (w: string | undefined) =>
+        w === undefined ? 'without --where' : `with --where ${JSON.stringify(w)}`;
+      throw new MergeError(`${name} was exported ${said(m.filter?.where)}, ${manifests[0]!.name} ${said(where)}`);
+    }
   const rel = (file: string) => path.relative(relativeTo, file).split(path.sep).join('/') || '.';
   const parts: MergedManifest['parts'] = [];
   const rejects: MergedManifest['rejects'] = [];
@@ -86,7 +95,7 @@ export function mergeManifests(docs: { name: string; doc: unknown }[], relativeT
         manifest: rel(path.resolve(name)),
       });
     rejects.push({ file: rel(path.join(dir, m.rejects.file)), lines: m.rejects.lines });
-    for (const k of ['read', 'exported', 'rejected', 'unreadable'] as const) counts[k] += m.counts[k];
+    for (const k of ['read', 'exported', 'rejected', 'unreadable', 'filtered_out'] as const) counts[k] += m.counts[k];
     for (const k of ['byReason', 'byFindingKind', 'repairedByFindingKind', 'exportedWithWarnings'] as const)
       for (const [key, n] of Object.entries(m.counts[k])) counts[k][key] = (counts[k][key] ?? 0) + n;
     for (const p of m.profiles) {
@@ -102,9 +111,9 @@ export function mergeManifests(docs: { name: string; doc: unknown }[], relativeT
       else have.trajectories += i.trajectories;
     }
   }
-  if (counts.read !== counts.exported + counts.rejected)
+  if (counts.read !== counts.exported + counts.rejected + counts.filtered_out)
     throw new MergeError(
-      `the manifests do not add up: read ${counts.read} ≠ exported ${counts.exported} + rejected ${counts.rejected}`,
+      `the manifests do not add up: read ${counts.read} ≠ exported ${counts.exported} + rejected ${counts.rejected} + filtered out ${counts.filtered_out}`,
     );
   return MergedManifest.parse({
     schema_version: EXPORT_SCHEMA_VERSION,
@@ -112,6 +121,7 @@ export function mergeManifests(docs: { name: string; doc: unknown }[], relativeT
     rollscope_version: manifests[0]!.m.rollscope_version,
     parts,
     rejects,
+    ...(where !== undefined ? { filter: { where, filtered_out: counts.filtered_out } } : {}),
     profiles: [...profiles.values()],
     inputs: [...inputs.values()],
     counts,

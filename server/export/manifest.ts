@@ -1,6 +1,6 @@
 // The account written beside every batch: `FILE.manifest.json` (what went in, with hashes; what
 // came out; why the rest did not; the settings) and the shape of `FILE.rejects.jsonl` (one line
-// per trajectory or record not exported). read = exported + rejected, always.
+// per trajectory or record not exported). read = exported + rejected + filtered_out, always.
 import fs from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
@@ -45,6 +45,8 @@ export const Manifest = z.object({
   /** The export of one shard (`--shard K/N`): `rollscope merge` checks it has all N. */
   shard: z.object({ index: z.number().int().nonnegative(), count: z.number().int().positive() }).optional(),
   rejects: z.object({ file: z.string(), lines: z.number().int().nonnegative() }),
+  /** `export --where` (docs/filter.md): the expression, and the trajectories it left out (`counts.filtered_out`). */
+  filter: z.object({ where: z.string(), filtered_out: z.number().int().nonnegative() }).optional(),
   /** Model profiles the rows were aligned with (tokenizer, chat template, preprocessor hashes). */
   profiles: z.array(
     z.object({
@@ -70,6 +72,8 @@ export const Manifest = z.object({
     rejected: z.number().int().nonnegative(),
     /** Of the rejected: records that could not be read or analyzed at all. */
     unreadable: z.number().int().nonnegative(),
+    /** Trajectories `--where` did not select (neither exported nor rejected); 0 in manifests older than the filter. */
+    filtered_out: z.number().int().nonnegative().default(0),
     /** Rejected entries per reason (an entry may have several reasons). */
     byReason: countsByKind,
     /** Rejected trajectories per finding kind among the findings that caused the rejection. */
@@ -119,6 +123,7 @@ export function emptyCounts(): Manifest['counts'] {
     exported: 0,
     rejected: 0,
     unreadable: 0,
+    filtered_out: 0,
     byReason: Object.fromEntries(REJECT_REASONS.map((r) => [r, 0])),
     byFindingKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])),
     repairedByFindingKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])),

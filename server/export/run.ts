@@ -64,6 +64,11 @@ export interface ExportOptions {
   select?: (checked: CheckedTrajectory) => boolean;
   /** A description of `select` for the manifest (e.g. the browser's filter). */
   selection?: string;
+  /**
+   * `--where` (docs/filter.md): export only the trajectories `matches` accepts; the rest are read and
+   * counted as `filtered_out`, and the expression is recorded in the manifest's `filter`.
+   */
+  filter?: { expression: string; matches: (checked: CheckedTrajectory) => boolean };
   signal?: AbortSignal;
   /** Parquet rows per row group. */
   rowGroupRows?: number;
@@ -389,6 +394,12 @@ export async function exportEvents(
         const exported = 'exported' in ev ? ev.exported : undefined;
         if (opts.select && !opts.select(c)) continue;
         counts.read++;
+        if (opts.filter && !opts.filter.matches(c)) {
+          counts.filtered_out++;
+          progress.read = counts.read;
+          onProgress?.(progress);
+          continue;
+        }
         const prof = profiles.get(c.profile.name) ?? {
           name: c.profile.name,
           family: c.profile.family,
@@ -438,6 +449,7 @@ export async function exportEvents(
       ...(partList ? { parts: partList } : {}),
       ...(opts.shard ? { shard: { index: opts.shard.index, count: opts.shard.count } } : {}),
       rejects: { file: path.basename(rejectsFile), lines: counts.rejected },
+      ...(opts.filter ? { filter: { where: opts.filter.expression, filtered_out: counts.filtered_out } } : {}),
       profiles: [...profiles.values()],
       inputs,
       counts,

@@ -15,11 +15,16 @@ import {
 import { checkPaths, type RunEvent } from '../pipeline.ts';
 import { defaultRoots, type RunOptions } from './analyze.ts';
 import { ownsError, runRoot } from './shard.ts';
+import { readsGroup } from '../report/filter.ts';
+import { type ExportWhere, groupsOfRun, whereMatcher } from './where.ts';
 
-/** Export every trajectory under `paths` (files or folders). */
+/**
+ * Export every trajectory under `paths` (files or folders), or with `where` those it selects: a
+ * filter that reads a group reads the run twice (`groupsOfRun`, then the export), any other once.
+ */
 export async function exportRun(
   paths: readonly string[],
-  opts: ExportOptions,
+  opts: Omit<ExportOptions, 'filter'> & { where?: ExportWhere },
   onProgress?: (p: ExportProgress) => void,
 ): Promise<ExportResult> {
   const out = path.resolve(opts.out);
@@ -43,7 +48,14 @@ export async function exportRun(
   const errors = expanded.errors.filter((e) => ownsError(runOpts.shard, e));
   // A batch written into a folder it was exported from is not an input of the next export (--force reruns).
   const inputs = files.filter((f) => path.resolve(f) !== out && !isInside(f, opts.partition ? out : undefined));
-  return exportEvents(withErrors(errors, checkPaths(inputs, runOpts)), { ...opts, roots }, onProgress, inputs.length);
+  const where = opts.where;
+  const matches = where && whereMatcher(where, readsGroup(where.node) ? await groupsOfRun(inputs, runOpts) : new Map());
+  return exportEvents(
+    withErrors(errors, checkPaths(inputs, runOpts)),
+    { ...opts, roots, filter: where && matches ? { expression: where.expression, matches } : undefined },
+    onProgress,
+    inputs.length,
+  );
 }
 
 /** Whether `file` lies under `dir` (a partitioned export's own folder is not an input of a rerun). */

@@ -161,6 +161,17 @@ export const CheckReport = z.object({
   errors: z.array(ReportError),
   summary: ReportSummary,
   /**
+   * Only in a report written with `--where` (docs/filter.md): the expression, the entries it kept
+   * (those listed, and counted in `summary`) and those it left out.
+   */
+  filter: z
+    .object({
+      where: z.string(),
+      matched: z.number().int().nonnegative(),
+      filtered_out: z.number().int().nonnegative(),
+    })
+    .optional(),
+  /**
    * Only in the report of one shard (`check --shard K/N`), for `rollscope merge`: which shard, a
    * fingerprint of the run's files (names and sizes), the byte ranges of them it read, where in
    * the run each of its trajectories and errors was read, and the group member each trajectory

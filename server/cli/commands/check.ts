@@ -7,6 +7,8 @@ import {
   TRAINER_USAGE,
   trainerSidecars,
   UsageError,
+  WHERE_USAGE,
+  whereOption,
   type Command,
 } from '../command.ts';
 import { runCheck, type TextOut } from '../check.ts';
@@ -19,7 +21,7 @@ export const command: Command = {
   name: 'check',
   summary: 'check trajectories: prefix stability, re-render drift, image placeholders, masks, logprobs',
   usage: `rollscope check PATH... [--model M] [--format F] [--min-pixels N] [--max-pixels N] [--workers N] [--json]
-                [--shard K/N] [--out FILE] [--findings-parquet FILE] [--junit FILE]
+                [--where EXPR] [--shard K/N] [--out FILE] [--findings-parquet FILE] [--junit FILE]
 
 Exit status: 0 when no finding is an error and every record was read; 1 when a finding is an
 error or a record could not be read; 2 on wrong arguments or a path that cannot be read.
@@ -28,6 +30,8 @@ ${COMMON_USAGE}
   --workers N      analysis threads (default: one per idle core for runs of 512 MB or more, else none;
                    0 = main thread only)
   --all            list every trajectory (default: a summary by finding kind with a few examples each)
+${WHERE_USAGE}
+                   (the summary and the exit status are of those; --json adds "filter")
   --shard K/N      check only shard K of N (K from 0 to N−1: "$JOB_COMPLETION_INDEX/N", "$SLURM_ARRAY_TASK_ID/N");
                    reading only its share of the input (whole files, or line-aligned byte ranges of a JSONL
                    file); fold the reports with rollscope merge (docs/distributed.md)
@@ -51,7 +55,9 @@ ${TRAINER_USAGE}`,
       out: { type: 'string', short: 'o' },
       'findings-parquet': { type: 'string' },
       junit: { type: 'string' },
+      where: { type: 'string' },
     });
+    const where = whereOption(values.where);
     if (positionals.length === 0) throw new UsageError('check needs at least one PATH');
     let shard: ShardSpec | undefined;
     if (values.shard !== undefined) {
@@ -60,6 +66,9 @@ ${TRAINER_USAGE}`,
       } catch (e) {
         throw new UsageError((e as Error).message);
       }
+      // A shard's entries are completed by merge (run-wide keys, group findings), which a filter reads.
+      if (where)
+        throw new UsageError('--where reads a whole run (its keys and groups): check the shards without it and merge');
     }
     const trainer = await trainerSidecars(values.trainer);
     const file = values.out !== undefined ? new AtomicFile(values.out) : undefined;
@@ -90,6 +99,7 @@ ${TRAINER_USAGE}`,
           shard,
           findingsParquet: values['findings-parquet'],
           junit,
+          ...(where ? { where } : {}),
         },
         out,
       );

@@ -3,7 +3,16 @@
 // FILE.manifest.json and FILE.rejects.jsonl beside it (docs/export-format.md).
 import fs from 'node:fs';
 import path from 'node:path';
-import { COMMON_OPTIONS, parse, processorOptions, UsageError, workerCount, type Command } from '../command.ts';
+import {
+  COMMON_OPTIONS,
+  parse,
+  processorOptions,
+  UsageError,
+  WHERE_USAGE,
+  whereOption,
+  workerCount,
+  type Command,
+} from '../command.ts';
 import { paint } from '../output.ts';
 import { ExportError, formatFor, type ExportProgress } from '../../export/run.ts';
 import { exportRun } from '../../pipeline/export-run.ts';
@@ -21,6 +30,7 @@ const OPTIONS = {
   'position-ids': { type: 'string', default: 'qwen' },
   workers: { type: 'string' },
   shard: { type: 'string' },
+  where: { type: 'string' },
   partition: { type: 'string' },
 } as const;
 
@@ -40,7 +50,7 @@ export const command: Command = {
     'write a validated training batch (JSONL or Parquet) from the canonical re-alignment, with a manifest and rejects',
   usage: `rollscope export PATH... --out FILE [--model M] [--format jsonl|parquet] [--include-warnings] [--force]
                  [--images embed|path|ref] [--position-ids qwen|verl] [--input-format F] [--min-pixels N] [--max-pixels N]
-                 [--workers N] [--shard K/N] [--partition step,rank] [--json]
+                 [--where EXPR] [--workers N] [--shard K/N] [--partition step,rank] [--json]
 
 Re-aligns every trajectory the canonical way (prompt once, generated ids verbatim, EOS-aware
 observation suffixes), checks the re-aligned row again, and writes the rows that pass to FILE.
@@ -57,6 +67,8 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
   --include-warnings   also export trajectories whose warnings doubt the row (default: rejected; warnings that
                        describe a correct row, such as a non-canonical split or a raw-text prompt, never reject)
   --force              replace an existing FILE
+${WHERE_USAGE.replace(/^ {2}--where EXPR {5}/, '  --where EXPR         ').replace(/\n {19}/g, '\n                       ')}
+                       the rest count as filtered_out: read = exported + rejected + filtered_out
   --images MODE        embed: image bytes in each row (default); path: paths relative to FILE's folder
                        (images that exist only inside the data are written to FILE.images/); ref: each distinct
                        image once under images/ beside FILE, named by its sha256, and its uri in the row
@@ -104,6 +116,7 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
     }
     if (partitionKeys && values.format === 'jsonl') throw new UsageError('--partition writes Parquet only');
     const positionIds = oneOf('position-ids', values['position-ids'], ['qwen', 'verl'] as const);
+    const where = whereOption(values.where);
 
     const live = process.stderr.isTTY === true;
     let lastDraw = 0;
@@ -131,6 +144,7 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
           allowRemoteImages: values['allow-remote-images'] === true,
           shard,
           ...(partitionKeys ? { partition: { keys: partitionKeys, part: shard?.index ?? 0 } } : {}),
+          ...(where ? { where } : {}),
         },
         onProgress,
       );
@@ -153,6 +167,7 @@ does not exist, or an existing FILE without --force; 1 when writing failed.
       const withWarnings = listed(m.counts.exportedWithWarnings);
       process.stdout.write(
         `${paint.green('✓')} wrote ${result.out} (${format}): ${m.counts.exported} row(s) of ${m.counts.read} read, ${m.counts.rejected} rejected` +
+          `${m.filter ? `, ${m.filter.filtered_out} filtered out by --where ${m.filter.where}` : ''}` +
           `${reasons ? `\n  rejected: ${reasons} (see ${path.basename(result.rejectsFile)})` : ''}` +
           `${repaired ? `\n  repaired by re-alignment: ${repaired}` : ''}` +
           `${withWarnings ? `\n  exported with warnings: ${withWarnings}` : ''}` +
