@@ -5,7 +5,7 @@
 // `node bin/tsx.js bench/check.ts [--quick] [--keep]`
 import fs from 'node:fs';
 import path from 'node:path';
-import { CheckReport } from '../server/cli/check.ts';
+import { CheckReport } from '../server/report/check-report.ts';
 import type { Message, Trajectory } from '../server/model/trajectory.ts';
 import { createRequire } from 'node:module';
 import { loadProfile, profileFor, type ModelProfile } from '../server/profiles/profile.ts';

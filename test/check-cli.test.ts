@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { CheckReport } from '../server/cli/check.ts';
+import { CheckReport } from '../server/report/check-report.ts';
 import { readFileChunks } from '../server/import/stream.ts';
 import { loadFile } from '../server/import/index.ts';
 import { checkPaths, WORKERS_FROM_BYTES, workersFor } from '../server/pipeline.ts';

@@ -3,8 +3,9 @@
 import { PassThrough } from 'node:stream';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { CheckReport, runCheck } from '../server/cli/check.ts';
-import { mismatchThresholds } from '../server/cli/mismatch-json.ts';
+import { runCheck } from '../server/cli/check.ts';
+import { CheckReport } from '../server/report/check-report.ts';
+import { mismatchThresholds } from '../server/cli/mismatch-options.ts';
 import { UsageError } from '../server/cli/command.ts';
 import { logprobMismatch, runMismatch, type TrajectoryMismatch } from '../server/analysis/logprob-mismatch.ts';
 import { checkPaths } from '../server/pipeline.ts';

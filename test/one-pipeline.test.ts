@@ -10,7 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CheckReport } from '../server/cli/check.ts';
+import { CheckReport } from '../server/report/check-report.ts';
 import { RejectEntry } from '../server/export/manifest.ts';
 import { ExportRow } from '../server/export/row.ts';
 import { ExportJob, RunInfo, TrajectoryDetail, TrajectoryList } from '../server/http/api.ts';

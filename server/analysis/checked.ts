@@ -18,7 +18,15 @@ export interface CheckedTrajectory {
    * Computed where the trajectory was analyzed when the run is report-only (RunOptions
    * `reportOnly`), whose trajectory then crosses threads without its streams; null: none.
    */
-  report?: { member: GroupMember | null; logprobs: TrajectoryMismatch | null };
+  report?: ReportFacts;
+}
+
+/** What a report reads of a trajectory's streams, computed where the streams still are (pipeline/wire.ts `forReport`). */
+export interface ReportFacts {
+  member: GroupMember | null;
+  logprobs: TrajectoryMismatch | null;
+  responseTokens: number | null;
+  promptHash: string | null;
 }
 
 export type RunEvent =

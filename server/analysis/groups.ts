@@ -81,7 +81,8 @@ function imageSpansIn(ids: readonly number[], vision: VisionIds): number {
   return n;
 }
 
-function promptHash(t: Trajectory, vision: VisionIds | undefined): string | undefined {
+/** What the samples of one group share: the prompt's ids (or first messages) and the images it shows. */
+export function promptHash(t: Trajectory, vision: VisionIds | undefined): string | undefined {
   const first = t.turns[0];
   const s = t.sample;
   // The trainer's prompt (the sample's tokens before its response) when there is one: GRPO groups are

@@ -1,154 +1,18 @@
 // `rollscope check PATH... [--model M] [--json]`: is this rollout safe to train on?
 // Exit 0: no error-level finding and every record read; 1: an error finding or an unreadable
-// record; 2: bad arguments, or a path that cannot be read at all.
-import { z } from 'zod';
+// record; 2: bad arguments, or a path that cannot be read at all. The report itself is built by
+// report/build.ts; this file streams it out and writes it for a person.
 import type { Finding } from '../model/finding.ts';
-import { FINDING_KINDS } from '../model/finding.ts';
-import { publicFinding } from '../model/public-finding.ts';
-import type { ReadError, Trajectory } from '../model/trajectory.ts';
 import { checkPaths, streamTokens, type CheckedTrajectory, type RunOptions } from '../pipeline.ts';
-import { tokenDisplay, uncoveredLimitation, visionIdsOf, type ModelProfile } from '../profiles/profile.ts';
+import { tokenDisplay } from '../profiles/profile.ts';
 import { paint } from './output.ts';
-import { logprobMismatch, runMismatch, type TrajectoryMismatch } from '../analysis/logprob-mismatch.ts';
-import { RunLogprobs, runLogprobs, TrajectoryLogprobs, trajectoryLogprobs } from './mismatch-json.ts';
-import { GroupChecks, groupMember } from '../analysis/groups.ts';
 import { FindingsParquetWriter } from '../export/findings-parquet.ts';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
 import { runRoot } from '../pipeline/shard.ts';
 import { EntrySpool, entryJson, entryParts } from './report-spool.ts';
-
-/** One model of a run: the name the data states and the profile its trajectories were checked with (docs/check-json.md#models). */
-export const RunModel = z.object({
-  /** As the data states it; null for trajectories that name none. */
-  model: z.string().nullable(),
-  profile: z.string(),
-  trajectories: z.number().int(),
-  /** For a model no profile covers, the one sentence that says so; else null. */
-  limitation: z.string().nullable(),
-  /** What the profile's loader could not read and defaulted (a model folder without some file). */
-  notes: z.array(z.string()),
-});
-export type RunModel = z.infer<typeof RunModel>;
-
-/** The models of a run in the order their first trajectory came, counted. */
-export class RunModels {
-  private readonly byKey = new Map<string, RunModel>();
-
-  add(model: string | null, profile: Pick<ModelProfile, 'name' | 'notes' | 'uncoveredModel'>): void {
-    const key = JSON.stringify([model, profile.name]);
-    const known = this.byKey.get(key);
-    if (known) {
-      known.trajectories++;
-      return;
-    }
-    const uncovered = profile.uncoveredModel;
-    this.byKey.set(key, {
-      model,
-      profile: profile.name,
-      trajectories: 1,
-      limitation: uncovered !== undefined ? uncoveredLimitation(uncovered) : null,
-      // A stand-in's note is its limitation.
-      notes: uncovered !== undefined ? [] : [...profile.notes],
-    });
-  }
-
-  list(): RunModel[] {
-    return [...this.byKey.values()];
-  }
-}
-
-/** The stable `--json` contract (docs/check-json.md). */
-export const CheckReport = z.object({
-  version: z.literal(1),
-  trajectories: z.array(
-    z.object({
-      id: z.string(),
-      source: z.object({ file: z.string(), line: z.number().int() }),
-      format: z.string(),
-      model: z.string().nullable(),
-      profile: z.string(),
-      findings: z.array(z.unknown()),
-      limitations: z.array(z.string()),
-      /** The GRPO group and rollout step the trajectory belongs to (null when its format states none). */
-      // Reports written before these fields existed read as null.
-      group: z.string().nullable().default(null),
-      step: z.number().int().nullable().default(null),
-      /** Rollout against trainer logprobs, when the trajectory has both (keys in the order `check` writes them). */
-      logprobs: TrajectoryLogprobs.optional(),
-    }),
-  ),
-  /** GRPO groups (analysis/groups.ts), in the order their first sample came; their findings are also in each member's `findings`. */
-  groups: z
-    .array(
-      z.object({
-        id: z.string(),
-        step: z.number().int().nullable(),
-        size: z.number().int(),
-        reward_mean: z.number().nullable(),
-        reward_std: z.number().nullable(),
-        degenerate: z.boolean(),
-        findings: z.array(z.unknown()),
-      }),
-    )
-    .default([]),
-  /** The models the trajectories name, each with its profile; reports written before this field existed read as []. */
-  models: z.array(RunModel).default([]),
-  errors: z.array(
-    z.object({ file: z.string(), line: z.number().int(), field: z.string().optional(), message: z.string() }),
-  ),
-  summary: z.object({
-    trajectories: z.number().int(),
-    clean: z.number().int(),
-    withErrors: z.number().int(),
-    withWarningsOnly: z.number().int(),
-    /** No findings, but the format keeps too little for the checks to run (text-only dumps). */
-    notCheckable: z.number().int(),
-    unreadableRecords: z.number().int(),
-    findingsByKind: z.record(z.string(), z.number().int()),
-    /** Run totals of the logprob metrics, when any trajectory has trainer logprobs. */
-    logprobs: RunLogprobs.optional(),
-  }),
-  /**
-   * Only in the report of one shard (`check --shard K/N`), for `rollscope merge`: which shard, a
-   * fingerprint of the files the run read, and the run-wide position of each trajectory and error
-   * (one count over both, in the order the run reads them).
-   */
-  shard: z
-    .object({
-      index: z.number().int().nonnegative(),
-      count: z.number().int().positive(),
-      run: z.string(),
-      positions: z.object({
-        trajectories: z.array(z.number().int().nonnegative()),
-        errors: z.array(z.number().int().nonnegative()),
-      }),
-    })
-    .optional(),
-});
-export type CheckReport = z.infer<typeof CheckReport>;
-
-export function newSummary(): CheckReport['summary'] {
-  return {
-    trajectories: 0,
-    clean: 0,
-    withErrors: 0,
-    withWarningsOnly: 0,
-    notCheckable: 0,
-    unreadableRecords: 0,
-    findingsByKind: Object.fromEntries(FINDING_KINDS.map((k) => [k, 0])),
-  };
-}
-
-export function addToSummary(summary: CheckReport['summary'], findings: readonly Finding[], checkable = true): void {
-  summary.trajectories++;
-  const hasError = findings.some((f) => f.severity === 'error');
-  if (hasError) summary.withErrors++;
-  else if (findings.length > 0) summary.withWarningsOnly++;
-  else if (!checkable) summary.notCheckable++;
-  else summary.clean++;
-  for (const f of findings) summary.findingsByKind[f.kind] = (summary.findingsByKind[f.kind] ?? 0) + 1;
-}
+import { checkExitStatus, type CheckReport } from '../report/check-report.ts';
+import { CheckReportBuilder, hasTokens } from '../report/build.ts';
 
 /** Tokens around `index`, decoded one by one with whitespace and special tokens visible; the culprit bracketed. */
 export function tokenContext(c: CheckedTrajectory, f: Finding, radius = 6): string | undefined {
@@ -211,25 +75,11 @@ export interface CheckOptions extends RunOptions {
 }
 
 export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut): Promise<number> {
-  // `trajectories` stays empty: each entry is spooled as it comes (memory bounded on any run size)
-  // and written at the end, with its group's findings, into the same bytes JSON.stringify(report) would give.
-  const report: CheckReport = {
-    version: 1,
-    trajectories: [],
-    groups: [],
-    models: [],
-    errors: [],
-    summary: newSummary(),
-  };
-  const groupChecks = new GroupChecks();
-  /** Each group's number in `groupChecks.summaries()` order (the order their first sample came). */
-  const groupNumber = new Map<string, number>();
+  // Each entry is spooled as it comes (memory bounded on any run size) and written at the end, with
+  // its group's findings, into the same bytes JSON.stringify(report) would give.
+  const builder = new CheckReportBuilder(opts.mismatch);
   const spool = opts.json ? new EntrySpool() : undefined;
-  const models = new RunModels();
-  let fatal = false;
-  const errors: ReadError[] = [];
   let entries = 0;
-  const mismatches: TrajectoryMismatch[] = [];
   // Run-wide positions of what this shard lists, counting what the other shards own: trajectories
   // and errors in one count, so a trajectory that fails analysis (an error in its owner, a skipped
   // trajectory elsewhere) takes one place in every shard. Kept only for a shard's report (one
@@ -240,6 +90,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     seen++;
   };
   let seen = 0;
+  let trajectories = 0;
   const runFiles = createHash('sha256');
   const root = opts.shard?.root ?? runRoot(paths);
   const findings = opts.findingsParquet ? new FindingsParquetWriter(opts.findingsParquet) : undefined;
@@ -257,12 +108,12 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       onRead: progress?.read,
     },
   );
+  let run: ReturnType<CheckReportBuilder['finish']>;
   try {
     for await (const ev of events) {
       if (ev.type === 'error') {
         place(positions.errors);
-        errors.push(ev.error);
-        if (ev.error.line === 0) fatal = true;
+        builder.addError(ev.error);
         continue;
       }
       if (ev.type === 'file') {
@@ -272,62 +123,26 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       place(positions.trajectories);
       const c = ev.checked;
       findings?.add(c);
-      const t = c.trajectory;
-      addToSummary(report.summary, c.findings, hasTokens(t));
-      models.add(t.model ?? null, c.profile);
-      const member = c.report ? c.report.member : groupMember(t, visionIdsOf(c.profile));
-      let group = -1;
-      if (member) {
-        const key = groupChecks.add(member);
-        group = groupNumber.get(key) ?? groupNumber.size;
-        groupNumber.set(key, group);
-      }
-      const entry: CheckReport['trajectories'][number] = {
-        id: t.id,
-        source: { file: t.source.file, line: t.source.line },
-        format: t.source.format,
-        model: t.model ?? null,
-        profile: c.profile.name,
-        findings: c.findings.map(publicFinding),
-        limitations: t.limitations,
-        group: t.group ?? null,
-        step: t.step ?? null,
-      };
-      const m = c.report ? c.report.logprobs : logprobMismatch(t, opts.mismatch);
-      if (m) {
-        mismatches.push(m);
-        entry.logprobs = trajectoryLogprobs(m);
-      }
+      const { entry, group } = builder.addTrajectory(c);
       if (spool) {
         const { head, tail } = entryParts(entry);
         spool.add(group, head, tail);
       } else if (opts.all) printTrajectory(c, out);
       else collectExamples(c, examples);
-      progress?.update(report.summary.trajectories);
+      progress?.update(++trajectories);
     }
     progress?.done();
-    for (const g of groupChecks.summaries()) findings?.addGroup(g);
+    run = builder.finish();
+    for (const g of builder.groupSummaries) findings?.addGroup(g);
     findings?.commit();
   } catch (e) {
     findings?.discard();
     spool?.dispose();
     throw e;
   }
-  progress?.done();
-  report.errors = errors.map(({ file, line, field, message }) => ({
-    file,
-    line,
-    ...(field ? { field } : {}),
-    message,
-  }));
-  report.summary.unreadableRecords = errors.filter((e) => e.line > 0).length;
-  const run = runMismatch(mismatches);
-  if (run) report.summary.logprobs = runLogprobs(run, opts.mismatch);
-  report.groups = groupChecks.summaries().map((g) => ({ ...g, findings: g.findings.map(publicFinding) }));
-  report.models = models.list();
   if (spool) {
     // Each member lists its group's findings after its own (docs/check-json.md#groups).
-    const extra = report.groups.map((g) => g.findings.map((f) => JSON.stringify(f)).join(','));
+    const extra = run.groups.map((g) => g.findings.map((f) => JSON.stringify(f)).join(','));
     try {
       for await (const e of spool.entries())
         await written(out, `${entries++ > 0 ? ',' : ''}${entryJson(e, e.group >= 0 ? extra[e.group]! : '')}`);
@@ -335,15 +150,14 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
       spool.dispose();
     }
   }
-  for (const g of report.groups) report.summary.findingsByKind.group! += g.findings.length;
   // A group's findings read best as their own message (they concern no single trajectory).
-  for (const g of report.groups)
+  for (const g of run.groups)
     for (const f of g.findings as Finding[]) {
       const list = examples.get('group') ?? [];
       if (list.length < EXAMPLES_PER_KIND) list.push(`${f.message}\n`);
       examples.set('group', list);
     }
-  if (!opts.json && !opts.all) printExamples(examples, report.summary.findingsByKind, out);
+  if (!opts.json && !opts.all) printExamples(examples, run.summary.findingsByKind, out);
   const shard: CheckReport['shard'] = opts.shard && {
     index: opts.shard.index,
     count: opts.shard.count,
@@ -352,12 +166,11 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   };
   if (opts.json)
     out.write(
-      `],"groups":${JSON.stringify(report.groups)},"models":${JSON.stringify(report.models)},"errors":${JSON.stringify(report.errors)},"summary":${JSON.stringify(report.summary)}` +
+      `],"groups":${JSON.stringify(run.groups)},"models":${JSON.stringify(run.models)},"errors":${JSON.stringify(run.errors)},"summary":${JSON.stringify(run.summary)}` +
         `${shard ? `,"shard":${JSON.stringify(shard)}` : ''}}\n`,
     );
-  else printSummary(report, out, opts.all === true);
-  if (fatal) return 2;
-  return report.summary.withErrors > 0 || report.summary.unreadableRecords > 0 ? 1 : 0;
+  else printSummary({ version: 1, trajectories: [], ...run }, out, opts.all === true);
+  return checkExitStatus(run);
 }
 
 /** Write `text`, waiting for a stream that asks to be drained (stdout into a slow pipe) before going on. */
@@ -365,13 +178,6 @@ async function written(out: TextOut, text: string): Promise<void> {
   const stream = out as Partial<NodeJS.WritableStream>;
   if (out.write(text) === false && typeof stream.once === 'function')
     await new Promise<void>((resolve) => stream.once!('drain', () => resolve()));
-}
-
-/** Whether the record holds any token ids at all; text-only dumps do not, so no check can run on them. */
-export function hasTokens(t: Trajectory): boolean {
-  return (
-    t.sample !== undefined || t.turns.some((turn) => turn.promptIds !== undefined || turn.generatedIds !== undefined)
-  );
 }
 
 function printTrajectory(c: CheckedTrajectory, out: TextOut): void {

@@ -41,6 +41,7 @@ import type {
   TrajectorySummary,
 } from './api.ts';
 import { GroupChecks, groupMember } from '../analysis/groups.ts';
+import { responseTokens } from '../analysis/report-facts.ts';
 import { isRunFileName } from '../import/formats.ts';
 
 export interface RunStore {
@@ -256,13 +257,6 @@ function truncated(t: Trajectory): boolean | null {
   if (reason === 'length') return true;
   if (reason === undefined) return null;
   return false;
-}
-
-function responseTokens(t: Trajectory): number | null {
-  if (t.sample?.responseLength !== undefined) return t.sample.responseLength;
-  if (t.sample?.lossMask && t.sample.maskScope === 'full') return t.sample.lossMask.filter((m) => m === 1).length;
-  const generated = t.turns.reduce((n, turn) => n + (turn.generatedIds?.length ?? 0), 0);
-  return t.turns.some((turn) => turn.generatedIds) ? generated : null;
 }
 
 /** The health and counts of a trajectory's own findings plus its group's. */

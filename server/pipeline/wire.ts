@@ -3,8 +3,7 @@
 // copying them.
 import type { FormatName, Trajectory } from '../model/trajectory.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
-import { groupMember } from '../analysis/groups.ts';
-import { logprobMismatch } from '../analysis/logprob-mismatch.ts';
+import { reportFacts } from '../analysis/report-facts.ts';
 import { visionIdsOf, type VisionIds } from '../profiles/profile.ts';
 import type { RecordLine } from '../import/stream.ts';
 import type { RunOptions } from './run-options.ts';
@@ -61,7 +60,7 @@ export function forReport<C extends Omit<CheckedTrajectory, 'profile'>>(
   // Already cut (a worker's importAndAnalyze with noStreams): its report was computed from the full trajectory.
   if (c.report) return c;
   const t = c.trajectory;
-  const report = { member: groupMember(t, vision) ?? null, logprobs: logprobMismatch(t, opts.mismatch) ?? null };
+  const report = reportFacts(t, opts, vision);
   const images = t.images.map((im) => (im.url?.startsWith('data:') ? { ...im, url: 'data:' } : im));
   return {
     ...c,

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type GatewayConfigInput, GatewayConfig } from '../../server/gateway/config.ts';
 import { CaptureLine } from '../../server/gateway/protocol.ts';
-import { CheckReport } from '../../server/cli/check.ts';
+import { CheckReport } from '../../server/report/check-report.ts';
 import type { Finding } from '../../server/model/finding.ts';
 import { type RunningGateway, startGateway } from '../../server/gateway/server.ts';
 import { type EngineStandin, type StandinOptions, startEngineStandin } from './engine-standin.ts';

@@ -10,7 +10,7 @@ import {
 } from '../command.ts';
 import { runCheck, type TextOut } from '../check.ts';
 import { workerCount } from '../command.ts';
-import { MISMATCH_OPTIONS, MISMATCH_USAGE, mismatchThresholds } from '../mismatch-json.ts';
+import { MISMATCH_OPTIONS, MISMATCH_USAGE, mismatchThresholds } from '../mismatch-options.ts';
 import { parseShard, type ShardSpec } from '../../pipeline/shard.ts';
 import { AtomicFile, bufferedText } from '../../util/atomic-file.ts';
 

@@ -1,19 +1,14 @@
 // `rollscope merge REPORT.json... [--json] [--out FILE]`: fold the outputs of the shards of one
-// run into one (cli/merge.ts): check reports into the report an unsharded check gives (and
-// its exit status), export manifests into one manifest of every part.
+// run into one: check reports (report/merge.ts) into the report an unsharded check gives (and
+// its exit status), export manifests (cli/merge.ts) into one manifest of every part.
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse, UsageError, type Command } from '../command.ts';
 import { paint } from '../output.ts';
 import { printSummary, type TextOut } from '../check.ts';
-import {
-  checkExitStatus,
-  inputKind,
-  mergeCheckReports,
-  mergeManifests,
-  MergeError,
-  type MergeInputKind,
-} from '../merge.ts';
+import { inputKind, mergeManifests, type MergeInputKind } from '../merge.ts';
+import { checkExitStatus } from '../../report/check-report.ts';
+import { mergeCheckReports, MergeError } from '../../report/merge.ts';
 import { AtomicFile } from '../../util/atomic-file.ts';
 
 export const command: Command = {
