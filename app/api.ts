@@ -3,6 +3,7 @@
 // server views. Components never fetch on their own. The shapes come from server/http/api.ts as
 // types only: the server validates them with zod; the browser bundle carries no schema code.
 import type {
+  ApiError,
   ComparePair,
   CompareRun,
   DiffResult,
@@ -28,6 +29,8 @@ export class ApiFailure extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** For a `where` that does not parse: the 0-based character at fault (docs/filter.md). */
+    readonly offset?: number,
   ) {
     super(message);
   }
@@ -35,8 +38,11 @@ export class ApiFailure extends Error {
 
 async function getJson<T>(url: string, signal?: AbortSignal, init: RequestInit = {}): Promise<T> {
   const res = await fetch(url, { ...init, signal });
-  const body = (await res.json().catch(() => ({ error: `${res.status} ${res.statusText}` }))) as T | { error: string };
-  if (!res.ok) throw new ApiFailure(res.status, (body as { error?: string }).error ?? `${res.status}`);
+  const body = (await res.json().catch(() => ({ error: `${res.status} ${res.statusText}` }))) as T | ApiError;
+  if (!res.ok) {
+    const e = body as Partial<ApiError>;
+    throw new ApiFailure(res.status, e.error ?? `${res.status}`, e.offset);
+  }
   return body as T;
 }
 

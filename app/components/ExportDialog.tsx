@@ -27,6 +27,7 @@ function filterWords(f: ListFilter): string {
     f.kind ? kindLabel(f.kind) : '',
     f.cause ? causeLabel(f.cause) : '',
     f.q ? `matching “${f.q}”` : '',
+    f.where ? `where ${f.where}` : '',
   ].filter(Boolean);
   return parts.length > 0 ? parts.join(' · ') : 'no filter: the whole run';
 }

@@ -4,7 +4,7 @@ import { useEffect, useMemo, useRef, useState } from 'react';
 import { TableVirtuoso, type TableComponents, type TableVirtuosoHandle } from 'react-virtuoso';
 import type { ListQueryInput, SortKey, TrajectorySummary } from '../../server/http/api.ts';
 import { useGo, useParams, useSetParams } from '../stores/route.ts';
-import { useLoadList, useRunError, useRunInfo, useRunItems, useRunTotal } from '../stores/run.ts';
+import { useLoadList, useRunError, useRunInfo, useRunItems, useRunTotal, useWhereError } from '../stores/run.ts';
 import { causeLabel, kindLabel } from './labels.ts';
 import { useClearPicked, usePicked, useSelection, useSetPicked, useTogglePicked } from '../stores/selection.ts';
 import { useExport, useExportActions, useExportOpen } from '../stores/export.ts';
@@ -37,9 +37,53 @@ export function queryFromParams(p: Record<string, string>): ListQueryInput {
     ratioBin: p.ratioBin !== undefined ? Number(p.ratioBin) : undefined,
     step: p.step !== undefined && /^\d+$/.test(p.step) ? Number(p.step) : undefined,
     group: p.group,
+    where: p.where,
     sort: (p.sort as SortKey | undefined) ?? 'findings',
     order: (p.order as 'asc' | 'desc' | undefined) ?? 'desc',
   };
+}
+
+/**
+ * The filter expression (docs/filter.md), applied on Enter and kept in the URL (`#/?where=…`); when
+ * the server refuses it, its message and the expression with the offending character marked.
+ */
+function WhereFilter({ where, apply }: { where: string | undefined; apply: (where: string | undefined) => void }) {
+  const [text, setText] = useState(where ?? '');
+  const error = useWhereError();
+  // A new address (back, a link from the run page's brush) shows its own expression.
+  useEffect(() => setText(where ?? ''), [where]);
+  const shownError = error && error.where === where ? error : null;
+  return (
+    <div className="where">
+      <input
+        type="text"
+        className={`where-input${shownError ? ' invalid' : ''}`}
+        placeholder="where: reward >= 1 and not severity:error and step >= 100 (Enter applies)"
+        aria-label="where"
+        aria-invalid={shownError ? true : undefined}
+        data-testid="where-input"
+        spellCheck={false}
+        value={text}
+        onChange={(e) => setText(e.target.value)}
+        onKeyDown={(e) => {
+          if (e.key === 'Enter') apply(text.trim() === '' ? undefined : text);
+          else if (e.key === 'Escape') setText(where ?? '');
+        }}
+      />
+      {shownError && (
+        <div className="where-error" role="alert" data-testid="where-error">
+          <code className="where-expr">
+            {shownError.where.slice(0, shownError.offset)}
+            <mark data-testid="where-error-at">
+              {shownError.where.slice(shownError.offset, shownError.offset + 1) || ' '}
+            </mark>
+            {shownError.where.slice(shownError.offset + 1)}
+          </code>
+          <span>{shownError.message.replace(/^where: /, '')}</span>
+        </div>
+      )}
+    </div>
+  );
 }
 
 function HealthDot({ health }: { health: TrajectorySummary['health'] }) {
@@ -279,6 +323,7 @@ export function Overview() {
           onChange={(e) => setParams({ q: e.target.value || undefined }, true)}
           aria-label="filter"
         />
+        <WhereFilter where={params.where} apply={(where) => setParams({ where })} />
         <span className="muted small">
           {items.length < total ? `${formatCount(items.length)} of ` : ''}
           {formatCount(total)} shown{query.kind ? ` · kind ${kindLabel(query.kind)}` : ''}
@@ -287,6 +332,7 @@ export function Overview() {
           {query.ratioBin !== undefined ? ` · importance-ratio bar ${query.ratioBin}` : ''}
           {query.step !== undefined ? ` · step ${query.step}` : ''}
           {query.group !== undefined ? ` · group ${query.group}` : ''}
+          {query.where ? ` · where ${query.where}` : ''}
         </span>
         <button
           type="button"
@@ -303,7 +349,8 @@ export function Overview() {
           query.q ||
           query.ratioBin !== undefined ||
           query.step !== undefined ||
-          query.group) && (
+          query.group ||
+          query.where) && (
           <button
             type="button"
             className="link"
@@ -317,6 +364,7 @@ export function Overview() {
                   ratioBin: undefined,
                   step: undefined,
                   group: undefined,
+                  where: undefined,
                 },
                 true,
               )
@@ -356,6 +404,7 @@ export function Overview() {
             status: query.status,
             q: query.q,
             ratioBin: query.ratioBin as number | undefined,
+            where: query.where,
           }}
           shown={total}
         />

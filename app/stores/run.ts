@@ -1,7 +1,7 @@
 // The run: its summary (files, counts per finding kind) and the current page of the trajectory list.
 import { create } from 'zustand';
 import type { ListQueryInput, RunInfo, TrajectorySummary } from '../../server/http/api.ts';
-import { api } from '../api.ts';
+import { api, ApiFailure } from '../api.ts';
 
 interface RunState {
   info: RunInfo | null;
@@ -10,6 +10,8 @@ interface RunState {
   /** The query `items` answers (so j/k walk the list the user sees). */
   query: ListQueryInput | null;
   error: string | null;
+  /** The list query's `where` does not parse: the server's message and the character at fault. */
+  whereError: { where: string; message: string; offset: number } | null;
   loadInfo(): Promise<void>;
   loadList(q: ListQueryInput): Promise<void>;
 }
@@ -35,6 +37,7 @@ export const useRun = create<RunState>((set, get) => ({
   total: 0,
   query: null,
   error: null,
+  whereError: null,
   async loadInfo() {
     try {
       set({ info: await api.run(), error: null });
@@ -57,11 +60,26 @@ export const useRun = create<RunState>((set, get) => ({
         items = offset === 0 ? list.items : items.concat(list.items);
         offset += list.items.length;
         if (offset >= list.total || list.items.length === 0) break;
-        if (!shown) set({ items, total: list.total, query: q, error: null });
+        if (!shown) set({ items, total: list.total, query: q, error: null, whereError: null });
       }
-      set({ items: shown ? keepPlaces(shown, items) : items, total: items.length, query: q, error: null });
+      set({
+        items: shown ? keepPlaces(shown, items) : items,
+        total: items.length,
+        query: q,
+        error: null,
+        whereError: null,
+      });
     } catch (e) {
-      if ((e as Error).name !== 'AbortError') set({ error: (e as Error).message });
+      if ((e as Error).name === 'AbortError') return;
+      if (e instanceof ApiFailure && e.status === 400 && e.offset !== undefined && q.where !== undefined)
+        set({
+          items: [],
+          total: 0,
+          query: q,
+          error: null,
+          whereError: { where: q.where, message: e.message, offset: e.offset },
+        });
+      else set({ error: (e as Error).message });
     }
   },
 }));
@@ -75,6 +93,7 @@ export const useRunLoading = () => useRun((s) => s.info?.loading ?? false);
 export const useRunItems = () => useRun((s) => s.items);
 export const useRunTotal = () => useRun((s) => s.total);
 export const useRunError = () => useRun((s) => s.error);
+export const useWhereError = () => useRun((s) => s.whereError);
 /** The query the list answers (null before the first list). */
 export const useRunQuery = () => useRun((s) => s.query);
 export const useLoadInfo = () => useRun((s) => s.loadInfo);

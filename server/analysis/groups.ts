@@ -143,9 +143,12 @@ export function groupKey(m: Pick<GroupMember, 'group' | 'step'>): string {
 
 const where = (g: GroupState) => `group ${g.id}${g.step !== null ? ` (step ${g.step})` : ''}`;
 
+/** What every group finding is (a filter that tests neither needs no group: analysis/filter.ts readsGroup). */
+export const GROUP_FINDING = { kind: 'group', severity: 'warning' } as const satisfies Partial<Finding>;
+
 function findingsOf(g: GroupState): Finding[] {
   const out: Finding[] = [];
-  const base = { kind: 'group', severity: 'warning', turn: -1, index: -1 } as const;
+  const base = { ...GROUP_FINDING, turn: -1, index: -1 } as const;
   if (g.size >= 2 && g.rewards === g.size && g.rewardMin === g.rewardMax)
     out.push({
       ...base,

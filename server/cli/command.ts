@@ -5,6 +5,7 @@ import os from 'node:os';
 import type { TrainerSide } from '../model/trainer-side.ts';
 import { readTrainerSidecar } from '../import/trainer-sidecar.ts';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
+import { type FilterNode, parseFilter } from '../analysis/filter.ts';
 
 export class UsageError extends Error {}
 
@@ -96,3 +97,12 @@ export async function trainerSidecars(
 
 export const TRAINER_USAGE = `  --trainer FILE   a trainer sidecar (JSONL: trajectory_id, log_probs, ref_log_probs, advantages) whose arrays
                    join the trajectories of the same id (docs/native-format.md, "Trainer sidecar"); repeatable`;
+
+export const WHERE_USAGE = `  --where EXPR     only the trajectories EXPR selects, e.g. 'reward >= 1 and not severity:error and step >= 100'
+                   (fields, findings and group fields: docs/filter.md)`;
+
+/** `--where EXPR`, parsed before any file is read: a bad expression is a FilterError (main prints it with a caret). */
+export function whereOption(v: string | undefined): { expression: string; node: FilterNode } | undefined {
+  if (v === undefined) return undefined;
+  return { expression: v, node: parseFilter(v) };
+}

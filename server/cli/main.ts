@@ -4,6 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UsageError, type Command } from './command.ts';
+import { FilterError } from '../analysis/filter.ts';
 import { boundHeapGrowth } from './heap.ts';
 
 const commandsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'commands');
@@ -66,6 +67,11 @@ export async function main(argv: string[]): Promise<number> {
     const code = (e as { code?: string }).code ?? '';
     if (e instanceof UsageError || code.startsWith('ERR_PARSE_ARGS')) {
       process.stderr.write(`rollscope ${name}: ${(e as Error).message}\nRun "rollscope ${name} --help" for usage.\n`);
+      return 2;
+    }
+    if (e instanceof FilterError) {
+      const pointer = e.pointer().replace(/^/gm, '  ');
+      process.stderr.write(`rollscope ${name}: --where: ${e.message} (character ${e.offset + 1})\n${pointer}\n`);
       return 2;
     }
     if (

@@ -9,7 +9,11 @@ import { RATIO_BIN_COUNT } from '../analysis/ratio-histogram.ts';
 /** Why export leaves a trajectory out (the app words each one). */
 export type { RejectReason } from '../export/policy.ts';
 
-export const ApiError = z.object({ error: z.string() });
+export const ApiError = z.object({
+  error: z.string(),
+  /** For a `where` that does not parse: the 0-based character at fault (docs/filter.md). */
+  offset: z.number().int().nonnegative().optional(),
+});
 export type ApiError = z.infer<typeof ApiError>;
 
 export const FindingCounts = z.object({
@@ -125,6 +129,8 @@ export const ListQuery = z.object({
   /** Only this rollout step / this GRPO group (by its id; with `step`, that step's group). */
   step: z.coerce.number().int().nonnegative().optional(),
   group: z.string().max(500).optional(),
+  /** A filter expression (docs/filter.md), over the same fields as `check --where`. */
+  where: z.string().max(4000).optional(),
   sort: SortKey.default('findings'),
   order: z.enum(['asc', 'desc']).default('desc'),
   offset: z.coerce.number().int().nonnegative().default(0),
@@ -519,6 +525,7 @@ export const ListFilter = ListQuery.pick({
   status: true,
   q: true,
   ratioBin: true,
+  where: true,
 });
 export type ListFilter = z.infer<typeof ListFilter>;
 

@@ -14,6 +14,8 @@ import { NotFound } from './views.ts';
 import { ImageUnavailable } from '../images/resolve.ts';
 import { checkRequest, NotServed, openAppFile, servedHosts } from './gate.ts';
 import { RequestError } from './request-body.ts';
+import { FilterError } from '../analysis/filter.ts';
+import type { ApiError } from './api.ts';
 import { trajectoryRoutes } from './routes-trajectories.ts';
 import { exportRoutes } from './routes-export.ts';
 import { askRoutes } from './routes-ask.ts';
@@ -92,13 +94,18 @@ function sendJson<S extends z.ZodType>(res: http.ServerResponse, schema: S, body
   res.end(text);
 }
 
-function sendError(res: http.ServerResponse, status: number, message: string): void {
+function sendError(
+  res: http.ServerResponse,
+  status: number,
+  message: string,
+  extra: Omit<ApiError, 'error'> = {},
+): void {
   if (res.headersSent) {
     res.destroy();
     return;
   }
   res.writeHead(status, { 'Content-Type': 'application/json; charset=utf-8', ...SECURITY_HEADERS });
-  res.end(JSON.stringify({ error: message }));
+  res.end(JSON.stringify({ error: message, ...extra } satisfies ApiError));
 }
 
 export async function startServer(opts: ServeOptions): Promise<RunningServer> {
@@ -167,6 +174,7 @@ export async function startServer(opts: ServeOptions): Promise<RunningServer> {
       if (e instanceof ImageUnavailable) return sendError(res, 404, e.message);
       if (e instanceof NotFound) return sendError(res, 404, e.message);
       if (e instanceof ZodError) return sendError(res, 400, e.message);
+      if (e instanceof FilterError) return sendError(res, 400, `where: ${e.message}`, { offset: e.offset });
       sendError(res, 500, (e as Error).message);
     });
   });

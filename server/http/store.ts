@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { Finding } from '../model/finding.ts';
 import type { FormatName, ReadError, Trajectory } from '../model/trajectory.ts';
 import { TrajectoryKeys } from '../model/trajectory-key.ts';
+import { type FilterSubject, matchesFilter, parseFilter } from '../analysis/filter.ts';
 import {
   analyzeInputs,
   analyzeTrajectory,
@@ -659,7 +660,36 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       }
     });
 
+  /** What `--where` reads of an entry (docs/filter.md): its summary's fields and findings, and its group. */
+  function filterSubject(e: Entry): FilterSubject {
+    const s = e.summary;
+    return {
+      entry: {
+        id: s.id,
+        source: s.source,
+        format: s.format,
+        model: e.model.name,
+        group: s.group,
+        step: s.step,
+        reward: s.reward,
+        turns: s.turns,
+        response_tokens: s.responseTokens,
+        images: s.images,
+        status: s.status,
+        // Its counts (its group's findings included) as findings of one facet each: what kind:, cause: and severity: test.
+        findings: (['kind', 'cause', 'severity'] as const).flatMap((facet) =>
+          Object.entries(s.findings[facet])
+            .filter(([, n]) => n > 0)
+            .map(([value]) => ({ [facet]: value })),
+        ),
+      },
+      group: e.groupKey === undefined ? null : (groupChecks.summary(e.groupKey) ?? null),
+    };
+  }
+
   function filterAndSort(query: ListQuery): TrajectorySummary[] {
+    // A bad expression throws its FilterError: the API answers 400 with its offset.
+    const where = query.where?.trim() ? parseFilter(query.where) : undefined;
     const q = query.q?.trim();
     const tokenId = q && /^\d+$/.test(q) ? Number(q) : undefined;
     const matches = order
@@ -673,6 +703,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         if (query.ratioBin !== undefined && !inRatioBin(s, query.ratioBin)) return false;
         if (query.step !== undefined && s.step !== query.step) return false;
         if (query.group !== undefined && s.group !== query.group) return false;
+        if (where && !matchesFilter(where, filterSubject(e))) return false;
         if (q) {
           const text = `${s.id} ${s.source.file} ${s.headline ?? ''}`.toLowerCase();
           if (!text.includes(q.toLowerCase()) && !(tokenId !== undefined && packedHasToken(e.tokenSet, tokenId)))
@@ -749,6 +780,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         query.ratioBin,
         query.step,
         query.group,
+        query.where,
         query.sort,
         query.order,
       ]);
