@@ -49,8 +49,7 @@ export function RunPage() {
   const onBrush = useCallback(
     (lo: number, hi: number) => {
       const range = brushedSteps(stated, lo, hi);
-      if (range)
-        go({ page: 'overview', id: null, params: { where: stepRangeWhere(range), by: 'group', sort: 'group' } });
+      if (range) go({ page: 'overview', id: null, params: { where: stepRangeWhere(range) } });
     },
     [stated, go],
   );

@@ -78,6 +78,18 @@ export function movingAverage(values: readonly (number | null)[], window: number
   });
 }
 
+/**
+ * An axis's tick labels, also written on the chart's root as `data-axis-N` (the canvas holds
+ * them as pixels): what a test or a screen reader can read of the axes.
+ */
+const tickLabels =
+  (axis: number, fmt: (v: number) => string) =>
+  (u: uPlot, splits: number[]): string[] => {
+    const out = splits.map((v) => (v === null || v === undefined ? '' : fmt(v)));
+    u.root.setAttribute(`data-axis-${axis}`, out.filter(Boolean).join(' '));
+    return out;
+  };
+
 const faint = (color: string) => (color.startsWith('#') ? `${color}55` : color);
 
 interface Line {
@@ -171,7 +183,14 @@ function chart(opts: {
           ]
         : [],
       axes: [
-        { font: axisFont, size: 30, stroke: '#67707b', grid: { stroke: '#eef0f3' }, ticks: { stroke: '#dde1e6' } },
+        {
+          font: axisFont,
+          size: 30,
+          stroke: '#67707b',
+          grid: { stroke: '#eef0f3' },
+          ticks: { stroke: '#dde1e6' },
+          values: tickLabels(0, (v) => String(v)),
+        },
         ...opts.axes.map(
           (a, i): uPlot.Axis => ({
             scale: a.scale,
@@ -181,7 +200,7 @@ function chart(opts: {
             stroke: i === 0 ? '#67707b' : SECOND,
             grid: { show: i === 0, stroke: '#eef0f3' },
             ticks: { stroke: '#dde1e6' },
-            values: (_u, splits) => splits.map((v) => (v === null ? '' : a.fmt(v))),
+            values: tickLabels(i + 1, a.fmt),
           }),
         ),
       ],

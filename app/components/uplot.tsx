@@ -47,6 +47,8 @@ export function UPlotChart({
   useEffect(() => {
     const el = box.current;
     if (!el) return;
+    // Charts with one sync key mirror each other's selection: a chart answers only its own drag.
+    let ownDrag = false;
     const full = (u: uPlot) => {
       const xs = u.data[0];
       return xs.length === 0 || (u.scales.x!.min! <= xs[0]! && u.scales.x!.max! >= xs[xs.length - 1]!);
@@ -70,7 +72,7 @@ export function UPlotChart({
             ...(options.hooks?.setSelect ?? []),
             (self) => {
               const { left, width } = self.select;
-              if (width <= 0 || !handlers.current.onSelect) return;
+              if (!ownDrag || width <= 0 || !handlers.current.onSelect) return;
               handlers.current.onSelect(self.posToVal(left, 'x'), self.posToVal(left + width, 'x'));
             },
           ],
@@ -82,13 +84,23 @@ export function UPlotChart({
     chart.current = u;
     const rows = u.root.querySelectorAll<HTMLElement>('.u-legend .u-series');
     for (const i of legendHidden ?? []) if (rows[i]) rows[i].style.display = 'none';
-    const pick = () => {
+    // A click picks; the click that ends a drag (a zoom, a brush) does not.
+    let downAt = Number.NaN;
+    const down = (e: MouseEvent) => {
+      downAt = e.clientX;
+      ownDrag = true;
+      // uPlot ends the drag (setSelect) in its own mouseup handler; after that the drag is over.
+      document.addEventListener('mouseup', () => setTimeout(() => (ownDrag = false)), { once: true });
+    };
+    const pick = (e: MouseEvent) => {
+      if (!(Math.abs(e.clientX - downAt) <= 3)) return;
       const idx = u.cursor.idx;
       if (idx !== null && idx !== undefined) {
         const x = u.data[0][idx];
         if (x !== undefined) handlers.current.onPick?.(x);
       }
     };
+    u.over.addEventListener('mousedown', down);
     u.over.addEventListener('click', pick);
     const resize = new ResizeObserver(() => {
       const width = Math.max(200, el.clientWidth);
@@ -97,6 +109,7 @@ export function UPlotChart({
     resize.observe(el);
     return () => {
       resize.disconnect();
+      u.over.removeEventListener('mousedown', down);
       u.over.removeEventListener('click', pick);
       u.destroy();
       chart.current = null;

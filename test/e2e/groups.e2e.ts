@@ -148,7 +148,12 @@ describe('the run page', () => {
       '1',
       '3',
     ]);
-    expect(await page.$$eval('.trends svg.trend circle.dot', (els) => els.length)).toBeGreaterThanOrEqual(9);
+    // A chart per trend, its x axis labelled with the run's steps.
+    await page.waitForSelector('[data-testid="trend-reward"] canvas');
+    expect(await page.locator('.trends .uplot').count()).toBeGreaterThanOrEqual(8);
+    const ticks = (await page.locator('[data-testid="trend-reward"] .uplot').getAttribute('data-axis-0'))!.split(' ');
+    expect(ticks.map(Number).every((s) => s >= 0 && s <= 3)).toBe(true);
+    expect(ticks).toEqual(expect.arrayContaining(['0', '3']));
     expect(await page.$$eval('table.steps svg.hist', (els) => els.length)).toBe(6);
     await page.setViewportSize({ width: 1280, height: 520 });
     await rowsDrawn(page);
