@@ -155,10 +155,6 @@ describe('the run page', () => {
     expect(ticks.map(Number).every((s) => s >= 0 && s <= 3)).toBe(true);
     expect(ticks).toEqual(expect.arrayContaining(['0', '3']));
     expect(await page.$$eval('table.steps svg.hist', (els) => els.length)).toBe(6);
-    await page.setViewportSize({ width: 1280, height: 520 });
-    await rowsDrawn(page);
-    await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'run.png') });
-    await page.setViewportSize({ width: 1280, height: 1500 });
     await page.click('table.steps tr[data-step="1"] .step-link');
     await page.waitForFunction(() => window.location.hash.includes('step=1'));
     await page.waitForFunction(() => document.querySelectorAll('.member').length === 11, undefined, {
