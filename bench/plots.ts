@@ -13,8 +13,9 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { build } from 'esbuild';
 import type { Browser, Page } from 'playwright-core';
-import { launchChromium } from '../test/e2e/support.ts';
-import { isMain, REPO, round, runStandalone, type Figure, type Measure, type Target } from './lib.ts';
+import { launchChromium, startServe, waitForLoaded } from '../test/e2e/support.ts';
+import { writeLongRun } from '../test/fixtures/generate-long-run.ts';
+import { benchDir, isMain, REPO, round, runStandalone, type Figure, type Measure, type Target } from './lib.ts';
 
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const TREND_PLOTS = 10;
@@ -142,10 +143,14 @@ async function bundle(lib: Library): Promise<Bundle> {
 }
 
 /** Move the cursor across the first plot's drawing area, one move per frame; the longest long task meanwhile. */
-async function hover(
-  page: Page,
-  selector: string,
-): Promise<{ longest: number; tasks: number; ms: number; longestFrame: number }> {
+interface HoverFigures {
+  longest: number;
+  tasks: number;
+  ms: number;
+  longestFrame: number;
+}
+
+async function hover(page: Page, selector: string): Promise<HoverFigures> {
   const box = await page.locator(selector).first().boundingBox();
   if (!box) throw new Error(`no plot area (${selector}) to hover`);
   const from = await page.evaluate(() => performance.now());
@@ -225,6 +230,54 @@ async function measure(browser: Browser, lib: Library, steps: number, points: nu
   }
 }
 
+/**
+ * rollscope's own run page on a generated 1,000-step run (test/fixtures/generate-long-run.ts):
+ * from navigation to every trend drawn, then the cursor across one trend (every trend and its
+ * readout follow it), the longest task or frame gap meanwhile.
+ */
+export async function runPage(
+  browser: Browser,
+  steps: number,
+): Promise<{ drawn: number; hover: HoverFigures; perMove: { median: number; p90: number; max: number } } | null> {
+  if (!fs.existsSync(path.join(REPO, 'dist', 'app', 'index.html'))) return null;
+  const dir = path.join(benchDir(), 'plots');
+  fs.rmSync(dir, { recursive: true, force: true });
+  const run = await writeLongRun(dir, steps);
+  const server = await startServe([run.file]);
+  try {
+    await waitForLoaded(server.url);
+    const page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
+    await page.addInitScript({ content: INSTRUMENT });
+    const t0 = Date.now();
+    await page.goto(`${server.url}#/run`);
+    await page.waitForSelector('[data-testid="trend-logprobs"] canvas', { timeout: 60_000 });
+    const drawn = Date.now() - t0;
+    await page.waitForTimeout(500);
+    const hovered = await hover(page, '[data-testid="trend-reward"] .u-over');
+    // The page's own cost of a cursor move, without Playwright's round trip: 200 mousemoves sent
+    // in the page, each followed by a forced style and layout, as the next frame would do.
+    const perMove = await page.evaluate(() => {
+      const over = document.querySelector('[data-testid="trend-reward"] .u-over') as HTMLElement;
+      const b = over.getBoundingClientRect();
+      const times: number[] = [];
+      for (let i = 0; i < 200; i++) {
+        const t = performance.now();
+        const init = { clientX: b.left + (b.width * i) / 200, clientY: b.top + b.height / 2, bubbles: true };
+        over.dispatchEvent(new MouseEvent('mousemove', init));
+        void document.body.offsetHeight;
+        times.push(performance.now() - t);
+      }
+      times.sort((x, y) => x - y);
+      return { median: times[100]!, p90: times[180]!, max: times[199]! };
+    });
+    await page.close();
+    return { drawn, hover: hovered, perMove };
+  } finally {
+    await server.stop();
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 export async function plotsFigure(quick: boolean): Promise<Figure> {
   const steps = 1000;
   const points = quick ? 10_000 : 100_000;
@@ -244,9 +297,11 @@ export async function plotsFigure(quick: boolean): Promise<Figure> {
     };
   const browser = await launchChromium();
   let figures: (LibraryFigures | null)[];
+  let page: Awaited<ReturnType<typeof runPage>>;
   try {
     figures = [];
     for (const lib of ['uplot', 'plot'] as const) figures.push(await measure(browser, lib, steps, points));
+    page = await runPage(browser, quick ? 200 : steps);
   } finally {
     await browser.close();
   }
@@ -256,7 +311,7 @@ export async function plotsFigure(quick: boolean): Promise<Figure> {
       const note = `${PACKAGE[lib]} is not installed (npm install --no-save ${PACKAGE[lib]})`;
       return [{ name: `${name}: draw`, value: null, unit: 'ms', note }];
     }
-    const hoverNote = (h: LibraryFigures['trends']['hover']) =>
+    const hoverNote = (h: HoverFigures) =>
       `${h.tasks} long task(s) in ${HOVER_MOVES} cursor moves, ${round(h.ms / 1000, 1)} s; longest gap between frames ${round(h.longestFrame)} ms`;
     return [
       {
@@ -304,9 +359,43 @@ export async function plotsFigure(quick: boolean): Promise<Figure> {
     title,
     status: u && p ? 'measured' : u || p ? 'partly-measured' : 'not-measured',
     data: { steps, 'trend plots': TREND_PLOTS, points, 'hover moves': HOVER_MOVES, chromium: CHROMIUM },
-    results: measures('uplot', u),
+    results: [
+      ...measures('uplot', u),
+      ...(page
+        ? [
+            {
+              name: `the run page (uPlot) at ${quick ? 200 : steps} steps: navigation to every trend drawn`,
+              value: page.drawn,
+              unit: 'ms',
+            },
+            {
+              name: 'the run page: longest task or frame gap while the cursor crosses a trend (all 9 follow it)',
+              value: round(Math.max(page.hover.longest, page.hover.longestFrame)),
+              unit: 'ms',
+              note: `${page.hover.tasks} long task(s) in ${HOVER_MOVES} cursor moves`,
+            },
+            {
+              name: 'the run page: script, style and layout of one cursor move (median; 9 charts and their readouts)',
+              value: round(page.perMove.median, 2),
+              unit: 'ms',
+              note: `p90 ${round(page.perMove.p90, 1)} ms, max ${round(page.perMove.max, 1)} ms over 200 moves sent in the page`,
+            },
+          ]
+        : [{ name: 'the run page', value: null, unit: 'ms', note: 'the app is not built (npm run build)' }]),
+    ],
     references: measures('plot', p),
-    targets: [hoverTarget('uplot', u), hoverTarget('plot', p)],
+    targets: [
+      hoverTarget('uplot', u),
+      hoverTarget('plot', p),
+      {
+        name: 'hover (the run page)',
+        wanted: 'no task over 50 ms while the cursor moves across the run page at 1,000 steps',
+        measured: page
+          ? `${round(Math.max(page.hover.longest, page.hover.longestFrame))} ms longest task or frame gap`
+          : 'the app is not built',
+        met: page && !quick ? Math.max(page.hover.longest, page.hover.longestFrame) <= 50 : null,
+      },
+    ],
     notes: [
       'Each library in a page of its own (esbuild bundle); draw time from the call to the frame after the paint, after one warm-up draw.',
       'Headless chromium (--disable-gpu) on this machine; a cursor move costs ~35 ms of Playwright round trip here, so the frame gaps, not the seconds, say how the page kept up.',

@@ -25,15 +25,12 @@ export function RunPage() {
   const error = useStepsError();
   const loadSteps = useLoadSteps();
   const go = useGo();
-  const size = info?.trajectories;
-  // Reload when the run grows (a run still being written).
+  const revision = info?.revision;
+  // Reload when the run changes (a run still being written): the app polls the run's info, whose
+  // revision moves with every change; polling the steps themselves would parse them every time.
   useEffect(() => {
-    if (size !== undefined) void loadSteps();
-  }, [size, loadSteps]);
-  useEffect(() => {
-    const t = setInterval(() => void loadSteps(), 3000);
-    return () => clearInterval(t);
-  }, [loadSteps]);
+    if (revision !== undefined) void loadSteps();
+  }, [revision, loadSteps]);
 
   const pick = useCallback(
     (step: number | null) => {
