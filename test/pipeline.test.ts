@@ -5,7 +5,8 @@ import { describe, expect, it } from 'vitest';
 import { loadProfile, visionIdsOf } from '../server/profiles/profile.ts';
 import { checkPaths, type RunEvent } from '../server/pipeline.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
-import { groupMember } from '../server/analysis/groups.ts';
+import { groupMember, promptHash } from '../server/analysis/groups.ts';
+import { responseTokens } from '../server/analysis/report-facts.ts';
 import { logprobMismatch } from '../server/analysis/logprob-mismatch.ts';
 
 async function collect(it: AsyncGenerator<RunEvent>) {
@@ -60,7 +61,10 @@ describe('checkPaths', () => {
       expect(c.report).toEqual({
         member: groupMember(full[i]!.trajectory, visionIdsOf(full[i]!.profile)) ?? null,
         logprobs: logprobMismatch(full[i]!.trajectory) ?? null,
+        responseTokens: responseTokens(full[i]!.trajectory),
+        promptHash: promptHash(full[i]!.trajectory, visionIdsOf(full[i]!.profile)) ?? null,
       });
+      expect(c.report!.responseTokens).toBeGreaterThan(0);
       expect(full[i]!.trajectory.turns[0]!.promptIds!.length).toBeGreaterThan(0);
       expect(c.trajectory.turns[0]!.promptIds).toEqual([]);
       expect(c.alignment.tokens).toEqual([]);
