@@ -84,6 +84,14 @@ describe('steps and groups in the served run', () => {
     expect(steps[0]!.reward.mean).toBeCloseTo(0.75, 12);
     expect(steps[0]!.findings.group).toBe(4);
     expect(steps[0]!.length.n).toBe(8);
+    // The trends the run page plots, from the same eight rewards (six of 1, two of 0).
+    const t = steps[0]!.trends;
+    expect(t.reward.mean).toBeCloseTo(0.75, 12);
+    expect(t.reward.std).toBeCloseTo(Math.sqrt(0.75 * 0.25), 12);
+    expect([t.reward.p10, t.reward.p90]).toEqual([0, 1]);
+    expect(t.degenerateShare).toBe(0.5);
+    expect(t.prefixBreakShare).toBe(0);
+    expect(t.meanAbsDelta).toBeNull();
   });
 
   it('sorts the list by group: groups in read order, each group together', async () => {

@@ -1,17 +1,23 @@
-// The run by rollout step: a trend per step (findings by kind, reward mean, response length,
-// degenerate groups, and the logprob mismatch once the data has it) and each step's reward and
-// length distributions on shared axes. A click on a step opens the overview filtered to it.
-import { useEffect } from 'react';
+// The run by rollout step: a trend per question (findings by kind, prefix breaks, placeholder
+// errors, reward mean and p10–p90, response length p50/p95, truncation, degenerate groups, the
+// logprob mismatch), drawn with uPlot (docs/plots.md) from what the server computed per step
+// (server/http/steps.ts). A drag on a trend zooms every trend; a drag on the step strip lists that
+// step range's trajectories (the overview's `where`); a click on a step opens the overview at it.
+import { useCallback, useEffect, useMemo, useState } from 'react';
 import type { StepSummary } from '../../server/http/api.ts';
 import { useGo } from '../stores/route.ts';
 import { useRunInfo } from '../stores/run.ts';
 import { useLoadSteps, useRunSteps, useStepsError } from '../stores/steps.ts';
-import { kindLabel } from './labels.ts';
-import { Histogram, StackedBars, StepAxis, Trend } from './plots.tsx';
+import { Histogram } from './plots.tsx';
+import { brushedSteps, brushPlot, stepPlots, stepRangeWhere } from './step-plots.ts';
+import { UPlotChart, type XRange } from './uplot.tsx';
 import './Run.css';
 
 const fmtRange = (r: { min: number; max: number } | null, digits = 2) =>
   r ? `${r.min.toFixed(digits)} … ${r.max.toFixed(digits)}` : 'none stated';
+
+/** Rows of the step table drawn at most: the zoomed window's steps, the first of them. */
+const TABLE_ROWS = 200;
 
 export function RunPage() {
   const info = useRunInfo();
@@ -19,22 +25,33 @@ export function RunPage() {
   const error = useStepsError();
   const loadSteps = useLoadSteps();
   const go = useGo();
-  const size = info?.trajectories;
-  // Reload when the run grows (a run still being written).
+  const revision = info?.revision;
+  // Reload when the run changes (a run still being written): the app polls the run's info, whose
+  // revision moves with every change; polling the steps themselves would parse them every time.
   useEffect(() => {
-    if (size !== undefined) void loadSteps();
-  }, [size, loadSteps]);
-  useEffect(() => {
-    const t = setInterval(() => void loadSteps(), 3000);
-    return () => clearInterval(t);
-  }, [loadSteps]);
+    if (revision !== undefined) void loadSteps();
+  }, [revision, loadSteps]);
 
-  const pick = (step: number | null) => {
-    if (step !== null) go({ page: 'overview', id: null, params: { step: String(step), by: 'group', sort: 'group' } });
-  };
+  const pick = useCallback(
+    (step: number | null) => {
+      if (step !== null) go({ page: 'overview', id: null, params: { step: String(step), by: 'group', sort: 'group' } });
+    },
+    [go],
+  );
   const list: readonly StepSummary[] = steps?.steps ?? [];
-  const kinds = [...new Set(list.flatMap((s) => Object.keys(s.findings)))].sort();
-  const hasLogprobs = list.some((s) => s.logprobs !== null);
+  const { plots, hasLogprobs } = useMemo(() => stepPlots(list), [list]);
+  const brush = useMemo(() => brushPlot(list), [list]);
+  const [zoom, setZoom] = useState<XRange>(null);
+  const stated = useMemo(() => list.flatMap((s) => (s.step === null ? [] : [s.step])), [list]);
+  const onBrush = useCallback(
+    (lo: number, hi: number) => {
+      const range = brushedSteps(stated, lo, hi);
+      if (range) go({ page: 'overview', id: null, params: { where: stepRangeWhere(range) } });
+    },
+    [stated, go],
+  );
+  const shown = list.filter((s) => zoom === null || s.step === null || (s.step >= zoom.min && s.step <= zoom.max));
+  const rows = shown.slice(0, TABLE_ROWS);
 
   return (
     <div className="runpage">
@@ -44,81 +61,65 @@ export function RunPage() {
         </a>
         <h1>by step</h1>
         <span className="muted small">
-          {list.length} step(s) · {info?.trajectories ?? 0} trajectories{info?.loading ? ' · loading…' : ''}
+          {list.length} step(s) · {info?.trajectories ?? 0} trajectories{info?.loading ? ' · loading…' : ''} · drag
+          across a plot to zoom, double-click to show all
         </span>
+        {zoom && (
+          <button type="button" className="link" data-testid="zoom-reset" onClick={() => setZoom(null)}>
+            steps {Math.ceil(zoom.min)}–{Math.floor(zoom.max)} · show all
+          </button>
+        )}
       </header>
       {error && <div className="banner error">{error}</div>}
       <section className="trends" aria-label="trends per step">
-        <div className="trend-row">
-          <div className="trend-label">
-            findings
-            <div className="legend">
-              {kinds.map((k) => (
-                <span key={k} className={`legend-item plot-seg-${k}`}>
-                  {kindLabel(k)}
-                </span>
-              ))}
-            </div>
-          </div>
-          <StackedBars
-            label="trajectories with findings, by kind, per step"
-            columns={list.map((s) => ({
-              step: s.step,
-              total: s.trajectories,
-              parts: Object.fromEntries(kinds.map((k) => [k, s.findings[k] ?? 0])),
-            }))}
-            onPick={pick}
-          />
-        </div>
-        <div className="trend-row">
-          <div className="trend-label">
-            reward mean <span className="muted small">{fmtRange(steps?.rewardRange ?? null)}</span>
-          </div>
-          <Trend
-            label="reward mean per step"
-            points={list.map((s) => ({ step: s.step, value: s.reward.mean }))}
-            onPick={pick}
-          />
-        </div>
-        <div className="trend-row">
-          <div className="trend-label">
-            response tokens <span className="muted small">mean</span>
-          </div>
-          <Trend
-            label="mean response length per step"
-            points={list.map((s) => ({ step: s.step, value: s.length.mean }))}
-            format={(v) => v.toFixed(0)}
-            onPick={pick}
-          />
-        </div>
-        <div className="trend-row">
-          <div className="trend-label">
-            degenerate groups <span className="muted small">share</span>
-          </div>
-          <Trend
-            label="share of degenerate groups per step"
-            points={list.map((s) => ({ step: s.step, value: s.groups > 0 ? s.degenerateGroups / s.groups : null }))}
-            format={(v) => `${Math.round(v * 100)}%`}
-            onPick={pick}
-          />
-        </div>
-        <div className="trend-row">
-          <div className="trend-label">logprob mismatch</div>
-          {hasLogprobs ? (
-            <Trend
-              label="logprob mismatch per step"
-              points={list.map((s) => ({ step: s.step, value: s.logprobs }))}
+        {plots.map((p) => (
+          <figure key={p.key} className="trend-panel" data-plot={p.key}>
+            <figcaption>
+              <b>{p.title}</b> <span className="muted small">{p.what}</span>
+            </figcaption>
+            <UPlotChart
+              options={p.options}
+              data={p.data}
+              legendHidden={p.legendHidden}
+              zoom={zoom}
+              onZoom={setZoom}
               onPick={pick}
+              label={`${p.title} per step`}
+              testId={`trend-${p.key}`}
             />
-          ) : (
+          </figure>
+        ))}
+        {!hasLogprobs && (
+          <figure className="trend-panel" data-plot="logprobs">
+            <figcaption>
+              <b>trainer − rollout logprobs</b>
+            </figcaption>
             <span className="muted small">the run states no trainer-side logprobs</span>
-          )}
-        </div>
-        <div className="trend-row">
-          <div className="trend-label muted small">step</div>
-          <StepAxis steps={list.map((s) => s.step)} onPick={pick} />
-        </div>
+          </figure>
+        )}
+        <figure className="trend-panel brush-panel" data-plot="brush">
+          <figcaption>
+            <b>{brush.title}</b> <span className="muted small">{brush.what}</span>
+          </figcaption>
+          <UPlotChart
+            options={brush.options}
+            data={brush.data}
+            legendHidden={brush.legendHidden}
+            zoom={zoom}
+            onZoom={setZoom}
+            onPick={pick}
+            onSelect={onBrush}
+            label="trajectories per step; drag to list a step range"
+            testId="step-brush"
+          />
+        </figure>
       </section>
+      {shown.length > rows.length && (
+        <p className="muted small table-note" data-testid="steps-table-note">
+          the first {rows.length} of {shown.length} steps{zoom ? ' in the zoomed range' : ''}; zoom the plots to list
+          others
+        </p>
+      )}
       <table className="steps" aria-label="steps">
         <thead>
           <tr>
@@ -131,7 +132,7 @@ export function RunPage() {
           </tr>
         </thead>
         <tbody>
-          {list.map((s) => (
+          {rows.map((s) => (
             <tr key={String(s.step)} data-step={s.step ?? ''}>
               <td>
                 {s.step === null ? (

@@ -13,13 +13,20 @@ interface StepsState {
   loadGroups(step?: number): Promise<void>;
 }
 
+let lastStepsText = '';
+
 export const useSteps = create<StepsState>((set) => ({
   steps: null,
   groups: new Map(),
   error: null,
   async loadSteps() {
     try {
-      set({ steps: await api.steps(), error: null });
+      const steps = await api.steps();
+      // The page polls: an unchanged answer keeps its object, so no chart is drawn again for it.
+      const text = JSON.stringify(steps);
+      if (text === lastStepsText) return set({ error: null });
+      lastStepsText = text;
+      set({ steps, error: null });
     } catch (e) {
       set({ error: (e as Error).message });
     }

@@ -59,6 +59,10 @@ export const TrajectorySummary = z.object({
   advantage: z.number().nullable().default(null),
   /** Generated (response) tokens. */
   responseTokens: z.number().int().nullable().default(null),
+  /** Stopped at the length limit (status or last finish reason); null when the data states neither. */
+  truncated: z.boolean().nullable().default(null),
+  /** Error findings of the image-pad checks (steps.ts PLACEHOLDER_KINDS). */
+  placeholderErrors: z.number().int().default(0),
 });
 export type TrajectorySummary = z.infer<typeof TrajectorySummary>;
 
@@ -712,6 +716,29 @@ export type Histogram = z.infer<typeof Histogram>;
 export const HistogramRange = z.object({ min: z.number(), max: z.number(), bins: z.number().int() });
 export type HistogramRange = z.infer<typeof HistogramRange>;
 
+/** What the run page plots per step; null where the step's data gives no value (a gap, not a zero). */
+export const StepTrends = z.object({
+  /** Share of the step's trajectories with a prefix break. */
+  prefixBreakShare: z.number().nullable(),
+  /** Trajectories with an error of the image-pad checks. */
+  placeholderErrors: z.number().int(),
+  reward: z.object({
+    mean: z.number().nullable(),
+    std: z.number().nullable(),
+    p10: z.number().nullable(),
+    p90: z.number().nullable(),
+  }),
+  responseTokens: z.object({ p50: z.number().nullable(), p95: z.number().nullable() }),
+  /** Share truncated among the trajectories that state whether they were. */
+  truncatedShare: z.number().nullable(),
+  degenerateShare: z.number().nullable(),
+  /** Mean over the trajectories with both logprobs of their mean |trainer − rollout|, in nats. */
+  meanAbsDelta: z.number().nullable(),
+  /** Mean over the same trajectories of the share of tokens whose importance ratio is past the IS cap. */
+  pastCapShare: z.number().nullable(),
+});
+export type StepTrends = z.infer<typeof StepTrends>;
+
 /** One rollout step of the run (step null: the trajectories that state none). */
 export const StepSummary = z.object({
   step: z.number().int().nullable(),
@@ -724,8 +751,9 @@ export const StepSummary = z.object({
   reward: Histogram,
   /** Generated tokens per trajectory. */
   length: Histogram,
-  /** The logprob mismatch per step, once the data carries it (null until then). */
+  /** The logprob mismatch per step (`trends.meanAbsDelta`), once the data carries it (null until then). */
   logprobs: z.number().nullable(),
+  trends: StepTrends,
 });
 export type StepSummary = z.infer<typeof StepSummary>;
 

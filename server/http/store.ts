@@ -29,17 +29,15 @@ import { importLines, readFileChunks } from '../import/stream.ts';
 import type { LoadedFile } from '../import/index.ts';
 import { profileFor, uncoveredLimitation, visionIdsOf } from '../profiles/profile.ts';
 import { inRatioBin, mismatchSummary } from './views-logprobs.ts';
+import { PLACEHOLDER_KINDS, runSteps } from './steps.ts';
 import type {
   FindingCounts,
   GroupInfo,
   GroupList,
   GroupQuery,
-  Histogram,
-  HistogramRange,
   ListQuery,
   RunInfo,
   RunSteps,
-  StepSummary,
   TrajectoryList,
   TrajectorySummary,
 } from './api.ts';
@@ -242,7 +240,24 @@ export function summarize(id: string, c: CheckedTrajectory): TrajectorySummary {
     step: t.step ?? null,
     advantage: t.advantage ?? null,
     responseTokens: responseTokens(t),
+    truncated: truncated(t),
+    placeholderErrors: c.findings.filter((f) => f.severity === 'error' && PLACEHOLDER_KINDS.includes(f.kind)).length,
   };
+}
+
+/**
+ * Whether generation stopped at the length limit, as the data states it: a `truncated` status, or
+ * the finish reason `length` (slime maps SGLang's `length` to TRUNCATED; vLLM and SGLang report
+ * `length`; docs/reference/frameworks.md).
+ */
+function truncated(t: Trajectory): boolean | null {
+  const status = t.status?.toLowerCase();
+  if (status === 'truncated' || status === 'length') return true;
+  if (status === 'completed' || status === 'stop') return false;
+  const reason = t.turns[t.turns.length - 1]?.finishReason?.toLowerCase();
+  if (reason === 'length') return true;
+  if (reason === undefined) return null;
+  return false;
 }
 
 /** The health and counts of a trajectory's own findings plus its group's. */
@@ -261,30 +276,6 @@ function withGroupFindings(
     findings.severity[f.severity] = (findings.severity[f.severity] ?? 0) + 1;
   }
   return { findings, health: own.health === 'error' ? 'error' : 'warning' };
-}
-
-const HISTOGRAM_BINS = 12;
-
-function histogramRange(values: Iterable<number>): HistogramRange | null {
-  let min = Infinity;
-  let max = -Infinity;
-  for (const v of values) {
-    min = Math.min(min, v);
-    max = Math.max(max, v);
-  }
-  if (!Number.isFinite(min)) return null;
-  return { min, max, bins: min === max ? 1 : HISTOGRAM_BINS };
-}
-
-function histogram(values: readonly number[], range: HistogramRange | null): Histogram {
-  const counts = new Array<number>(range?.bins ?? 0).fill(0);
-  if (range)
-    for (const v of values) {
-      const at = range.max === range.min ? 0 : Math.floor(((v - range.min) / (range.max - range.min)) * range.bins);
-      counts[Math.min(range.bins - 1, Math.max(0, at))]!++;
-    }
-  const mean = values.length > 0 ? values.reduce((a, b) => a + b, 0) / values.length : null;
-  return { counts, mean, n: values.length };
 }
 
 /** The row tooltip: the first finding's sentence, capped (100k rows × full messages would be most of the list's bytes). */
@@ -810,49 +801,10 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     },
     steps(): RunSteps {
       if (lastSteps?.version === version) return lastSteps.steps;
-      const all = order.map((id) => entries.get(id)!.summary);
-      const rewards = (ss: readonly TrajectorySummary[]) =>
-        ss.flatMap((s) => (s.reward !== null && Number.isFinite(s.reward) ? [s.reward] : []));
-      const lengths = (ss: readonly TrajectorySummary[]) =>
-        ss.flatMap((s) => (s.responseTokens !== null ? [s.responseTokens] : []));
-      const rewardRange = histogramRange(rewards(all));
-      const lengthRange = histogramRange(lengths(all));
-      const byStep = new Map<number | null, TrajectorySummary[]>();
-      for (const s of all) {
-        const list = byStep.get(s.step);
-        if (list) list.push(s);
-        else byStep.set(s.step, [s]);
-      }
-      const groupsByStep = new Map<number | null, { groups: number; degenerate: number }>();
-      for (const g of groupChecks.summaries()) {
-        const n = groupsByStep.get(g.step) ?? { groups: 0, degenerate: 0 };
-        n.groups++;
-        if (g.degenerate) n.degenerate++;
-        groupsByStep.set(g.step, n);
-      }
-      const steps: StepSummary[] = [...byStep.entries()]
-        .sort(([a], [b]) => (a === null ? 1 : b === null ? -1 : a - b))
-        .map(([step, ss]) => {
-          const health = { ok: 0, warning: 0, error: 0 };
-          const findings: Record<string, number> = {};
-          for (const s of ss) {
-            health[s.health]++;
-            for (const k of Object.keys(s.findings.kind)) findings[k] = (findings[k] ?? 0) + 1;
-          }
-          const g = groupsByStep.get(step) ?? { groups: 0, degenerate: 0 };
-          return {
-            step,
-            trajectories: ss.length,
-            health,
-            findings,
-            groups: g.groups,
-            degenerateGroups: g.degenerate,
-            reward: histogram(rewards(ss), rewardRange),
-            length: histogram(lengths(ss), lengthRange),
-            logprobs: null,
-          };
-        });
-      const result = { steps, rewardRange, lengthRange };
+      const result = runSteps(
+        order.map((id) => entries.get(id)!.summary),
+        groupChecks.summaries(),
+      );
       lastSteps = { version, steps: result };
       return result;
     },

@@ -148,12 +148,13 @@ describe('the run page', () => {
       '1',
       '3',
     ]);
-    expect(await page.$$eval('.trends svg.trend circle.dot', (els) => els.length)).toBeGreaterThanOrEqual(9);
+    // A chart per trend, its x axis labelled with the run's steps.
+    await page.waitForSelector('[data-testid="trend-reward"] canvas');
+    expect(await page.locator('.trends .uplot').count()).toBeGreaterThanOrEqual(8);
+    const ticks = (await page.locator('[data-testid="trend-reward"] .uplot').getAttribute('data-axis-0'))!.split(' ');
+    expect(ticks.map(Number).every((s) => s >= 0 && s <= 3)).toBe(true);
+    expect(ticks).toEqual(expect.arrayContaining(['0', '3']));
     expect(await page.$$eval('table.steps svg.hist', (els) => els.length)).toBe(6);
-    await page.setViewportSize({ width: 1280, height: 520 });
-    await rowsDrawn(page);
-    await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'run.png') });
-    await page.setViewportSize({ width: 1280, height: 1500 });
     await page.click('table.steps tr[data-step="1"] .step-link');
     await page.waitForFunction(() => window.location.hash.includes('step=1'));
     await page.waitForFunction(() => document.querySelectorAll('.member').length === 11, undefined, {
