@@ -86,11 +86,14 @@ export interface ChunkOutcome {
  */
 export async function withExport(
   ev: RunEvent,
-  opts: Pick<RunOptions, 'exportRows'>,
+  opts: Pick<RunOptions, 'exportRows' | 'mismatch'>,
 ): Promise<RunEvent | ExportedEvent> {
   if (ev.type !== 'trajectory' || !opts.exportRows) return ev;
   const exported = await encodeOutcome(ev.checked, opts.exportRows);
-  return { type: 'trajectory', checked: { ...forExport(ev.checked), profile: ev.checked.profile }, exported };
+  // The report's facts (group member, response tokens, prompt hash) from the full streams: `--where`
+  // reads them on the export's thread, which gets the trajectory without its streams.
+  const { profile } = ev.checked;
+  return { type: 'trajectory', checked: { ...forReport(ev.checked, opts, visionIdsOf(profile)), profile }, exported };
 }
 
 /** Import and analyze one batch of raw lines on this thread (what a pool worker does with it). */
