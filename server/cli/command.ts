@@ -60,6 +60,27 @@ export function processorOptions(values: { 'min-pixels'?: string; 'max-pixels'?:
   };
 }
 
+/**
+ * The run options COMMON_OPTIONS and `--workers` set, as check, diff-runs and serve read them
+ * (`--workers` unset: the pipeline starts threads only for a run big enough to repay them).
+ */
+export function runOptions(values: {
+  model?: string;
+  format?: string;
+  'min-pixels'?: string;
+  'max-pixels'?: string;
+  'allow-remote-images'?: boolean;
+  workers?: string;
+}) {
+  return {
+    model: values.model,
+    format: values.format,
+    processor: processorOptions(values),
+    workers: values.workers === undefined ? undefined : workerCount(values.workers),
+    allowRemoteImages: values['allow-remote-images'] === true,
+  };
+}
+
 /** `--workers N`: analysis threads; default one per core (none on a single-core machine). */
 export function workerCount(v: string | undefined): number {
   if (v === undefined) {

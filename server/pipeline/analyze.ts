@@ -14,7 +14,7 @@ import { importLines, type RecordLine } from '../import/stream.ts';
 import { resolveImages } from '../images/resolve.ts';
 import { ownsError, ownsTrajectory, type Skipped } from './shard.ts';
 import { encodeOutcome, type EncodedOutcome } from '../export/encoded.ts';
-import { forExport, forReport } from './wire.ts';
+import { forReport } from './wire.ts';
 import type { RunOptions } from './run-options.ts';
 
 export type { RunOptions } from './run-options.ts';

@@ -3,7 +3,6 @@ import {
   COMMON_OPTIONS,
   COMMON_USAGE,
   parse,
-  processorOptions,
   TRAINER_USAGE,
   trainerSidecars,
   UsageError,
@@ -12,7 +11,7 @@ import {
   type Command,
 } from '../command.ts';
 import { runCheck, type TextOut } from '../check.ts';
-import { workerCount } from '../command.ts';
+import { runOptions } from '../command.ts';
 import { MISMATCH_OPTIONS, MISMATCH_USAGE, mismatchThresholds } from '../mismatch-options.ts';
 import { parseShard, type ShardSpec } from '../../pipeline/shard.ts';
 import { AtomicFile, bufferedText } from '../../util/atomic-file.ts';
@@ -88,12 +87,7 @@ ${TRAINER_USAGE}`,
         {
           json: values.json === true,
           all: values.all === true,
-          model: values.model,
-          format: values.format,
-          processor: processorOptions(values),
-          // Unset: the pipeline starts workers only for a run big enough to repay them.
-          workers: values.workers === undefined ? undefined : workerCount(values.workers),
-          allowRemoteImages: values['allow-remote-images'] === true,
+          ...runOptions(values),
           mismatch: mismatchThresholds(values),
           ...(trainer.side ? { trainer: trainer.side } : {}),
           shard,

@@ -1,12 +1,4 @@
-import {
-  COMMON_OPTIONS,
-  COMMON_USAGE,
-  parse,
-  processorOptions,
-  UsageError,
-  workerCount,
-  type Command,
-} from '../command.ts';
+import { COMMON_OPTIONS, COMMON_USAGE, parse, UsageError, type Command, runOptions } from '../command.ts';
 import { DiffInputError, printDiff, runDiff } from '../diff-runs.ts';
 import { MISMATCH_OPTIONS, MISMATCH_USAGE, mismatchThresholds } from '../mismatch-options.ts';
 import { diffExitStatus, FAIL_ON, type FailOn } from '../../report/diff-runs.ts';
@@ -42,11 +34,7 @@ ${MISMATCH_USAGE}`,
       throw new UsageError(`--fail-on takes ${FAIL_ON.join(', ')}, got "${values['fail-on']}"`);
     try {
       const diff = await runDiff(positionals[0]!, positionals[1]!, {
-        model: values.model,
-        format: values.format,
-        processor: processorOptions(values),
-        workers: values.workers === undefined ? undefined : workerCount(values.workers),
-        allowRemoteImages: values['allow-remote-images'] === true,
+        ...runOptions(values),
         mismatch: mismatchThresholds(values),
       });
       if (values.json) process.stdout.write(`${JSON.stringify(diff)}\n`);
