@@ -1,6 +1,6 @@
 // The server's run index built where each trajectory was analyzed (RunOptions `storeIndex`: a
-// worker sends the summary facts, packed token set and group member instead of the streams) lists
-// what the store builds from the full trajectories on its own thread: the same summaries, the
+// batch, on a worker or on this thread, hands out the summary facts, packed token set and group
+// member instead of the streams) lists what the store builds from the full trajectories: the same summaries, the
 // same answers to token-id queries, the same groups and steps; and a trajectory asked for in full
 // still comes with its streams.
 import fs from 'node:fs';
@@ -83,36 +83,41 @@ describe.each([
   },
   { name: 'a generated run', paths: () => [generated], withLogprobs: false },
 ])('the run index of $name', ({ paths, withLogprobs }) => {
+  /** Indexed from the full trajectories, on this thread (the store's own pass over the streams). */
+  let fromFull: RunStore;
   let onThisThread: RunStore;
   let onWorkers: RunStore;
   beforeAll(async () => {
+    fromFull = openRunStore(paths(), { pollMs: 0, workers: 0, storeIndex: false });
     onThisThread = openRunStore(paths(), { pollMs: 0, workers: 0 });
     onWorkers = openRunStore(paths(), { pollMs: 0, workers: 2, poolFromBytes: 0 });
-    await Promise.all([onThisThread.ready, onWorkers.ready]);
+    await Promise.all([fromFull.ready, onThisThread.ready, onWorkers.ready]);
   }, 240_000);
   afterAll(() => {
-    onThisThread?.close();
-    onWorkers?.close();
+    for (const s of [fromFull, onThisThread, onWorkers]) s?.close();
   });
 
-  it('built on the workers lists the same entries as built from the full trajectories', async () => {
-    const probes = await probeIds(onThisThread);
-    const expected = answers(onThisThread, probes);
+  it('built in the batch and on the workers lists the same entries as built from the full trajectories', async () => {
+    const probes = await probeIds(fromFull);
+    const expected = answers(fromFull, probes);
     expect(expected.byToken.some((q) => q.matches.length > 0)).toBe(true);
     const summaries = JSON.parse(expected.summaries) as { mismatch: unknown }[];
     expect(summaries.length).toBeGreaterThan(0);
     expect(summaries.some((s) => s.mismatch !== null)).toBe(withLogprobs);
     expect(expected.groups.items.length).toBeGreaterThan(0);
+    expect(answers(onThisThread, probes)).toEqual(expected);
     expect(answers(onWorkers, probes)).toEqual(expected);
   }, 120_000);
 
-  it('gives the full analysis, streams and all, of a trajectory indexed on a worker', async () => {
-    for (const s of onWorkers.list({ sort: 'file', order: 'asc', offset: 0, limit: 6 }).items) {
-      const pooled = await onWorkers.get(s.id);
-      const local = await onThisThread.get(s.id);
-      expect(pooled?.alignment.tokens, s.id).toEqual(local?.alignment.tokens);
-      expect(pooled?.trajectory.turns, s.id).toEqual(local?.trajectory.turns);
-      expect(pooled?.findings, s.id).toEqual(local?.findings);
+  it('gives the full analysis, streams and all, of a trajectory indexed without its streams', async () => {
+    for (const s of fromFull.list({ sort: 'file', order: 'asc', offset: 0, limit: 6 }).items) {
+      const full = await fromFull.get(s.id);
+      for (const store of [onThisThread, onWorkers]) {
+        const got = await store.get(s.id);
+        expect(got?.alignment.tokens, s.id).toEqual(full?.alignment.tokens);
+        expect(got?.trajectory.turns, s.id).toEqual(full?.trajectory.turns);
+        expect(got?.findings, s.id).toEqual(full?.findings);
+      }
     }
   }, 120_000);
 });

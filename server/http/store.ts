@@ -345,7 +345,7 @@ export interface StoreOptions extends RunOptions {
 export function openRunStore(paths: readonly string[], opts: StoreOptions = {}): RunStore {
   const roots = opts.roots ?? defaultRoots(paths);
   const runOpts: RunOptions = {
-    storeIndex: true,
+    storeIndex: opts.storeIndex ?? true,
     model: opts.model,
     format: opts.format,
     processor: opts.processor,
@@ -516,7 +516,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     version++;
   }
 
-  /** A trajectory analyzed on this thread still has its streams: kept for the first `get`. */
+  /** A trajectory that still has its streams (a whole-loaded file's, analyzed on this thread): kept for the first `get`. */
   function cacheIfWhole(id: string, checked: CheckedTrajectory): void {
     if (!checked.index) cache.set(id, checked);
   }
