@@ -48,9 +48,6 @@ import type { ReportFacts } from '../analysis/checked.ts';
 import { factsOf } from '../report/build.ts';
 import { isRunFileName } from '../import/formats.ts';
 
-/** Re-exported for the store's tests (the token set is built where a trajectory is analyzed). */
-export { packedHasToken, packedTokenSet } from '../analysis/index-facts.ts';
-
 export interface RunStore {
   info(): RunInfo;
   list(query: ListQuery): TrajectoryList;
