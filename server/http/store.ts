@@ -342,13 +342,17 @@ export interface StoreOptions extends RunOptions {
 export function openRunStore(paths: readonly string[], opts: StoreOptions = {}): RunStore {
   const roots = opts.roots ?? defaultRoots(paths);
   const runOpts: RunOptions = {
-    storeIndex: opts.storeIndex ?? true,
     model: opts.model,
     format: opts.format,
     processor: opts.processor,
     roots,
     allowRemoteImages: opts.allowRemoteImages,
   };
+  /**
+   * The store's own reads hand out each trajectory cut to its index facts (pipeline/wire.ts
+   * `forStore`); `options()` stays what the run was given, for the reads others make (an export).
+   */
+  const readOpts: RunOptions = { ...runOpts, storeIndex: opts.storeIndex ?? true };
   const entries = new Map<string, Entry>();
   const profileNotes = new Map<string, ProfileNotes>();
   const order: string[] = [];
@@ -568,7 +572,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       }
     }
     try {
-      for await (const ev of analyzeInputs(inputs(), runOpts, roots, pool)) {
+      for await (const ev of analyzeInputs(inputs(), readOpts, roots, pool)) {
         if (ev.type === 'trajectory') addChecked(ev.checked);
         else if (ev.type === 'error') {
           const state = files.get(ev.error.file);
