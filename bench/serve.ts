@@ -2,8 +2,10 @@
 // until the first batch is listed and the overview's answers then (GET /api/run + the first 500
 // rows, as the app asks for them), the slowest overview answer while the run is being checked,
 // time until indexed and checked (the API stops saying `loading`), and peak RSS.
-// Targets (issue): serve indexes and checks a 2 GB run at check's speed, the overview in under
-// 1 s after the first batch, peak RSS under 600 MB.
+// Targets (issue 24): serve's load (until indexed and checked) ≤ 1.05× `check --json`'s wall on
+// the same run, the first overview within 1 s of the first batch, judged on the largest run
+// measured; peak RSS under 600 MB on a 2 GB run. CPU time is stated beside the wall ratio (the
+// machine is shared).
 // The server is killed when its RSS passes a cap (default 4 GB, ROLLSCOPE_BENCH_RSS_CAP_MB) or
 // the time limit passes, and the figure says so: a server that holds the run would otherwise
 // take the machine with it.
@@ -32,6 +34,8 @@ const RunInfoHead = z.object({ trajectories: z.number(), loading: z.boolean() })
 const ListHead = z.object({ total: z.number(), items: z.array(z.unknown()) });
 /** What the overview asks for first (app/stores/run.ts: sorted by findings, worst first). */
 const OVERVIEW_LIST = 'api/trajectories?sort=findings&order=desc&offset=0&limit=500';
+/** Serve's load against check's wall (issue 24, lever 5). */
+const SERVE_OVER_CHECK = 1.05;
 /** How often the overview is asked for while the run is being checked (the app polls every second). */
 const OVERVIEW_POLL_MS = 1000;
 
@@ -275,6 +279,8 @@ export async function serveFigure(quick: boolean): Promise<Figure> {
   }
   const judged = !quick && largest !== undefined && largest.run.bytes >= 1.5e9;
   const met = (ok: boolean | undefined) => (judged ? (ok ?? false) : null);
+  /** The speed and overview targets hold at any size: judged on the largest run unless quick. */
+  const metAtAnySize = (ok: boolean | undefined) => (quick || !largest ? null : (ok ?? false));
   const big = largest?.serve;
   const ratio =
     big?.indexSeconds !== undefined && largest?.checkSeconds !== undefined
@@ -282,7 +288,10 @@ export async function serveFigure(quick: boolean): Promise<Figure> {
       : undefined;
   const cpuRatio =
     big?.cpuSeconds !== undefined && largest?.checkCpu !== undefined ? big.cpuSeconds / largest.checkCpu : undefined;
-  if (!judged) notes.push('The targets are judged on a run of 2 GB; this run was smaller (figures only).');
+  if (!judged && !quick)
+    notes.push(
+      'The memory target is judged on a run of 2 GB; this run was smaller (the speed and overview targets hold at any size).',
+    );
   return {
     figure: 'serve',
     title,
@@ -303,12 +312,13 @@ export async function serveFigure(quick: boolean): Promise<Figure> {
       },
       {
         name: 'overview after the first batch',
-        wanted: 'the overview answers in under 1 s once the first batch is checked, and while the rest is',
+        wanted:
+          'the first overview within 1 s of the first batch, and every overview under 1 s while the rest is checked',
         measured:
           big?.firstOverviewSeconds !== undefined
             ? `${round(big.firstOverviewSeconds, 2)} s after the first batch, ${round(big.slowestOverviewSeconds ?? 0, 2)} s slowest while checking`
             : `not reached (${big?.outcome ?? 'not run'})`,
-        met: met(
+        met: metAtAnySize(
           big?.firstOverviewSeconds !== undefined
             ? big.firstOverviewSeconds < 1 && (big.slowestOverviewSeconds ?? 0) < 1
             : undefined,
@@ -316,12 +326,12 @@ export async function serveFigure(quick: boolean): Promise<Figure> {
       },
       {
         name: "serve at check's speed",
-        wanted: 'serve indexes and checks a run in no more time than check takes on it (±10 %)',
+        wanted: `serve's load (until indexed and checked) ≤ ${SERVE_OVER_CHECK}× check --json's wall on the same run`,
         measured:
           ratio !== undefined
             ? `${round(ratio, 2)}× check's wall, ${round(cpuRatio ?? Number.NaN, 2)}× its CPU time`
             : 'not measured',
-        met: met(ratio !== undefined ? ratio <= 1.1 : undefined),
+        met: metAtAnySize(ratio !== undefined ? ratio <= SERVE_OVER_CHECK : undefined),
       },
     ],
     notes,

@@ -2,7 +2,7 @@
 // ids packed as sorted varint deltas must answer exactly as a set of the ids would.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { packedHasToken, packedTokenSet } from '../server/http/store.ts';
+import { packedHasToken, packedTokenSet } from '../server/analysis/index-facts.ts';
 
 describe('packed token sets', () => {
   it('answers every id as the set of the streams does, across streams and at the edges of varints', () => {

@@ -19,6 +19,27 @@ export interface CheckedTrajectory {
    * `reportOnly`), whose trajectory then crosses threads without its streams; null: none.
    */
   report?: ReportFacts;
+  /**
+   * Computed where the trajectory was analyzed when the run is served (RunOptions `storeIndex`),
+   * whose trajectory then crosses threads without its streams (pipeline/wire.ts `forStore`).
+   */
+  index?: IndexFacts;
+}
+
+/** What the server's run index reads of a trajectory's streams (analysis/index-facts.ts). */
+export interface IndexFacts {
+  /** Tokens of the canonical (re-aligned) stream. */
+  tokens: number;
+  /** Distinct token ids of every stream, packed (index-facts.ts `packedTokenSet`). */
+  tokenSet: Uint8Array;
+  /** Rollout against trainer logprobs under the default thresholds; null without both. */
+  mismatch: {
+    meanAbsDelta: number;
+    maxAbsDelta: number;
+    maxRatio: number;
+    pastCapShare: number;
+    ratioBins: [number, number][];
+  } | null;
 }
 
 /** What a report reads of a trajectory's streams, computed where the streams still are (pipeline/wire.ts `forReport`). */

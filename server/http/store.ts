@@ -28,7 +28,7 @@ import { readLines, type RecordLine } from '../import/read/lines.ts';
 import { importLines, readFileChunks } from '../import/stream.ts';
 import type { LoadedFile } from '../import/index.ts';
 import { profileFor, uncoveredLimitation, visionIdsOf } from '../profiles/profile.ts';
-import { inRatioBin, mismatchSummary } from './views-logprobs.ts';
+import { inRatioBin } from './views-logprobs.ts';
 import { PLACEHOLDER_KINDS, runSteps } from './steps.ts';
 import type {
   FindingCounts,
@@ -41,8 +41,10 @@ import type {
   TrajectoryList,
   TrajectorySummary,
 } from './api.ts';
-import { GroupChecks, groupMember } from '../analysis/groups.ts';
-import { responseTokens } from '../analysis/report-facts.ts';
+import { GroupChecks, type GroupMember } from '../analysis/groups.ts';
+import { indexFacts, packedHasToken } from '../analysis/index-facts.ts';
+import type { ReportFacts } from '../analysis/checked.ts';
+import { factsOf } from '../report/build.ts';
 import { isRunFileName } from '../import/formats.ts';
 
 export interface RunStore {
@@ -140,109 +142,43 @@ export function countFindings(findings: readonly Finding[]): FindingCounts {
   return out;
 }
 
-/** Marks of the ids seen in one trajectory (reused: one trajectory at a time on this thread). */
-let seenIds = new Uint8Array(1 << 18);
-/** The distinct ids of that trajectory, in the order first seen (reused likewise). */
-let distinct = new Uint32Array(1 << 12);
-
 /**
- * The distinct token ids of a trajectory's streams, sorted, as deltas in LEB128 varints: about a
- * byte per id instead of four, for a token-id query without holding the streams (a run of 30k
- * trajectories of ~1k distinct ids each would otherwise hold 100+ MB of sets).
+ * What the store lists of a trajectory: its record's fields, findings, and the facts computed from
+ * its streams where it was analyzed (a worker sends them instead of the streams: wire.ts `forStore`).
  */
-export function packedTokenSet(streams: Iterable<readonly number[] | undefined>): Uint8Array {
-  let count = 0;
-  for (const stream of streams) {
-    if (!stream) continue;
-    for (let i = 0; i < stream.length; i++) {
-      const id = stream[i]!;
-      if (id >>> 0 !== id) continue; // not a uint32: NaN, negative, fractional, or 2^32 and past
-      if (id >= seenIds.length) {
-        const grown = new Uint8Array(Math.max(id + 1, seenIds.length * 2));
-        grown.set(seenIds);
-        seenIds = grown;
-      }
-      if (seenIds[id] === 0) {
-        seenIds[id] = 1;
-        if (count === distinct.length) {
-          const grown = new Uint32Array(distinct.length * 2);
-          grown.set(distinct);
-          distinct = grown;
-        }
-        distinct[count++] = id;
-      }
-    }
-  }
-  // A typed array sorts numerically without a comparator call per comparison.
-  const ids = distinct.subarray(0, count).sort();
-  const out = new Uint8Array(count * 5);
-  let at = 0;
-  let last = 0;
-  for (let k = 0; k < count; k++) {
-    const id = ids[k]!;
-    seenIds[id] = 0;
-    let d = id - last;
-    last = id;
-    while (d >= 0x80) {
-      out[at++] = (d & 0x7f) | 0x80;
-      d = Math.floor(d / 0x80);
-    }
-    out[at++] = d;
-  }
-  return out.slice(0, at);
+interface Indexed {
+  summary: TrajectorySummary;
+  tokenSet: Uint8Array;
+  member: ReportFacts['member'];
 }
 
-/** Whether `id` is in a set written by packedTokenSet. */
-export function packedHasToken(set: Uint8Array, id: number): boolean {
-  let value = 0;
-  for (let at = 0; at < set.length; ) {
-    let d = 0;
-    let scale = 1;
-    let b: number;
-    do {
-      b = set[at++]!;
-      d += (b & 0x7f) * scale;
-      scale *= 0x80;
-    } while (b & 0x80);
-    value += d;
-    if (value >= id) return value === id;
-  }
-  return false;
-}
-
-function distinctTokens(c: CheckedTrajectory): Uint8Array {
-  return packedTokenSet([
-    c.alignment.tokens,
-    ...c.trajectory.turns.flatMap((t) => [t.promptIds, t.generatedIds]),
-    c.trajectory.sample?.tokens,
-    c.rerender,
-  ]);
-}
-
-export function summarize(id: string, c: CheckedTrajectory): TrajectorySummary {
+export function summarize(id: string, c: CheckedTrajectory): Indexed {
   const t = c.trajectory;
+  const report = factsOf(c, undefined);
+  const index = c.index ?? indexFacts(c, report.logprobs);
   const counts = countFindings(c.findings);
   const health = c.findings.some((f) => f.severity === 'error') ? 'error' : c.findings.length > 0 ? 'warning' : 'ok';
-  return {
+  const summary: TrajectorySummary = {
     id,
     format: t.source.format,
     source: { file: t.source.file, line: t.source.line },
     turns: t.turns.length,
-    tokens: c.alignment.tokens.length,
+    tokens: index.tokens,
     images: t.images.length,
     reward: t.reward ?? null,
     status: t.status ?? null,
     health,
     findings: counts,
     headline: headline(c.findings[0]?.message),
-    mismatch: mismatchSummary(c),
+    mismatch: index.mismatch,
     group: t.group ?? null,
     step: t.step ?? null,
     advantage: t.advantage ?? null,
-    responseTokens: responseTokens(t),
+    responseTokens: report.responseTokens,
     truncated: truncated(t),
     placeholderErrors: c.findings.filter((f) => f.severity === 'error' && PLACEHOLDER_KINDS.includes(f.kind)).length,
   };
+  return { summary, tokenSet: index.tokenSet, member: report.member };
 }
 
 /**
@@ -404,6 +340,11 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     roots,
     allowRemoteImages: opts.allowRemoteImages,
   };
+  /**
+   * The store's own reads hand out each trajectory cut to its index facts (pipeline/wire.ts
+   * `forStore`); `options()` stays what the run was given, for the reads others make (an export).
+   */
+  const readOpts: RunOptions = { ...runOpts, storeIndex: opts.storeIndex ?? true };
   const entries = new Map<string, Entry>();
   const profileNotes = new Map<string, ProfileNotes>();
   const order: string[] = [];
@@ -530,11 +471,11 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
     const originalId = traj.id;
     const id = keys.keyOf(traj);
     traj.id = id;
-    const summary = summarize(id, checked);
+    const { summary, tokenSet, member } = summarize(id, checked);
     const entry: Entry = {
       summary,
       originalId,
-      tokenSet: distinctTokens(checked),
+      tokenSet,
       model: { profile: checked.profile.name, name: traj.model ?? null },
       own: { findings: summary.findings, health: summary.health },
       extent: extentOf(traj),
@@ -548,10 +489,9 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       });
     }
     order.push(id);
-    const member = groupMember(traj, visionIdsOf(checked.profile));
     if (member) addToGroup(entry, member);
     version++;
-    cache.set(id, checked);
+    cacheIfWhole(id, checked);
     const state = files.get(traj.source.file);
     if (state) state.count++;
   }
@@ -559,18 +499,23 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   /** A trajectory that grew keeps its key and its place; its summary and streams are the new ones. */
   function regrown(id: string, entry: Entry, checked: CheckedTrajectory): void {
     checked.trajectory.id = id;
-    const summary = summarize(id, checked);
+    const { summary, tokenSet } = summarize(id, checked);
     entry.own = { findings: summary.findings, health: summary.health };
-    entry.tokenSet = distinctTokens(checked);
+    entry.tokenSet = tokenSet;
     entry.extent = extentOf(checked.trajectory);
     const groupFindings = entry.groupKey ? (groupChecks.summary(entry.groupKey)?.findings ?? []) : [];
     entry.summary = groupFindings.length > 0 ? { ...summary, ...withGroupFindings(entry.own, groupFindings) } : summary;
-    cache.set(id, checked);
+    cacheIfWhole(id, checked);
     version++;
   }
 
+  /** A trajectory that still has its streams (a whole-loaded file's, analyzed on this thread): kept for the first `get`. */
+  function cacheIfWhole(id: string, checked: CheckedTrajectory): void {
+    if (!checked.index) cache.set(id, checked);
+  }
+
   /** Join `entry` to its group and give every member the group's findings when they change. */
-  function addToGroup(entry: Entry, member: NonNullable<ReturnType<typeof groupMember>>): void {
+  function addToGroup(entry: Entry, member: GroupMember): void {
     const key = groupChecks.add(member);
     entry.groupKey = key;
     const members = groupMembers.get(key) ?? [];
@@ -619,7 +564,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
       }
     }
     try {
-      for await (const ev of analyzeInputs(inputs(), runOpts, roots, pool)) {
+      for await (const ev of analyzeInputs(inputs(), readOpts, roots, pool)) {
         if (ev.type === 'trajectory') addChecked(ev.checked);
         else if (ev.type === 'error') {
           const state = files.get(ev.error.file);

@@ -4,7 +4,7 @@
 // draws it.
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 import { alignedLogprobs, DEFAULT_THRESHOLDS, logprobMismatch } from '../analysis/logprob-mismatch.ts';
-import { RATIO_BIN_COUNT, ratioBinRange, trajectoryRatioBins } from '../analysis/ratio-histogram.ts';
+import { RATIO_BIN_COUNT, ratioBinRange } from '../analysis/ratio-histogram.ts';
 import { findVisionSpans } from '../analysis/vision-spans.ts';
 import type { LogprobView, RatioHistogram, TrajectorySummary } from './api.ts';
 import { pieces } from './views.ts';
@@ -74,20 +74,6 @@ export function logprobView(c: CheckedTrajectory, opts: RunOptions): LogprobView
   }
   view.stats = logprobMismatch(traj, t) ?? null;
   return view;
-}
-
-/** The per-trajectory numbers the run overview lists and the histogram sums (null without trainer logprobs). */
-export function mismatchSummary(c: CheckedTrajectory, opts: RunOptions = {}): TrajectorySummary['mismatch'] {
-  const m = logprobMismatch(c.trajectory, opts.mismatch ?? DEFAULT_THRESHOLDS);
-  const ratioBins = trajectoryRatioBins(c.trajectory);
-  if (!m || !ratioBins) return null;
-  return {
-    meanAbsDelta: m.meanAbsDelta,
-    maxAbsDelta: m.maxAbsDelta,
-    maxRatio: m.maxRatio,
-    pastCapShare: m.pastCapShare,
-    ratioBins,
-  };
 }
 
 /** Whether a listed trajectory counts trained tokens in ratio bin `bin` (the `ratioBin` list filter). */

@@ -14,7 +14,7 @@ import { importLines, type RecordLine } from '../import/stream.ts';
 import { resolveImages } from '../images/resolve.ts';
 import { ownsError, ownsTrajectory, type Skipped } from './shard.ts';
 import { encodeOutcome, type EncodedOutcome } from '../export/encoded.ts';
-import { forReport } from './wire.ts';
+import { forReport, forStore } from './wire.ts';
 import type { RunOptions } from './run-options.ts';
 
 export type { RunOptions } from './run-options.ts';
@@ -118,14 +118,23 @@ export async function importAndAnalyze(
     }
     imported++;
     const ev = await withExport(await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots), opts), opts);
-    if (lean || opts.exportRows) trajectories[i] = undefined; // done with: its record need not outlive the batch
+    if (lean || opts.storeIndex || opts.exportRows) trajectories[i] = undefined; // done with: its record need not outlive the batch
     events.push(
-      lean && ev.type === 'trajectory' && !opts.exportRows
-        ? { type: 'trajectory', checked: forReport(ev.checked, opts, visionIdsOf(ev.checked.profile)) }
-        : ev,
+      ev.type === 'trajectory' && !opts.exportRows ? { type: 'trajectory', checked: cut(ev.checked, opts) } : ev,
     );
   }
   return { events, imported };
+}
+
+/**
+ * A trajectory of a batch as its consumer reads it, cut as soon as it is checked so that the batch
+ * holds no streams of the records it has done: the server's store reads its index facts
+ * (`storeIndex`), a report its report facts (`reportOnly` with `noStreams`), as a worker sends them.
+ */
+function cut(c: CheckedTrajectory, opts: RunOptions): CheckedTrajectory {
+  if (opts.storeIndex) return forStore(c, opts, visionIdsOf(c.profile));
+  if (opts.reportOnly && opts.noStreams) return forReport(c, opts, visionIdsOf(c.profile));
+  return c;
 }
 
 /**

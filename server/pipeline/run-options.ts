@@ -38,6 +38,13 @@ export interface RunOptions {
    */
   noStreams?: boolean;
   /**
+   * The consumer is the server's store (`serve`, server/http/store.ts), which lists a summary per
+   * trajectory and re-reads a record when its analysis is asked for: analysis workers compute the
+   * run index's facts themselves and send back no token streams, alignment or inline image bytes
+   * (pipeline/wire.ts `forStore`).
+   */
+  storeIndex?: boolean;
+  /**
    * The run is exported (`export`): each trajectory's row or reject entry is built, re-checked and
    * encoded right after its analysis, on the same thread (export/encoded.ts), and the trajectory
    * goes on without its streams; the export's thread only writes the bytes.

@@ -4,6 +4,7 @@
 import type { FormatName, Trajectory } from '../model/trajectory.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { reportFacts } from '../analysis/report-facts.ts';
+import { indexFacts } from '../analysis/index-facts.ts';
 import { visionIdsOf, type ModelProfile, type VisionIds } from '../profiles/profile.ts';
 import type { RecordLine } from '../import/stream.ts';
 import type { RunOptions } from './run-options.ts';
@@ -43,11 +44,15 @@ export type Reply =
 
 export function toWire(
   c: CheckedTrajectory,
-  opts: Pick<RunOptions, 'reportOnly' | 'mismatch' | 'exportRows'> = {},
+  opts: Pick<RunOptions, 'reportOnly' | 'storeIndex' | 'mismatch' | 'exportRows'> = {},
 ): WireChecked {
   const { profile, ...rest } = c;
   return {
-    ...(opts.reportOnly ? forReport(rest, opts, visionIdsOf(profile)) : rest),
+    ...(opts.storeIndex
+      ? forStore(rest, opts, visionIdsOf(profile))
+      : opts.reportOnly
+        ? forReport(rest, opts, visionIdsOf(profile))
+        : rest),
     profileName: profile.name,
     ...(profile.notes.length > 0 ? { profileNotes: profile.notes } : {}),
     ...(opts.exportRows ? { profileFamily: profile.family, profileHashes: profile.hashes } : {}),
@@ -84,6 +89,22 @@ export function forReport<C extends Omit<CheckedTrajectory, 'profile'>>(
   // Already cut (a worker's importAndAnalyze with noStreams): its report was computed from the full trajectory.
   if (c.report) return c;
   return { ...forExport(c), report: reportFacts(c.trajectory, opts, vision) };
+}
+
+/**
+ * What the server's store (RunOptions `storeIndex`) is sent: its run index's facts (the summary's
+ * token count, packed token set and logprob figures) and the report facts (group member, response
+ * tokens) computed here, and the trajectory cut as for a report. The store keeps no streams of a
+ * trajectory it lists; it re-reads the record when one is asked for.
+ */
+export function forStore<C extends Omit<CheckedTrajectory, 'profile'>>(
+  c: C,
+  opts: Pick<RunOptions, 'mismatch'>,
+  vision: VisionIds | undefined,
+): C {
+  if (c.index) return c;
+  const report = c.report ?? reportFacts(c.trajectory, opts, vision);
+  return { ...forExport(c), report, index: indexFacts(c, report.logprobs) };
 }
 
 /** A copy of `value` with each number list of PACK_MIN_LENGTH or more entries emptied. */
