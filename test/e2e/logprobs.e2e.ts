@@ -111,6 +111,23 @@ describe('run histogram of importance ratios', () => {
     // The spike's ratio e^-3 ≈ 0.05 is alone below 1/16: one token, one trajectory.
     const bar = page.locator('[data-testid=ratio-bar][data-bin="0"]');
     expect(await bar.getAttribute('data-tokens')).toBe('1');
+    // The caps sit at ratios 1/2 and 2 on the log axis: equally far left and right of the plot's middle.
+    const plot = (await page.locator('[data-testid=ratio-plot] .u-over').boundingBox())!;
+    const capX = await page
+      .locator('[data-testid=ratio-cap]')
+      .evaluateAll((els) => els.map((e) => e.getBoundingClientRect().left));
+    const middle = plot.x + plot.width / 2;
+    expect(Math.abs(middle - capX[0]! - (capX[1]! - middle))).toBeLessThan(3);
+    expect(capX[1]! - middle).toBeGreaterThan(plot.width / 20);
+    // Values on the axes: the ratio's powers of 2 on x, token counts on y.
+    const root = page.locator('[data-testid=ratio-plot] .uplot');
+    expect(await root.getAttribute('data-axis-0')).toBe('1/16 1/8 1/4 1/2 1 2 4 8 16');
+    expect((await root.getAttribute('data-axis-1'))?.length).toBeGreaterThan(0);
+    // The readout follows the cursor: the open bin below 1/16 holds the spike.
+    await bar.hover();
+    const readout = () => page.locator('[data-testid=ratio-plot] .u-legend').textContent();
+    await expect.poll(readout).toContain('< 1/16');
+    expect(await readout()).toContain('1 in 1 trajectories');
     await rowsDrawn(page);
     await page.screenshot({
       path: path.join(SCREENSHOT_DIR, 'ratios.png'),
