@@ -70,12 +70,19 @@ export function RatioHistogram({
 
   const past = (b: Bin) => h !== null && (b.lo >= h.isCap || (b.hi !== null && b.hi <= 1 / h.isCap));
 
-  const chart = useMemo(() => {
-    if (!h || h.trajectories === 0) return null;
-    const bins = h.bins;
-    const isPast = (b: Bin) => b.lo >= h.isCap || (b.hi !== null && b.hi <= 1 / h.isCap);
-    const { centres, min, max } = layout(bins);
-    const data: PlotData = [centres, bins.map((b) => b.tokens)];
+  // The readouts and colours read the latest counts from `latest`: a refetch sets new data on the
+  // chart, and only another cap or other bins build a new one.
+  const latest = useRef(h);
+  latest.current = h;
+  const shape = h && h.trajectories > 0 ? JSON.stringify([h.isCap, h.bins.map((b) => [b.lo, b.hi])]) : null;
+  const data = useMemo<PlotData | null>(() => (h ? [layout(h.bins).centres, h.bins.map((b) => b.tokens)] : null), [h]);
+  const options = useMemo<PlotOptions | null>(() => {
+    const first = latest.current;
+    if (!shape || !first) return null;
+    const bins = () => latest.current?.bins ?? first.bins;
+    const isCap = first.isCap;
+    const isPast = (b: Bin) => b.lo >= isCap || (b.hi !== null && b.hi <= 1 / isCap);
+    const { min, max } = layout(first.bins);
     const axisFont = '11px system-ui, sans-serif';
     const ticks = Array.from({ length: 9 }, (_, i) => 2 ** (i - 4)).filter((r) => r >= min && r <= max);
     const options: PlotOptions = {
@@ -96,7 +103,7 @@ export function RatioHistogram({
       series: [
         {
           label: 'ratio',
-          value: (_u, _v, _s, idx) => (idx === null || idx === undefined ? '—' : binRangeText(bins[idx]!)),
+          value: (_u, _v, _s, idx) => (idx === null || idx === undefined ? '—' : binRangeText(bins()[idx]!)),
         },
         {
           label: 'tokens',
@@ -109,13 +116,15 @@ export function RatioHistogram({
               fill: {
                 unit: 3,
                 values: () =>
-                  bins.map((b) => (activeRef.current === b.bin ? COLOR.active : isPast(b) ? COLOR.past : COLOR.within)),
+                  bins().map((b) =>
+                    activeRef.current === b.bin ? COLOR.active : isPast(b) ? COLOR.past : COLOR.within,
+                  ),
               },
             },
           }),
           points: { show: false },
           value: (_u, _v, _s, idx) => {
-            const b = idx === null || idx === undefined ? undefined : bins[idx];
+            const b = idx === null || idx === undefined ? undefined : bins()[idx];
             return b ? `${formatCount(b.tokens)} in ${formatCount(b.trajectories)} trajectories` : '—';
           },
         },
@@ -147,8 +156,8 @@ export function RatioHistogram({
       ],
       hooks: { ready: [(u) => setPlot({ u, over: u.over })] },
     };
-    return { data, options };
-  }, [h]);
+    return options;
+  }, [shape]);
 
   // The bars' colours read `activeRef`: a pick repaints them without rebuilding the chart.
   // biome-ignore lint/correctness/useExhaustiveDependencies: redrawn when the active bin changes
@@ -156,7 +165,7 @@ export function RatioHistogram({
     plot?.u.redraw(true);
   }, [active, plot]);
 
-  if (!h || !chart) return null;
+  if (!h || !options || !data) return null;
   const { at } = layout(h.bins);
   const n = h.bins.length;
   const pastTokens = h.bins.filter(past).reduce((s, b) => s + b.tokens, 0);
@@ -174,12 +183,7 @@ export function RatioHistogram({
           · x: ratio (log scale), y: tokens · click a bar to list its trajectories
         </span>
       </h2>
-      <UPlotChart
-        options={chart.options}
-        data={chart.data}
-        label="histogram of importance ratios"
-        testId="ratio-plot"
-      />
+      <UPlotChart options={options} data={data} label="histogram of importance ratios" testId="ratio-plot" />
       {plot &&
         createPortal(
           <>
