@@ -40,6 +40,30 @@ describe('logprob view', () => {
     const marks = page.locator('[data-testid=plot-spike]');
     await expect.poll(() => marks.count()).toBe(1);
     expect(await marks.first().getAttribute('data-token')).toBe(String(at));
+    // Values on the axes: token positions of the response on x, nats on y.
+    const root = page.locator('[data-testid=lp-plot] .uplot');
+    const xTicks = (await root.getAttribute('data-axis-0'))!.split(' ').map(Number);
+    expect(xTicks.length).toBeGreaterThan(2);
+    for (const x of xTicks)
+      expect(x >= responseToken(spike, 0) && x < spike.trajectory.sample!.tokens.length).toBe(true);
+    expect(await root.getAttribute('data-axis-1')).toContain('0.00');
+    // The readout follows the cursor: over the spike it names the token, its Δ and both logprobs.
+    const spikeBox = (await marks.first().boundingBox())!;
+    await page.mouse.move(spikeBox.x + spikeBox.width / 2, spikeBox.y + spikeBox.height / 2);
+    const readout = () =>
+      page.$$eval('[data-testid=lp-plot] .u-legend .u-series', (rows) =>
+        Object.fromEntries(
+          rows.map((r) => [
+            r.querySelector('.u-label')?.textContent?.replace(/:$/, '').trim() ?? '',
+            r.querySelector('.u-value')?.textContent?.trim() ?? '',
+          ]),
+        ),
+      );
+    await expect.poll(async () => (await readout()).token).toBe(String(at));
+    // The spike is the trajectory's largest |Δ| (the shared analysis), and Δ = trainer − rollout.
+    const r = await readout();
+    expect(Math.abs(Number(r.Δ))).toBeCloseTo(logprobMismatch(spike.trajectory)!.maxAbsDelta, 3);
+    expect(Number(r.trainer) - Number(r.rollout)).toBeCloseTo(Number(r.Δ), 2);
     // The strip opens on it: selected, coloured as past the threshold (trainer lower: blue).
     const chip = page.locator(`.lp-strip .tok[data-i="${at}"]`);
     await chip.waitFor();
