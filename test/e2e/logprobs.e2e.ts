@@ -107,6 +107,34 @@ describe('logprob view', () => {
     await expect.poll(() => page.locator(`.lp-strip .tok[data-i="${at}"]`).getAttribute('class')).toMatch(/\blp-l3\b/);
   });
 
+  it('a drag zooms the plot to those tokens, the marks follow, a double click shows all again', async () => {
+    const at = responseToken(spike, 40);
+    const n = spike.trajectory.sample!.tokens.length;
+    const root = page.locator('[data-testid=lp-plot] .uplot');
+    const xTicks = async () => (await root.getAttribute('data-axis-0'))!.split(' ').map(Number);
+    const before = await xTicks();
+    const over = (await page.locator('[data-testid=lp-plot] .u-over').boundingBox())!;
+    const mark = (await page.locator('[data-testid=plot-spike]').boundingBox())!;
+    const y = over.y + over.height / 2;
+    await page.mouse.move(mark.x - 30, y);
+    await page.mouse.down();
+    await page.mouse.move(mark.x + 40, y, { steps: 5 });
+    await page.mouse.up();
+    await expect
+      .poll(async () => Math.max(...(await xTicks())) - Math.min(...(await xTicks())))
+      .toBeLessThan((Math.max(...before) - Math.min(...before)) / 2);
+    // The spike's mark moved with the zoom: the readout under its new place is still its token.
+    const zoomed = (await page.locator('[data-testid=plot-spike]').boundingBox())!;
+    expect(Math.abs(zoomed.x - mark.x)).toBeGreaterThan(20);
+    await page.mouse.move(zoomed.x + zoomed.width / 2, zoomed.y + zoomed.height / 2);
+    const token = () =>
+      page.locator('[data-testid=lp-plot] .u-legend .u-series').first().locator('.u-value').textContent();
+    await expect.poll(token).toBe(String(at));
+    await page.mouse.dblclick(over.x + over.width / 2, y);
+    await expect.poll(async () => Math.max(...(await xTicks()))).toBeGreaterThan(Math.max(...before) - 1);
+    expect(Math.max(...(await xTicks()))).toBeLessThan(n);
+  });
+
   it('a click on the logprob finding opens this view at its token', async () => {
     const at = responseToken(spike, 40);
     await page.goto(`${session.server.url}#/t/${encodeURIComponent(SPIKE_ID)}`);
