@@ -1,13 +1,17 @@
 // Rollout against trainer logprobs for one trajectory: the token strip coloured by Δ = trainer −
-// rollout or by the importance ratio exp(Δ), a plot of Δ against position (turns, images and the
-// threshold marked; a click selects the token), and the per-turn metrics. The server computes
-// every number (views-logprobs.ts); this file only draws them.
+// rollout or by the importance ratio exp(Δ), a uPlot chart of Δ against position (turns, images
+// and the threshold marked; a readout per token; a click selects the token), and the per-turn
+// metrics. The server computes every number (views-logprobs.ts); this file only draws them.
 import { useEffect, useMemo, useRef, useState } from 'react';
+import { createPortal } from 'react-dom';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
+import type uPlot from 'uplot';
 import type { LogprobView as View } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
 import { useLoadLogprobs, useLogprobs } from '../stores/trajectory.ts';
+import { tickLabels } from './step-plots.ts';
 import { isSpecial, pieceAt } from './token-rows.ts';
+import { type PlotData, type PlotOptions, UPlotChart } from './uplot.tsx';
 import './Logprobs.css';
 
 type ColorBy = 'delta' | 'ratio';
@@ -101,61 +105,117 @@ function Legend({ v, by }: { v: View; by: ColorBy }) {
   );
 }
 
-const PLOT_HEIGHT = 170;
-const PAD_LEFT = 44;
+const PLOT_HEIGHT = 190;
 
-/** Δ against token position: trained tokens as a line, masked ones grey, turns, images and the threshold drawn. */
+/**
+ * Δ against token position on uPlot (docs/plots.md): trained tokens as a line, masked ones as grey
+ * dots, the threshold, turns, images, the spikes and the selected token marked over the plot area;
+ * the readout gives the token under the cursor with its rollout and trainer logprobs. A drag zooms,
+ * a double click shows the whole response, a click selects the token.
+ */
 function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSelect: (i: number) => void }) {
-  const box = useRef<HTMLDivElement>(null);
-  const [width, setWidth] = useState(900);
-  useEffect(() => {
-    const el = box.current;
-    if (!el) return;
-    const ro = new ResizeObserver(() => setWidth(Math.max(300, el.clientWidth)));
-    ro.observe(el);
-    return () => ro.disconnect();
-  }, []);
   const n = v.ids.length;
   // The response is what the trainer scores: the plot spans it (the prompt is never compared).
   const x0 = Math.min(v.responseStart, n - 1);
-  const span = Math.max(1, n - x0);
   const t = v.thresholds.maxDelta;
-  const trainedMax = v.stats?.maxAbsDelta ?? 0;
-  const yMax = Math.max(t * 1.5, trainedMax * 1.1);
-  const plotW = width - PAD_LEFT - 8;
-  const x = (i: number) => PAD_LEFT + ((Math.max(x0, i) - x0 + 0.5) / span) * plotW;
-  const y = (d: number) => PLOT_HEIGHT / 2 - (Math.max(-yMax, Math.min(yMax, d)) / yMax) * (PLOT_HEIGHT / 2 - 10);
-  // Rebuilt on each draw: one pass over the tokens.
-  const { line, masked } = (() => {
-    let path = '';
-    let gap = true;
-    const grey: [number, number][] = [];
-    for (let i = 0; i < n; i++) {
-      const d = v.delta[i];
-      if (d === null || d === undefined) {
-        gap = true;
-        continue;
-      }
-      if (v.mask[i] === 0) {
-        grey.push([i, d]);
-        gap = true;
-        continue;
-      }
-      path += `${gap ? 'M' : 'L'}${x(i).toFixed(1)},${y(d).toFixed(1)}`;
-      gap = false;
+  const yMax = Math.max(t * 1.5, (v.stats?.maxAbsDelta ?? 0) * 1.1);
+  // The plot area (uPlot's `over`) where the marks go, and the token range it shows.
+  const [plot, setPlot] = useState<{ u: uPlot; over: HTMLElement } | null>(null);
+  const [range, setRange] = useState<{ min: number; max: number }>({ min: x0, max: n - 1 });
+
+  const chart = useMemo(() => {
+    const xs: number[] = [];
+    const trained: (number | null)[] = [];
+    const masked: (number | null)[] = [];
+    const rollout: (number | null)[] = [];
+    const trainer: (number | null)[] = [];
+    for (let i = x0; i < n; i++) {
+      const d = v.delta[i] ?? null;
+      xs.push(i);
+      trained.push(v.mask[i] === 0 ? null : d);
+      masked.push(v.mask[i] === 0 ? d : null);
+      rollout.push(v.rollout[i] ?? null);
+      trainer.push(v.trainer[i] ?? null);
     }
-    return { line: path, masked: grey };
-  })();
+    const data: PlotData = [xs, trained, masked, rollout, trainer];
+    const axisFont = '11px system-ui, sans-serif';
+    const value =
+      (digits: number) =>
+      (_u: uPlot, x: number | null): string =>
+        x === null || x === undefined ? '—' : fmt(x, digits);
+    // Drawn only in the readout: the logprobs themselves, on a scale of their own without an axis.
+    const readoutOnly = (label: string): uPlot.Series => ({
+      label,
+      scale: 'logprob',
+      stroke: 'transparent',
+      points: { show: false },
+      value: value(3),
+    });
+    const options: PlotOptions = {
+      height: PLOT_HEIGHT,
+      padding: [8, 8, 0, 0],
+      scales: {
+        x: { time: false, range: (_u, lo, hi) => [lo ?? x0, Math.max(hi ?? x0, (lo ?? x0) + 1)] },
+        y: { range: () => [-yMax, yMax] },
+        logprob: {},
+      },
+      cursor: { drag: { x: true, y: false, dist: 4 }, points: { show: false }, y: false },
+      legend: { live: true },
+      series: [
+        { label: 'token', value: (_u, x) => (x === null || x === undefined ? '—' : String(x)) },
+        { label: 'Δ', stroke: '#334155', width: 1.2, spanGaps: false, points: { show: false }, value: value(4) },
+        {
+          label: 'Δ masked',
+          stroke: '#b0b0b0',
+          paths: () => null,
+          points: { show: true, size: 2.5, fill: '#b0b0b0', stroke: '#b0b0b0' },
+          value: value(4),
+        },
+        readoutOnly('rollout'),
+        readoutOnly('trainer'),
+      ],
+      axes: [
+        {
+          font: axisFont,
+          size: 30,
+          stroke: '#67707b',
+          grid: { stroke: '#eef0f3' },
+          ticks: { stroke: '#dde1e6' },
+          values: tickLabels(0, (x) => String(x)),
+        },
+        {
+          font: axisFont,
+          size: 48,
+          stroke: '#67707b',
+          grid: { stroke: '#eef0f3' },
+          ticks: { stroke: '#dde1e6' },
+          values: tickLabels(1, (x) => fmt(x, 2)),
+        },
+      ],
+      hooks: {
+        ready: [(u) => setPlot({ u, over: u.over })],
+        setScale: [
+          (u, key) => {
+            const { min, max } = u.scales.x!;
+            if (key === 'x' && min !== undefined && max !== undefined) setRange({ min, max });
+          },
+        ],
+      },
+    };
+    return { data, options };
+  }, [v, n, x0, yMax]);
 
-  const plotted = v.images.filter((s) => s.end > x0);
-  const promptImages = v.images.length - plotted.length;
-
-  const click = (e: React.MouseEvent<SVGSVGElement>) => {
-    const rect = e.currentTarget.getBoundingClientRect();
-    const px = e.clientX - rect.left;
-    const at = x0 + Math.floor(((px - PAD_LEFT) / plotW) * span);
+  /** A token's place across the shown range, in % of the plot area (null when outside it). */
+  const left = (i: number) => {
+    const p = ((Math.max(x0, i) - range.min) / Math.max(1, range.max - range.min)) * 100;
+    return p < 0 || p > 100 ? null : p;
+  };
+  const top = (d: number) => ((yMax - Math.max(-yMax, Math.min(yMax, d))) / (2 * yMax)) * 100;
+  const pick = (x: number) => {
+    const at = Math.round(x);
     // Prefer a token past the threshold within 6 px, then the nearest token with a Δ.
-    const slack = Math.max(1, Math.ceil((6 / plotW) * span));
+    const width = plot?.over.clientWidth || 600;
+    const slack = Math.max(1, Math.ceil((6 / width) * (range.max - range.min)));
     const spike = v.pastThreshold.find((i) => Math.abs(i - at) <= slack);
     if (spike !== undefined) return onSelect(spike);
     for (let r = 0; r < n; r++) {
@@ -163,87 +223,73 @@ function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSel
     }
   };
 
+  const plotted = v.images.filter((s) => s.end > x0);
+  const promptImages = v.images.length - plotted.length;
+  const mark = (i: number) => left(i) ?? undefined;
   return (
-    <div className="lp-plot" ref={box}>
-      {/* biome-ignore lint/a11y/useKeyWithClickEvents: the strip below is the keyboard path to every token */}
-      <svg
-        width={width}
-        height={PLOT_HEIGHT}
-        onClick={click}
-        role="img"
-        aria-label="Δ against token position"
-        data-testid="lp-plot"
-      >
-        {plotted.map((s) => (
-          <g key={`i${s.image}`} data-testid="plot-image">
-            <rect
-              x={x(s.start)}
-              y={0}
-              width={Math.max(2, x(s.end) - x(s.start))}
-              height={PLOT_HEIGHT}
-              className="lp-image"
-            />
-            <text x={x(s.start) + 2} y={PLOT_HEIGHT - 4} className="lp-axis">
-              image {s.image}
-            </text>
-          </g>
-        ))}
-        {v.turns.map((s) => (
-          <g key={`t${s.turn}`} data-testid="plot-turn">
-            <line x1={x(s.start)} x2={x(s.start)} y1={0} y2={PLOT_HEIGHT} className="lp-turn" />
-            <text x={x(s.start) + 3} y={24} className="lp-axis">
-              turn {s.turn}
-            </text>
-          </g>
-        ))}
-        <line x1={PAD_LEFT} x2={width - 8} y1={y(0)} y2={y(0)} className="lp-zero" />
-        {[t, -t].map((d) => (
-          <line key={d} x1={PAD_LEFT} x2={width - 8} y1={y(d)} y2={y(d)} className="lp-threshold" />
-        ))}
-        <text x={2} y={y(t) + 4} className="lp-axis lp-threshold-label">
-          +{t}
-        </text>
-        <text x={2} y={y(-t) + 4} className="lp-axis lp-threshold-label">
-          −{t}
-        </text>
-        <text x={2} y={y(0) + 4} className="lp-axis">
-          Δ 0
-        </text>
-        {masked.map(([i, d]) => (
-          <rect key={i} x={x(i) - 0.5} y={y(d) - 0.5} width={1.5} height={1.5} className="lp-masked-dot" />
-        ))}
-        <path d={line} className="lp-line" />
-        {v.pastThreshold.map((i) => (
-          <circle
-            key={i}
-            cx={x(i)}
-            cy={y(v.delta[i]!)}
-            r={5}
-            className="lp-spike"
-            data-testid="plot-spike"
-            data-token={i}
-          >
-            <title>{tokTitle(v, i)}</title>
-          </circle>
-        ))}
-        {selected >= 0 && (
-          <line
-            x1={x(selected)}
-            x2={x(selected)}
-            y1={0}
-            y2={PLOT_HEIGHT}
-            className="lp-cursor"
-            data-testid="plot-cursor"
-          />
+    <div className="lp-plot" data-testid="lp-plot">
+      <UPlotChart options={chart.options} data={chart.data} onPick={pick} label="Δ against token position" />
+      {plot &&
+        createPortal(
+          <div className="lp-marks">
+            {plotted.map((s) => {
+              const a = Math.max(0, left(s.start) ?? (s.start < range.min ? 0 : 100));
+              const b = Math.min(100, left(s.end) ?? (s.end > range.max ? 100 : 0));
+              return (
+                <div
+                  key={`i${s.image}`}
+                  className="lp-image"
+                  data-testid="plot-image"
+                  style={{ left: `${a}%`, width: `${Math.max(0, b - a)}%` }}
+                >
+                  <span className="lp-mark-label">image {s.image}</span>
+                </div>
+              );
+            })}
+            {v.turns.map((s) =>
+              mark(s.start) === undefined ? null : (
+                <div
+                  key={`t${s.turn}`}
+                  className="lp-turn"
+                  data-testid="plot-turn"
+                  style={{ left: `${mark(s.start)}%` }}
+                >
+                  <span className="lp-mark-label">turn {s.turn}</span>
+                </div>
+              ),
+            )}
+            {[t, -t].map((d) => (
+              <div key={d} className="lp-threshold" style={{ top: `${top(d)}%` }}>
+                <span className="lp-mark-label">
+                  {d > 0 ? '+' : '−'}
+                  {t}
+                </span>
+              </div>
+            ))}
+            {v.pastThreshold.map((i) =>
+              mark(i) === undefined ? null : (
+                <div
+                  key={i}
+                  className="lp-spike"
+                  data-testid="plot-spike"
+                  data-token={i}
+                  style={{ left: `${mark(i)}%`, top: `${top(v.delta[i]!)}%` }}
+                />
+              ),
+            )}
+            {selected >= 0 && mark(selected) !== undefined && (
+              <div className="lp-cursor" data-testid="plot-cursor" style={{ left: `${mark(selected)}%` }} />
+            )}
+          </div>,
+          plot.over,
         )}
-      </svg>
       <div className="muted small lp-axis-note">
         response tokens {x0} … {n - 1}
         {x0 > 0
           ? ` (prompt tokens 0 … ${x0 - 1}${promptImages ? `, ${promptImages} image${promptImages > 1 ? 's' : ''}` : ''}, not compared)`
           : ''}{' '}
-        · Δ clipped to ±{fmt(yMax, 2)} nats · dashed red: threshold ±{t} · grey dots: masked tokens (not counted) ·
-        click to select a token
+        · y: Δ in nats, clipped to ±{fmt(yMax, 2)} · dashed red: threshold ±{t} · grey dots: masked tokens (not counted)
+        · drag to zoom, double-click to show all · click to select a token
       </div>
     </div>
   );

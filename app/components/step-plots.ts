@@ -82,7 +82,7 @@ export function movingAverage(values: readonly (number | null)[], window: number
  * An axis's tick labels, also written on the chart's root as `data-axis-N` (the canvas holds
  * them as pixels): what a test or a screen reader can read of the axes.
  */
-const tickLabels =
+export const tickLabels =
   (axis: number, fmt: (v: number) => string) =>
   (u: uPlot, splits: number[]): string[] => {
     const out = splits.map((v) => (v === null || v === undefined ? '' : fmt(v)));

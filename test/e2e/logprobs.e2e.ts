@@ -40,6 +40,30 @@ describe('logprob view', () => {
     const marks = page.locator('[data-testid=plot-spike]');
     await expect.poll(() => marks.count()).toBe(1);
     expect(await marks.first().getAttribute('data-token')).toBe(String(at));
+    // Values on the axes: token positions of the response on x, nats on y.
+    const root = page.locator('[data-testid=lp-plot] .uplot');
+    const xTicks = (await root.getAttribute('data-axis-0'))!.split(' ').map(Number);
+    expect(xTicks.length).toBeGreaterThan(2);
+    for (const x of xTicks)
+      expect(x >= responseToken(spike, 0) && x < spike.trajectory.sample!.tokens.length).toBe(true);
+    expect(await root.getAttribute('data-axis-1')).toContain('0.00');
+    // The readout follows the cursor: over the spike it names the token, its Δ and both logprobs.
+    const spikeBox = (await marks.first().boundingBox())!;
+    await page.mouse.move(spikeBox.x + spikeBox.width / 2, spikeBox.y + spikeBox.height / 2);
+    const readout = () =>
+      page.$$eval('[data-testid=lp-plot] .u-legend .u-series', (rows) =>
+        Object.fromEntries(
+          rows.map((r) => [
+            r.querySelector('.u-label')?.textContent?.replace(/:$/, '').trim() ?? '',
+            r.querySelector('.u-value')?.textContent?.trim() ?? '',
+          ]),
+        ),
+      );
+    await expect.poll(async () => (await readout()).token).toBe(String(at));
+    // The spike is the trajectory's largest |Δ| (the shared analysis), and Δ = trainer − rollout.
+    const r = await readout();
+    expect(Math.abs(Number(r.Δ))).toBeCloseTo(logprobMismatch(spike.trajectory)!.maxAbsDelta, 3);
+    expect(Number(r.trainer) - Number(r.rollout)).toBeCloseTo(Number(r.Δ), 2);
     // The strip opens on it: selected, coloured as past the threshold (trainer lower: blue).
     const chip = page.locator(`.lp-strip .tok[data-i="${at}"]`);
     await chip.waitFor();
@@ -83,6 +107,34 @@ describe('logprob view', () => {
     await expect.poll(() => page.locator(`.lp-strip .tok[data-i="${at}"]`).getAttribute('class')).toMatch(/\blp-l3\b/);
   });
 
+  it('a drag zooms the plot to those tokens, the marks follow, a double click shows all again', async () => {
+    const at = responseToken(spike, 40);
+    const n = spike.trajectory.sample!.tokens.length;
+    const root = page.locator('[data-testid=lp-plot] .uplot');
+    const xTicks = async () => (await root.getAttribute('data-axis-0'))!.split(' ').map(Number);
+    const before = await xTicks();
+    const over = (await page.locator('[data-testid=lp-plot] .u-over').boundingBox())!;
+    const mark = (await page.locator('[data-testid=plot-spike]').boundingBox())!;
+    const y = over.y + over.height / 2;
+    await page.mouse.move(mark.x - 30, y);
+    await page.mouse.down();
+    await page.mouse.move(mark.x + 40, y, { steps: 5 });
+    await page.mouse.up();
+    await expect
+      .poll(async () => Math.max(...(await xTicks())) - Math.min(...(await xTicks())))
+      .toBeLessThan((Math.max(...before) - Math.min(...before)) / 2);
+    // The spike's mark moved with the zoom: the readout under its new place is still its token.
+    const zoomed = (await page.locator('[data-testid=plot-spike]').boundingBox())!;
+    expect(Math.abs(zoomed.x - mark.x)).toBeGreaterThan(20);
+    await page.mouse.move(zoomed.x + zoomed.width / 2, zoomed.y + zoomed.height / 2);
+    const token = () =>
+      page.locator('[data-testid=lp-plot] .u-legend .u-series').first().locator('.u-value').textContent();
+    await expect.poll(token).toBe(String(at));
+    await page.mouse.dblclick(over.x + over.width / 2, y);
+    await expect.poll(async () => Math.max(...(await xTicks()))).toBeGreaterThan(Math.max(...before) - 1);
+    expect(Math.max(...(await xTicks()))).toBeLessThan(n);
+  });
+
   it('a click on the logprob finding opens this view at its token', async () => {
     const at = responseToken(spike, 40);
     await page.goto(`${session.server.url}#/t/${encodeURIComponent(SPIKE_ID)}`);
@@ -111,6 +163,23 @@ describe('run histogram of importance ratios', () => {
     // The spike's ratio e^-3 ≈ 0.05 is alone below 1/16: one token, one trajectory.
     const bar = page.locator('[data-testid=ratio-bar][data-bin="0"]');
     expect(await bar.getAttribute('data-tokens')).toBe('1');
+    // The caps sit at ratios 1/2 and 2 on the log axis: equally far left and right of the plot's middle.
+    const plot = (await page.locator('[data-testid=ratio-plot] .u-over').boundingBox())!;
+    const capX = await page
+      .locator('[data-testid=ratio-cap]')
+      .evaluateAll((els) => els.map((e) => e.getBoundingClientRect().left));
+    const middle = plot.x + plot.width / 2;
+    expect(Math.abs(middle - capX[0]! - (capX[1]! - middle))).toBeLessThan(3);
+    expect(capX[1]! - middle).toBeGreaterThan(plot.width / 20);
+    // Values on the axes: the ratio's powers of 2 on x, token counts on y.
+    const root = page.locator('[data-testid=ratio-plot] .uplot');
+    expect(await root.getAttribute('data-axis-0')).toBe('1/16 1/8 1/4 1/2 1 2 4 8 16');
+    expect((await root.getAttribute('data-axis-1'))?.length).toBeGreaterThan(0);
+    // The readout follows the cursor: the open bin below 1/16 holds the spike.
+    await bar.hover();
+    const readout = () => page.locator('[data-testid=ratio-plot] .u-legend').textContent();
+    await expect.poll(readout).toContain('< 1/16');
+    expect(await readout()).toContain('1 in 1 trajectories');
     await rowsDrawn(page);
     await page.screenshot({
       path: path.join(SCREENSHOT_DIR, 'ratios.png'),
