@@ -27,7 +27,7 @@ import { importerFor, readsLineByLine } from '../import/formats.ts';
 import { readLines, type RecordLine } from '../import/read/lines.ts';
 import { importLines, readFileChunks } from '../import/stream.ts';
 import type { LoadedFile } from '../import/index.ts';
-import { profileFor, uncoveredLimitation, visionIdsOf } from '../profiles/profile.ts';
+import { profileFor, uncoveredLimitation } from '../profiles/profile.ts';
 import { inRatioBin } from './views-logprobs.ts';
 import { PLACEHOLDER_KINDS, runSteps } from './steps.ts';
 import type {
