@@ -75,7 +75,12 @@ export function RatioHistogram({
   const latest = useRef(h);
   latest.current = h;
   const shape = h && h.trajectories > 0 ? JSON.stringify([h.isCap, h.bins.map((b) => [b.lo, b.hi])]) : null;
-  const data = useMemo<PlotData | null>(() => (h ? [layout(h.bins).centres, h.bins.map((b) => b.tokens)] : null), [h]);
+  // A run without trained tokens (a shared page, a run with no trainer side) draws no histogram:
+  // its bins are empty and have no layout.
+  const data = useMemo<PlotData | null>(
+    () => (h && h.trajectories > 0 ? [layout(h.bins).centres, h.bins.map((b) => b.tokens)] : null),
+    [h],
+  );
   const options = useMemo<PlotOptions | null>(() => {
     const first = latest.current;
     if (!shape || !first) return null;
