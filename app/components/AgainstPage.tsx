@@ -1,6 +1,7 @@
 // `serve A --against B` (docs/diff-runs.md): every pair of the two runs with what changed (findings
 // gone and new, reward, length, logprob mismatch), per step, what only one side has; and one pair
 // side by side at token level, the first difference marked (the diff view's DiffBody).
+import { usePolledLoad } from './use-polled-load.ts';
 import { useEffect, useState } from 'react';
 import type { AgainstRun, DiffFinding, RunPair } from '../../server/http/api.ts';
 import { useGo, useParams, useSetParams } from '../stores/route.ts';
@@ -231,14 +232,7 @@ export function AgainstPage() {
   const load = useLoadAgainstRun();
   const params = useParams();
   const go = useGo();
-  useEffect(() => {
-    void load();
-  }, [load]);
-  useEffect(() => {
-    if (!run?.loading) return;
-    const t = setInterval(() => void load(), 1000);
-    return () => clearInterval(t);
-  }, [run?.loading, load]);
+  usePolledLoad(load, run?.loading);
   const open = (p: RunPair) => go({ page: 'against', id: null, params: { a: p.a.id, b: p.b.id } });
   const pairOpen = params.a !== undefined && params.b !== undefined;
   return (

@@ -2,6 +2,7 @@
 // trajectory beside what the trainer was given (CompareView): each field the same or not, the
 // values on both sides where it first differs, the tokens aligned with the first difference in
 // words (the diff view's DiffBody), the images of both sides with their sha256, the pad runs.
+import { usePolledLoad } from './use-polled-load.ts';
 import { useEffect, useState } from 'react';
 import type { CompareField, CompareImage, ComparePair } from '../../server/http/api.ts';
 import { useGo } from '../stores/route.ts';
@@ -248,14 +249,7 @@ export function ComparePage() {
   const run = useCompareRun();
   const load = useLoadCompareRun();
   const go = useGo();
-  useEffect(() => {
-    void load();
-  }, [load]);
-  useEffect(() => {
-    if (!run?.loading) return;
-    const t = setInterval(() => void load(), 1000);
-    return () => clearInterval(t);
-  }, [run?.loading, load]);
+  usePolledLoad(load, run?.loading);
   const open = (id: string) => go({ page: 'trajectory', id, params: { view: 'compare' } });
   return (
     <div className="overview cmp-page">
