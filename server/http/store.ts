@@ -13,8 +13,7 @@ import { type FilterSubject, matchesFilter, parseFilter } from '../report/filter
 import {
   analyzeInputs,
   analyzeTrajectory,
-  BATCH_BYTES,
-  BATCH_LINES,
+  batchingFor,
   defaultRoots,
   type CheckedTrajectory,
   type PipelineInput,
@@ -102,9 +101,6 @@ interface FileState {
   streamed?: { end: number; nextLine: number; format: FormatName };
 }
 
-/** Batches of a first read analyzed on the main thread (see fileInputs). */
-const MAIN_THREAD_BATCH_LINES = 8;
-const MAIN_THREAD_BATCH_BYTES = 256 * 1024;
 /** Appended lines are imported in batches of this many. */
 const APPENDED_BATCH_LINES = 16;
 /**
@@ -412,9 +408,8 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         format: opts.format,
         model: opts.model,
         // On this thread, a batch is imported in one go while requests wait: small ones keep the
-        // overview answering while a big run is checked. Workers take the pipeline's batches.
-        batchLines: pooled ? BATCH_LINES : MAIN_THREAD_BATCH_LINES,
-        batchBytes: pooled ? BATCH_BYTES : MAIN_THREAD_BATCH_BYTES,
+        // overview answering while a big run is checked (and cost less in the scavenger; pipeline.ts).
+        ...batchingFor(pooled),
       })) {
         if (chunk.kind === 'loaded') {
           yield { kind: 'loaded', loaded: takeLoaded(file, size, state, chunk.loaded) };
