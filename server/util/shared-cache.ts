@@ -12,8 +12,8 @@ const DEFAULT_SHARED_CACHE_MB = 48;
 const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
 
 /**
- * A bound that is no size. A typo in a pipeline's environment must not quietly turn the caches off
- * (or change the run's speed in any other way): the CLI reports it (exit status 2) before any work.
+ * A bound that is no size. A typo in a pipeline's environment must not quietly turn the caches off:
+ * the CLI reports it (exit status 2) before any work.
  */
 export class SharedCacheSettingError extends Error {}
 
@@ -30,8 +30,10 @@ export function parseSharedCacheMb(stated: string | undefined): number {
 }
 
 /**
- * The byte bound of the shared caches of this thread; 0 when they are off. The CLI has checked the
- * variable before starting any analysis (cli/main.ts), so in a worker it cannot throw.
+ * The byte bound of the shared caches of this thread; 0 when they are off. The CLI checks the
+ * variable before any analysis starts (cli/main.ts), so under it a worker never throws here; a
+ * caller that skips the check gets an `analysis_failed` finding naming the variable, never a
+ * quiet change of speed.
  */
 export function sharedCacheBytes(): number {
   const mb = parseSharedCacheMb(process.env[SHARED_CACHE_ENV]);
