@@ -105,6 +105,8 @@ async function startUp(run: BenchRun): Promise<ProcessRun> {
   fs.writeFileSync(file, firstLine(run.file));
   try {
     const a = await checkRun(file, out);
+    const read = (JSON.parse(fs.readFileSync(out, 'utf8')) as { summary: { trajectories: number } }).summary;
+    if (read.trajectories !== 1) throw new Error(`the one-line file checked ${read.trajectories} trajectories, not 1`);
     const b = await checkRun(file, out);
     return b.wallSeconds < a.wallSeconds ? b : a;
   } finally {
