@@ -272,13 +272,24 @@ export function benchDir(): string {
 
 const cache = new Map<SizeName, Promise<BenchRun>>();
 
+/** Where the run of this size is (or will be) generated. */
+function benchRunFile(size: SizeName): string {
+  return path.join(benchDir(), size, `run-${size}.rollscope.jsonl`);
+}
+
+/** Whether the run of this size is already generated (by this script or an earlier one): it needs no more disk. */
+export function hasBenchRun(size: SizeName): boolean {
+  const out = benchRunFile(size);
+  return cache.has(size) || (fs.existsSync(`${out}.bench.json`) && fs.existsSync(out));
+}
+
 /** The run of this size: generated on first use, reused afterwards (also across scripts, via its `.json` sidecar). */
 export function benchRun(size: SizeName, extra: Partial<GenerateOptions> = {}): Promise<BenchRun> {
   let p = cache.get(size);
   if (!p) {
     p = (async () => {
-      const dir = path.join(benchDir(), size);
-      const out = path.join(dir, `run-${size}.rollscope.jsonl`);
+      const out = benchRunFile(size);
+      const dir = path.dirname(out);
       const sidecar = `${out}.bench.json`;
       if (fs.existsSync(sidecar) && fs.existsSync(out))
         return { ...(JSON.parse(fs.readFileSync(sidecar, 'utf8')) as GeneratedRun), size };

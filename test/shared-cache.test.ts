@@ -15,7 +15,14 @@ import { nonCanonicalSpans, splitVerdictCacheStats } from '../server/analysis/ca
 import { inlineImageCacheStats, inlineImageKey, resolveImages } from '../server/images/resolve.ts';
 import { Trajectory } from '../server/model/trajectory.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
-import { ByteLru, hashIds, SHARED_CACHE_ENV } from '../server/util/shared-cache.ts';
+import {
+  ByteLru,
+  hashIds,
+  parseSharedCacheMb,
+  SHARED_CACHE_ENV,
+  SharedCacheSettingError,
+  sharedCacheBytes,
+} from '../server/util/shared-cache.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -40,6 +47,88 @@ describe('ByteLru', () => {
     expect(hashIds([1, 2, 3])).not.toBe(hashIds([3, 2, 1]));
     expect(hashIds([0])).not.toBe(hashIds([0, 0]));
   });
+});
+
+describe(`${SHARED_CACHE_ENV}: a number of MB >= 0, anything else an error`, () => {
+  const BAD = ['abc', '-1', '1e400', 'Infinity', '0x10', '12MB', 'NaN'];
+
+  it('unset or empty is the default, 0 turns the caches off, a decimal is MB', () => {
+    expect(parseSharedCacheMb(undefined)).toBe(48);
+    expect(parseSharedCacheMb('')).toBe(48);
+    expect(parseSharedCacheMb('  ')).toBe(48);
+    expect(parseSharedCacheMb('0')).toBe(0);
+    expect(parseSharedCacheMb(' 12 ')).toBe(12);
+    expect(parseSharedCacheMb('0.02')).toBe(0.02);
+    expect(parseSharedCacheMb('1e2')).toBe(100);
+    const saved = process.env[SHARED_CACHE_ENV];
+    try {
+      process.env[SHARED_CACHE_ENV] = '0';
+      expect(sharedCacheBytes()).toBe(0);
+      expect(new ByteLru(sharedCacheBytes()).enabled).toBe(false);
+      process.env[SHARED_CACHE_ENV] = '2';
+      expect(sharedCacheBytes()).toBe(2 * 1024 * 1024);
+      process.env[SHARED_CACHE_ENV] = 'abc';
+      expect(() => sharedCacheBytes()).toThrow(SharedCacheSettingError);
+    } finally {
+      if (saved === undefined) delete process.env[SHARED_CACHE_ENV];
+      else process.env[SHARED_CACHE_ENV] = saved;
+    }
+  });
+
+  it.each(BAD)('%s is an error naming the variable, the value and what it takes', (value) => {
+    expect(() => parseSharedCacheMb(value)).toThrow(SharedCacheSettingError);
+    expect(() => parseSharedCacheMb(value)).toThrow(
+      `${SHARED_CACHE_ENV}=${JSON.stringify(value)} is not a cache size: it takes a number of MB >= 0`,
+    );
+  });
+
+  const rollscope = (mb: string | undefined, args: string[], timeout = 120_000) => {
+    const env: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: '1' };
+    if (mb === undefined) delete env[SHARED_CACHE_ENV];
+    else env[SHARED_CACHE_ENV] = mb;
+    return spawnSync(process.execPath, ['bin/rollscope.js', ...args], { cwd: ROOT, encoding: 'utf8', timeout, env });
+  };
+  const FIXTURE = 'test/fixtures/slime/samples.jsonl';
+  const oneLineError = (r: ReturnType<typeof rollscope>, command: string, value: string) => {
+    expect(r.status).toBe(2);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe(
+      `rollscope ${command}: ${SHARED_CACHE_ENV}=${JSON.stringify(value)} is not a cache size: it takes a number of MB >= 0 ` +
+        '(0 turns the shared-work caches off; unset or empty: 48)\n',
+    );
+  };
+
+  it('check exits with status 2 and one line before reading anything', () => {
+    for (const value of ['abc', '-1', '1e400'])
+      oneLineError(rollscope(value, ['check', FIXTURE, '--json']), 'check', value);
+    // Workers are never started with it: the main thread refuses it first.
+    oneLineError(rollscope('abc', ['check', FIXTURE, '--workers', '2']), 'check', 'abc');
+    // --help still answers.
+    expect(rollscope('abc', ['check', '--help']).status).toBe(0);
+  }, 240_000);
+
+  it('export and serve refuse it too (serve before it listens)', () => {
+    const out = path.join(os.tmpdir(), `rollscope-shared-cache-${process.pid}.parquet`);
+    oneLineError(rollscope('-1', ['export', FIXTURE, '--out', out, '--format', 'parquet']), 'export', '-1');
+    expect(fs.existsSync(out)).toBe(false);
+    oneLineError(rollscope('abc', ['serve', FIXTURE, '--no-open', '--port', '0'], 60_000), 'serve', 'abc');
+  }, 240_000);
+
+  it('a good value, empty and 0 check as before, on workers too', () => {
+    const unset = rollscope(undefined, ['check', FIXTURE, '--json', '--workers', '0']);
+    expect(unset.stderr).toBe('');
+    expect([0, 1]).toContain(unset.status);
+    for (const [value, workers] of [
+      ['12', '2'],
+      ['', '0'],
+      ['0', '2'],
+    ] as const) {
+      const r = rollscope(value, ['check', FIXTURE, '--json', '--workers', workers]);
+      expect(r.stderr).toBe('');
+      expect(r.status).toBe(unset.status);
+      expect(r.stdout).toBe(unset.stdout);
+    }
+  }, 240_000);
 });
 
 describe('canonical-split verdicts by piece', () => {

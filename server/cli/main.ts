@@ -6,6 +6,7 @@ import { fileURLToPath } from 'node:url';
 import { UsageError, type Command } from './command.ts';
 import { FilterError } from '../report/filter.ts';
 import { boundHeapGrowth } from './heap.ts';
+import { parseSharedCacheMb, SHARED_CACHE_ENV, SharedCacheSettingError } from '../util/shared-cache.ts';
 
 const commandsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'commands');
 
@@ -17,6 +18,24 @@ async function loadCommand(name: string): Promise<Command | undefined> {
 
 /** Commands that tokenize what they read. */
 const TOKENIZING = new Set(['check', 'export', 'compare', 'serve']);
+
+/**
+ * Commands whose analysis keeps the shared-work caches (util/shared-cache.ts): the cache bound is
+ * checked here, once, before any work or worker thread starts, so the workers may trust it.
+ */
+const ANALYZING = new Set(['check', 'export', 'compare', 'serve', 'share', 'diff-runs']);
+
+/** Exit status 2 with one line when the environment sets the cache bound to something that is no size. */
+function badSharedCacheSetting(name: string): number | undefined {
+  try {
+    parseSharedCacheMb(process.env[SHARED_CACHE_ENV]);
+    return undefined;
+  } catch (e) {
+    if (!(e instanceof SharedCacheSettingError)) throw e;
+    process.stderr.write(`rollscope ${name}: ${e.message}\n`);
+    return 2;
+  }
+}
 
 /**
  * The tokenizer built while the command's modules load: from source they compile on the loader's
@@ -65,13 +84,18 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${pkg.version}\n`);
     return 0;
   }
-  if (TOKENIZING.has(name) && !rest.includes('--help') && !rest.includes('-h')) buildTokenizerMeanwhile(rest);
+  const asksHelp = rest.includes('--help') || rest.includes('-h');
+  if (ANALYZING.has(name) && !asksHelp) {
+    const status = badSharedCacheSetting(name);
+    if (status !== undefined) return status;
+  }
+  if (TOKENIZING.has(name) && !asksHelp) buildTokenizerMeanwhile(rest);
   const command = await loadCommand(name);
   if (!command) {
     process.stderr.write(`rollscope: unknown command "${name}"\nRun "rollscope --help" for usage.\n`);
     return 2;
   }
-  if (rest.includes('--help') || rest.includes('-h')) {
+  if (asksHelp) {
     process.stdout.write(`${command.usage}\n`);
     return 0;
   }

@@ -8,12 +8,36 @@
 /** MB the shared caches of one thread may hold, in all: `ROLLSCOPE_SHARED_CACHE_MB` (0 turns them off). */
 export const SHARED_CACHE_ENV = 'ROLLSCOPE_SHARED_CACHE_MB';
 const DEFAULT_SHARED_CACHE_MB = 48;
+/** A plain decimal number (an exponent allowed), so `0x10`, `Infinity` and `12MB` are not taken for sizes. */
+const DECIMAL = /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
 
-/** The byte bound of the shared caches of this thread, read once; 0 when they are off. */
+/**
+ * A bound that is no size. A typo in a pipeline's environment must not quietly turn the caches off:
+ * the CLI reports it (exit status 2) before any work.
+ */
+export class SharedCacheSettingError extends Error {}
+
+/** The MB `stated` asks for: unset or blank is the default; anything but a finite number >= 0 throws. */
+export function parseSharedCacheMb(stated: string | undefined): number {
+  if (stated === undefined || stated.trim() === '') return DEFAULT_SHARED_CACHE_MB;
+  const mb = DECIMAL.test(stated.trim()) ? Number(stated) : Number.NaN;
+  if (!Number.isFinite(mb) || mb < 0)
+    throw new SharedCacheSettingError(
+      `${SHARED_CACHE_ENV}=${JSON.stringify(stated)} is not a cache size: it takes a number of MB >= 0 ` +
+        `(0 turns the shared-work caches off; unset or empty: ${DEFAULT_SHARED_CACHE_MB})`,
+    );
+  return mb;
+}
+
+/**
+ * The byte bound of the shared caches of this thread; 0 when they are off. The CLI checks the
+ * variable before any analysis starts (cli/main.ts), so under it a worker never throws here; a
+ * caller that skips the check gets an `analysis_failed` finding naming the variable, never a
+ * quiet change of speed.
+ */
 export function sharedCacheBytes(): number {
-  const stated = process.env[SHARED_CACHE_ENV];
-  const mb = stated === undefined || stated.trim() === '' ? DEFAULT_SHARED_CACHE_MB : Number(stated);
-  return Number.isFinite(mb) && mb > 0 ? Math.floor(mb * 1024 * 1024) : 0;
+  const mb = parseSharedCacheMb(process.env[SHARED_CACHE_ENV]);
+  return mb > 0 ? Math.floor(mb * 1024 * 1024) : 0;
 }
 
 /** A map bounded by the bytes its entries are said to hold, least recently used out first. */
