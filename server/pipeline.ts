@@ -44,9 +44,10 @@ export {
 } from './pipeline/analyze.ts';
 
 /**
- * Streamed files go in batches of up to BATCH_LINES records or BATCH_BYTES of text. Within a
- * batch the errors come in line order (import/stream.ts `importLines`), so where a batch begins
- * does not change the events.
+ * Streamed files go in batches of up to BATCH_LINES records or BATCH_BYTES of text. A batch's
+ * events come in line order, its unreadable records among its trajectories
+ * (pipeline/analyze.ts `importAndAnalyze`), so where a batch begins, and so the batch size and the
+ * thread that analyzes it, does not change the events.
  */
 export const BATCH_LINES = 64;
 export const BATCH_BYTES = 1024 * 1024;

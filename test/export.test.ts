@@ -244,7 +244,7 @@ describe('export of built trajectories', () => {
     const m = readManifest(path.join(dir, 'batch.jsonl.manifest.json'));
     expect(m).toEqual(jsonl.manifest);
     const rejects = readJsonl(path.join(dir, 'batch.jsonl.rejects.jsonl')).map((r) => RejectEntry.parse(r));
-    expect(rejects.map((r) => r.id)).toEqual([null, 'wrong-pads', 'bad-logprob']); // a file's unreadable records come before its trajectories
+    expect(rejects.map((r) => r.id)).toEqual(['wrong-pads', 'bad-logprob', null]); // in the order the file has them (the unreadable record is line 9)
     expect(m.counts.read).toBe(10); // 10 lines in the input, each one trajectory or one unreadable record
     expect(m.counts.read).toBe(m.counts.exported + m.counts.rejected);
     expect(m.counts.exported).toBe(jsonl.rows.length);
@@ -273,14 +273,14 @@ describe('export of built trajectories', () => {
       ['non_canonical_split', 1],
     ]);
 
-    const wrong = rejects[1]!;
+    const wrong = rejects[0]!;
     expect(wrong.reasons).toEqual(['unfixable_finding', 'warning', 'grid_unknown']);
     // 1920×1080 on Qwen2.5-VL defaults: 2691 pads (docs/reference/image-math.md); the stream holds 640×480's 391.
     expect(wrong.findings).toContainEqual(
       expect.objectContaining({ kind: 'placeholder_count', expected: 2691, actual: 391 }),
     );
-    expect(rejects[2]!.findings).toContainEqual(expect.objectContaining({ kind: 'invalid_value', actual: 0.5 }));
-    expect(rejects[0]).toMatchObject({ source: { line: 9 }, reasons: ['unreadable'] });
+    expect(rejects[1]!.findings).toContainEqual(expect.objectContaining({ kind: 'invalid_value', actual: 0.5 }));
+    expect(rejects[2]).toMatchObject({ source: { line: 9 }, reasons: ['unreadable'] });
 
     expect(m.inputs).toEqual([
       { file: input, format: 'native', bytes: fs.statSync(input).size, sha256: fileSha(input), trajectories: 9 },

@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadProfile, visionIdsOf } from '../server/profiles/profile.ts';
-import { checkPaths, type RunEvent } from '../server/pipeline.ts';
+import { analyzeInputs, checkPaths, fileInputs, type RunEvent } from '../server/pipeline.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
 import { groupMember, promptHash } from '../server/analysis/groups.ts';
 import { responseTokens } from '../server/analysis/report-facts.ts';
@@ -41,6 +41,34 @@ describe('checkPaths', () => {
     expect(parallel).toEqual(serial);
     expect(serial.filter((s) => s[0] === 't0')[0]![1]).toContain(`prefix_break/duplicated_eos@${eosAt}`);
     expect(serial).toContainEqual(['error', 13]);
+  });
+
+  it('hands out events in line order whatever the batch size and the thread: an unreadable record among the trajectories', async () => {
+    const profile = loadProfile('qwen2.5-vl');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-pipeline-'));
+    const file = path.join(dir, 'run.rollscope.jsonl');
+    const lines: string[] = [];
+    for (let i = 0; i < 6; i++)
+      lines.push(JSON.stringify(await buildTrajectory(profile, geometryScript(`t${i}`), 'canonical')));
+    // Unreadable records on lines 3, 6 and 7, between trajectories.
+    lines.splice(2, 0, 'not json');
+    lines.splice(5, 0, '{"id": "broken", "turns": "not a list"}', '{"turns": [');
+    fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    const summarize = (evs: RunEvent[]) =>
+      evs.map((e) =>
+        e.type === 'trajectory'
+          ? `t@${e.checked.trajectory.source.line}`
+          : e.type === 'error'
+            ? `error@${e.error.line}`
+            : `file:${e.count}`,
+      );
+    const inLineOrder = ['t@1', 't@2', 'error@3', 't@4', 't@5', 'error@6', 'error@7', 't@8', 't@9', 'file:6'];
+    for (const batchLines of [1, 2, 3, 64]) {
+      const inputs = fileInputs([file], {}, { batchLines, batchBytes: 1 << 20 });
+      expect(summarize(await collect(analyzeInputs(inputs, {}, [dir]))), `batches of ${batchLines}`).toEqual(inLineOrder);
+    }
+    expect(summarize(await collect(checkPaths([file], { workers: 0 })))).toEqual(inLineOrder);
+    expect(summarize(await collect(checkPaths([file], { workers: 2 })))).toEqual(inLineOrder);
   });
 
   it('with noStreams, hands out each main-thread result as a report-only worker sends it: the same findings, no token streams', async () => {

@@ -105,13 +105,21 @@ export async function importAndAnalyze(
   const imports = importLines(chunk.file, chunk.format, chunk.lines, { model: opts.model });
   const { errors } = imports;
   const trajectories: (Trajectory | undefined)[] = imports.trajectories;
-  const events: ChunkOutcome['events'] = errors.map((error) =>
-    ownsError(opts.shard, error) ? { type: 'error', error } : { type: 'skipped', what: 'error' },
-  );
+  const events: ChunkOutcome['events'] = [];
+  // Events in line order, a line's read errors before its trajectories (as loadFile reports a line):
+  // then a batch's first line does not decide where an unreadable record comes among the trajectories.
+  let nextError = 0;
+  const errorsUpTo = (line: number) => {
+    for (; nextError < errors.length && errors[nextError]!.line <= line; nextError++) {
+      const error = errors[nextError]!;
+      events.push(ownsError(opts.shard, error) ? { type: 'error', error } : { type: 'skipped', what: 'error' });
+    }
+  };
   let imported = 0;
   const lean = opts.reportOnly === true && opts.noStreams === true;
   for (let i = 0; i < trajectories.length; i++) {
     const traj = trajectories[i]!;
+    errorsUpTo(traj.source.line);
     if (!ownsTrajectory(opts.shard, traj)) {
       events.push({ type: 'skipped', what: 'trajectory', trajectory: { id: traj.id, source: traj.source } });
       continue;
@@ -123,6 +131,7 @@ export async function importAndAnalyze(
       ev.type === 'trajectory' && !opts.exportRows ? { type: 'trajectory', checked: cut(ev.checked, opts) } : ev,
     );
   }
+  errorsUpTo(Number.POSITIVE_INFINITY);
   return { events, imported };
 }
 
