@@ -65,7 +65,9 @@ describe('checkPaths', () => {
     const inLineOrder = ['t@1', 't@2', 'error@3', 't@4', 't@5', 'error@6', 'error@7', 't@8', 't@9', 'file:6'];
     for (const batchLines of [1, 2, 3, 64]) {
       const inputs = fileInputs([file], {}, { batchLines, batchBytes: 1 << 20 });
-      expect(summarize(await collect(analyzeInputs(inputs, {}, [dir]))), `batches of ${batchLines}`).toEqual(inLineOrder);
+      expect(summarize(await collect(analyzeInputs(inputs, {}, [dir]))), `batches of ${batchLines}`).toEqual(
+        inLineOrder,
+      );
     }
     expect(summarize(await collect(checkPaths([file], { workers: 0 })))).toEqual(inLineOrder);
     expect(summarize(await collect(checkPaths([file], { workers: 2 })))).toEqual(inLineOrder);
