@@ -184,16 +184,28 @@ export async function* analyzeInputs(
     if (chunk.kind === 'loaded') {
       const { loaded } = chunk;
       format = loaded.format;
-      submit(
-        Promise.resolve({
-          events: loaded.errors.map((error): ChunkOutcome['events'][number] =>
-            ownsError(opts.shard, error) ? { type: 'error', error } : { type: 'skipped', what: 'error' },
-          ),
-          imported: 0,
-        }),
-        true,
-      );
+      // A file's unreadable records among its trajectories by line, as a streamed file's come
+      // (importAndAnalyze): each before the first trajectory read at or after its line.
+      const errors = [...loaded.errors].sort((a, b) => a.line - b.line);
+      let nextError = 0;
+      const errorsUpTo = (line: number) => {
+        let end = nextError;
+        while (end < errors.length && errors[end]!.line <= line) end++;
+        if (end === nextError) return;
+        const due = errors.slice(nextError, end);
+        nextError = end;
+        submit(
+          Promise.resolve({
+            events: due.map((error): ChunkOutcome['events'][number] =>
+              ownsError(opts.shard, error) ? { type: 'error', error } : { type: 'skipped', what: 'error' },
+            ),
+            imported: 0,
+          }),
+          true,
+        );
+      };
       for (const traj of loaded.trajectories) {
+        errorsUpTo(traj.source.line);
         if (!ownsTrajectory(opts.shard, traj)) {
           const skipped: Skipped = { type: 'skipped', what: 'trajectory', trajectory: traj };
           submit(Promise.resolve({ events: [skipped], imported: 0 }), false);
@@ -209,6 +221,7 @@ export async function* analyzeInputs(
         );
         while (full()) yield* settleOldest();
       }
+      errorsUpTo(Number.POSITIVE_INFINITY);
     } else {
       format = chunk.format;
       const where = { file: chunk.file, line: chunk.lines[0]?.line ?? 0 };

@@ -73,6 +73,21 @@ describe('checkPaths', () => {
     expect(summarize(await collect(checkPaths([file], { workers: 2 })))).toEqual(inLineOrder);
   });
 
+  it("hands out a whole-loaded file's unreadable records among its trajectories by line too (a vLLM log)", async () => {
+    const file = path.join(import.meta.dirname, 'fixtures/vllm/malformed.jsonl');
+    const summarize = (evs: RunEvent[]) =>
+      evs.map((e) =>
+        e.type === 'trajectory'
+          ? `t@${e.checked.trajectory.source.line}`
+          : e.type === 'error'
+            ? `error@${e.error.line}`
+            : e.type,
+      );
+    const inLineOrder = ['t@1', 'error@2', 't@3', 'error@4', 't@5', 'file'];
+    expect(summarize(await collect(checkPaths([file], { workers: 0 })))).toEqual(inLineOrder);
+    expect(summarize(await collect(checkPaths([file], { workers: 2 })))).toEqual(inLineOrder);
+  });
+
   it('with noStreams, hands out each main-thread result as a report-only worker sends it: the same findings, no token streams', async () => {
     const profile = loadProfile('qwen2.5-vl');
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-pipeline-'));
