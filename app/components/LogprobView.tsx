@@ -9,7 +9,7 @@ import type uPlot from 'uplot';
 import type { LogprobView as View } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
 import { useLoadLogprobs, useLogprobs } from '../stores/trajectory.ts';
-import { tickLabels } from './step-plots.ts';
+import { plotAxis } from './step-plots.ts';
 import { isSpecial, pieceAt } from './token-rows.ts';
 import { type PlotData, type PlotOptions, UPlotChart } from './uplot.tsx';
 import './Logprobs.css';
@@ -138,7 +138,6 @@ function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSel
       trainer.push(v.trainer[i] ?? null);
     }
     const data: PlotData = [xs, trained, masked, rollout, trainer];
-    const axisFont = '11px system-ui, sans-serif';
     const value =
       (digits: number) =>
       (_u: uPlot, x: number | null): string =>
@@ -174,24 +173,7 @@ function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSel
         readoutOnly('rollout'),
         readoutOnly('trainer'),
       ],
-      axes: [
-        {
-          font: axisFont,
-          size: 30,
-          stroke: '#67707b',
-          grid: { stroke: '#eef0f3' },
-          ticks: { stroke: '#dde1e6' },
-          values: tickLabels(0, (x) => String(x)),
-        },
-        {
-          font: axisFont,
-          size: 48,
-          stroke: '#67707b',
-          grid: { stroke: '#eef0f3' },
-          ticks: { stroke: '#dde1e6' },
-          values: tickLabels(1, (x) => fmt(x, 2)),
-        },
-      ],
+      axes: [plotAxis(0, 30, (x) => String(x)), plotAxis(1, 48, (x) => fmt(x, 2))],
       hooks: {
         ready: [(u) => setPlot({ u, over: u.over })],
         setScale: [

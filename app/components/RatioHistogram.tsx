@@ -11,7 +11,7 @@ import type { RatioHistogram as Histogram } from '../../server/http/api.ts';
 import { api } from '../api.ts';
 import './Logprobs.css';
 import { formatCount } from '../format.ts';
-import { tickLabels } from './step-plots.ts';
+import { plotAxis } from './step-plots.ts';
 import { type PlotData, type PlotOptions, UPlotChart } from './uplot.tsx';
 
 type Bin = Histogram['bins'][number];
@@ -88,7 +88,6 @@ export function RatioHistogram({
     const isCap = first.isCap;
     const isPast = (b: Bin) => b.lo >= isCap || (b.hi !== null && b.hi <= 1 / isCap);
     const { min, max } = layout(first.bins);
-    const axisFont = '11px system-ui, sans-serif';
     const ticks = Array.from({ length: 9 }, (_, i) => 2 ** (i - 4)).filter((r) => r >= min && r <= max);
     const options: PlotOptions = {
       height: 150,
@@ -135,29 +134,15 @@ export function RatioHistogram({
         },
       ],
       axes: [
-        {
-          font: axisFont,
-          size: 30,
-          stroke: '#67707b',
-          grid: { stroke: '#eef0f3' },
-          ticks: { stroke: '#dde1e6' },
-          splits: () => ticks,
-          values: tickLabels(0, ratioText),
-        },
-        {
-          font: axisFont,
-          size: 52,
-          stroke: '#67707b',
-          grid: { stroke: '#eef0f3' },
-          ticks: { stroke: '#dde1e6' },
+        plotAxis(0, 30, ratioText, { splits: () => ticks }),
+        plotAxis(1, 52, (v) => formatCount(v), {
           // Powers of ten: uPlot's own asinh splits crowd the grid between them.
           splits: (_u, _axis, _lo, hi) => {
             const out = [0];
             for (let p = 1; p <= hi; p *= 10) out.push(p);
             return out;
           },
-          values: tickLabels(1, (v) => formatCount(v)),
-        },
+        }),
       ],
       hooks: { ready: [(u) => setPlot({ u, over: u.over })] },
     };

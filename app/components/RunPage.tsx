@@ -9,8 +9,8 @@ import { useGo } from '../stores/route.ts';
 import { useRunInfo } from '../stores/run.ts';
 import { useLoadSteps, useRunSteps, useStepsError } from '../stores/steps.ts';
 import { Histogram } from './plots.tsx';
-import { brushedSteps, brushPlot, stepPlots, stepRangeWhere } from './step-plots.ts';
-import { UPlotChart, type XRange } from './uplot.tsx';
+import { brushedSteps, brushPlot, type StepPlot, stepPlots, stepRangeWhere } from './step-plots.ts';
+import { UPlotChart, type UPlotChartProps, type XRange } from './uplot.tsx';
 import './Run.css';
 
 const fmtRange = (r: { min: number; max: number } | null, digits = 2) =>
@@ -18,6 +18,26 @@ const fmtRange = (r: { min: number; max: number } | null, digits = 2) =>
 
 /** Rows of the step table drawn at most: the zoomed window's steps, the first of them. */
 const TABLE_ROWS = 200;
+
+/** One plot of the run page with its caption: a trend, or the step strip (its brush lists a step range). */
+function TrendPanel({
+  plot,
+  className,
+  dataPlot,
+  ...chart
+}: { plot: StepPlot; className?: string; dataPlot?: string } & Omit<
+  UPlotChartProps,
+  'options' | 'data' | 'legendHidden'
+>) {
+  return (
+    <figure className={className ? `trend-panel ${className}` : 'trend-panel'} data-plot={dataPlot ?? plot.key}>
+      <figcaption>
+        <b>{plot.title}</b> <span className="muted small">{plot.what}</span>
+      </figcaption>
+      <UPlotChart options={plot.options} data={plot.data} legendHidden={plot.legendHidden} {...chart} />
+    </figure>
+  );
+}
 
 export function RunPage() {
   const info = useRunInfo();
@@ -73,21 +93,15 @@ export function RunPage() {
       {error && <div className="banner error">{error}</div>}
       <section className="trends" aria-label="trends per step">
         {plots.map((p) => (
-          <figure key={p.key} className="trend-panel" data-plot={p.key}>
-            <figcaption>
-              <b>{p.title}</b> <span className="muted small">{p.what}</span>
-            </figcaption>
-            <UPlotChart
-              options={p.options}
-              data={p.data}
-              legendHidden={p.legendHidden}
-              zoom={zoom}
-              onZoom={setZoom}
-              onPick={pick}
-              label={`${p.title} per step`}
-              testId={`trend-${p.key}`}
-            />
-          </figure>
+          <TrendPanel
+            key={p.key}
+            plot={p}
+            zoom={zoom}
+            onZoom={setZoom}
+            onPick={pick}
+            label={`${p.title} per step`}
+            testId={`trend-${p.key}`}
+          />
         ))}
         {!hasLogprobs && (
           <figure className="trend-panel" data-plot="logprobs">
@@ -97,22 +111,17 @@ export function RunPage() {
             <span className="muted small">the run states no trainer-side logprobs</span>
           </figure>
         )}
-        <figure className="trend-panel brush-panel" data-plot="brush">
-          <figcaption>
-            <b>{brush.title}</b> <span className="muted small">{brush.what}</span>
-          </figcaption>
-          <UPlotChart
-            options={brush.options}
-            data={brush.data}
-            legendHidden={brush.legendHidden}
-            zoom={zoom}
-            onZoom={setZoom}
-            onPick={pick}
-            onSelect={onBrush}
-            label="trajectories per step; drag to list a step range"
-            testId="step-brush"
-          />
-        </figure>
+        <TrendPanel
+          plot={brush}
+          className="brush-panel"
+          dataPlot="brush"
+          zoom={zoom}
+          onZoom={setZoom}
+          onPick={pick}
+          onSelect={onBrush}
+          label="trajectories per step; drag to list a step range"
+          testId="step-brush"
+        />
       </section>
       {shown.length > rows.length && (
         <p className="muted small table-note" data-testid="steps-table-note">

@@ -82,13 +82,34 @@ export function movingAverage(values: readonly (number | null)[], window: number
  * An axis's tick labels, also written on the chart's root as `data-axis-N` (the canvas holds
  * them as pixels): what a test or a screen reader can read of the axes.
  */
-export const tickLabels =
+const tickLabels =
   (axis: number, fmt: (v: number) => string) =>
   (u: uPlot, splits: number[]): string[] => {
     const out = splits.map((v) => (v === null || v === undefined ? '' : fmt(v)));
     u.root.setAttribute(`data-axis-${axis}`, out.filter(Boolean).join(' '));
     return out;
   };
+
+/**
+ * An axis in the look every plot of the app shares (font, colours, grid): `axis` numbers its tick
+ * labels for the page (tickLabels), `size` is its room in pixels, `extra` overrides the rest.
+ */
+export function plotAxis(
+  axis: number,
+  size: number,
+  fmt: (v: number) => string,
+  extra: Partial<uPlot.Axis> = {},
+): uPlot.Axis {
+  return {
+    font: '11px system-ui, sans-serif',
+    size,
+    stroke: '#67707b',
+    grid: { stroke: '#eef0f3' },
+    ticks: { stroke: '#dde1e6' },
+    values: tickLabels(axis, fmt),
+    ...extra,
+  };
+}
 
 const faint = (color: string) => (color.startsWith('#') ? `${color}55` : color);
 
@@ -116,7 +137,6 @@ function chart(opts: {
   height?: number;
   log?: boolean;
 }): StepPlot {
-  const axisFont = '11px system-ui, sans-serif';
   const smooth = opts.steps.length > SMOOTH_FROM;
   const window = Math.max(3, 2 * Math.round(opts.steps.length / 100) + 1);
   const averages: Line[] = smooth
@@ -183,25 +203,15 @@ function chart(opts: {
           ]
         : [],
       axes: [
-        {
-          font: axisFont,
-          size: 30,
-          stroke: '#67707b',
-          grid: { stroke: '#eef0f3' },
-          ticks: { stroke: '#dde1e6' },
-          values: tickLabels(0, (v) => String(v)),
-        },
+        plotAxis(0, 30, (v) => String(v)),
         ...opts.axes.map(
-          (a, i): uPlot.Axis => ({
-            scale: a.scale,
-            side: a.side === 'right' ? 1 : 3,
-            font: axisFont,
-            size: 52,
-            stroke: i === 0 ? '#67707b' : SECOND,
-            grid: { show: i === 0, stroke: '#eef0f3' },
-            ticks: { stroke: '#dde1e6' },
-            values: tickLabels(i + 1, a.fmt),
-          }),
+          (a, i): uPlot.Axis =>
+            plotAxis(i + 1, 52, a.fmt, {
+              scale: a.scale,
+              side: a.side === 'right' ? 1 : 3,
+              stroke: i === 0 ? '#67707b' : SECOND,
+              grid: { show: i === 0, stroke: '#eef0f3' },
+            }),
         ),
       ],
     },

@@ -11,17 +11,7 @@ export type PlotOptions = Omit<uPlot.Options, 'width'>;
 /** The x range a zoom shows (null: the whole data). */
 export type XRange = { min: number; max: number } | null;
 
-export function UPlotChart({
-  options,
-  data,
-  zoom,
-  onZoom,
-  onPick,
-  onSelect,
-  legendHidden,
-  label,
-  testId,
-}: {
+export interface UPlotChartProps {
   options: PlotOptions;
   data: PlotData;
   /** Shared by the charts of a page: a drag on one zooms all of them; a double click shows all again. */
@@ -35,7 +25,19 @@ export function UPlotChart({
   legendHidden?: readonly number[];
   label: string;
   testId?: string;
-}) {
+}
+
+export function UPlotChart({
+  options,
+  data,
+  zoom,
+  onZoom,
+  onPick,
+  onSelect,
+  legendHidden,
+  label,
+  testId,
+}: UPlotChartProps) {
   const box = useRef<HTMLDivElement>(null);
   const chart = useRef<uPlot | null>(null);
   const handlers = useRef({ onZoom, onPick, onSelect });
