@@ -15,6 +15,16 @@ async function collect(it: AsyncGenerator<RunEvent>) {
   return out;
 }
 
+/** Events as where they were read: `t@LINE`, `error@LINE`, `file:COUNT`. */
+const byLine = (evs: RunEvent[]) =>
+  evs.map((e) =>
+    e.type === 'trajectory'
+      ? `t@${e.checked.trajectory.source.line}`
+      : e.type === 'error'
+        ? `error@${e.error.line}`
+        : `file:${e.count}`,
+  );
+
 describe('checkPaths', () => {
   it('gives the same findings, in the same order, on worker threads as on the main thread', async () => {
     const profile = loadProfile('qwen2.5-vl');
@@ -54,38 +64,20 @@ describe('checkPaths', () => {
     lines.splice(2, 0, 'not json');
     lines.splice(5, 0, '{"id": "broken", "turns": "not a list"}', '{"turns": [');
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
-    const summarize = (evs: RunEvent[]) =>
-      evs.map((e) =>
-        e.type === 'trajectory'
-          ? `t@${e.checked.trajectory.source.line}`
-          : e.type === 'error'
-            ? `error@${e.error.line}`
-            : `file:${e.count}`,
-      );
     const inLineOrder = ['t@1', 't@2', 'error@3', 't@4', 't@5', 'error@6', 'error@7', 't@8', 't@9', 'file:6'];
     for (const batchLines of [1, 2, 3, 64]) {
       const inputs = fileInputs([file], {}, { batchLines, batchBytes: 1 << 20 });
-      expect(summarize(await collect(analyzeInputs(inputs, {}, [dir]))), `batches of ${batchLines}`).toEqual(
-        inLineOrder,
-      );
+      expect(byLine(await collect(analyzeInputs(inputs, {}, [dir]))), `batches of ${batchLines}`).toEqual(inLineOrder);
     }
-    expect(summarize(await collect(checkPaths([file], { workers: 0 })))).toEqual(inLineOrder);
-    expect(summarize(await collect(checkPaths([file], { workers: 2 })))).toEqual(inLineOrder);
+    expect(byLine(await collect(checkPaths([file], { workers: 0 })))).toEqual(inLineOrder);
+    expect(byLine(await collect(checkPaths([file], { workers: 2 })))).toEqual(inLineOrder);
   });
 
   it("hands out a whole-loaded file's unreadable records among its trajectories by line too (a vLLM log)", async () => {
     const file = path.join(import.meta.dirname, 'fixtures/vllm/malformed.jsonl');
-    const summarize = (evs: RunEvent[]) =>
-      evs.map((e) =>
-        e.type === 'trajectory'
-          ? `t@${e.checked.trajectory.source.line}`
-          : e.type === 'error'
-            ? `error@${e.error.line}`
-            : e.type,
-      );
-    const inLineOrder = ['t@1', 'error@2', 't@3', 'error@4', 't@5', 'file'];
-    expect(summarize(await collect(checkPaths([file], { workers: 0 })))).toEqual(inLineOrder);
-    expect(summarize(await collect(checkPaths([file], { workers: 2 })))).toEqual(inLineOrder);
+    const inLineOrder = ['t@1', 'error@2', 't@3', 'error@4', 't@5', 'file:3'];
+    expect(byLine(await collect(checkPaths([file], { workers: 0 })))).toEqual(inLineOrder);
+    expect(byLine(await collect(checkPaths([file], { workers: 2 })))).toEqual(inLineOrder);
   });
 
   it('with noStreams, hands out each main-thread result as a report-only worker sends it: the same findings, no token streams', async () => {
