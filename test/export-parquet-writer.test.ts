@@ -9,6 +9,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ByteWriter, ParquetWriter, type ColumnSource } from 'hyparquet-writer';
 import { PARQUET_SCHEMA, ParquetRowWriter, readParquetRows, shredRow } from '../server/export/parquet.ts';
 import { EXPORT_SCHEMA_VERSION, type ExportRow } from '../server/export/row-schema.ts';
+import { dictionaryTooLarge, rejectionSize } from '../server/export/parquet-column.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-parquet-writer-'));
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -208,6 +209,22 @@ describe('the streaming Parquet row writer', () => {
     expect(Buffer.from(streamed(few, 10, 64 << 20)).equals(Buffer.from(reference(few, 10, 64 << 20)))).toBe(true);
     const many = rows(30, 4, { tokens: 2000, vocab: 2 ** 31 - 1 });
     expect(Buffer.from(streamed(many, 10, 64 << 20)).equals(Buffer.from(reference(many, 10, 64 << 20)))).toBe(true);
+  });
+
+  it('writes the same bytes when a dictionary passes the sample and is refused only once built', () => {
+    // Half the logprobs 0, half all but distinct: the sample sees few distinct values, the whole
+    // chunk too many for a dictionary to halve it (the build stops early, parquet-column.ts).
+    const late = rows(30, 6, { tokens: 2000, vocab: 50, logprobLevels: 2 ** 30 });
+    expect(Buffer.from(streamed(late, 10, 64 << 20)).equals(Buffer.from(reference(late, 10, 64 << 20)))).toBe(true);
+  });
+
+  it('stops a dictionary build exactly where the size rule would refuse it at the end', () => {
+    for (const present of [1, 2, 3, 7, 8, 9, 100, 999, 1000, 1024, 4097, 65_536, 1_000_003]) {
+      const at = rejectionSize(present);
+      // The rule only grows with the size, so the first size it refuses is where a build may stop.
+      for (let size = Math.max(1, at - 3000); size <= Math.min(present + 1, at + 3000); size++)
+        expect(dictionaryTooLarge(size, present)).toBe(size >= at);
+    }
   });
 
   it('refuses a value that is not an INT32, as the generic writer does', () => {

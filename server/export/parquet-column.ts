@@ -72,17 +72,41 @@ function numericDictionary(
 
   const present_ = n - leaf.holes;
   const indexes = new Int32Array(present_);
-  const built = values instanceof Int32Array ? smallIntDictionary(values, def, maxDef, indexes) : undefined;
-  const { dictionary, size } = built ?? hashedDictionary(values, def, maxDef, indexes);
-  // The dictionary and its bit-packed indexes must at least halve the plain bytes.
-  const bitWidth = Math.ceil(Math.log2(size));
-  const indexSize = Math.ceil((present_ * bitWidth) / 8);
-  if (2 * (size * 4 + indexSize) > present_ * 4) return undefined;
+  // A build stops where the dictionary has grown too large to be kept (float logprobs mostly do).
+  const rejectAt = rejectionSize(present_);
+  const built = values instanceof Int32Array ? smallIntDictionary(values, def, maxDef, indexes, rejectAt) : undefined;
+  const result = built ?? hashedDictionary(values, def, maxDef, indexes, rejectAt);
+  if (result === 'too large') return undefined;
+  const { dictionary, size } = result;
+  if (dictionaryTooLarge(size, present_)) return undefined;
   return {
     dictionary:
       values instanceof Int32Array ? Int32Array.from(dictionary.subarray(0, size)) : dictionary.subarray(0, size),
     indexes,
   };
+}
+
+/** hyparquet-writer's rule: a dictionary of `size` values and its bit-packed indexes must at least halve the plain bytes of `present` 4-byte values. */
+export function dictionaryTooLarge(size: number, present: number): boolean {
+  const bitWidth = Math.ceil(Math.log2(size));
+  const indexSize = Math.ceil((present * bitWidth) / 8);
+  return 2 * (size * 4 + indexSize) > present * 4;
+}
+
+/**
+ * The fewest distinct values at which `dictionaryTooLarge` holds. The rule only grows with the
+ * size (more entries, never narrower indexes), so a build that reaches this size would be
+ * refused at its end anyway and may stop there: the same verdict, without hashing the rest.
+ */
+export function rejectionSize(present: number): number {
+  let lo = 1;
+  let hi = present + 1; // always too large: more entries than values
+  while (lo < hi) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (dictionaryTooLarge(mid, present)) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
 }
 
 /** Ids of non-negative ints below this many are looked up in a table indexed by the value (token ids, positions, masks). */
@@ -94,7 +118,8 @@ function smallIntDictionary(
   def: Uint8Array,
   maxDef: number,
   indexes: Int32Array,
-): { dictionary: Int32Array; size: number } | undefined {
+  rejectAt: number,
+): { dictionary: Int32Array; size: number } | 'too large' | undefined {
   const n = def.length;
   let max = 0;
   for (let i = 0; i < n; i++) {
@@ -119,6 +144,7 @@ function smallIntDictionary(
       }
       dictionary[size] = v;
       id = ++size;
+      if (size >= rejectAt) return 'too large';
       idOf[v] = id;
     }
     indexes[k++] = id - 1;
@@ -132,7 +158,8 @@ function hashedDictionary(
   def: Uint8Array,
   maxDef: number,
   indexes: Int32Array,
-): { dictionary: Float64Array; size: number } {
+  rejectAt: number,
+): { dictionary: Float64Array; size: number } | 'too large' {
   const n = def.length;
   const isInt = values instanceof Int32Array;
   let capacity = 1024;
@@ -175,6 +202,7 @@ function hashedDictionary(
       }
       dictionary[size] = v;
       id = ++size;
+      if (size >= rejectAt) return 'too large';
       keys[h] = v;
       slots[h] = id;
       if (size * 2 > capacity) grow();
