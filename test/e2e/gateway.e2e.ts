@@ -3,16 +3,16 @@
 // re-rendering agent's second turn is captured.
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { REFERENCE_IDS } from '../support/engine-reference.ts';
 import { type EngineStandin, startEngineStandin } from '../support/engine-standin.ts';
 import { exited, MODEL, post, spawnGateway, tempDir } from '../support/gateway-harness.ts';
-import { launchChromium, rowsDrawn, SCREENSHOT_DIR, type ServerProcess, startServe, waitForLoaded } from './support.ts';
+import { type InspectorSession, openInspector, rowsDrawn, SCREENSHOT_DIR, type ServerProcess } from './support.ts';
 
 let engine: EngineStandin;
 let gateway: Awaited<ReturnType<typeof spawnGateway>>;
+let session: InspectorSession;
 let server: ServerProcess;
-let browser: Browser;
 let page: Page;
 
 beforeAll(async () => {
@@ -25,18 +25,12 @@ beforeAll(async () => {
   });
   const out = tempDir('gw-live');
   gateway = await spawnGateway(['--upstream', engine.url, '--listen', '127.0.0.1:0', '--out', out, '--mode', 'guard']);
-  server = await startServe([out]);
-  await waitForLoaded(server.url);
-  browser = await launchChromium();
-  page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-  page.on('pageerror', (e) => {
-    throw e;
-  });
+  session = await openInspector({ serveArgs: [out] });
+  ({ server, page } = session);
 });
 
 afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
+  await session?.close();
   gateway?.child.kill('SIGTERM');
   if (gateway) await exited(gateway.child);
   await engine?.close();

@@ -4,9 +4,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SCREENSHOT_DIR, launchChromium, startServe, waitForLoaded, type ServerProcess, rowsDrawn } from './support.ts';
+import { SCREENSHOT_DIR, openInspector, type InspectorSession, type ServerProcess, rowsDrawn } from './support.ts';
 
 const FIXTURES = path.resolve('test/fixtures/groups');
 const SLIME = fs
@@ -19,8 +19,8 @@ const VERL = fs
   .split('\n');
 
 let dir: string;
+let session: InspectorSession;
 let server: ServerProcess;
-let browser: Browser;
 let page: Page;
 
 const memberIds = () => page.$$eval('.member', (els) => els.map((e) => e.getAttribute('data-id')));
@@ -29,20 +29,13 @@ beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-e2e-groups-'));
   fs.mkdirSync(path.join(dir, 'slime'));
   fs.writeFileSync(path.join(dir, 'slime', 'samples.jsonl'), `${SLIME.slice(0, 8).join('\n')}\n`);
-  server = await startServe([dir]);
-  await waitForLoaded(server.url);
-  browser = await launchChromium();
   // Tall enough that the grouped list (virtualized) renders every group of the run.
-  page = await browser.newPage({ viewport: { width: 1280, height: 1500 } });
-  page.on('pageerror', (e) => {
-    throw e;
-  });
-  fs.mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  session = await openInspector({ serveArgs: [dir], viewport: { width: 1280, height: 1500 } });
+  ({ server, page } = session);
 });
 
 afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
+  await session?.close();
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 

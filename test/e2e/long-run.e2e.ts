@@ -5,15 +5,15 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Browser, Page } from 'playwright-core';
+import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TrajectoryList } from '../../server/http/api.ts';
 import { LONG_RUN, writeLongRun } from '../fixtures/generate-long-run.ts';
-import { SCREENSHOT_DIR, launchChromium, startServe, waitForLoaded, type ServerProcess } from './support.ts';
+import { SCREENSHOT_DIR, openInspector, type InspectorSession, type ServerProcess } from './support.ts';
 
 let dir: string;
+let session: InspectorSession;
 let server: ServerProcess;
-let browser: Browser;
 let page: Page;
 
 const TRENDS = ['findings', 'prefix', 'placeholder', 'reward', 'length', 'truncated', 'degenerate', 'logprobs'];
@@ -21,19 +21,12 @@ const TRENDS = ['findings', 'prefix', 'placeholder', 'reward', 'length', 'trunca
 beforeAll(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-e2e-long-'));
   const run = await writeLongRun(dir);
-  server = await startServe([run.file]);
-  await waitForLoaded(server.url);
-  browser = await launchChromium();
-  page = await browser.newPage({ viewport: { width: 1440, height: 900 } });
-  page.on('pageerror', (e) => {
-    throw e;
-  });
-  fs.mkdirSync(SCREENSHOT_DIR, { recursive: true });
+  session = await openInspector({ serveArgs: [run.file] });
+  ({ server, page } = session);
 });
 
 afterAll(async () => {
-  await browser?.close();
-  await server?.stop();
+  await session?.close();
   if (dir) fs.rmSync(dir, { recursive: true, force: true });
 });
 

@@ -104,12 +104,12 @@ export interface InspectorSession {
 }
 
 /**
- * The setup every browser test shares: the demo run written to a temp folder, the real `serve` on
- * it, chromium with one 1440×900 page that fails the test on any page error, and the screenshot
- * folder ready.
+ * The setup every browser test shares: the demo run written to a temp folder (or `serveArgs`), the
+ * real `serve` on it, chromium with one page (1440×900 unless `viewport`) that fails the test on
+ * any page error, and the screenshot folder ready.
  */
 export async function openInspector(
-  opts: { acceptDownloads?: boolean; serveArgs?: string[] } = {},
+  opts: { acceptDownloads?: boolean; serveArgs?: string[]; viewport?: { width: number; height: number } } = {},
 ): Promise<InspectorSession> {
   // `serveArgs` serves those paths and flags instead of the written run.
   const runDir = opts.serveArgs ? '' : (await writeRun()).dir;
@@ -117,7 +117,7 @@ export async function openInspector(
   await waitForLoaded(server.url);
   const browser = await launchChromium();
   const page = await browser.newPage({
-    viewport: { width: 1440, height: 900 },
+    viewport: opts.viewport ?? { width: 1440, height: 900 },
     acceptDownloads: opts.acceptDownloads ?? false,
   });
   page.on('pageerror', (e) => {
