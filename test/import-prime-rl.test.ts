@@ -4,16 +4,22 @@
 // fault found, and on broken bytes (cut short, corrupt, wrong types, shorter/longer structs).
 import { fileContext } from '../server/import/importer.ts';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { encode } from '@msgpack/msgpack';
 import { Trajectory } from '../server/model/trajectory.ts';
 import type { Finding } from '../server/model/finding.ts';
-import { attributeRefs, importPrimeRlBytes, primeRlImporter } from '../server/import/prime-rl.ts';
+import { attributeRefs, importPrimeRlBytes, NO_TRAINABLE_TOKEN, primeRlImporter } from '../server/import/prime-rl.ts';
+import { loadFile } from '../server/import/index.ts';
+import { analyzeTrajectory } from '../server/pipeline.ts';
 import { msgpackValueEnd } from '../server/import/read/msgpack.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
+import { geometryScript } from './support/build.ts';
 import {
   buildPrimeRlFixtures,
+  canonicalSample,
+  textScript,
   FIXTURE_DIR,
   microBatchFields,
   trainingSampleFields,
@@ -539,5 +545,43 @@ describe('struct lengths across prime-rl versions', () => {
     );
     expect(trajectories).toEqual([]);
     expect(errors[0]).toMatchObject({ field: 'micro_batches[0].inference_logprobs' });
+  });
+});
+
+describe("prime-rl's zero-loss dummy micro-batches", () => {
+  // trainer/batch.py `_pad_group_for_distribution` pads each modality's micro-batches to a multiple
+  // of the data ranks with `_make_dummy_batch(group[0])`: a deep copy with every loss_mask False and
+  // advantages 0.0, written to the rank files like any other. Nothing of it is trained on purpose.
+  it('a dummy copy checks clean with its limitation; a mask zeroed inside a trained sample is still found', async () => {
+    const g = await canonicalSample(profile, geometryScript('dummy-geometry'), { advantage: 0.5 });
+    const t = await canonicalSample(profile, textScript('dummy-text'), { envName: 'arith', advantage: -0.25 });
+    const dummy = microBatchFields([g, t], 'mm_kwargs');
+    const n = g.tokens.length + t.tokens.length;
+    dummy[1] = wire.bools(new Array(n).fill(0)); // loss_mask
+    dummy[2] = wire.floats(new Array(n).fill(0)); // advantages
+    // The control: the text sample trained on its first generated token only.
+    const first = t.mask.indexOf(1);
+    const cut = { ...t, mask: t.mask.map((_, i) => (i === first ? 1 : 0)) };
+    const bytes = wire.list([
+      wire.struct(microBatchFields([g, t], 'mm_kwargs')),
+      wire.struct(dummy),
+      wire.struct(microBatchFields([cut], 'mm_kwargs')),
+    ]);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-prime-dummy-'));
+    const file = path.join(dir, 'rollouts', 'step_2', 'rank_1.bin');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, bytes);
+    const loaded = await loadFile(file);
+    expect(loaded.errors).toEqual([]);
+    expect(loaded.trajectories.map((x) => x.meta?.microBatch)).toEqual([0, 0, 1, 1, 2]);
+    const findings = await Promise.all(
+      loaded.trajectories.map(async (x) => (await analyzeTrajectory(x, { workers: 0 }, [dir])).findings),
+    );
+    for (const k of [0, 1, 2, 3]) expect(findings[k], loaded.trajectories[k]!.id).toEqual([]);
+    for (const k of [2, 3]) expect(loaded.trajectories[k]!.limitations).toContain(NO_TRAINABLE_TOKEN);
+    expect(loaded.trajectories[0]!.limitations).not.toContain(NO_TRAINABLE_TOKEN);
+    expect(findings[4]).toContainEqual(
+      expect.objectContaining({ kind: 'mask_mismatch', severity: 'error', index: first + 1, expected: 1, actual: 0 }),
+    );
   });
 });

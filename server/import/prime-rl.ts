@@ -272,13 +272,20 @@ function fileIdentity(file: string): { prefix: string; step?: number; rank?: num
   return { prefix: path.basename(file).replace(/\.[^.]+$/, ''), ...(r ? { rank: Number(r[1]) } : {}) };
 }
 
+export const NO_TRAINABLE_TOKEN =
+  'no trainable token: prime-rl trains nothing of this sample (a zero-loss dummy micro-batch evening out the ranks, or an errored trace older versions masked whole); its mask is not judged';
+
 /** `line` is the sample's 1-based ordinal in the file: a binary file has no lines, and the ordinal
  * is what lets `check` output, errors and the server point at one packed sample. */
 function trajectoryFrom(parts: SampleParts, id: string, file: string, line: number): TrajectoryInput {
   const turns = turnsFromMask({ tokens: parts.tokens, scope: 'full', mask: parts.mask, logprobs: parts.logprobs });
   const limitations = [LIMITATION, ...parts.limitations];
-  if (!parts.mask.includes(1))
-    limitations.push('no trainable token: prime-rl masks every token of a trace that ended in an error');
+  // A sample prime-rl trains nothing of is its own zero-loss filler, not a mask gone wrong: the
+  // trainer copies a micro-batch with every loss_mask False to even out the ranks
+  // (trainer/batch.py `_make_dummy_batch`), and older versions masked a whole errored trace. Its
+  // response is empty (responseLength 0), so its assistant turns are context, not judged by the mask check.
+  const untrained = !parts.mask.includes(1);
+  if (untrained) limitations.push(NO_TRAINABLE_TOKEN);
   return {
     id,
     source: { file, line, format: 'prime-rl' },
@@ -290,6 +297,7 @@ function trajectoryFrom(parts: SampleParts, id: string, file: string, line: numb
       logprobs: parts.logprobs,
       ...(parts.refLogprobs ? { refLogprobs: parts.refLogprobs } : {}),
       maskScope: 'full',
+      ...(untrained ? { responseLength: 0 } : {}),
       ...(parts.grids ? { imageGridThw: parts.grids } : {}),
       ...(parts.placeholderRanges ? { placeholderRanges: parts.placeholderRanges } : {}),
       ...(parts.mmTokenTypeIds ? { mmTokenTypeIds: parts.mmTokenTypeIds } : {}),
