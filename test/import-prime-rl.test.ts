@@ -585,3 +585,53 @@ describe("prime-rl's zero-loss dummy micro-batches", () => {
     );
   });
 });
+
+describe("prime-rl's pad_micro_batch padding", () => {
+  // trainer/batch.py `pad_micro_batch` (pad_to_multiple_of > 1) extends the micro-batch by pad tokens
+  // and adds them to the last sample's sequence_lengths/seq_lens: input_ids 1, loss_mask False,
+  // advantages and inference_logprobs 0.0, position_ids range(pad), env_names "".
+  function padded(samples: BuiltSample[], pad: number): Uint8Array {
+    const f = microBatchFields(samples, 'mm_kwargs');
+    const lengths = samples.map((s) => s.tokens.length);
+    lengths[lengths.length - 1]! += pad;
+    const zeros = new Array(pad).fill(0);
+    const per = <T>(pick: (s: BuiltSample, i: number) => T) =>
+      samples.flatMap((s) => s.tokens.map((_, i) => pick(s, i)));
+    f[0] = wire.ints([...samples.flatMap((s) => s.tokens), ...zeros.map(() => 1)]);
+    f[1] = wire.bools([...samples.flatMap((s) => s.mask), ...zeros]);
+    f[2] = wire.floats([...per((s, i) => (s.mask[i] === 1 ? s.advantage : 0)), ...zeros]);
+    f[3] = wire.floats([...samples.flatMap((s) => s.logprobs), ...zeros]);
+    f[4] = wire.ints([...per((_, i) => i), ...zeros.map((_, i) => i)]);
+    f[5] = wire.ints(lengths);
+    f[6] = wire.floats([...per(() => 1), ...zeros.map(() => 1)]);
+    f[7] = wire.strs([...per((s) => s.envName), ...zeros.map(() => '')]);
+    f[8] = wire.ints(lengths);
+    return wire.struct(f);
+  }
+
+  it('the padding is left out of the last sample, said so, and the samples check clean', async () => {
+    const t = await canonicalSample(profile, textScript('pad-text'), { envName: 'arith', advantage: -0.25 });
+    const u = await canonicalSample(profile, textScript('pad-other'), { envName: 'arith', advantage: 0.75 });
+    const { errors, trajectories } = importBytes(wire.list([padded([t, u], 7), padded([u], 3)]));
+    expect(errors).toEqual([]);
+    expect(trajectories.map((x) => x.sample!.tokens)).toEqual([t.tokens, u.tokens, u.tokens]);
+    expect(trajectories.map((x) => x.sample!.lossMask)).toEqual([t.mask, u.mask, u.mask]);
+    expect(trajectories.map((x) => x.sample!.logprobs)).toEqual([t.logprobs, u.logprobs, u.logprobs]);
+    expect(trajectories[0]!.limitations.some((l) => l.includes('pad_micro_batch'))).toBe(false);
+    expect(trajectories[1]!.limitations).toContain(
+      "the 7 pad tokens prime-rl's pad_micro_batch appended to this sample (untrained) are left out",
+    );
+    for (const x of trajectories) expect((await analyzeTrajectory(x, { workers: 0 }, [])).findings, x.id).toEqual([]);
+  });
+
+  it('a restart of position_ids with a trained token after it is no padding: the sample keeps it', async () => {
+    const t = await canonicalSample(profile, textScript('pad-trained'), { envName: 'arith', advantage: 0.5 });
+    const f = microBatchFields([t], 'mm_kwargs');
+    const n = t.tokens.length;
+    const at = n - 3; // a made-up restart over the last 3 tokens, which are trained
+    expect(t.mask.slice(at).includes(1)).toBe(true);
+    f[4] = wire.ints(t.tokens.map((_, i) => (i < at ? i : i - at)));
+    const { trajectories } = importBytes(wire.list([wire.struct(f)]));
+    expect(trajectories[0]!.sample!.tokens).toEqual(t.tokens);
+  });
+});

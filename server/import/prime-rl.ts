@@ -495,6 +495,16 @@ interface StructContext {
   imagePad: number | undefined;
 }
 
+/** Where `pad_micro_batch`'s padding starts in the sample [s, e): the last restart of position_ids
+ * at 0 after which they count up by one and nothing is trained; `e` when there is none. */
+function padStart(positions: readonly number[], mask: readonly number[], s: number, e: number): number {
+  let p = e - 1;
+  while (p > s && positions[p] !== 0) p--;
+  if (p <= s) return e;
+  for (let i = p; i < e; i++) if (positions[i] !== i - p || mask[i] !== 0) return e;
+  return p;
+}
+
 function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]): TrajectoryInput[] {
   const { file, where, firstLine } = ctx;
   const total = mb.input_ids.length;
@@ -529,12 +539,27 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
     at += len;
   }
 
+  // `pad_micro_batch` grows the last sample by untrained pad tokens (trainer/batch.py: input_ids 1,
+  // position_ids restarting at 0, loss_mask False); a sample's own position_ids never restart
+  // (`prepare_sample` numbers them 0..len-1), so a restart inside the last sample is where its padding
+  // starts. The padding is no part of the trajectory: it is left out, and said so.
+  let padding = 0;
+  const last = bounds[bounds.length - 1];
+  if (exact && last && mb.position_ids?.length === total && mb.loss_mask.length === total) {
+    const [s, e] = last;
+    const p = padStart(mb.position_ids, mb.loss_mask, s, e);
+    if (p < e) {
+      padding = e - p;
+      last[1] = p;
+    }
+  }
+
   // Per-token arrays are cut at the same boundaries. When their total length is off, the surplus or
   // shortfall is left on the last sample, where the length checks report it (the packer gives no
   // way to tell which packed sample brought it).
   const cut = <T>(arr: readonly T[], k: number): T[] => {
     const [s, e] = bounds[k]!;
-    return arr.slice(s, exact && k === bounds.length - 1 ? arr.length : e);
+    return arr.slice(s, exact && k === bounds.length - 1 ? arr.length - padding : e);
   };
 
   const multimodal = mb.mm_kwargs ?? undefined;
@@ -543,6 +568,10 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
 
   const limitations: string[] = [];
   const lastSampleNotes: string[] = [];
+  if (padding > 0)
+    lastSampleNotes.push(
+      `the ${padding} pad tokens prime-rl's pad_micro_batch appended to this sample (untrained) are left out`,
+    );
   for (const [name, arr] of [
     ['loss_mask', mb.loss_mask],
     ['inference_logprobs', mb.inference_logprobs],
