@@ -273,3 +273,39 @@ describe('a NaN or infinite reward (json.dumps writes the float bare)', () => {
     expect(t.sample!.tokens.length).toBeGreaterThan(0);
   });
 });
+
+describe("Hugging Face datasets' image dicts, the unused side None", () => {
+  // The Image feature stores `{"bytes": ..., "path": None}` or `{"bytes": None, "path": ...}`, and
+  // verl's process_image takes such dicts as they come (verl/utils/dataset/vision_utils.py).
+  it('{"bytes": base64, "path": null} and {"bytes": null, "path": ...} load and check clean', async () => {
+    const clean = JSON.parse(fs.readFileSync(path.join(DIR, 'agent_loop.jsonl'), 'utf8').split('\n')[1]!);
+    const image = clean.multi_modal_data.images[0];
+    expect(image).toMatchObject({ image: 'images/right-triangle.png' });
+    const settings = { min_pixels: image.min_pixels, max_pixels: image.max_pixels };
+    const png = fs.readFileSync(path.join(DIR, 'images', 'right-triangle.png')).toString('base64');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-verl-hf-image-'));
+    fs.cpSync(path.join(DIR, 'images'), path.join(dir, 'images'), { recursive: true });
+    const file = path.join(dir, 'agent_loop.jsonl');
+    const withImage = (entry: unknown, id: string) =>
+      JSON.stringify({ ...clean, request_id: id, multi_modal_data: { images: [entry] } });
+    fs.writeFileSync(
+      file,
+      `${[
+        withImage({ bytes: png, path: null, ...settings }, 'hf-bytes'),
+        withImage({ bytes: null, path: 'images/right-triangle.png', ...settings }, 'hf-path'),
+        withImage({ bytes: null, path: null }, 'hf-neither'),
+      ].join('\n')}\n`,
+    );
+    const loaded = await loadFile(file);
+    expect(loaded.errors).toEqual([expect.objectContaining({ file, line: 3, field: 'multi_modal_data.images.0' })]);
+    expect(loaded.trajectories.map((t) => t.id)).toEqual(['hf-bytes', 'hf-path']);
+    expect(loaded.trajectories[0]!.images[0]!.url).toBe(`data:image/png;base64,${png}`);
+    expect(loaded.trajectories[1]!.images[0]).toEqual({
+      url: 'images/right-triangle.png',
+      minPixels: image.min_pixels,
+      maxPixels: image.max_pixels,
+    });
+    for (const t of loaded.trajectories)
+      expect((await analyzeTrajectory(t, { workers: 0 }, [dir])).findings, t.id).toEqual([]);
+  });
+});
