@@ -635,3 +635,35 @@ describe("prime-rl's pad_micro_batch padding", () => {
     expect(trajectories[0]!.sample!.tokens).toEqual(t.tokens);
   });
 });
+
+describe('non-finite floats on the wire', () => {
+  // msgspec writes Python floats as float64, NaN and ±inf included: a reference logprob of -inf, an
+  // advantage gone NaN. Each loads; none costs the micro-batch its other samples.
+  it('-inf ref_logprobs load; a NaN or infinite advantage is a ReadError at its index, not applied', async () => {
+    const t = await canonicalSample(profile, textScript('nonfinite'), { envName: 'arith', advantage: -0.25 });
+    const n = t.tokens.length;
+    const first = t.mask.indexOf(1);
+    const f = microBatchFields([t, t], 'mm_kwargs');
+    f[9] = wire.floats([...t.logprobs.map((x, i) => (i === 3 ? -Infinity : x)), ...t.logprobs]); // ref_logprobs
+    const adv = (bad: number) => t.tokens.map((_, i) => (i === first ? bad : t.mask[i] === 1 ? -0.25 : 0));
+    f[2] = wire.floats([...adv(NaN), ...adv(Infinity)]); // advantages
+    const { errors, trajectories } = importBytes(wire.list([wire.struct(f)]), 'rollouts/step_1/rank_0.bin');
+    expect(trajectories.map((x) => x.source.line)).toEqual([1, 2]);
+    expect(trajectories[0]!.sample!.refLogprobs![3]).toBe(-Infinity);
+    expect(trajectories.map((x) => x.advantage)).toEqual([undefined, undefined]);
+    expect(errors).toEqual([
+      {
+        file: 'rollouts/step_1/rank_0.bin',
+        line: 1,
+        field: `micro_batches[0].advantages.${first}`,
+        message: `micro_batches[0].advantages.${first}: advantage NaN is not a finite number; not applied`,
+      },
+      {
+        file: 'rollouts/step_1/rank_0.bin',
+        line: 2,
+        field: `micro_batches[0].advantages.${n + first}`,
+        message: `micro_batches[0].advantages.${n + first}: advantage Infinity is not a finite number; not applied`,
+      },
+    ]);
+  });
+});

@@ -42,8 +42,11 @@ import { LogprobValues, MaskValues, TokenIdValues, turnsFromMask } from './turns
 
 const Int = z.number().int();
 const IntList = z.array(Int);
-/** Floats are float64 on the wire; NaN/Infinity are findings for the checks, not read errors. */
-const FloatList = z.array(z.number().or(z.nan()));
+/** Floats are float64 on the wire, where Python's NaN and ±inf travel as they are (a reference
+ * logprob of -inf, a NaN advantage): they load, and never cost the micro-batch its other samples. */
+const FloatList = z.array(
+  z.union([z.number(), z.nan(), z.custom<number>((v) => v === Infinity || v === -Infinity, 'an infinite number')]),
+);
 const EncodedTensor = z.tuple([z.string(), z.array(Int.nonnegative()), z.instanceof(Uint8Array)]).rest(z.unknown());
 type EncodedTensor = z.infer<typeof EncodedTensor>;
 const MMImageRef = z.tuple([z.string(), Int.nonnegative(), Int.nonnegative()]).rest(z.unknown());
@@ -274,6 +277,26 @@ function fileIdentity(file: string): { prefix: string; step?: number; rank?: num
 
 export const NO_TRAINABLE_TOKEN =
   'no trainable token: prime-rl trains nothing of this sample (a zero-loss dummy micro-batch evening out the ranks, or an errored trace older versions masked whole); its mask is not judged';
+
+/** The sample's advantage (its first trained token's). A NaN or infinite one (float64 carries them)
+ * is no advantage the trajectory can hold: reported at its index, not applied, and the sample loads. */
+function finiteAdvantage(
+  values: readonly number[],
+  index: number,
+  at: { file: string; line: number; field: string },
+  errors: ReadError[],
+): number | undefined {
+  const v = values[index];
+  if (v === undefined || Number.isFinite(v)) return v;
+  const field = `${at.field}.${index}`;
+  errors.push({
+    file: at.file,
+    line: at.line,
+    field,
+    message: `${field}: advantage ${v} is not a finite number; not applied`,
+  });
+  return undefined;
+}
 
 /** `line` is the sample's 1-based ordinal in the file: a binary file has no lines, and the ordinal
  * is what lets `check` output, errors and the server point at one packed sample. */
@@ -665,7 +688,15 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
       images: imagesBySample[k]!,
       ...(refs ? { placeholderRanges: rangesBySample[k] } : {}),
       envName,
-      advantage: advantages && firstTrained >= 0 ? advantages[s + firstTrained] : undefined,
+      advantage:
+        advantages && firstTrained >= 0
+          ? finiteAdvantage(
+              advantages,
+              s + firstTrained,
+              { file, line: firstLine + k, field: `${where}.advantages` },
+              errors,
+            )
+          : undefined,
       temperature: temperatures?.[s],
       limitations: k === bounds.length - 1 ? [...limitations, ...lastSampleNotes] : limitations,
       meta: {
@@ -724,7 +755,10 @@ function trainingSampleTrajectory(ts: TrainingSampleStruct, ctx: StructContext, 
     images,
     ...(placeholderRanges ? { placeholderRanges } : {}),
     envName: ts.env_name ?? undefined,
-    advantage: ts.advantages && firstTrained >= 0 ? ts.advantages[firstTrained] : undefined,
+    advantage:
+      ts.advantages && firstTrained >= 0
+        ? finiteAdvantage(ts.advantages, firstTrained, { file, line: firstLine, field: `${where}.advantages` }, errors)
+        : undefined,
     temperature: ts.temperatures?.[0],
     limitations:
       !Array.isArray(multimodal) && multimodal?.video_grid_thw ? ['videos (video_grid_thw) are not inspected'] : [],
