@@ -4,16 +4,22 @@
 // fault found, and on broken bytes (cut short, corrupt, wrong types, shorter/longer structs).
 import { fileContext } from '../server/import/importer.ts';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { encode } from '@msgpack/msgpack';
 import { Trajectory } from '../server/model/trajectory.ts';
 import type { Finding } from '../server/model/finding.ts';
-import { attributeRefs, importPrimeRlBytes, primeRlImporter } from '../server/import/prime-rl.ts';
+import { attributeRefs, importPrimeRlBytes, NO_TRAINABLE_TOKEN, primeRlImporter } from '../server/import/prime-rl.ts';
+import { loadFile } from '../server/import/index.ts';
+import { analyzeTrajectory } from '../server/pipeline.ts';
 import { msgpackValueEnd } from '../server/import/read/msgpack.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
+import { geometryScript } from './support/build.ts';
 import {
   buildPrimeRlFixtures,
+  canonicalSample,
+  textScript,
   FIXTURE_DIR,
   microBatchFields,
   trainingSampleFields,
@@ -539,5 +545,125 @@ describe('struct lengths across prime-rl versions', () => {
     );
     expect(trajectories).toEqual([]);
     expect(errors[0]).toMatchObject({ field: 'micro_batches[0].inference_logprobs' });
+  });
+});
+
+describe("prime-rl's zero-loss dummy micro-batches", () => {
+  // trainer/batch.py `_pad_group_for_distribution` pads each modality's micro-batches to a multiple
+  // of the data ranks with `_make_dummy_batch(group[0])`: a deep copy with every loss_mask False and
+  // advantages 0.0, written to the rank files like any other. Nothing of it is trained on purpose.
+  it('a dummy copy checks clean with its limitation; a mask zeroed inside a trained sample is still found', async () => {
+    const g = await canonicalSample(profile, geometryScript('dummy-geometry'), { advantage: 0.5 });
+    const t = await canonicalSample(profile, textScript('dummy-text'), { envName: 'arith', advantage: -0.25 });
+    const dummy = microBatchFields([g, t], 'mm_kwargs');
+    const n = g.tokens.length + t.tokens.length;
+    dummy[1] = wire.bools(new Array(n).fill(0)); // loss_mask
+    dummy[2] = wire.floats(new Array(n).fill(0)); // advantages
+    // The control: the text sample trained on its first generated token only.
+    const first = t.mask.indexOf(1);
+    const cut = { ...t, mask: t.mask.map((_, i) => (i === first ? 1 : 0)) };
+    const bytes = wire.list([
+      wire.struct(microBatchFields([g, t], 'mm_kwargs')),
+      wire.struct(dummy),
+      wire.struct(microBatchFields([cut], 'mm_kwargs')),
+    ]);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-prime-dummy-'));
+    const file = path.join(dir, 'rollouts', 'step_2', 'rank_1.bin');
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, bytes);
+    const loaded = await loadFile(file);
+    expect(loaded.errors).toEqual([]);
+    expect(loaded.trajectories.map((x) => x.meta?.microBatch)).toEqual([0, 0, 1, 1, 2]);
+    const findings = await Promise.all(
+      loaded.trajectories.map(async (x) => (await analyzeTrajectory(x, { workers: 0 }, [dir])).findings),
+    );
+    for (const k of [0, 1, 2, 3]) expect(findings[k], loaded.trajectories[k]!.id).toEqual([]);
+    for (const k of [2, 3]) expect(loaded.trajectories[k]!.limitations).toContain(NO_TRAINABLE_TOKEN);
+    expect(loaded.trajectories[0]!.limitations).not.toContain(NO_TRAINABLE_TOKEN);
+    expect(findings[4]).toContainEqual(
+      expect.objectContaining({ kind: 'mask_mismatch', severity: 'error', index: first + 1, expected: 1, actual: 0 }),
+    );
+  });
+});
+
+describe("prime-rl's pad_micro_batch padding", () => {
+  // trainer/batch.py `pad_micro_batch` (pad_to_multiple_of > 1) extends the micro-batch by pad tokens
+  // and adds them to the last sample's sequence_lengths/seq_lens: input_ids 1, loss_mask False,
+  // advantages and inference_logprobs 0.0, position_ids range(pad), env_names "".
+  function padded(samples: BuiltSample[], pad: number): Uint8Array {
+    const f = microBatchFields(samples, 'mm_kwargs');
+    const lengths = samples.map((s) => s.tokens.length);
+    lengths[lengths.length - 1]! += pad;
+    const zeros = new Array(pad).fill(0);
+    const per = <T>(pick: (s: BuiltSample, i: number) => T) =>
+      samples.flatMap((s) => s.tokens.map((_, i) => pick(s, i)));
+    f[0] = wire.ints([...samples.flatMap((s) => s.tokens), ...zeros.map(() => 1)]);
+    f[1] = wire.bools([...samples.flatMap((s) => s.mask), ...zeros]);
+    f[2] = wire.floats([...per((s, i) => (s.mask[i] === 1 ? s.advantage : 0)), ...zeros]);
+    f[3] = wire.floats([...samples.flatMap((s) => s.logprobs), ...zeros]);
+    f[4] = wire.ints([...per((_, i) => i), ...zeros.map((_, i) => i)]);
+    f[5] = wire.ints(lengths);
+    f[6] = wire.floats([...per(() => 1), ...zeros.map(() => 1)]);
+    f[7] = wire.strs([...per((s) => s.envName), ...zeros.map(() => '')]);
+    f[8] = wire.ints(lengths);
+    return wire.struct(f);
+  }
+
+  it('the padding is left out of the last sample, said so, and the samples check clean', async () => {
+    const t = await canonicalSample(profile, textScript('pad-text'), { envName: 'arith', advantage: -0.25 });
+    const u = await canonicalSample(profile, textScript('pad-other'), { envName: 'arith', advantage: 0.75 });
+    const { errors, trajectories } = importBytes(wire.list([padded([t, u], 7), padded([u], 3)]));
+    expect(errors).toEqual([]);
+    expect(trajectories.map((x) => x.sample!.tokens)).toEqual([t.tokens, u.tokens, u.tokens]);
+    expect(trajectories.map((x) => x.sample!.lossMask)).toEqual([t.mask, u.mask, u.mask]);
+    expect(trajectories.map((x) => x.sample!.logprobs)).toEqual([t.logprobs, u.logprobs, u.logprobs]);
+    expect(trajectories[0]!.limitations.some((l) => l.includes('pad_micro_batch'))).toBe(false);
+    expect(trajectories[1]!.limitations).toContain(
+      "the 7 pad tokens prime-rl's pad_micro_batch appended to this sample (untrained) are left out",
+    );
+    for (const x of trajectories) expect((await analyzeTrajectory(x, { workers: 0 }, [])).findings, x.id).toEqual([]);
+  });
+
+  it('a restart of position_ids with a trained token after it is no padding: the sample keeps it', async () => {
+    const t = await canonicalSample(profile, textScript('pad-trained'), { envName: 'arith', advantage: 0.5 });
+    const f = microBatchFields([t], 'mm_kwargs');
+    const n = t.tokens.length;
+    const at = n - 3; // a made-up restart over the last 3 tokens, which are trained
+    expect(t.mask.slice(at).includes(1)).toBe(true);
+    f[4] = wire.ints(t.tokens.map((_, i) => (i < at ? i : i - at)));
+    const { trajectories } = importBytes(wire.list([wire.struct(f)]));
+    expect(trajectories[0]!.sample!.tokens).toEqual(t.tokens);
+  });
+});
+
+describe('non-finite floats on the wire', () => {
+  // msgspec writes Python floats as float64, NaN and ±inf included: a reference logprob of -inf, an
+  // advantage gone NaN. Each loads; none costs the micro-batch its other samples.
+  it('-inf ref_logprobs load; a NaN or infinite advantage is a ReadError at its index, not applied', async () => {
+    const t = await canonicalSample(profile, textScript('nonfinite'), { envName: 'arith', advantage: -0.25 });
+    const n = t.tokens.length;
+    const first = t.mask.indexOf(1);
+    const f = microBatchFields([t, t], 'mm_kwargs');
+    f[9] = wire.floats([...t.logprobs.map((x, i) => (i === 3 ? -Infinity : x)), ...t.logprobs]); // ref_logprobs
+    const adv = (bad: number) => t.tokens.map((_, i) => (i === first ? bad : t.mask[i] === 1 ? -0.25 : 0));
+    f[2] = wire.floats([...adv(NaN), ...adv(Infinity)]); // advantages
+    const { errors, trajectories } = importBytes(wire.list([wire.struct(f)]), 'rollouts/step_1/rank_0.bin');
+    expect(trajectories.map((x) => x.source.line)).toEqual([1, 2]);
+    expect(trajectories[0]!.sample!.refLogprobs![3]).toBe(-Infinity);
+    expect(trajectories.map((x) => x.advantage)).toEqual([undefined, undefined]);
+    expect(errors).toEqual([
+      {
+        file: 'rollouts/step_1/rank_0.bin',
+        line: 1,
+        field: `micro_batches[0].advantages.${first}`,
+        message: `micro_batches[0].advantages.${first}: advantage NaN is not a finite number; not applied`,
+      },
+      {
+        file: 'rollouts/step_1/rank_0.bin',
+        line: 2,
+        field: `micro_batches[0].advantages.${n + first}`,
+        message: `micro_batches[0].advantages.${n + first}: advantage Infinity is not a finite number; not applied`,
+      },
+    ]);
   });
 });

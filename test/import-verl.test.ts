@@ -1,12 +1,15 @@
 // verl agent-loop outputs (JSONL) and verl's rollout_data_dir dump (text only): every fixture
 // through the importer harness (detection, model integrity, file snapshot, native round trip),
 // then field by field, planted faults at their tokens, malformed records by file, line and field.
+import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { analyzeTrajectory } from '../server/pipeline.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { Trajectory } from '../server/model/trajectory.ts';
 import { VERL_DUMP_LIMITATION } from '../server/import/verl-dump.ts';
+import { loadFile } from '../server/import/index.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
 import {
   FIXTURES,
@@ -216,5 +219,93 @@ describe('malformed verl records', () => {
     expect(findings).toContainEqual(
       expect.objectContaining({ kind: 'invalid_value', stream: 'sample', index: promptLength, actual: 'NaN' }),
     );
+  });
+});
+
+describe('a NaN or infinite reward (json.dumps writes the float bare)', () => {
+  // verl's _dump_generations writes `token_level_scores.sum(-1).tolist()` with json.dumps, and
+  // AgentLoopOutput.reward_score is an Optional[float]: a reward function's NaN reaches the file
+  // as a bare NaN. The record's tokens and text still load; the value is reported, not applied.
+  const write = (name: string, lines: string[]) => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-verl-reward-'));
+    const file = path.join(dir, name);
+    fs.writeFileSync(file, `${lines.join('\n')}\n`);
+    return file;
+  };
+
+  it('rollout_data_dir dump: the record loads, the score is a read error naming line and field', async () => {
+    const file = write('7.jsonl', [
+      '{"input": "q", "output": "a", "gts": "1", "score": 1.0, "step": 7}',
+      '{"input": "q", "output": "", "gts": null, "score": NaN, "step": 7, "acc": false}',
+      '{"input": "q", "output": "b", "gts": ["1", "2"], "score": -Infinity, "step": 7}',
+    ]);
+    const loaded = await loadFile(file);
+    expect(loaded.format).toBe('verl-dump');
+    expect(loaded.trajectories.map((t) => [t.source.line, t.reward])).toEqual([
+      [1, 1],
+      [2, undefined],
+      [3, undefined],
+    ]);
+    expect(loaded.trajectories[1]!.turns).toEqual([{ generatedText: '' }]);
+    expect(loaded.errors).toEqual([
+      { file, line: 2, field: 'score', message: 'score: NaN is not a reward; the record loads without one' },
+      { file, line: 3, field: 'score', message: 'score: -Infinity is not a reward; the record loads without one' },
+    ]);
+  });
+
+  it('agent-loop output: the sample loads and is checked, reward_score is a read error', async () => {
+    const clean = fs.readFileSync(path.join(DIR, 'agent_loop.jsonl'), 'utf8').split('\n')[1]!;
+    const nan = clean.replace(/"reward_score":[^,]+,/, '"reward_score":NaN,');
+    expect(nan).not.toBe(clean);
+    const file = write('agent_loop.jsonl', [nan]);
+    const loaded = await loadFile(file);
+    expect(loaded.errors).toEqual([
+      {
+        file,
+        line: 1,
+        field: 'reward_score',
+        message: 'reward_score: NaN is not a reward; the record loads without one',
+      },
+    ]);
+    expect(loaded.trajectories).toHaveLength(1);
+    const t = loaded.trajectories[0]!;
+    expect(t.reward).toBeUndefined();
+    expect(t.sample!.tokens.length).toBeGreaterThan(0);
+  });
+});
+
+describe("Hugging Face datasets' image dicts, the unused side None", () => {
+  // The Image feature stores `{"bytes": ..., "path": None}` or `{"bytes": None, "path": ...}`, and
+  // verl's process_image takes such dicts as they come (verl/utils/dataset/vision_utils.py).
+  it('{"bytes": base64, "path": null} and {"bytes": null, "path": ...} load and check clean', async () => {
+    const clean = JSON.parse(fs.readFileSync(path.join(DIR, 'agent_loop.jsonl'), 'utf8').split('\n')[1]!);
+    const image = clean.multi_modal_data.images[0];
+    expect(image).toMatchObject({ image: 'images/right-triangle.png' });
+    const settings = { min_pixels: image.min_pixels, max_pixels: image.max_pixels };
+    const png = fs.readFileSync(path.join(DIR, 'images', 'right-triangle.png')).toString('base64');
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-verl-hf-image-'));
+    fs.cpSync(path.join(DIR, 'images'), path.join(dir, 'images'), { recursive: true });
+    const file = path.join(dir, 'agent_loop.jsonl');
+    const withImage = (entry: unknown, id: string) =>
+      JSON.stringify({ ...clean, request_id: id, multi_modal_data: { images: [entry] } });
+    fs.writeFileSync(
+      file,
+      `${[
+        withImage({ bytes: png, path: null, ...settings }, 'hf-bytes'),
+        withImage({ bytes: null, path: 'images/right-triangle.png', ...settings }, 'hf-path'),
+        withImage({ bytes: null, path: null }, 'hf-neither'),
+      ].join('\n')}\n`,
+    );
+    const loaded = await loadFile(file);
+    expect(loaded.errors).toEqual([expect.objectContaining({ file, line: 3, field: 'multi_modal_data.images.0' })]);
+    expect(loaded.trajectories.map((t) => t.id)).toEqual(['hf-bytes', 'hf-path']);
+    expect(loaded.trajectories[0]!.images[0]!.url).toBe(`data:image/png;base64,${png}`);
+    expect(loaded.trajectories[1]!.images[0]).toEqual({
+      url: 'images/right-triangle.png',
+      minPixels: image.min_pixels,
+      maxPixels: image.max_pixels,
+    });
+    for (const t of loaded.trajectories)
+      expect((await analyzeTrajectory(t, { workers: 0 }, [dir])).findings, t.id).toEqual([]);
   });
 });

@@ -42,8 +42,11 @@ import { LogprobValues, MaskValues, TokenIdValues, turnsFromMask } from './turns
 
 const Int = z.number().int();
 const IntList = z.array(Int);
-/** Floats are float64 on the wire; NaN/Infinity are findings for the checks, not read errors. */
-const FloatList = z.array(z.number().or(z.nan()));
+/** Floats are float64 on the wire, where Python's NaN and ±inf travel as they are (a reference
+ * logprob of -inf, a NaN advantage): they load, and never cost the micro-batch its other samples. */
+const FloatList = z.array(
+  z.union([z.number(), z.nan(), z.custom<number>((v) => v === Infinity || v === -Infinity, 'an infinite number')]),
+);
 const EncodedTensor = z.tuple([z.string(), z.array(Int.nonnegative()), z.instanceof(Uint8Array)]).rest(z.unknown());
 type EncodedTensor = z.infer<typeof EncodedTensor>;
 const MMImageRef = z.tuple([z.string(), Int.nonnegative(), Int.nonnegative()]).rest(z.unknown());
@@ -272,13 +275,40 @@ function fileIdentity(file: string): { prefix: string; step?: number; rank?: num
   return { prefix: path.basename(file).replace(/\.[^.]+$/, ''), ...(r ? { rank: Number(r[1]) } : {}) };
 }
 
+export const NO_TRAINABLE_TOKEN =
+  'no trainable token: prime-rl trains nothing of this sample (a zero-loss dummy micro-batch evening out the ranks, or an errored trace older versions masked whole); its mask is not judged';
+
+/** The sample's advantage (its first trained token's). A NaN or infinite one (float64 carries them)
+ * is no advantage the trajectory can hold: reported at its index, not applied, and the sample loads. */
+function finiteAdvantage(
+  values: readonly number[],
+  index: number,
+  at: { file: string; line: number; field: string },
+  errors: ReadError[],
+): number | undefined {
+  const v = values[index];
+  if (v === undefined || Number.isFinite(v)) return v;
+  const field = `${at.field}.${index}`;
+  errors.push({
+    file: at.file,
+    line: at.line,
+    field,
+    message: `${field}: advantage ${v} is not a finite number; not applied`,
+  });
+  return undefined;
+}
+
 /** `line` is the sample's 1-based ordinal in the file: a binary file has no lines, and the ordinal
  * is what lets `check` output, errors and the server point at one packed sample. */
 function trajectoryFrom(parts: SampleParts, id: string, file: string, line: number): TrajectoryInput {
   const turns = turnsFromMask({ tokens: parts.tokens, scope: 'full', mask: parts.mask, logprobs: parts.logprobs });
   const limitations = [LIMITATION, ...parts.limitations];
-  if (!parts.mask.includes(1))
-    limitations.push('no trainable token: prime-rl masks every token of a trace that ended in an error');
+  // A sample prime-rl trains nothing of is its own zero-loss filler, not a mask gone wrong: the
+  // trainer copies a micro-batch with every loss_mask False to even out the ranks
+  // (trainer/batch.py `_make_dummy_batch`), and older versions masked a whole errored trace. Its
+  // response is empty (responseLength 0), so its assistant turns are context, not judged by the mask check.
+  const untrained = !parts.mask.includes(1);
+  if (untrained) limitations.push(NO_TRAINABLE_TOKEN);
   return {
     id,
     source: { file, line, format: 'prime-rl' },
@@ -290,6 +320,7 @@ function trajectoryFrom(parts: SampleParts, id: string, file: string, line: numb
       logprobs: parts.logprobs,
       ...(parts.refLogprobs ? { refLogprobs: parts.refLogprobs } : {}),
       maskScope: 'full',
+      ...(untrained ? { responseLength: 0 } : {}),
       ...(parts.grids ? { imageGridThw: parts.grids } : {}),
       ...(parts.placeholderRanges ? { placeholderRanges: parts.placeholderRanges } : {}),
       ...(parts.mmTokenTypeIds ? { mmTokenTypeIds: parts.mmTokenTypeIds } : {}),
@@ -487,6 +518,16 @@ interface StructContext {
   imagePad: number | undefined;
 }
 
+/** Where `pad_micro_batch`'s padding starts in the sample [s, e): the last restart of position_ids
+ * at 0 after which they count up by one and nothing is trained; `e` when there is none. */
+function padStart(positions: readonly number[], mask: readonly number[], s: number, e: number): number {
+  let p = e - 1;
+  while (p > s && positions[p] !== 0) p--;
+  if (p <= s) return e;
+  for (let i = p; i < e; i++) if (positions[i] !== i - p || mask[i] !== 0) return e;
+  return p;
+}
+
 function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]): TrajectoryInput[] {
   const { file, where, firstLine } = ctx;
   const total = mb.input_ids.length;
@@ -521,12 +562,27 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
     at += len;
   }
 
+  // `pad_micro_batch` grows the last sample by untrained pad tokens (trainer/batch.py: input_ids 1,
+  // position_ids restarting at 0, loss_mask False); a sample's own position_ids never restart
+  // (`prepare_sample` numbers them 0..len-1), so a restart inside the last sample is where its padding
+  // starts. The padding is no part of the trajectory: it is left out, and said so.
+  let padding = 0;
+  const last = bounds[bounds.length - 1];
+  if (exact && last && mb.position_ids?.length === total && mb.loss_mask.length === total) {
+    const [s, e] = last;
+    const p = padStart(mb.position_ids, mb.loss_mask, s, e);
+    if (p < e) {
+      padding = e - p;
+      last[1] = p;
+    }
+  }
+
   // Per-token arrays are cut at the same boundaries. When their total length is off, the surplus or
   // shortfall is left on the last sample, where the length checks report it (the packer gives no
   // way to tell which packed sample brought it).
   const cut = <T>(arr: readonly T[], k: number): T[] => {
     const [s, e] = bounds[k]!;
-    return arr.slice(s, exact && k === bounds.length - 1 ? arr.length : e);
+    return arr.slice(s, exact && k === bounds.length - 1 ? arr.length - padding : e);
   };
 
   const multimodal = mb.mm_kwargs ?? undefined;
@@ -535,6 +591,10 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
 
   const limitations: string[] = [];
   const lastSampleNotes: string[] = [];
+  if (padding > 0)
+    lastSampleNotes.push(
+      `the ${padding} pad tokens prime-rl's pad_micro_batch appended to this sample (untrained) are left out`,
+    );
   for (const [name, arr] of [
     ['loss_mask', mb.loss_mask],
     ['inference_logprobs', mb.inference_logprobs],
@@ -628,7 +688,15 @@ function splitMicroBatch(mb: MicroBatch, ctx: StructContext, errors: ReadError[]
       images: imagesBySample[k]!,
       ...(refs ? { placeholderRanges: rangesBySample[k] } : {}),
       envName,
-      advantage: advantages && firstTrained >= 0 ? advantages[s + firstTrained] : undefined,
+      advantage:
+        advantages && firstTrained >= 0
+          ? finiteAdvantage(
+              advantages,
+              s + firstTrained,
+              { file, line: firstLine + k, field: `${where}.advantages` },
+              errors,
+            )
+          : undefined,
       temperature: temperatures?.[s],
       limitations: k === bounds.length - 1 ? [...limitations, ...lastSampleNotes] : limitations,
       meta: {
@@ -687,7 +755,10 @@ function trainingSampleTrajectory(ts: TrainingSampleStruct, ctx: StructContext, 
     images,
     ...(placeholderRanges ? { placeholderRanges } : {}),
     envName: ts.env_name ?? undefined,
-    advantage: ts.advantages && firstTrained >= 0 ? ts.advantages[firstTrained] : undefined,
+    advantage:
+      ts.advantages && firstTrained >= 0
+        ? finiteAdvantage(ts.advantages, firstTrained, { file, line: firstLine, field: `${where}.advantages` }, errors)
+        : undefined,
     temperature: ts.temperatures?.[0],
     limitations:
       !Array.isArray(multimodal) && multimodal?.video_grid_thw ? ['videos (video_grid_thw) are not inspected'] : [],

@@ -144,7 +144,9 @@ export function gridsOf(outputs: z.infer<typeof ProcessorOutputs> | null | undef
   return grids.length > 0 ? grids : undefined;
 }
 
-const ImageDictInner = z.object({ bytes: z.string().optional(), path: z.string().optional() }).passthrough();
+// Hugging Face datasets' Image feature writes the side it does not use as None
+// (`{"bytes": ..., "path": None}`), so every key may be null.
+const ImageDictInner = z.object({ bytes: z.string().nullish(), path: z.string().nullish() }).passthrough();
 
 /**
  * One image as trainer records name it: a `data:`/`http(s)` URL or a path, or a qwen-vl-utils
@@ -156,22 +158,22 @@ export const ImageEntry = z.union([
   z.string().min(1),
   z
     .object({
-      image: z.union([z.string().min(1), ImageDictInner]).optional(),
-      bytes: z.string().min(1).optional(),
-      path: z.string().min(1).optional(),
-      url: z.string().min(1).optional(),
-      image_url: z.union([z.string().min(1), z.object({ url: z.string().min(1) })]).optional(),
-      min_pixels: z.number().int().positive().optional(),
-      max_pixels: z.number().int().positive().optional(),
+      image: z.union([z.string().min(1), ImageDictInner]).nullish(),
+      bytes: z.string().min(1).nullish(),
+      path: z.string().min(1).nullish(),
+      url: z.string().min(1).nullish(),
+      image_url: z.union([z.string().min(1), z.object({ url: z.string().min(1) })]).nullish(),
+      min_pixels: z.number().int().positive().nullish(),
+      max_pixels: z.number().int().positive().nullish(),
     })
     .passthrough()
     .refine(
       (d) =>
-        d.image !== undefined ||
-        d.bytes !== undefined ||
-        d.path !== undefined ||
-        d.url !== undefined ||
-        d.image_url !== undefined,
+        (d.image !== undefined && d.image !== null) ||
+        !!d.bytes ||
+        !!d.path ||
+        !!d.url ||
+        (d.image_url !== undefined && d.image_url !== null),
       {
         message: 'image entry has none of "image", "bytes", "path", "url", "image_url"',
       },
@@ -205,8 +207,8 @@ export function imageRefOf(entry: ImageEntry): ImageRef {
   else if (entry.path) ref.url = entry.path;
   else if (entry.url) ref.url = entry.url;
   else if (entry.image_url) ref.url = typeof entry.image_url === 'string' ? entry.image_url : entry.image_url.url;
-  if (entry.min_pixels !== undefined) ref.minPixels = entry.min_pixels;
-  if (entry.max_pixels !== undefined) ref.maxPixels = entry.max_pixels;
+  if (entry.min_pixels !== undefined && entry.min_pixels !== null) ref.minPixels = entry.min_pixels;
+  if (entry.max_pixels !== undefined && entry.max_pixels !== null) ref.maxPixels = entry.max_pixels;
   return ref;
 }
 
