@@ -344,3 +344,50 @@ describe('trainer formats are told apart by structure', () => {
     expect(trajectories).toBe(4 + WRAPPER_SAMPLES.length + SAMPLE_NAMES.length);
   });
 });
+
+describe('shapes slime writes that the fixtures do not hold', () => {
+  const lines = fs.readFileSync(path.join(DIR, 'samples.jsonl'), 'utf8').trim().split('\n');
+  /** Samples written to a temporary folder beside copies of the fixture images (the samples name them relatively). */
+  const writeTemp = (name: string, text: string): string => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-slime-'));
+    fs.cpSync(path.join(DIR, 'images'), path.join(dir, 'images'), { recursive: true });
+    const file = path.join(dir, name);
+    fs.writeFileSync(file, text);
+    return file;
+  };
+  const findingsOf = async (file: string) => {
+    const out: { id: string; kinds: string[] }[] = [];
+    for await (const ev of checkPaths([file], { workers: 0 }))
+      if (ev.type === 'trajectory')
+        out.push({ id: ev.checked.trajectory.id, kinds: ev.checked.findings.map((f) => f.kind) });
+    return out;
+  };
+
+  it('a JSON array on one line without a line feed (json.dump(samples, f)) is read as the array', async () => {
+    const samples = lines.slice(0, 2).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const file = writeTemp('samples.json', JSON.stringify(samples));
+    const loaded = await loadFile(file);
+    expect(loaded.errors).toEqual([]);
+    expect(loaded.format).toBe('slime');
+    expect(loaded.trajectories.map((t) => t.sample!.tokens)).toEqual(samples.map((s) => s.tokens));
+  });
+
+  it('a sample that generated nothing (aborted, pending, truncated at max_new_tokens) has no re-render finding', async () => {
+    // slime/rollout/sglang_rollout.py: an abort or an exhausted budget returns the Sample with
+    // response_length 0 and an empty response; its prompt still re-renders to its tokens.
+    const clean = JSON.parse(lines[1]!) as { tokens: number[]; response_length: number };
+    const promptIds = clean.tokens.slice(0, clean.tokens.length - clean.response_length);
+    const empty = ['aborted', 'pending', 'truncated'].map((status, index) => ({
+      ...clean,
+      index,
+      tokens: promptIds,
+      response: '',
+      response_length: 0,
+      loss_mask: [],
+      rollout_log_probs: [],
+      status,
+    }));
+    const file = writeTemp('empty.jsonl', `${empty.map((s) => JSON.stringify(s)).join('\n')}\n`);
+    expect(await findingsOf(file)).toEqual(empty.map((_, i) => ({ id: `sample-${i}`, kinds: [] })));
+  });
+});

@@ -400,9 +400,10 @@ export function checkRerender(
   const last = traj.turns[traj.turns.length - 1];
   const canonical = closedCanonical(traj, alignment, closeIds, turnStopIds(ctx.profile.special));
   // Without the last turn's generated ids the canonical stream ends at its prompt: the re-render may run on.
+  // So with none generated (slime's aborted or pending Sample, response_length 0): its empty answer renders closed.
   const d = firstDivergence(ctx.profile, canonical, rerender, {
     generated: alignment.turns.map((s) => s.generated),
-    ...(last && !last.generatedIds ? { prefixOnly: true } : {}),
+    ...(last && !last.generatedIds?.length ? { prefixOnly: true } : {}),
   });
   if (!d) return [];
   const stored: number[][] = [];
