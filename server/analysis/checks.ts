@@ -254,6 +254,19 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext, alignment: A
         expected: '0 or 1',
       });
   }
+  // A NaN or infinite reward (AReaL and verl dump `float(reward)` with json.dumps) turns the whole
+  // GRPO group's normalized advantages into NaN.
+  if (typeof traj.reward === 'number' && !Number.isFinite(traj.reward))
+    out.push({
+      kind: 'invalid_value',
+      severity: 'error',
+      turn: -1,
+      index: -1,
+      field: 'reward',
+      actual: String(traj.reward),
+      expected: 'a finite reward',
+      message: `reward ${String(traj.reward)} is not a finite number: group-normalized advantages of its whole group become NaN`,
+    });
   /** The sample holds `v` at token `index` (turns split from it hold its values). */
   const sampleIdAt = (index: number, v: number) => !!s && Object.is(s.tokens[index], v);
   const sampleLogprobAt = (index: number, v: number | null) =>
