@@ -372,6 +372,16 @@ describe('shapes slime writes that the fixtures do not hold', () => {
     expect(loaded.trajectories.map((t) => t.sample!.tokens)).toEqual(samples.map((s) => s.tokens));
   });
 
+  it("in a dump the dump's rollout_id is the step and the id; a Sample's own rollout_id is kept beside it", async () => {
+    // tests/test_rollout_data_utils.py saves Sample(index=1, rollout_id=3) under the dump's
+    // rollout_id; compact rollouts give sibling samples one rollout_id of their own
+    // (slime/ray/rollout.py numbers the unset ones 0, 1, ...), which is not the training step.
+    const sample = { ...(JSON.parse(lines[1]!) as Record<string, unknown>), index: 0, rollout_id: 2 };
+    const file = writeTemp('5.json', JSON.stringify({ rollout_id: 5, samples: [sample] }));
+    const [t] = (await loadFile(file)).trajectories;
+    expect([t!.id, t!.step, t!.meta?.rollout_id, t!.meta?.sample_rollout_id]).toEqual(['rollout-5/sample-0', 5, 5, 2]);
+  });
+
   it('a sample that generated nothing (aborted, pending, truncated at max_new_tokens) has no re-render finding', async () => {
     // slime/rollout/sglang_rollout.py: an abort or an exhausted budget returns the Sample with
     // response_length 0 and an empty response; its prompt still re-renders to its tokens.
