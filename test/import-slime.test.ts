@@ -382,7 +382,7 @@ describe('shapes slime writes that the fixtures do not hold', () => {
     expect([t!.id, t!.step, t!.meta?.rollout_id, t!.meta?.sample_rollout_id]).toEqual(['rollout-5/sample-0', 5, 5, 2]);
   });
 
-  it('a sample that generated nothing (aborted, pending, truncated at max_new_tokens) has no re-render finding', async () => {
+  it('a sample that generated nothing (aborted, pending, truncated at max_new_tokens) has no re-render or image finding', async () => {
     // slime/rollout/sglang_rollout.py: an abort or an exhausted budget returns the Sample with
     // response_length 0 and an empty response; its prompt still re-renders to its tokens.
     const clean = JSON.parse(lines[1]!) as { tokens: number[]; response_length: number };
@@ -397,6 +397,8 @@ describe('shapes slime writes that the fixtures do not hold', () => {
       rollout_log_probs: [],
       status,
     }));
+    // Aborted before `generate` ran (generate_and_rm's `state.aborted`): no tokens at all, the images still stated.
+    empty.push({ ...empty[0]!, index: 3, tokens: [] });
     const file = writeTemp('empty.jsonl', `${empty.map((s) => JSON.stringify(s)).join('\n')}\n`);
     expect(await findingsOf(file)).toEqual(empty.map((_, i) => ({ id: `sample-${i}`, kinds: [] })));
   });

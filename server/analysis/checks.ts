@@ -483,7 +483,8 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const out: Finding[] = [];
   const { special, vision } = ctx.profile;
   const observed = observedStream(traj);
-  if (!observed) return out;
+  // No ids at all (slime's Sample aborted before its prompt was tokenized): no placeholder was dropped.
+  if (!observed || observed.tokens.length === 0) return out;
   const spans = imageSpans(traj, observed.tokens, special).filter((s) => s.kind === 'image');
   const stream = observed.name;
   const turn = observed.turn;
