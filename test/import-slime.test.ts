@@ -382,6 +382,33 @@ describe('shapes slime writes that the fixtures do not hold', () => {
     expect([t!.id, t!.step, t!.meta?.rollout_id, t!.meta?.sample_rollout_id]).toEqual(['rollout-5/sample-0', 5, 5, 2]);
   });
 
+  it('without an index, a dumped Sample and its train-dump sample share one id: its place in the rollout dump', async () => {
+    // _build_dump_payload keeps `partition` as `rollout_position` and orders by it when
+    // `sample_indices` are None (tests/test_train_data_utils.py); the rollout dump holds the same order.
+    const samples = lines
+      .slice(0, 2)
+      .map((l) => ({ ...(JSON.parse(l) as Record<string, unknown>), index: null }) as Record<string, unknown>);
+    const rollout = writeTemp('1.json', JSON.stringify({ rollout_id: 1, samples }));
+    const train = samples.map((s, position) => ({
+      data_parallel_rank: 0,
+      sample_index: null,
+      rollout_position: position,
+      tokens: s.tokens,
+      response_lengths: s.response_length,
+      loss_masks: s.loss_mask,
+      log_probs: s.rollout_log_probs,
+    }));
+    const trained = writeTemp(
+      'train-1.json',
+      JSON.stringify({ format_version: 2, rollout_id: 1, rank: 0, samples: train.reverse() }),
+    );
+    const tokensById = async (file: string) =>
+      Object.fromEntries((await loadFile(file)).trajectories.map((t) => [t.id, t.sample!.tokens]));
+    const rolloutSide = await tokensById(rollout);
+    expect(Object.keys(rolloutSide)).toEqual(['rollout-1/position-0', 'rollout-1/position-1']);
+    expect(await tokensById(trained)).toEqual(rolloutSide);
+  });
+
   it('a sample that generated nothing (aborted, pending, truncated at max_new_tokens) has no re-render or image finding', async () => {
     // slime/rollout/sglang_rollout.py: an abort or an exhausted budget returns the Sample with
     // response_length 0 and an empty response; its prompt still re-renders to its tokens.

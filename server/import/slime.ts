@@ -186,10 +186,15 @@ export const slimeImporter: Importer = {
         }
         const s = parsed.data;
         const rid = rollout ?? s.rollout_id;
+        const prefix = rid !== undefined && rid !== null ? `rollout-${String(rid)}/` : '';
+        // Without an index a dumped Sample is named by its place in the dump, as the train dump's
+        // `rollout_position` names it (slime/observability/train_data_utils.py `_build_dump_payload`).
         const base =
           s.index !== undefined && s.index !== null
-            ? `${rid !== undefined && rid !== null ? `rollout-${String(rid)}/` : ''}sample-${String(s.index)}`
-            : `${stem}:${r.line}${items.length > 1 ? `:${k}` : ''}`;
+            ? `${prefix}sample-${String(s.index)}`
+            : wrapped && prefix
+              ? `${prefix}position-${k}`
+              : `${stem}:${r.line}${items.length > 1 ? `:${k}` : ''}`;
         const at = field ? `${field}.multimodal_inputs` : 'multimodal_inputs';
         const stated = readProcessorKwargs(s.multimodal_inputs, at);
         out.errors.push(...stated.problems.map((p) => ({ file, line: r.line, field: p.field, message: p.message })));
