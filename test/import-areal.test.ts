@@ -19,6 +19,7 @@ import {
   type SampleName,
 } from './fixtures/generate-trainers.ts';
 import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
+import { checkPaths } from '../server/pipeline.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const DIR = path.join(FIXTURES, 'areal');
@@ -235,5 +236,44 @@ describe('malformed AReaL records', () => {
     expect(findings.filter((f) => f.kind === 'invalid_value')).toEqual([
       expect.objectContaining({ stream: 'sample', index: 7, field: 'sample.tokens', actual: 'NaN' }),
     ]);
+  });
+});
+
+describe('a reward AReaL writes as NaN or ±Infinity', () => {
+  // `_dump_trajectory` writes `rewards[i].item()` with json.dumps, which spells a failed float
+  // reward NaN / -Infinity (inclusionAI/AReaL: areal/infra/workflow_executor.py); the trajectory
+  // dict's `rewards` tensor holds the same float.
+  const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-areal-'));
+  const rewardFindings = async (file: string) => {
+    const out: { reward: unknown; findings: unknown[] }[] = [];
+    for await (const ev of checkPaths([file], { workers: 0 }))
+      if (ev.type === 'trajectory')
+        out.push({
+          reward: ev.checked.trajectory.reward,
+          findings: ev.checked.findings.filter((f) => f.field === 'reward').map((f) => [f.kind, f.severity, f.actual]),
+        });
+      else if (ev.type === 'error') out.push({ reward: 'unreadable', findings: [ev.error.field] });
+    return out;
+  };
+
+  it('the dump record loads, and the reward is an invalid_value', async () => {
+    const dir = path.join(tmp(), 'rollout', '4');
+    fs.mkdirSync(dir, { recursive: true });
+    const record = (sample_idx: number, reward: string) =>
+      `{"task_id": 3, "sample_idx": ${sample_idx}, "seqlen": 9, "prompt_len": 6, "head_version": -1, "tail_version": 4, "reward": ${reward}, "prompt": "<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n", "completion": "ok<|im_end|>"}`;
+    const file = path.join(dir, '3.jsonl');
+    fs.writeFileSync(file, `${[record(0, 'NaN'), record(1, '-Infinity'), record(2, '1.0')].join('\n')}\n`);
+    expect(await rewardFindings(file)).toEqual([
+      { reward: NaN, findings: [['invalid_value', 'error', 'NaN']] },
+      { reward: -Infinity, findings: [['invalid_value', 'error', '-Infinity']] },
+      { reward: 1, findings: [] },
+    ]);
+  });
+
+  it('the trajectory dict loads with its rewards as written', async () => {
+    const [a] = JSON.parse(fs.readFileSync(path.join(DIR, 'trajectories.json'), 'utf8')) as Record<string, unknown>[];
+    const file = path.join(tmp(), 'nan.jsonl');
+    fs.writeFileSync(file, `${JSON.stringify({ ...a, rewards: [1] }).replace('"rewards":[1]', '"rewards":[NaN]')}\n`);
+    expect(await rewardFindings(file)).toEqual([{ reward: NaN, findings: [['invalid_value', 'error', 'NaN']] }]);
   });
 });

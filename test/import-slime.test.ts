@@ -344,3 +344,89 @@ describe('trainer formats are told apart by structure', () => {
     expect(trajectories).toBe(4 + WRAPPER_SAMPLES.length + SAMPLE_NAMES.length);
   });
 });
+
+describe('shapes slime writes that the fixtures do not hold', () => {
+  const lines = fs.readFileSync(path.join(DIR, 'samples.jsonl'), 'utf8').trim().split('\n');
+  /** Samples written to a temporary folder beside copies of the fixture images (the samples name them relatively). */
+  const writeTemp = (name: string, text: string): string => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-slime-'));
+    fs.cpSync(path.join(DIR, 'images'), path.join(dir, 'images'), { recursive: true });
+    const file = path.join(dir, name);
+    fs.writeFileSync(file, text);
+    return file;
+  };
+  const findingsOf = async (file: string) => {
+    const out: { id: string; kinds: string[] }[] = [];
+    for await (const ev of checkPaths([file], { workers: 0 }))
+      if (ev.type === 'trajectory')
+        out.push({ id: ev.checked.trajectory.id, kinds: ev.checked.findings.map((f) => f.kind) });
+    return out;
+  };
+
+  it('a JSON array on one line without a line feed (json.dump(samples, f)) is read as the array', async () => {
+    const samples = lines.slice(0, 2).map((l) => JSON.parse(l) as Record<string, unknown>);
+    const file = writeTemp('samples.json', JSON.stringify(samples));
+    const loaded = await loadFile(file);
+    expect(loaded.errors).toEqual([]);
+    expect(loaded.format).toBe('slime');
+    expect(loaded.trajectories.map((t) => t.sample!.tokens)).toEqual(samples.map((s) => s.tokens));
+  });
+
+  it("in a dump the dump's rollout_id is the step and the id; a Sample's own rollout_id is kept beside it", async () => {
+    // tests/test_rollout_data_utils.py saves Sample(index=1, rollout_id=3) under the dump's
+    // rollout_id; compact rollouts give sibling samples one rollout_id of their own
+    // (slime/ray/rollout.py numbers the unset ones 0, 1, ...), which is not the training step.
+    const sample = { ...(JSON.parse(lines[1]!) as Record<string, unknown>), index: 0, rollout_id: 2 };
+    const file = writeTemp('5.json', JSON.stringify({ rollout_id: 5, samples: [sample] }));
+    const [t] = (await loadFile(file)).trajectories;
+    expect([t!.id, t!.step, t!.meta?.rollout_id, t!.meta?.sample_rollout_id]).toEqual(['rollout-5/sample-0', 5, 5, 2]);
+  });
+
+  it('without an index, a dumped Sample and its train-dump sample share one id: its place in the rollout dump', async () => {
+    // _build_dump_payload keeps `partition` as `rollout_position` and orders by it when
+    // `sample_indices` are None (tests/test_train_data_utils.py); the rollout dump holds the same order.
+    const samples = lines
+      .slice(0, 2)
+      .map((l) => ({ ...(JSON.parse(l) as Record<string, unknown>), index: null }) as Record<string, unknown>);
+    const rollout = writeTemp('1.json', JSON.stringify({ rollout_id: 1, samples }));
+    const train = samples.map((s, position) => ({
+      data_parallel_rank: 0,
+      sample_index: null,
+      rollout_position: position,
+      tokens: s.tokens,
+      response_lengths: s.response_length,
+      loss_masks: s.loss_mask,
+      log_probs: s.rollout_log_probs,
+    }));
+    const trained = writeTemp(
+      'train-1.json',
+      JSON.stringify({ format_version: 2, rollout_id: 1, rank: 0, samples: train.reverse() }),
+    );
+    const tokensById = async (file: string) =>
+      Object.fromEntries((await loadFile(file)).trajectories.map((t) => [t.id, t.sample!.tokens]));
+    const rolloutSide = await tokensById(rollout);
+    expect(Object.keys(rolloutSide)).toEqual(['rollout-1/position-0', 'rollout-1/position-1']);
+    expect(await tokensById(trained)).toEqual(rolloutSide);
+  });
+
+  it('a sample that generated nothing (aborted, pending, truncated at max_new_tokens) has no re-render or image finding', async () => {
+    // slime/rollout/sglang_rollout.py: an abort or an exhausted budget returns the Sample with
+    // response_length 0 and an empty response; its prompt still re-renders to its tokens.
+    const clean = JSON.parse(lines[1]!) as { tokens: number[]; response_length: number };
+    const promptIds = clean.tokens.slice(0, clean.tokens.length - clean.response_length);
+    const empty = ['aborted', 'pending', 'truncated'].map((status, index) => ({
+      ...clean,
+      index,
+      tokens: promptIds,
+      response: '',
+      response_length: 0,
+      loss_mask: [],
+      rollout_log_probs: [],
+      status,
+    }));
+    // Aborted before `generate` ran (generate_and_rm's `state.aborted`): no tokens at all, the images still stated.
+    empty.push({ ...empty[0]!, index: 3, tokens: [] });
+    const file = writeTemp('empty.jsonl', `${empty.map((s) => JSON.stringify(s)).join('\n')}\n`);
+    expect(await findingsOf(file)).toEqual(empty.map((_, i) => ({ id: `sample-${i}`, kinds: [] })));
+  });
+});

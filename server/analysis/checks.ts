@@ -254,6 +254,19 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext, alignment: A
         expected: '0 or 1',
       });
   }
+  // A NaN or infinite reward (AReaL and verl dump `float(reward)` with json.dumps) turns the whole
+  // GRPO group's normalized advantages into NaN.
+  if (typeof traj.reward === 'number' && !Number.isFinite(traj.reward))
+    out.push({
+      kind: 'invalid_value',
+      severity: 'error',
+      turn: -1,
+      index: -1,
+      field: 'reward',
+      actual: String(traj.reward),
+      expected: 'a finite reward',
+      message: `reward ${String(traj.reward)} is not a finite number: group-normalized advantages of its whole group become NaN`,
+    });
   /** The sample holds `v` at token `index` (turns split from it hold its values). */
   const sampleIdAt = (index: number, v: number) => !!s && Object.is(s.tokens[index], v);
   const sampleLogprobAt = (index: number, v: number | null) =>
@@ -400,9 +413,10 @@ export function checkRerender(
   const last = traj.turns[traj.turns.length - 1];
   const canonical = closedCanonical(traj, alignment, closeIds, turnStopIds(ctx.profile.special));
   // Without the last turn's generated ids the canonical stream ends at its prompt: the re-render may run on.
+  // So with none generated (slime's aborted or pending Sample, response_length 0): its empty answer renders closed.
   const d = firstDivergence(ctx.profile, canonical, rerender, {
     generated: alignment.turns.map((s) => s.generated),
-    ...(last && !last.generatedIds ? { prefixOnly: true } : {}),
+    ...(last && !last.generatedIds?.length ? { prefixOnly: true } : {}),
   });
   if (!d) return [];
   const stored: number[][] = [];
@@ -469,7 +483,8 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const out: Finding[] = [];
   const { special, vision } = ctx.profile;
   const observed = observedStream(traj);
-  if (!observed) return out;
+  // No ids at all (slime's Sample aborted before its prompt was tokenized): no placeholder was dropped.
+  if (!observed || observed.tokens.length === 0) return out;
   const spans = imageSpans(traj, observed.tokens, special).filter((s) => s.kind === 'image');
   const stream = observed.name;
   const turn = observed.turn;

@@ -373,6 +373,8 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
     b = c.rerender;
     labelA = 'canonical';
     labelB = 're-rendered';
+    // As checkRerender: with nothing generated in the last turn the re-render may run on past the canonical stream.
+    prefixOnly = !traj.turns[traj.turns.length - 1]?.generatedIds?.length;
   } else if (q.a === 'canonical' && q.b === 'sample') {
     if (!traj.sample) throw new NotFound('this trajectory has no stored sample');
     a = alignment.tokens;

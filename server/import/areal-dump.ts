@@ -8,7 +8,7 @@
 // and decoded text does not give back the ids AReaL trained on, so these load as text with their
 // limitations stated; the pad counts the text still shows are kept in meta.
 import { z } from 'zod';
-import type { TrajectoryInput } from '../model/trajectory.ts';
+import { Reward, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { importEachRecord, isObject } from './importer.ts';
 import { idAllocator, smallValues } from './turns-from-mask.ts';
@@ -26,7 +26,7 @@ export const ArealDumpRecord = z
     prompt_len: z.number().int().nonnegative(),
     head_version: z.number().int().nullish(),
     tail_version: z.number().int().nullish(),
-    reward: z.number().or(z.nan()).nullish(),
+    reward: Reward.nullish(),
     prompt: z.string(),
     completion: z.string(),
   })

@@ -24,6 +24,7 @@ import {
   type ImageRef,
   type PixelValues,
   type ProcessorSettings,
+  Reward,
   type ReadError,
   type TrajectoryInput,
 } from '../model/trajectory.ts';
@@ -55,7 +56,7 @@ export const ArealTrajectory = z
     versions: Rows(z.array(z.number().int())).nullish(),
     attention_mask: Rows(MaskValues).nullish(),
     mm_token_type_ids: Rows(z.array(z.number().int())).nullish(),
-    rewards: z.union([z.number(), z.array(z.number()), z.array(z.array(z.number()))]).nullish(),
+    rewards: z.union([Reward, z.array(Reward), z.array(z.array(Reward))]).nullish(),
     multi_modal_input: z
       .array(
         z

@@ -79,10 +79,12 @@ async function readRecords(
   const first = head[0];
   if (!first) return { records: [], errors: [], wholeJson: false };
   const firstText = first.text.trimStart();
-  const complete = !first.problem && isCompleteJson(first.text, limits);
-  const looksWholeJson =
-    !first.problem &&
-    (firstText.startsWith('[') ? !complete || head.length === 1 : firstText.startsWith('{') && !complete);
+  // The only line of a file may lack its line feed: Python's `json.dump(samples, f)` writes none.
+  const onlyLine = head.length === 1 && (!first.problem || first.problem === 'unterminated');
+  const complete = (!first.problem || onlyLine) && isCompleteJson(first.text, limits);
+  const looksWholeJson = firstText.startsWith('[')
+    ? (!first.problem && (!complete || head.length === 1)) || (onlyLine && complete)
+    : !first.problem && firstText.startsWith('{') && !complete;
   let wholeError: ReadError | undefined;
   if (looksWholeJson) {
     for await (const doc of readLines(file, { whole: true, maxLineBytes: limits.maxDocumentBytes, limits })) {

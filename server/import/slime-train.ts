@@ -124,10 +124,14 @@ export const slimeTrainImporter: Importer = {
           return;
         }
         const s = parsed.data;
+        const prefix = rolloutId !== undefined && rolloutId !== null ? `rollout-${String(rolloutId)}/` : '';
+        // `rollout_position` is the sample's place in the rollout dump: its id there when it has no index.
         const base =
           s.sample_index !== undefined && s.sample_index !== null
-            ? `${rolloutId !== undefined && rolloutId !== null ? `rollout-${String(rolloutId)}/` : ''}sample-${String(s.sample_index)}`
-            : `${fileStem(file)}:${k}`;
+            ? `${prefix}sample-${String(s.sample_index)}`
+            : s.rollout_position !== undefined && s.rollout_position !== null && prefix
+              ? `${prefix}position-${s.rollout_position}`
+              : `${fileStem(file)}:${k}`;
         out.trajectories.push(trainTrajectory(s, allocate(base), file, meta));
       });
     }

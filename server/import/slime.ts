@@ -108,8 +108,14 @@ export function slimeTrajectory(
   if (s.multimodal_inputs?.videos)
     limitations.push('the sample has videos (multimodal_inputs.videos); rollscope checks image placeholders only');
 
+  // The dump's rollout_id is the step; a Sample's own rollout_id groups the samples one rollout
+  // execution was split into (THUDM/slime: slime/utils/types.py, slime/ray/rollout.py gives the
+  // unset ones 0, 1, ...): on a bare Sample line it is the only one, and is taken as the step.
+  const wrapped = where.rollout !== undefined && where.rollout !== null;
+  const rollout = wrapped ? where.rollout : s.rollout_id;
   const meta = smallValues({
-    rollout_id: s.rollout_id ?? where.rollout,
+    rollout_id: rollout,
+    sample_rollout_id: wrapped ? (s.rollout_id ?? undefined) : undefined,
     index: s.index,
     label: s.label,
     reward: isObject(s.reward) ? s.reward : undefined,
@@ -135,7 +141,7 @@ export function slimeTrajectory(
     reward: rewardValue(s.reward),
     status,
     group: s.group_index !== undefined && s.group_index !== null ? String(s.group_index) : undefined,
-    step: stepOf(s.rollout_id ?? where.rollout),
+    step: stepOf(rollout),
     limitations,
     meta: Object.keys(meta).length > 0 ? meta : undefined,
   };
@@ -179,11 +185,16 @@ export const slimeImporter: Importer = {
           return;
         }
         const s = parsed.data;
-        const rid = s.rollout_id ?? rollout;
+        const rid = rollout ?? s.rollout_id;
+        const prefix = rid !== undefined && rid !== null ? `rollout-${String(rid)}/` : '';
+        // Without an index a dumped Sample is named by its place in the dump, as the train dump's
+        // `rollout_position` names it (slime/observability/train_data_utils.py `_build_dump_payload`).
         const base =
           s.index !== undefined && s.index !== null
-            ? `${rid !== undefined && rid !== null ? `rollout-${String(rid)}/` : ''}sample-${String(s.index)}`
-            : `${stem}:${r.line}${items.length > 1 ? `:${k}` : ''}`;
+            ? `${prefix}sample-${String(s.index)}`
+            : wrapped && prefix
+              ? `${prefix}position-${k}`
+              : `${stem}:${r.line}${items.length > 1 ? `:${k}` : ''}`;
         const at = field ? `${field}.multimodal_inputs` : 'multimodal_inputs';
         const stated = readProcessorKwargs(s.multimodal_inputs, at);
         out.errors.push(...stated.problems.map((p) => ({ file, line: r.line, field: p.field, message: p.message })));

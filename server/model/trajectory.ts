@@ -68,6 +68,12 @@ export const Logprob = z.union([
   z.custom<number>((v) => v === Infinity || v === -Infinity, 'an infinite number'),
 ]);
 export const Logprobs = z.array(Logprob);
+/** A reward as written: NaN and ±Infinity (json.dumps of a float reward that failed) load, and are an `invalid_value` finding. */
+export const Reward = z.union([
+  z.number(),
+  z.nan(),
+  z.custom<number>((v) => v === Infinity || v === -Infinity, 'an infinite number'),
+]);
 /** Loss-mask values as stored: 0/1 are valid; any other number (NaN for an unreadable entry) is an `invalid_value` finding. */
 export const MaskValue = z.union([z.number(), z.nan()]);
 
@@ -202,7 +208,7 @@ export const Trajectory = z.object({
   /** All images in order of appearance in the token stream. */
   images: z.array(ImageRef).default([]),
   sample: TrainingSample.optional(),
-  reward: z.number().nullable().optional(),
+  reward: Reward.nullable().optional(),
   status: z.string().optional(),
   /** GRPO group (samples that share one prompt). */
   group: z.string().optional(),
