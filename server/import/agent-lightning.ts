@@ -264,6 +264,19 @@ function readTrimmed(value: Record<string, unknown>, at: Where, event: boolean, 
     return;
   }
   const d = parsed.data;
+  // A call that answered without token ids (no return_token_ids, or an abort) is trimmed to empty
+  // lists, and the rollout manager drops it (agl_rollout_manager.py `_build_completed_rollout`:
+  // `if not response_token_ids: continue`): no sample, so no turn to chain the rollout's calls through.
+  if (d.response_token_ids.length === 0) {
+    const field = join(at.within, 'response_token_ids');
+    out.errors.push({
+      file: at.file,
+      line: at.line,
+      field,
+      message: `${field}: empty (the call returned no token ids: was return_token_ids set?); Agent Lightning trains no sample from it, so it is not loaded`,
+    });
+    return;
+  }
   const model = modelOf(d.server);
   out.calls.push({
     line: at.line,
