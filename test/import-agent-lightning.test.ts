@@ -10,7 +10,8 @@ import { loadProfile } from '../server/profiles/profile.ts';
 import { agentLightningImporter } from '../server/import/agent-lightning.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
 import { parseJson } from '../server/import/read/json.ts';
-import type { Message, Trajectory } from '../server/model/trajectory.ts';
+import { analyzeTrajectory } from '../server/pipeline.ts';
+import { type Message, Trajectory } from '../server/model/trajectory.ts';
 import {
   AGL_DIR,
   buildConversations,
@@ -241,6 +242,138 @@ describe('raw model_request events (the gateway stores the vLLM request and resp
   });
 });
 
+describe('model_request events as the gateway stored them before it assembled streams', () => {
+  /** A vLLM chat response as the chunks a streamed call sends (`ChatCompletionStreamResponse`): ids and logprobs split, usage last. */
+  const chunksOf = (response: Record<string, unknown>) => {
+    const { prompt_token_ids, choices, usage, id, model } = response as {
+      prompt_token_ids: number[];
+      choices: {
+        token_ids: number[];
+        message: { content: string };
+        logprobs: { content: unknown[] };
+        finish_reason: string;
+      }[];
+      usage: unknown;
+      id: string;
+      model: string;
+    };
+    const c = choices[0]!;
+    const cut = Math.floor(c.token_ids.length / 2);
+    const part = (from: number, to: number, last: boolean) => ({
+      index: 0,
+      delta: { content: from === 0 ? c.message.content : '' },
+      logprobs: { content: c.logprobs.content.slice(from, to) },
+      token_ids: c.token_ids.slice(from, to),
+      finish_reason: last ? c.finish_reason : null,
+    });
+    return [
+      {
+        id,
+        model,
+        object: 'chat.completion.chunk',
+        prompt_token_ids,
+        choices: [{ index: 0, delta: { role: 'assistant', content: '' }, token_ids: null }],
+      },
+      { id, model, object: 'chat.completion.chunk', choices: [part(0, cut, false)] },
+      { id, model, object: 'chat.completion.chunk', choices: [part(cut, c.token_ids.length, true)] },
+      { id, model, object: 'chat.completion.chunk', choices: [], usage },
+    ];
+  };
+  const geoClean = () =>
+    fs
+      .readFileSync(path.join(AGL_DIR, '../vllm/chat-by-id.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => parseJson(l) as Record<string, unknown>)
+      .filter((l) => l.trajectory_id === 'geo-clean');
+  const event = (data: Record<string, unknown>, i: number) => ({
+    event_type: 'model_request',
+    rollout_id: 'ro-stream',
+    attempt_id: '0',
+    timestamp: 1764400000 + i,
+    data,
+  });
+
+  it('a response that is the list of a streamed call’s chunks is read as the call it adds up to (events.py "legacy raw-chunk format")', () => {
+    const values = geoClean().map((c, i) =>
+      event(
+        {
+          model: MODEL,
+          request: c.request,
+          response: chunksOf(c.response as Record<string, unknown>),
+          http_status: 200,
+          status: 'ok',
+        },
+        i,
+      ),
+    );
+    const records = values.map((value, i) => ({ line: i + 1, offset: 0, length: 0, value }));
+    const { trajectories, errors } = agentLightningImporter.importRecords(records, fileContext('events.jsonl'));
+    expect(errors).toEqual([]);
+    expect(trajectories.map((t) => [t.id, t.turns.length])).toEqual([['ro-stream', 3]]);
+    trajectories[0]!.turns.forEach((turn, k) => {
+      const want = conv.clean.trajectory.turns[k]!;
+      expect(turn.promptIds).toEqual(want.promptIds);
+      expect(turn.generatedIds).toEqual(want.generatedIds);
+      expect(turn.generatedLogprobs).toEqual(want.generatedLogprobs);
+      expect(turn.finishReason).toBe(want.finishReason);
+    });
+  });
+
+  it('a trimmed call without token ids is no sample (the rollout manager skips it): a read error, not a turn that splits the rollout', async () => {
+    const events = parseJson(fs.readFileSync(fixture('events-triplet.json'), 'utf8')) as Record<string, unknown>[];
+    // A call answered without return_token_ids, trimmed to empty lists, before the rollout's calls.
+    const empty = {
+      event_type: 'model_request',
+      rollout_id: 'ro-42',
+      attempt_id: '0',
+      timestamp: 1764399999,
+      data: {
+        prompt_token_ids: [],
+        response_token_ids: [],
+        response_log_probs: null,
+        server: { model: MODEL, version: 3 },
+      },
+    };
+    const records = [empty, ...events].map((value, i) => ({ line: i + 1, offset: 0, length: 0, value }));
+    const { trajectories, errors } = agentLightningImporter.importRecords(records, fileContext('events.jsonl'));
+    expect(errors).toEqual([expect.objectContaining({ line: 1, field: 'data.response_token_ids' })]);
+    expect(errors[0]!.message).toMatch(/empty.*return_token_ids/);
+    expect(trajectories.map((t) => t.id)).toEqual(['ro-42']);
+    expectTurns(Trajectory.parse(trajectories[0]!), conv.clean, { messages: false, text: false, finishReasons: false });
+    expect(trajectories[0]!.sourceFindings ?? []).toEqual([]);
+  });
+});
+
+describe('raw model_request events of an agent that sends tools', () => {
+  it('keep the request’s tools on the turn (the chat template renders them), as vLLM logs do', async () => {
+    const file = path.join(AGL_DIR, '../vllm/tool-calls.jsonl');
+    const lines = fs
+      .readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => parseJson(l) as { trajectory_id?: string; request: Record<string, unknown>; response: unknown })
+      .filter((l) => l.trajectory_id === 'tools-qwen2.5-vl');
+    const values = lines.map((l, i) => ({
+      event_type: 'model_request',
+      rollout_id: 'ro-tools',
+      attempt_id: '0',
+      timestamp: 1764400000 + i,
+      data: { model: l.request.model, request: l.request, response: l.response, http_status: 200, status: 'ok' },
+    }));
+    const records = values.map((value, i) => ({ line: i + 1, offset: 0, length: 0, value }));
+    const { trajectories, errors } = agentLightningImporter.importRecords(records, fileContext('events.jsonl'));
+    expect(errors).toEqual([]);
+    expect(trajectories[0]!.turns.map((t) => t.tools)).toEqual(lines.map((l) => l.request.tools));
+    // The same calls as a vLLM log check the same.
+    const asVllm = (await importerRun(file)).loaded.trajectories.find((t) => t.id === 'tools-qwen2.5-vl')!;
+    const [mine, theirs] = await Promise.all(
+      [Trajectory.parse(trajectories[0]!), asVllm].map((t) => analyzeTrajectory(t, {}, [path.dirname(file)])),
+    );
+    expect(mine!.findings.map((f) => f.kind)).toEqual(theirs!.findings.map((f) => f.kind));
+  });
+});
+
 describe('CompletedRollout lines (current generation)', () => {
   it('one trajectory per rollout, image_urls once each, final reward; the retokenized sibling is attached by tokens alone and found', async () => {
     const { trajectories: ts } = await load('completed-rollouts.jsonl');
@@ -265,6 +398,74 @@ describe('CompletedRollout lines (current generation)', () => {
       turn: 1,
       index: at,
     });
+  });
+});
+
+describe('a CompletedRollout as the rollout manager writes it: token-only triplets, raw events beside them', () => {
+  /** `_build_completed_rollout`: triplets of ids only, `events` the raw model_request events of the attempt. */
+  const rolloutOf = (swapImages = false) => {
+    const calls = fs
+      .readFileSync(path.join(AGL_DIR, '../vllm/chat-by-id.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map(
+        (l) =>
+          parseJson(l) as {
+            trajectory_id: string;
+            request: Record<string, unknown>;
+            response: Record<string, unknown>;
+          },
+      )
+      .filter((l) => l.trajectory_id === 'geo-clean');
+    const text = (v: unknown) => JSON.stringify(v);
+    const events = calls.map((c, i) => ({
+      event_type: 'model_request',
+      rollout_id: 'ro-real',
+      attempt_id: 'a0',
+      timestamp: 1764400000 + i,
+      data: {
+        model: MODEL,
+        // The isosceles in place of the triangle: images of other sizes than the pads were expanded for.
+        request: swapImages ? JSON.parse(text(c.request).replaceAll(dataUrls.triangle, dataUrls.isosceles)) : c.request,
+        response: c.response,
+        server: { model: MODEL, version: 3 },
+        http_status: 200,
+        status: 'ok',
+      },
+    }));
+    const triplets = conv.clean.trajectory.turns.map((t, k) => ({
+      prompt: { token_ids: t.promptIds },
+      response: { token_ids: t.generatedIds, log_probs: t.generatedLogprobs },
+      reward: k === conv.clean.trajectory.turns.length - 1 ? 1 : null,
+      metadata: { server: { model: MODEL, version: 3 } },
+    }));
+    return { rollout_id: 'ro-real', data_id: 'd-1', step: 3, final_reward: 1, triplets, events, triplet_events: [] };
+  };
+  const read = (value: unknown) =>
+    agentLightningImporter.importRecords(
+      [{ line: 1, offset: 0, length: 0, value }],
+      fileContext(fixture('real.jsonl')),
+    );
+
+  it('each triplet takes the messages (so the images) of its own call’s event; the conversation checks clean', async () => {
+    const { trajectories, errors } = read(rolloutOf());
+    expect(errors).toEqual([]);
+    const t = Trajectory.parse(trajectories[0]!);
+    t.turns.forEach((turn, k) => {
+      const want = conv.clean.trajectory.turns[k]!;
+      expect(turn.promptIds).toEqual(want.promptIds);
+      expect(turn.generatedIds).toEqual(want.generatedIds);
+      expect(turn.messages).toEqual(resolveUrls(want.messages as Message[], dataUrls));
+    });
+    expect(t.images.map((i) => i.url)).toEqual([dataUrls.triangle, dataUrls.isosceles]);
+    const checked = await analyzeTrajectory(t, {}, [AGL_DIR]);
+    expect(checked.findings).toEqual([]);
+  });
+
+  it('so an image that is not the one the pads were expanded for is found', async () => {
+    const t = Trajectory.parse(read(rolloutOf(true)).trajectories[0]!);
+    const checked = await analyzeTrajectory(t, {}, [AGL_DIR]);
+    expect(checked.findings.map((f) => f.kind)).toContain('placeholder_count');
   });
 });
 

@@ -322,6 +322,52 @@ describe('completions', () => {
   });
 });
 
+describe('streamed calls (stream: true): the response is the list of chunks', () => {
+  it('a completions stream adds up per choice index: ids, logprobs, text, the last finish_reason', () => {
+    const lines = fs
+      .readFileSync(path.join(VLLM_DIR, 'completions.jsonl'), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { request: unknown; response: { choices: Record<string, unknown>[] } });
+    // Each completions choice as two chunks (`CompletionStreamResponse`), interleaved with a second
+    // choice (n = 2) whose chunks carry the same pieces: the index keeps them apart.
+    const stream = (choice: Record<string, unknown>) => {
+      const ids = choice.token_ids as number[];
+      const lp = choice.logprobs as { tokens: string[]; token_logprobs: number[] };
+      const cut = Math.floor(ids.length / 2);
+      const piece = (index: number, from: number, to: number, last: boolean) => ({
+        index,
+        text: from === 0 ? choice.text : '',
+        ...(from === 0 ? { prompt_token_ids: choice.prompt_token_ids } : {}),
+        token_ids: ids.slice(from, to),
+        logprobs: { tokens: lp.tokens.slice(from, to), token_logprobs: lp.token_logprobs.slice(from, to) },
+        finish_reason: last ? choice.finish_reason : null,
+      });
+      return [
+        { id: 'cmpl-s', object: 'text_completion', choices: [piece(0, 0, cut, false), piece(1, 0, cut, false)] },
+        { id: 'cmpl-s', object: 'text_completion', choices: [piece(1, cut, ids.length, true)] },
+        { id: 'cmpl-s', object: 'text_completion', choices: [piece(0, cut, ids.length, true)] },
+        { id: 'cmpl-s', object: 'text_completion', choices: [], usage: { prompt_tokens: 1, completion_tokens: 2 } },
+      ];
+    };
+    const value = { request: lines[0]!.request, response: stream(lines[0]!.response.choices[0]!) };
+    expect(vllmImporter.sniff(value)).toBe(true);
+    const { trajectories, errors } = vllmImporter.importRecords(
+      [{ line: 1, offset: 0, length: 0, value }],
+      fileContext('stream.jsonl'),
+    );
+    expect(errors).toEqual([]);
+    const want = conv.text.trajectory.turns[0]!;
+    expect(trajectories).toHaveLength(2);
+    for (const t of trajectories) {
+      expect(t.turns[0]!.promptIds).toEqual(want.promptIds);
+      expect(t.turns[0]!.generatedIds).toEqual(want.generatedIds);
+      expect(t.turns[0]!.generatedLogprobs).toEqual(want.generatedLogprobs);
+      expect(t.turns[0]!.finishReason).toBe(lines[0]!.response.choices[0]!.finish_reason);
+    }
+  });
+});
+
 describe('return_tokens_as_token_ids', () => {
   it('takes the generated ids from "token_id:N" logprob tokens; no prompt ids, so the prompt is rendered with the stated max_pixels', async () => {
     const { trajectories: ts } = await load('token-ids-as-strings.jsonl');

@@ -11,6 +11,7 @@ import { analyzeTrajectory } from '../server/pipeline.ts';
 import { sglangImporter } from '../server/import/sglang.ts';
 import { sglangOpenAiImporter } from '../server/import/sglang-openai.ts';
 import { vllmImporter } from '../server/import/vllm.ts';
+import { Trajectory } from '../server/model/trajectory.ts';
 import { FIXTURES } from './fixtures/generate-vllm.ts';
 import { PLANTED_FILE, type Planted } from './fixtures/generate-sources.ts';
 
@@ -165,5 +166,62 @@ describe('a batched /generate answer', () => {
     );
     expect(trajectories).toEqual([]);
     expect(errors).toEqual([expect.objectContaining({ line: 1, field: 'response' })]);
+  });
+});
+
+describe('image_data as SGLang loads it (load_image in python/sglang/srt/utils)', () => {
+  // A prompt whose ids hold the triangle's expanded pads, and its answer (the Agent Lightning fixture's first call).
+  const call = (
+    JSON.parse(fs.readFileSync(fixture('agent-lightning/completed-rollouts.jsonl'), 'utf8').split('\n')[0]!) as {
+      triplets: { prompt: { token_ids: number[] }; response: { token_ids: number[] } }[];
+    }
+  ).triplets[0]!;
+  const triangle = fs.readFileSync(fixture('agent-lightning/images/triangle.png')).toString('base64');
+  const output = {
+    text: 'x',
+    output_ids: call.response.token_ids,
+    meta_info: { id: 'r', finish_reason: { type: 'stop', matched: 151645 } },
+  };
+  const line = (request: Record<string, unknown>, response: unknown = output) => ({
+    request: { input_ids: call.prompt.token_ids, sampling_params: {}, return_logprob: true, ...request },
+    response,
+  });
+  const run = async (values: unknown[]) => {
+    const r = sglangImporter.importRecords(
+      values.map((value, i) => ({ line: i + 1, offset: 0, length: 0, value })),
+      fileContext(fixture('sglang/images.jsonl')),
+    );
+    expect(r.errors).toEqual([]);
+    return Promise.all(r.trajectories.map((t) => analyzeTrajectory(Trajectory.parse(t), {}, [FIXTURES])));
+  };
+
+  it('plain base64 bytes and ImageData dicts ({"url"}) are the image, its size read from the bytes', async () => {
+    const checked = await run([
+      line({ image_data: [triangle] }),
+      line({ image_data: triangle }),
+      line({ image_data: [{ url: `data:image/png;base64,${triangle}`, detail: 'auto' }] }),
+    ]);
+    for (const c of checked) {
+      expect(c.trajectory.images, c.trajectory.id).toHaveLength(1);
+      expect(c.trajectory.images[0]!.url).toBe(`data:image/png;base64,${triangle}`);
+      expect(c.trajectory.images[0]).toMatchObject({ width: expect.any(Number), height: expect.any(Number) });
+      expect(c.trajectory.images[0]!.unavailable).toBeUndefined();
+      expect(c.findings, c.trajectory.id).toEqual([]);
+    }
+  });
+
+  it('a batch holds one image list per prompt: each prompt keeps its own, not the whole batch’s', async () => {
+    // Two questions about the one image: the second prompt has another word near its end.
+    const other = call.prompt.token_ids.with(-8, 5787);
+    const prompts = [call.prompt.token_ids, other];
+    const checked = await run([
+      line({ input_ids: prompts, image_data: [[triangle], [triangle]], rid: ['a', 'b'] }, [output, output]),
+    ]);
+    expect(checked.map((c) => c.trajectory.images.length)).toEqual([1, 1]);
+    for (const c of checked)
+      expect(
+        c.findings.filter((f) => f.kind === 'image_count'),
+        c.trajectory.id,
+      ).toEqual([]);
   });
 });

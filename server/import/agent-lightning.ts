@@ -264,6 +264,19 @@ function readTrimmed(value: Record<string, unknown>, at: Where, event: boolean, 
     return;
   }
   const d = parsed.data;
+  // A call that answered without token ids (no return_token_ids, or an abort) is trimmed to empty
+  // lists, and the rollout manager drops it (agl_rollout_manager.py `_build_completed_rollout`:
+  // `if not response_token_ids: continue`): no sample, so no turn to chain the rollout's calls through.
+  if (d.response_token_ids.length === 0) {
+    const field = join(at.within, 'response_token_ids');
+    out.errors.push({
+      file: at.file,
+      line: at.line,
+      field,
+      message: `${field}: empty (the call returned no token ids: was return_token_ids set?); Agent Lightning trains no sample from it, so it is not loaded`,
+    });
+    return;
+  }
   const model = modelOf(d.server);
   out.calls.push({
     line: at.line,
@@ -311,7 +324,8 @@ function readEvent(value: Record<string, unknown>, at: Where, out: Collected): v
       out.calls.push({
         line: at.line,
         ...ownership(here),
-        turn: first.turn,
+        // Tools ride on the turn, as in vLLM logs: the chat template renders them into the system turn.
+        turn: first.tools && first.tools.length > 0 ? { ...first.turn, tools: first.tools } : first.turn,
         ...(model ? { model } : {}),
         event: true,
       });
@@ -358,7 +372,9 @@ function readRollout(value: Record<string, unknown>, at: Where, out: Collected):
   };
   if (finalReward !== undefined) out.finalRewards.set(id, finalReward);
   if (Array.isArray(value.triplets) && value.triplets.length > 0) {
+    const from = out.calls.length;
     value.triplets.forEach((t, i) => readTriplet(t, { ...here, within: join(at.within, 'triplets', String(i)) }, out));
+    withRequestsOfEvents(out.calls.slice(from), value.events, here);
     return;
   }
   // No triplets (a rollout that produced none, or a dump without them): fall back to its events.
@@ -375,6 +391,41 @@ function readRollout(value: Record<string, unknown>, at: Where, out: Collected):
     return;
   }
   events.forEach((e, i) => readItem(e, { ...here, within: join(at.within, field, String(i)) }, out));
+}
+
+/**
+ * The current generation's triplets keep token ids only (`_build_completed_rollout`:
+ * `prompt={"token_ids"}`), while the rollout's raw `events` keep each call's request as the
+ * gateway forwarded it (agentlightning/server/proxy.py `_capture_event`): messages with their
+ * images, tools, `mm_processor_kwargs`. A triplet takes what its own call's event says (the event
+ * whose prompt and response ids are the triplet's), so its images are checked and its prompt can be
+ * re-rendered. Events that do not read are the triplets' business no more: they add nothing.
+ */
+function withRequestsOfEvents(triplets: AglCall[], events: unknown, at: Where): void {
+  if (!Array.isArray(events) || triplets.every((c) => c.turn.messages)) return;
+  const raw: Collected = { calls: [], errors: [], finalRewards: new Map() };
+  events.forEach((e, i) => {
+    if (isObject(e) && e.event_type === 'model_request' && isObject(e.data) && 'request' in e.data)
+      readEvent(e, { ...at, within: join(at.within, 'events', String(i)) }, raw);
+  });
+  const key = (t: TurnInput) => `${(t.promptIds ?? []).join(',')}|${(t.generatedIds ?? []).join(',')}`;
+  const byIds = new Map<string, TurnInput>();
+  for (const c of raw.calls) if (c.turn.messages) byIds.set(key(c.turn), c.turn);
+  for (const c of triplets) {
+    const r = c.turn.messages ? undefined : byIds.get(key(c.turn));
+    if (!r) continue;
+    c.turn = {
+      ...c.turn,
+      messages: r.messages,
+      ...(c.turn.generatedText === undefined && r.generatedText !== undefined
+        ? { generatedText: r.generatedText }
+        : {}),
+      ...(c.turn.finishReason === undefined && r.finishReason ? { finishReason: r.finishReason } : {}),
+      ...(r.tools ? { tools: r.tools } : {}),
+      ...(r.processor ? { processor: r.processor } : {}),
+      ...(r.statedPromptTokens !== undefined ? { statedPromptTokens: r.statedPromptTokens } : {}),
+    };
+  }
 }
 
 function readItem(value: unknown, at: Where, out: Collected): void {

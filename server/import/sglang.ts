@@ -18,7 +18,7 @@ import type { ImageRef, ReadError, TrajectoryInput } from '../model/trajectory.t
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
-import { LogprobValues, TokenIdValues } from './turns-from-mask.ts';
+import { bytesUrl, LogprobValues, TokenIdValues } from './turns-from-mask.ts';
 import {
   explicitId,
   markSamplesOfOneRequest,
@@ -83,13 +83,31 @@ function idsOf(value: unknown, index: number): unknown[] | undefined {
   return value;
 }
 
-function imagesOf(value: unknown): ImageRef[] {
-  const list = Array.isArray(value) ? value : value === undefined || value === null ? [] : [value];
-  return list.map((v) =>
-    typeof v === 'string' && v !== ''
-      ? { url: v }
-      : { unavailable: 'the log names the image but does not carry it as a URL or data: URL' },
-  );
+/**
+ * One `image_data` item as SGLang loads it (`load_image` in python/sglang/srt/utils): an
+ * `ImageData` dict's `url`; an http(s) URL, a `data:` URL, or a name ending in an image suffix
+ * (a file) as it is; any other string is the image's bytes in base64 (slime's
+ * `encode_image_for_rollout_engine` sends them so in some versions).
+ */
+function imageOf(v: unknown): ImageRef {
+  const url = typeof v === 'string' ? v : isObject(v) && typeof v.url === 'string' ? v.url : undefined;
+  if (url === undefined || url === '')
+    return { unavailable: 'the log names the image but does not carry it as a URL, a file or base64 bytes' };
+  if (/^https?:\/\//i.test(url) || url.startsWith('data:') || /(png|jpe?g|webp|gif)$/i.test(url)) return { url };
+  return /^[A-Za-z0-9+/]+={0,2}$/.test(url) ? { url: bytesUrl(url) } : { url };
+}
+
+/**
+ * The images of the `index`-th prompt: `image_data` is one item, a list (one request's images), or
+ * for a batch (`input_ids` a list of prompts) one entry per prompt, each an item or a list
+ * (io_struct.py `MultimodalDataInputFormat`).
+ */
+function imagesOf(value: unknown, index: number, batch: boolean): ImageRef[] {
+  if (value === undefined || value === null) return [];
+  if (!Array.isArray(value)) return [imageOf(value)];
+  if (!batch) return value.map(imageOf);
+  const mine: unknown = value[index];
+  return mine === undefined || mine === null ? [] : Array.isArray(mine) ? mine.map(imageOf) : [imageOf(mine)];
 }
 
 /** Read one line into calls (one per output), or errors that say it is SGLang output and what is missing. */
@@ -149,7 +167,8 @@ export function readSglangCall(value: unknown, file: string, line: number): { ca
     const promptIds = idsOf(req.input_ids, i);
     const fr = out.meta_info.finish_reason;
     const finishReason = typeof fr === 'string' ? fr : fr?.type;
-    const images = imagesOf(req.image_data);
+    const batch = (Array.isArray(req.input_ids) && Array.isArray(req.input_ids[0])) || Array.isArray(req.text);
+    const images = imagesOf(req.image_data, i, batch);
     const turn: TurnInput = {
       ...(promptIds ? { promptIds: TokenIdValues.parse(promptIds) } : {}),
       generatedIds,

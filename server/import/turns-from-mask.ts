@@ -192,7 +192,8 @@ function mimeOf(base64: string): string {
   return 'application/octet-stream';
 }
 
-function bytesUrl(bytes: string): string {
+/** A base64 payload (or a data: URL already) as a data: URL. */
+export function bytesUrl(bytes: string): string {
   return bytes.startsWith('data:') ? bytes : `data:${mimeOf(bytes)};base64,${bytes}`;
 }
 

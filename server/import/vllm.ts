@@ -273,6 +273,85 @@ export function idsFromTokenStrings(tokens: readonly (string | null | undefined)
   return ids;
 }
 
+/** Whether a logged response is the list of chunks a streamed call sent (`stream: true`). */
+export function isChunkList(value: unknown): value is Record<string, unknown>[] {
+  return Array.isArray(value) && value.length > 0 && value.every((c) => isObject(c) && Array.isArray(c.choices));
+}
+
+/**
+ * The response a streamed call's chunks add up to, per choice index: `prompt_token_ids` (the first
+ * chunk's, top level for chat, per choice for completions), `token_ids`, logprobs and text
+ * concatenated, the last `finish_reason`, the usage of the chunk that has it (vLLM
+ * `ChatCompletionStreamResponse`, `CompletionStreamResponse`; a usage-only last chunk has no
+ * choices). Agent Lightning stored such lists as a `model_request` event's response
+ * (agentlightning/server/routes/events.py `_trim_model_request`, "legacy raw-chunk format").
+ */
+export function responseOfChunks(chunks: readonly Record<string, unknown>[]): Record<string, unknown> {
+  interface Merged {
+    index: number;
+    chat: boolean;
+    text: string[];
+    ids?: unknown[];
+    prompt?: unknown;
+    content?: unknown[];
+    tokens?: unknown[];
+    tokenLogprobs?: unknown[];
+    finish?: unknown;
+  }
+  const byIndex = new Map<number, Merged>();
+  let prompt: unknown;
+  let usage: unknown;
+  for (const chunk of chunks) {
+    if (prompt === undefined && Array.isArray(chunk.prompt_token_ids)) prompt = chunk.prompt_token_ids;
+    if (isObject(chunk.usage)) usage = chunk.usage;
+    (chunk.choices as unknown[]).forEach((c, i) => {
+      if (!isObject(c)) return;
+      const index = typeof c.index === 'number' ? c.index : i;
+      let m = byIndex.get(index);
+      if (!m) byIndex.set(index, (m = { index, chat: false, text: [] }));
+      if (isObject(c.delta)) {
+        m.chat = true;
+        if (typeof c.delta.content === 'string') m.text.push(c.delta.content);
+      } else if (typeof c.text === 'string') m.text.push(c.text);
+      if (Array.isArray(c.token_ids)) (m.ids ??= []).push(...c.token_ids);
+      if (m.prompt === undefined && Array.isArray(c.prompt_token_ids)) m.prompt = c.prompt_token_ids;
+      const lp = c.logprobs;
+      if (isObject(lp)) {
+        if (Array.isArray(lp.content)) (m.content ??= []).push(...lp.content);
+        if (Array.isArray(lp.tokens)) (m.tokens ??= []).push(...lp.tokens);
+        if (Array.isArray(lp.token_logprobs)) (m.tokenLogprobs ??= []).push(...lp.token_logprobs);
+      }
+      if (typeof c.finish_reason === 'string') m.finish = c.finish_reason;
+    });
+  }
+  const first = chunks[0]!;
+  const choices = [...byIndex.values()]
+    .sort((a, b) => a.index - b.index)
+    .map((m) => ({
+      index: m.index,
+      ...(m.chat ? { message: { role: 'assistant', content: m.text.join('') } } : { text: m.text.join('') }),
+      ...(m.ids ? { token_ids: m.ids } : {}),
+      ...(m.prompt !== undefined ? { prompt_token_ids: m.prompt } : {}),
+      ...(m.content || m.tokens || m.tokenLogprobs
+        ? {
+            logprobs: {
+              ...(m.content ? { content: m.content } : {}),
+              ...(m.tokens ? { tokens: m.tokens } : {}),
+              ...(m.tokenLogprobs ? { token_logprobs: m.tokenLogprobs } : {}),
+            },
+          }
+        : {}),
+      ...(m.finish !== undefined ? { finish_reason: m.finish } : {}),
+    }));
+  return {
+    ...(typeof first.id === 'string' ? { id: first.id } : {}),
+    ...(typeof first.model === 'string' ? { model: first.model } : {}),
+    ...(prompt !== undefined ? { prompt_token_ids: prompt } : {}),
+    choices,
+    ...(usage !== undefined ? { usage } : {}),
+  };
+}
+
 export interface VllmCall {
   line: number;
   key?: { field: string; value: string };
@@ -318,7 +397,7 @@ export function readVllmCall(
     ],
   });
   if (!isObject(value)) return fail(undefined, 'not a JSON object (expected {"request": ..., "response": ...})');
-  const response = value.response;
+  const response = isChunkList(value.response) ? responseOfChunks(value.response) : value.response;
   if (response === undefined || response === null)
     return fail('response', 'missing (the call has no response: it failed, or the logger wrote only the request)');
   // A call the server refused or that failed carries no tokens; Agent Lightning drops such calls too
@@ -709,7 +788,8 @@ export const vllmImporter: Importer = {
     if (!isObject(record)) return 'not a JSON object';
     if (!('request' in record) && !('render' in record))
       return 'no "request" (a vLLM call log line is {"request": ..., "response": ...})';
-    if (!isObject(record.response) || !Array.isArray(record.response.choices))
+    // A streamed call's response is its list of chunks.
+    if (!(isObject(record.response) && Array.isArray(record.response.choices)) && !isChunkList(record.response))
       return 'no "response" object with "choices"';
     return true;
   },
