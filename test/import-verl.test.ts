@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { analyzeTrajectory } from '../server/pipeline.ts';
+import { analyzeTrajectory, checkPaths } from '../server/pipeline.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { Trajectory } from '../server/model/trajectory.ts';
 import { VERL_DUMP_LIMITATION } from '../server/import/verl-dump.ts';
@@ -225,15 +225,28 @@ describe('malformed verl records', () => {
 describe('a NaN or infinite reward (json.dumps writes the float bare)', () => {
   // verl's _dump_generations writes `token_level_scores.sum(-1).tolist()` with json.dumps, and
   // AgentLoopOutput.reward_score is an Optional[float]: a reward function's NaN reaches the file
-  // as a bare NaN. The record's tokens and text still load; the value is reported, not applied.
+  // as a bare NaN. The record loads with the reward as written, and the reward is an
+  // invalid_value finding (as for slime and AReaL records): it would make its group's advantages NaN.
   const write = (name: string, lines: string[]) => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-verl-reward-'));
     const file = path.join(dir, name);
     fs.writeFileSync(file, `${lines.join('\n')}\n`);
     return file;
   };
+  const rewardFindings = async (file: string) => {
+    const out: { line: number; reward: unknown; findings: unknown[] }[] = [];
+    for await (const ev of checkPaths([file], { workers: 0 }))
+      if (ev.type === 'trajectory')
+        out.push({
+          line: ev.checked.trajectory.source.line,
+          reward: ev.checked.trajectory.reward,
+          findings: ev.checked.findings.filter((f) => f.field === 'reward').map((f) => [f.kind, f.severity, f.actual]),
+        });
+      else if (ev.type === 'error') out.push({ line: ev.error.line, reward: 'unreadable', findings: [ev.error.field] });
+    return out;
+  };
 
-  it('rollout_data_dir dump: the record loads, the score is a read error naming line and field', async () => {
+  it('rollout_data_dir dump: the record loads, the score is an invalid_value finding', async () => {
     const file = write('7.jsonl', [
       '{"input": "q", "output": "a", "gts": "1", "score": 1.0, "step": 7}',
       '{"input": "q", "output": "", "gts": null, "score": NaN, "step": 7, "acc": false}',
@@ -241,36 +254,27 @@ describe('a NaN or infinite reward (json.dumps writes the float bare)', () => {
     ]);
     const loaded = await loadFile(file);
     expect(loaded.format).toBe('verl-dump');
-    expect(loaded.trajectories.map((t) => [t.source.line, t.reward])).toEqual([
-      [1, 1],
-      [2, undefined],
-      [3, undefined],
-    ]);
+    expect(loaded.errors).toEqual([]);
     expect(loaded.trajectories[1]!.turns).toEqual([{ generatedText: '' }]);
-    expect(loaded.errors).toEqual([
-      { file, line: 2, field: 'score', message: 'score: NaN is not a reward; the record loads without one' },
-      { file, line: 3, field: 'score', message: 'score: -Infinity is not a reward; the record loads without one' },
+    expect(await rewardFindings(file)).toEqual([
+      { line: 1, reward: 1, findings: [] },
+      { line: 2, reward: NaN, findings: [['invalid_value', 'error', 'NaN']] },
+      { line: 3, reward: -Infinity, findings: [['invalid_value', 'error', '-Infinity']] },
     ]);
   });
 
-  it('agent-loop output: the sample loads and is checked, reward_score is a read error', async () => {
+  it('agent-loop output: the sample loads and is checked, reward_score is an invalid_value finding', async () => {
     const clean = fs.readFileSync(path.join(DIR, 'agent_loop.jsonl'), 'utf8').split('\n')[1]!;
     const nan = clean.replace(/"reward_score":[^,]+,/, '"reward_score":NaN,');
     expect(nan).not.toBe(clean);
     const file = write('agent_loop.jsonl', [nan]);
     const loaded = await loadFile(file);
-    expect(loaded.errors).toEqual([
-      {
-        file,
-        line: 1,
-        field: 'reward_score',
-        message: 'reward_score: NaN is not a reward; the record loads without one',
-      },
-    ]);
+    expect(loaded.errors).toEqual([]);
     expect(loaded.trajectories).toHaveLength(1);
-    const t = loaded.trajectories[0]!;
-    expect(t.reward).toBeUndefined();
-    expect(t.sample!.tokens.length).toBeGreaterThan(0);
+    expect(loaded.trajectories[0]!.sample!.tokens.length).toBeGreaterThan(0);
+    expect(await rewardFindings(file)).toEqual([
+      { line: 1, reward: NaN, findings: [['invalid_value', 'error', 'NaN']] },
+    ]);
   });
 });
 

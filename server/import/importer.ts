@@ -3,7 +3,7 @@
 // every record that could not be used. An importer takes part in detection once it is listed in
 // the format registry (formats.ts).
 import type { FormatName, ReadError, TrajectoryInput } from '../model/trajectory.ts';
-import { z, type ZodType } from 'zod';
+import type { ZodType } from 'zod';
 import type { RawRecord } from './read/record.ts';
 import { validateRecord } from './read/validate.ts';
 import { visionIdsFor, type VisionIds } from '../profiles/profile.ts';
@@ -81,34 +81,4 @@ export function importEachRecord<T>(
     out.trajectories.push(...(Array.isArray(built) ? built : [built]));
   }
   return out;
-}
-
-/** A float reward field as Python writes it: NaN and ±Infinity read (and reported by finiteReward), not rejected. */
-export const StatedReward = z.union([
-  z.number(),
-  z.nan(),
-  z.custom<number>((v) => v === Infinity || v === -Infinity, 'an infinite number'),
-]);
-
-/**
- * A reward or score as a record states it. Python's `json.dumps` writes a NaN or infinite float
- * bare (verl's rollout dumps, a hook's `model_dump`), and the trajectory model takes finite rewards
- * only: rather than lose the record's tokens over it, the value is reported naming the record's
- * line and field and not applied.
- */
-export function finiteReward(
-  value: number | null | undefined,
-  at: { file: string; line: number; field: string },
-  errors: ReadError[],
-): number | undefined {
-  if (value === null || value === undefined) return undefined;
-  if (Number.isFinite(value)) return value;
-  errors.push({ ...at, message: `${at.field}: ${value} is not a reward; the record loads without one` });
-  return undefined;
-}
-
-/** An importer's result with errors found while building (finiteReward) merged in line order. */
-export function withErrors(result: ImportResult, errors: readonly ReadError[]): ImportResult {
-  if (errors.length === 0) return result;
-  return { ...result, errors: [...result.errors, ...errors].sort((a, b) => a.line - b.line) };
 }

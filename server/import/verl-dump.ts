@@ -7,10 +7,10 @@
 // logprobs or images are saved (docs/reference/frameworks.md). Tokenizing the text again would not give the
 // ids verl trained on, so these load as text with their limitations stated.
 import { z } from 'zod';
-import type { ReadError, TrajectoryInput } from '../model/trajectory.ts';
+import { Reward, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { stepOf } from './step.ts';
-import { StatedReward, finiteReward, importEachRecord, isObject, withErrors } from './importer.ts';
+import { importEachRecord, isObject } from './importer.ts';
 import { fileStem, idAllocator, smallValues } from './turns-from-mask.ts';
 
 export const VERL_DUMP_LIMITATION =
@@ -21,7 +21,7 @@ export const VerlDumpRecord = z
   .object({
     input: z.string(),
     output: z.string(),
-    score: StatedReward.nullish(),
+    score: Reward.nullish(),
     step: z.number().int().nullish(),
     gts: z.unknown().optional(),
     request_id: z.string().nullish(),
@@ -32,7 +32,6 @@ export type VerlDumpRecord = z.infer<typeof VerlDumpRecord>;
 export function verlDumpTrajectory(
   d: VerlDumpRecord,
   where: { file: string; line: number; id: string },
-  errors: ReadError[] = [],
 ): TrajectoryInput {
   const meta = smallValues({ step: d.step, input: d.input, gts: d.gts }, [], Infinity);
   Object.assign(meta, smallValues(d, ['input', 'output', 'score', 'step', 'gts', 'request_id']));
@@ -41,8 +40,9 @@ export function verlDumpTrajectory(
     source: { file: where.file, line: where.line, format: 'verl-dump' },
     turns: [{ generatedText: d.output }],
     images: [],
-    // `token_level_scores.sum(-1).tolist()` through json.dumps: a NaN score is written bare.
-    reward: finiteReward(d.score, { file: where.file, line: where.line, field: 'score' }, errors),
+    // `token_level_scores.sum(-1).tolist()` through json.dumps: a NaN score is written bare, and
+    // loads (an invalid_value finding on the reward).
+    reward: d.score ?? undefined,
     step: stepOf(d.step),
     limitations: [VERL_DUMP_LIMITATION],
     meta,
@@ -65,12 +65,10 @@ export const verlDumpImporter: Importer = {
   importRecords(records, { file }): ImportResult {
     const allocate = idAllocator();
     const stem = fileStem(file);
-    const errors: ReadError[] = [];
-    const result = importEachRecord(records, file, VerlDumpRecord, (d, r) => {
+    return importEachRecord(records, file, VerlDumpRecord, (d, r) => {
       const base =
         d.request_id ?? (d.step !== undefined && d.step !== null ? `step-${d.step}:${r.line}` : `${stem}:${r.line}`);
-      return verlDumpTrajectory(d, { file, line: r.line, id: allocate(base) }, errors);
+      return verlDumpTrajectory(d, { file, line: r.line, id: allocate(base) });
     });
-    return withErrors(result, errors);
   },
 };

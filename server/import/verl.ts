@@ -11,9 +11,9 @@
 // Tool responses are rendered with the chat template and appended with mask 0 and logprob 0.0
 // (verl/experimental/agent_loop/tool_agent_loop.py), so the turns are the mask's runs.
 import { z } from 'zod';
-import { Message, type ReadError, type TrajectoryInput } from '../model/trajectory.ts';
+import { Message, Reward, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
-import { StatedReward, finiteReward, importEachRecord, isObject, withErrors } from './importer.ts';
+import { importEachRecord, isObject } from './importer.ts';
 import {
   ImageEntry,
   LogprobValues,
@@ -50,7 +50,7 @@ export const VerlAgentLoopOutput = z
       .passthrough()
       .nullish(),
     multi_modal_inputs: ProcessorOutputs.nullish(),
-    reward_score: StatedReward.nullish(),
+    reward_score: Reward.nullish(),
     num_turns: z.number().int().nonnegative().nullish(),
     extra_fields: z
       .object({ raw_prompt: z.union([z.array(Message), z.string()]).nullish() })
@@ -65,7 +65,6 @@ export type VerlAgentLoopOutput = z.infer<typeof VerlAgentLoopOutput>;
 export function verlTrajectory(
   o: VerlAgentLoopOutput,
   where: { file: string; line: number; id: string },
-  errors: ReadError[] = [],
 ): TrajectoryInput {
   const tokens = [...o.prompt_ids, ...o.response_ids];
   const logprobs = o.response_logprobs ?? undefined;
@@ -105,7 +104,7 @@ export function verlTrajectory(
       maskScope: 'response',
       imageGridThw: gridsOf(o.multi_modal_inputs),
     },
-    reward: finiteReward(o.reward_score, { file: where.file, line: where.line, field: 'reward_score' }, errors),
+    reward: o.reward_score ?? undefined,
     group: o.uid !== undefined && o.uid !== null ? String(o.uid) : undefined,
     limitations,
     meta: Object.keys(meta).length > 0 ? meta : undefined,
@@ -129,12 +128,10 @@ export const verlImporter: Importer = {
   importRecords(records, { file }): ImportResult {
     const allocate = idAllocator();
     const stem = fileStem(file);
-    const errors: ReadError[] = [];
-    const result = importEachRecord(records, file, VerlAgentLoopOutput, (o, r) => {
+    return importEachRecord(records, file, VerlAgentLoopOutput, (o, r) => {
       const requestId =
         o.request_id ?? (typeof o.extra_fields?.request_id === 'string' ? o.extra_fields.request_id : undefined);
-      return verlTrajectory(o, { file, line: r.line, id: allocate(requestId ?? `${stem}:${r.line}`) }, errors);
+      return verlTrajectory(o, { file, line: r.line, id: allocate(requestId ?? `${stem}:${r.line}`) });
     });
-    return withErrors(result, errors);
   },
 };
