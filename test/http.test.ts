@@ -257,6 +257,43 @@ describe('invalid logprobs', () => {
   });
 });
 
+describe('a NaN reward', () => {
+  it('lists and opens the trajectory (reward null, its invalid_value finding naming it), and sorts by reward', async () => {
+    const line = fs.readFileSync(path.join(dir, 'run.rollscope.jsonl'), 'utf8').split('\n')[0]!;
+    const t = JSON.parse(line) as { id: string; reward?: number };
+    const nanDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-nan-reward-'));
+    const rewarded = (id: string, reward: string) =>
+      JSON.stringify({ ...t, id, reward: 12345 }).replace('"reward":12345', `"reward":${reward}`);
+    fs.writeFileSync(
+      path.join(nanDir, 'run.rollscope.jsonl'),
+      `${[rewarded('nan-reward', 'NaN'), rewarded('inf-reward', '-Infinity'), rewarded('one', '1')].join('\n')}\n`,
+    );
+    const store = openRunStore([nanDir], { pollMs: 0 });
+    await store.ready;
+    const nanServer = await startServer({ store, port: 0, host: '127.0.0.1', appDir });
+    try {
+      const list = await fetch(`${nanServer.url}api/trajectories?sort=reward`);
+      expect(list.status).toBe(200);
+      const items = TrajectoryList.parse(await list.json()).items;
+      expect(Object.fromEntries(items.map((i) => [i.id, i.reward]))).toEqual({
+        'nan-reward': null,
+        'inf-reward': null,
+        one: 1,
+      });
+      const one = await fetch(`${nanServer.url}api/trajectories/nan-reward`);
+      expect(one.status).toBe(200);
+      const detail = TrajectoryDetail.parse(await one.json());
+      expect(detail.summary.reward).toBeNull();
+      expect(detail.findings).toContainEqual(
+        expect.objectContaining({ kind: 'invalid_value', field: 'reward', actual: 'NaN' }),
+      );
+    } finally {
+      await nanServer.close();
+      store.close();
+    }
+  });
+});
+
 describe('boundaries', () => {
   it('refuses a Host header it does not serve (DNS rebinding) and accepts loopback names', async () => {
     const port = new URL(server.url).port;

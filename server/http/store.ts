@@ -161,7 +161,8 @@ export function summarize(id: string, c: CheckedTrajectory): Indexed {
     turns: t.turns.length,
     tokens: index.tokens,
     images: t.images.length,
-    reward: t.reward ?? null,
+    // JSON cannot carry a NaN or infinite reward; its invalid_value finding says what it was.
+    reward: typeof t.reward === 'number' && Number.isFinite(t.reward) ? t.reward : null,
     status: t.status ?? null,
     health,
     findings: counts,
