@@ -12,7 +12,7 @@
 //   `SGLANG_MM_AVOID_RETOKENIZE` set on the engine; otherwise it decodes them and tokenizes again
 //   (python/sglang/srt/multimodal/processors/base_processor.py `load_mm_data`,
 //   `process_and_combine_mm_data`, `_expand_input_ids`).
-import { idsFromTokenStrings } from '../import/vllm.ts';
+import { idsFromTokenStrings } from '../import/call-log/read.ts';
 import type { EngineKind } from './config.ts';
 import { EngineChatResponse, EngineCompletionResponse, SglangGenerateResponse, type ChatRequest } from './protocol.ts';
 import { UpstreamError } from './upstream.ts';

@@ -203,7 +203,7 @@ export type CallOutcome = (typeof CALL_OUTCOMES)[number];
 
 /**
  * One capture line: a vLLM call-log record (`request`, `response`), grouped by its top-level
- * `session_id` (`explicitId` in server/import/vllm.ts), with what the gateway did under `gateway`.
+ * `session_id` (`explicitId` in server/import/call-log/read.ts), with what the gateway did under `gateway`.
  * A call that failed or was cancelled has an error `response` (no `choices`): importers skip it,
  * so it is never a turn.
  */
