@@ -229,6 +229,8 @@ export const CaptureLine = z
       sessionFrom: z.string(),
       /** How this call's prompt ids were built (continuity) or why they were not. */
       prompt: z.string().optional(),
+      /** Continuity: why the call was rendered by the engine (the reason /metrics counts it under). */
+      fallback: z.object({ reason: z.string(), detail: z.string() }).optional(),
       findings: z.array(Finding),
       notes: z.array(z.string()),
       status: z.number().int().optional(),

@@ -426,31 +426,7 @@ async function vllmCompletion(engine: EngineContext, call: ReceivedCall, reply: 
     }
   }
 
-  const legacyLogprobs = async (gen: Generation) => {
-    if (req.logprobs === null || req.logprobs === undefined) return null;
-    const tokens: string[] = [];
-    const top: Record<string, number>[] = [];
-    const offsets: number[] = [];
-    let offset = 0;
-    for (let i = 0; i < gen.ids.length; i++) {
-      const id = gen.ids[i] as number;
-      const lp = Math.max(gen.logprobs[i] as number, -9999);
-      const token = await tokenText(engine, id, asTokenId);
-      tokens.push(token);
-      offsets.push(offset);
-      offset += token.length;
-      const entry: Record<string, number> = { [token]: lp };
-      for (const alt of alternatives(id, lp, req.logprobs))
-        entry[await tokenText(engine, alt.id, asTokenId)] = alt.logprob;
-      top.push(entry);
-    }
-    return {
-      text_offset: offsets,
-      token_logprobs: gen.logprobs.map((l) => Math.max(l, -9999)),
-      tokens,
-      top_logprobs: top,
-    };
-  };
+  const legacyLogprobs = (gen: Generation) => completionLogprobs(engine, req, gen, 0, gen.ids.length);
 
   if (req.stream) {
     reply.sse(await vllmCompletionStream(engine, req, results, { requestId, created, withIds, n }));
@@ -507,7 +483,7 @@ async function vllmCompletionStream(
       const choice: Record<string, unknown> = {
         index,
         text: deltas[k] ?? '',
-        logprobs: null,
+        logprobs: await completionLogprobs(engine, req, gen, k, k + 1),
         finish_reason: last ? gen.finishReason : null,
         stop_reason: last ? gen.stopReason : null,
       };
@@ -530,6 +506,47 @@ async function vllmCompletionStream(
   }
   events.push('[DONE]');
   return events;
+}
+
+/**
+ * Completions' legacy logprobs of positions `from..to` (serving_completion.py
+ * `_create_completion_logprobs`): per token its text (or `token_id:N`), logprob, offset, and the
+ * top candidates as `{token: logprob}`, the sampled token first. Streamed chunks carry their own
+ * positions' entries.
+ */
+async function completionLogprobs(
+  engine: EngineContext,
+  req: VllmCompletionRequest,
+  gen: Generation,
+  from: number,
+  to: number,
+) {
+  if (req.logprobs === null || req.logprobs === undefined) return null;
+  const asTokenId = req.return_tokens_as_token_ids ?? false;
+  const tokens: string[] = [];
+  const top: Record<string, number>[] = [];
+  const offsets: number[] = [];
+  let offset = 0;
+  for (let i = 0; i < to; i++) {
+    const id = gen.ids[i] as number;
+    const lp = Math.max(gen.logprobs[i] as number, -9999);
+    const token = await tokenText(engine, id, asTokenId);
+    if (i >= from) {
+      tokens.push(token);
+      offsets.push(offset);
+      const entry: Record<string, number> = { [token]: lp };
+      for (const alt of alternatives(id, lp, req.logprobs))
+        entry[await tokenText(engine, alt.id, asTokenId)] = alt.logprob;
+      top.push(entry);
+    }
+    offset += token.length;
+  }
+  return {
+    text_offset: offsets,
+    token_logprobs: gen.logprobs.slice(from, to).map((l) => Math.max(l, -9999)),
+    tokens,
+    top_logprobs: top,
+  };
 }
 
 /** `GenerateRequest` (vllm/entrypoints/serve/disagg/protocol.py; later scale_out/token_in_token_out). */
