@@ -408,7 +408,6 @@ async function vllmCompletion(engine: EngineContext, call: ReceivedCall, reply: 
 
   const n = req.n ?? 1;
   const withIds = (req.return_token_ids ?? false) && tokenIdsSupported(engine);
-  const asTokenId = req.return_tokens_as_token_ids ?? false;
   const requestId = `cmpl-${req.request_id ?? randomHex()}`;
   const created = nowSeconds();
   const results: { promptIds: number[]; gen: Generation }[] = [];
