@@ -72,7 +72,8 @@ function toolMode(body: ChatRequest, engine: EngineKind): ToolMode | { error: st
   if (choice === 'auto') return { mode: 'auto', names };
   if (engine === 'sglang')
     return { error: 'a forced tool_choice on SGLang: its detector builds the constraint (EBNF, structural tag)' };
-  if (body.response_format || body.structured_outputs)
+  const format = body.response_format;
+  if ((isObject(format) && format.type !== 'text') || body.structured_outputs)
     return { error: 'a forced tool_choice together with response_format / structured_outputs' };
   if (choice === 'required') return { mode: 'required' };
   if (isObject(choice) && isObject(choice.function) && typeof choice.function.name === 'string')

@@ -272,6 +272,22 @@ export const CHAT_FIELDS: Record<string, FieldRules> = {
   web_search_options: both(fallback('web search is not served')),
 };
 
+/** Fields translated by code (engines.ts, continuity.ts, answer.ts) rather than moved to a `to` path. */
+export const TRANSLATED_IN_CODE = [
+  'stream',
+  'stream_options',
+  'max_tokens',
+  'max_completion_tokens',
+  'logprobs',
+  'top_logprobs',
+  'return_tokens_as_token_ids',
+  'return_token_ids',
+  'return_prompt_token_ids',
+  'tool_choice',
+  'parallel_tool_calls',
+  'response_format',
+] as const;
+
 /** Template arguments vLLM and SGLang set themselves: a `chat_template_kwargs` key naming one falls back. */
 export const RESERVED_TEMPLATE_KWARGS = [
   'messages',

@@ -45,6 +45,8 @@ export interface ReceivedCall {
   choices?: (ScriptedGeneration & { ids: number[]; promptIds: number[] })[];
   /** The rendered prompt text, for chat requests. */
   promptText?: string;
+  /** vLLM: the SamplingParams the request became (engine_render.py `sampling`). */
+  sampling?: Record<string, unknown>;
   /** The response status sent (undefined while pending or when a fault answered nothing). */
   status?: number;
   fault?: FaultMode;

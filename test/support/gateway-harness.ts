@@ -84,7 +84,7 @@ export async function post(url: string, body: unknown, headers: Record<string, s
   return { status: r.status, headers: r.headers, json, events: [] };
 }
 
-/** The assistant message of a chat answer, streamed or not (deltas joined). */
+/** The assistant message of a chat answer's choice 0, streamed or not (deltas joined). */
 export function assistantMessage(a: Answer): { content: string | null; tool_calls?: unknown[] } {
   if (a.events.length === 0) return a.json.choices[0].message;
   let content = '';
@@ -92,7 +92,8 @@ export function assistantMessage(a: Answer): { content: string | null; tool_call
   for (const e of a.events) {
     if (e === '[DONE]') continue;
     const chunk = JSON.parse(e);
-    for (const c of chunk.choices ?? []) {
+    // Choice 0: a streamed n > 1 answer interleaves its choices.
+    for (const c of (chunk.choices ?? []).filter((c: { index?: number }) => (c.index ?? 0) === 0)) {
       content += c.delta?.content ?? '';
       for (const t of c.delta?.tool_calls ?? []) {
         const at = t.index ?? 0;
