@@ -128,6 +128,8 @@ export async function startGateway(
   for (const note of await gateway.start()) log(note);
   const version = gatewayVersion();
   const inFlight = new Set<Promise<void>>();
+  /** Answers not yet begun: told to close their connection when the gateway begins to stop. */
+  const unanswered = new Set<http.ServerResponse>();
   let draining = false;
 
   const health = async (signal: AbortSignal): Promise<{ status: number; body: unknown }> => {
@@ -239,9 +241,11 @@ export async function startGateway(
   };
 
   const server = http.createServer((req, res) => {
-    // A call accepted before the gateway began to stop tells its kept-alive connection to close after it.
-    if (draining) res.shouldKeepAlive = false;
-    const p = handle(req, res).finally(() => inFlight.delete(p));
+    unanswered.add(res);
+    const p = handle(req, res).finally(() => {
+      inFlight.delete(p);
+      unanswered.delete(res);
+    });
     inFlight.add(p);
   });
   // Long generations: no server-side timeout on a request (the engine call has its own).
@@ -261,6 +265,8 @@ export async function startGateway(
     close(graceMs = config.graceMs) {
       closing ??= (async () => {
         draining = true;
+        // A call accepted before the stop finishes, and tells its kept-alive connection to close after it.
+        for (const res of unanswered) if (!res.headersSent) res.setHeader('connection', 'close');
         const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
         // Idle kept-alive connections close now; busy ones after their answer (Connection: close).
         server.closeIdleConnections();

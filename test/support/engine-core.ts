@@ -52,7 +52,12 @@ export interface ReceivedCall {
   fault?: FaultMode;
 }
 
-export type FaultMode = '500' | '503' | 'timeout' | 'reset' | 'slow';
+/**
+ * 'reset': the answer starts, then the connection is cut; 'drop': the connection is closed as the
+ * request arrives, before any byte of an answer (what a kept-alive connection the engine had
+ * closed while idle does to the next request).
+ */
+export type FaultMode = '500' | '503' | 'timeout' | 'reset' | 'slow' | 'drop';
 
 export function versionAtLeast(version: string, minimum: string): boolean {
   const parts = (v: string) => v.split(/[.+-]/).map((p) => Number.parseInt(p, 10) || 0);

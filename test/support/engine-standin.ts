@@ -50,6 +50,11 @@ export interface EngineStandin {
    * connection refused is modelled by close(). 'slow' waits `delayMs` (default 1000) then answers.
    */
   fail(mode: FaultMode, opts?: { count?: number; delayMs?: number }): void;
+  /**
+   * Streams written from now on stop before their last event (`[DONE]`) until `release()`: a test
+   * sees what reached the client while the engine's stream is still open.
+   */
+  holdStreams(): { release(): void; open(): number };
   close(): Promise<void>;
 }
 
@@ -124,6 +129,10 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
     const fault = faults.shift();
     if (fault) call.fault = fault.mode;
     if (fault?.mode === 'timeout') return;
+    if (fault?.mode === 'drop') {
+      req.socket.destroy();
+      return;
+    }
     if (fault?.mode === '500' || fault?.mode === '503') {
       const status = Number(fault.mode);
       call.status = status;
@@ -142,7 +151,7 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
             },
             sse: (events) => {
               call.status = 200;
-              sendSse(res, events);
+              sendSse(res, events, hold);
             },
             empty: (status) => {
               call.status = status;
@@ -168,6 +177,7 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
     }
   }
 
+  let hold: StreamHold | undefined;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
 
@@ -176,6 +186,17 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
     calls,
     fail(mode, o = {}) {
       for (let i = 0; i < (o.count ?? 1); i++) faults.push({ mode, delayMs: o.delayMs ?? 1000 });
+    },
+    holdStreams() {
+      const h: StreamHold = { waiting: [], open: 0 };
+      hold = h;
+      return {
+        release() {
+          if (hold === h) hold = undefined;
+          for (const w of h.waiting.splice(0)) w();
+        },
+        open: () => h.open,
+      };
     },
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
@@ -205,10 +226,23 @@ function sendJson(res: http.ServerResponse, status: number, value: unknown): voi
   res.end(text);
 }
 
-function sendSse(res: http.ServerResponse, events: string[]): void {
+interface StreamHold {
+  waiting: (() => void)[];
+  /** Streams held open now. */
+  open: number;
+}
+
+function sendSse(res: http.ServerResponse, events: string[], hold?: StreamHold): void {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-  for (const e of events) res.write(`data: ${e}\n\n`);
-  res.end();
+  const last = hold ? events.length - 1 : events.length;
+  for (const e of events.slice(0, last)) res.write(`data: ${e}\n\n`);
+  if (!hold) return void res.end();
+  hold.open++;
+  hold.waiting.push(() => {
+    hold.open--;
+    for (const e of events.slice(last)) res.write(`data: ${e}\n\n`);
+    res.end();
+  });
 }
 
 /** The 'reset' fault: the answer starts, then the socket is destroyed halfway. */
