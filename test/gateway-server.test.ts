@@ -63,10 +63,10 @@ describe('stopping like a server', () => {
   it('leaves no timer of its own behind once closed', async () => {
     const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
     const engine = await startEngineStandin({ engine: 'vllm', model: MODEL, script: () => ({ text: 'ok' }) });
-    const before = timers();
     const { startGateway } = await import('../server/gateway/server.ts');
     const { GatewayConfig } = await import('../server/gateway/config.ts');
     const g = await startGateway(GatewayConfig.parse({ upstream: engine.url, out: tempDir('gw-timer'), port: 0 }));
+    const before = timers();
     await g.close(3_600_000);
     expect(timers()).toBeLessThanOrEqual(before);
     await engine.close();
@@ -109,9 +109,11 @@ describe('stopping like a server', () => {
     const engine = await startEngineStandin({
       engine: 'vllm',
       model: MODEL,
-      script: (c, i) => {
-        // SIGTERM arrives while calls are in flight: from the engine's 40th generation on.
+      script: async (c, i) => {
+        // SIGTERM arrives while calls are in flight: at the engine's 40th generation. The engine
+        // takes a moment per call, so agents keep sending their next turns while the gateway stops.
         if (c.headers['x-session-id'] && ++generated === 40) stop?.();
+        await new Promise((r) => setTimeout(r, 30));
         return { text: `Turn answer ${i}.` };
       },
     });
