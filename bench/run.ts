@@ -28,6 +28,7 @@ import { browserFigure } from './browser.ts';
 import { shardFigure } from './shard.ts';
 import { standardFigure } from './standard.ts';
 import { gatewayFigure } from './gateway.ts';
+import { gatewayStreamFigure } from './gateway-stream.ts';
 import { plotsFigure } from './plots.ts';
 
 const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
@@ -40,6 +41,7 @@ const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   browser: browserFigure,
   shard: shardFigure,
   gateway: gatewayFigure,
+  'gateway-stream': gatewayStreamFigure,
   plots: plotsFigure,
 };
 

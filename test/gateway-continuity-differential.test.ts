@@ -11,9 +11,17 @@
 import fc from 'fast-check';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PythonRenderer, REFERENCE_IDS } from './support/engine-reference.ts';
+import { PythonRenderer } from './support/engine-reference.ts';
 import type { ReceivedCall, ScriptedGeneration } from './support/engine-standin.ts';
-import { assistantMessage, post, readCapture, type Rig, startRig } from './support/gateway-harness.ts';
+import {
+  afterLastAnswer,
+  assistantMessage,
+  engineRender,
+  post,
+  readCapture,
+  type Rig,
+  startRig,
+} from './support/gateway-harness.ts';
 
 /** Fixed: a failure names its seed and path, and reruns alike. */
 const SEED = 31_0731;
@@ -24,7 +32,6 @@ const MODELS = [
   'Qwen/Qwen3-8B',
   'Qwen/Qwen3-4B-Instruct-2507',
 ];
-const ASSISTANT = 77091;
 
 const TOOLS = [
   {
@@ -151,24 +158,6 @@ function outputOf(turn: Turn, body: Record<string, unknown>): ScriptedGeneration
   return { text: `${turn.reasoning}${turn.answer}` };
 }
 
-/** Ids after the close of the last assistant turn before the generation prompt. */
-function afterLastAnswer(ids: readonly number[]): number[] {
-  let open = -1;
-  for (let i = ids.length - 1, seen = 0; i >= 0; i--)
-    if (ids[i] === REFERENCE_IDS.imStart && ids[i + 1] === ASSISTANT && ++seen === 2) {
-      open = i;
-      break;
-    }
-  return ids.slice(ids.indexOf(REFERENCE_IDS.imEnd, open) + 1);
-}
-
-async function engineRender(r: Rig, body: Record<string, unknown>): Promise<number[]> {
-  const { stream: _s, n: _n, max_tokens: _m, stop: _t, min_tokens: _k, ...rest } = body;
-  const res = await post(`${r.engine.url}/v1/chat/completions`, { ...rest, max_tokens: 1, return_token_ids: true });
-  if (res.status !== 200) throw new Error(`engine render: ${JSON.stringify(res.json)}`);
-  return res.json.prompt_token_ids;
-}
-
 const counted = { ids: 0, fallback: 0 };
 let sessions = 0;
 
@@ -207,7 +196,7 @@ describe('continuity against the engine (differential)', () => {
             const head = [...previous!.promptIds, ...previous!.generated!.ids];
             expect(call.promptIds.slice(0, head.length)).toEqual(head);
             // After the previous answer's close: the engine's own render of the client's request.
-            expect(afterLastAnswer(call.promptIds)).toEqual(afterLastAnswer(await engineRender(rig, body)));
+            expect(afterLastAnswer(call.promptIds)).toEqual(afterLastAnswer(await engineRender(rig.engine, body)));
             // The SamplingParams the engine builds: what it builds from the client's chat request.
             const want = await python.samplingParams('chat', JSON.stringify(body), call.sampling!.max_tokens as number);
             const { logprobs: gotLp, ...got } = call.sampling!;

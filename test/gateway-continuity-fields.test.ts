@@ -5,10 +5,12 @@
 // it, top_logprobs come back; a field whose meaning cannot be kept falls back, named in the capture
 // and counted on /metrics; a streamed n = 2 call keeps both choices in the capture.
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { PythonRenderer, REFERENCE_IDS, encodeText } from './support/engine-reference.ts';
+import { encodeText, PythonRenderer } from './support/engine-reference.ts';
 import type { ReceivedCall } from './support/engine-standin.ts';
 import {
+  afterLastAnswer,
   assistantMessage,
+  engineRender,
   checkJson,
   MODEL,
   post,
@@ -28,31 +30,6 @@ const python = new PythonRenderer();
 afterAll(() => python.close());
 
 const generations = (r: Rig): ReceivedCall[] => r.engine.calls.filter((c) => c.generated);
-
-/** The engine's own prompt ids for a chat request (its template, its tokenizer), asked directly. */
-async function engineRender(r: Rig, body: Record<string, unknown>): Promise<number[]> {
-  const { stream: _s, stream_options: _o, n: _n, ...rest } = body;
-  const res = await post(`${r.engine.url}/v1/chat/completions`, {
-    ...rest,
-    max_tokens: 1,
-    return_token_ids: true,
-  });
-  if (res.status !== 200) throw new Error(`engine render: ${JSON.stringify(res.json)}`);
-  return res.json.prompt_token_ids;
-}
-
-/** Ids after the close of the last assistant turn before the generation prompt. */
-function afterLastAnswer(ids: readonly number[]): number[] {
-  let open = -1;
-  for (let i = ids.length - 1, seen = 0; i >= 0; i--)
-    if (ids[i] === REFERENCE_IDS.imStart && ids[i + 1] === ASSISTANT && ++seen === 2) {
-      open = i;
-      break;
-    }
-  const close = ids.indexOf(REFERENCE_IDS.imEnd, open);
-  return ids.slice(close + 1);
-}
-const ASSISTANT = 77091;
 
 /** What the engine would do with the client's own chat request: its SamplingParams, max_tokens as it was sent. */
 function expectedSampling(body: Record<string, unknown>, maxTokens: number) {
@@ -82,7 +59,8 @@ describe('continuity keeps template arguments', () => {
       const call = generations(rig).at(-1)!;
       expect(call.path).toBe(turn === 0 ? '/v1/chat/completions' : '/v1/completions');
       expect(call.promptIds.slice(-closed.length)).toEqual(closed);
-      if (turn > 0) expect(afterLastAnswer(call.promptIds)).toEqual(afterLastAnswer(await engineRender(rig, body)));
+      if (turn > 0)
+        expect(afterLastAnswer(call.promptIds)).toEqual(afterLastAnswer(await engineRender(rig.engine, body)));
       messages.push(
         { role: 'assistant', content: assistantMessage(a).content },
         { role: 'user', content: `More ${turn}.` },

@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { ChunkFold } from '../import/call-log/chunks.ts';
 import { isObject } from '../import/importer.ts';
-import type { ChoiceAnswer, EngineAnswer, ToolMode } from './engines.ts';
+import { type ChoiceAnswer, type EngineAnswer, legacyTop, type ToolMode } from './engines.ts';
 import {
   namedToolCall,
   parseHermesToolCalls,
@@ -375,7 +375,7 @@ export class TokenInChatStream {
               {
                 logprobs: lp.token_logprobs as (number | null)[],
                 tokens: lp.tokens as (string | null)[] | undefined,
-                top: topOf(lp.top_logprobs),
+                top: legacyTop(lp.top_logprobs),
               },
               this.asked,
               this.decode,
@@ -433,13 +433,4 @@ export class TokenInChatStream {
     }
     return out;
   }
-}
-
-function topOf(top: unknown): ChoiceAnswer['top'] {
-  if (!Array.isArray(top)) return undefined;
-  return top.map((d) =>
-    isObject(d)
-      ? Object.entries(d).flatMap(([token, lp]) => (typeof lp === 'number' ? [{ token, logprob: lp }] : []))
-      : null,
-  );
 }

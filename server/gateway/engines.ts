@@ -189,7 +189,7 @@ function chatAnswer(raw: unknown): EngineAnswer {
 }
 
 /** Completions' legacy top logprobs, one `{token: logprob}` per position. */
-function legacyTop(top: unknown): (TopCandidate[] | null)[] | undefined {
+export function legacyTop(top: unknown): (TopCandidate[] | null)[] | undefined {
   if (!Array.isArray(top)) return undefined;
   return top.map((d) =>
     isObject(d)

@@ -427,6 +427,20 @@ export class Gateway {
   ): Promise<{ predicted?: number[]; textState?: TextTokens }> {
     const checks = this.config.mode !== 'record';
     if (!checks || !(this.config.onBreak === 'refuse' || call.body.stream)) return {};
+    const limit = this.promptLimit();
+    // A prompt whose text alone cannot fit (each token spells at most a few bytes) is not even rendered.
+    const chars =
+      call.kind === 'completion'
+        ? typeof call.body.prompt === 'string'
+          ? call.body.prompt.length
+          : 0
+        : textLength(call.body.messages);
+    if (limit !== undefined && chars > limit && chars > (limit + 1) * this.profile.tokenizer.maxPieceBytes()) {
+      ctx.notes.push(
+        `the prompt was not predicted: its ${chars} characters cannot fit the prompt limit of ${limit} tokens (the engine decides)`,
+      );
+      return {};
+    }
     let text: string;
     if (call.kind === 'completion') {
       if (typeof call.body.prompt !== 'string') return { predicted: call.body.prompt };
@@ -439,7 +453,6 @@ export class Gateway {
       }
       text = rendered.text;
     }
-    const limit = this.promptLimit();
     const got = await tokenizeExtending(
       this.profile,
       last?.text !== undefined && last.textIds ? { text: last.text, ids: last.textIds } : undefined,
@@ -727,6 +740,19 @@ export class Gateway {
 }
 
 export type { ClientAsked };
+
+/** Characters of text in messages (their string contents and text parts), a lower bound of the prompt's bytes. */
+function textLength(messages: readonly unknown[]): number {
+  let n = 0;
+  const walk = (v: unknown, depth: number): void => {
+    if (typeof v === 'string') n += v.length;
+    else if (depth < 8 && Array.isArray(v)) for (const x of v) walk(x, depth + 1);
+    else if (depth < 8 && v && typeof v === 'object')
+      for (const [k, x] of Object.entries(v)) if (k !== 'image_url' && k !== 'url') walk(x, depth + 1);
+  };
+  walk(messages, 0);
+  return n;
+}
 
 /**
  * Relay an engine's stream to the client event by event (each engine event becomes zero or more

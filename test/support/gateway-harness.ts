@@ -12,6 +12,7 @@ import { CheckReport } from '../../server/report/check-report.ts';
 import type { Finding } from '../../server/model/finding.ts';
 import { type RunningGateway, startGateway } from '../../server/gateway/server.ts';
 import { type EngineStandin, type StandinOptions, startEngineStandin } from './engine-standin.ts';
+import { encodeText, REFERENCE_IDS } from './engine-reference.ts';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const MODEL = 'Qwen/Qwen2.5-VL-7B-Instruct';
@@ -197,4 +198,28 @@ export function exited(child: ChildProcess): Promise<{ code: number | null; sign
   if (child.exitCode !== null || child.signalCode !== null)
     return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+}
+
+/**
+ * What the engine itself renders for a chat request (its template, its tokenizer), asked directly:
+ * the request's prompt ids, its sampling limits, stream and choices left out.
+ */
+export async function engineRender(engine: EngineStandin, body: Record<string, unknown>): Promise<number[]> {
+  const { stream: _s, stream_options: _o, n: _n, max_tokens: _m, stop: _t, min_tokens: _k, ...rest } = body;
+  const res = await post(`${engine.url}/v1/chat/completions`, { ...rest, max_tokens: 1, return_token_ids: true });
+  if (res.status !== 200) throw new Error(`engine render: ${JSON.stringify(res.json)}`);
+  return res.json.prompt_token_ids;
+}
+
+const ASSISTANT = (await encodeText('qwen2.5-vl', 'assistant'))[0]!;
+
+/** Ids after the close of the last assistant turn before the generation prompt (what a continued turn adds). */
+export function afterLastAnswer(ids: readonly number[]): number[] {
+  let open = -1;
+  for (let i = ids.length - 1, seen = 0; i >= 0; i--)
+    if (ids[i] === REFERENCE_IDS.imStart && ids[i + 1] === ASSISTANT && ++seen === 2) {
+      open = i;
+      break;
+    }
+  return ids.slice(ids.indexOf(REFERENCE_IDS.imEnd, open) + 1);
 }
