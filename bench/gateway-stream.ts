@@ -182,7 +182,11 @@ function streamedCall(
       },
     );
     req.on('error', reject);
-    req.on('socket', (socket) => socket.on('error', reject));
+    // A connection the gateway drops while the body is still being written fails on the socket.
+    req.on('socket', (socket) => {
+      socket.once('error', reject);
+      req.once('close', () => socket.off('error', reject));
+    });
     req.end(data);
   });
 }
