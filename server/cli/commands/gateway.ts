@@ -146,7 +146,8 @@ Options:
     );
     process.stdout.write(`listening on ${running.url}\n`);
     await new Promise<void>((resolve) => {
-      const stop = () => {
+      const stop = (signal: NodeJS.Signals) => {
+        log(`${signal}: stopping (finishing the calls in flight, then closing the capture)`);
         void running.close().then(resolve);
       };
       process.once('SIGINT', stop);
