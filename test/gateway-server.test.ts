@@ -9,6 +9,7 @@ import http from 'node:http';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { startEngineStandin } from './support/engine-standin.ts';
+import { waitFor } from './support/wait.ts';
 import {
   assistantMessage,
   captureFiles,
@@ -74,7 +75,7 @@ describe('stopping like a server', () => {
 
   it('finishes a call in flight when told to stop, telling its kept-alive connection to close', async () => {
     rig = await startRig({ engine: 'vllm', script: () => ({ text: 'slow answer' }) });
-    rig.engine.fail('slow', { delayMs: 300 });
+    const held = rig.engine.hold();
     const agent = new http.Agent({ keepAlive: true });
     const pending = new Promise<{ status: number; connection: string | undefined; body: string }>((resolve, reject) => {
       const req = http.request(
@@ -92,9 +93,11 @@ describe('stopping like a server', () => {
       req.on('error', reject);
       req.end(JSON.stringify({ model: MODEL, messages: question }));
     });
-    // The engine has the call (and answers it late): it is in flight when the gateway is told to stop.
-    while (!rig.engine.calls.some((c) => c.fault === 'slow')) await new Promise((r) => setImmediate(r));
-    await Promise.all([rig.gateway.close(3_600_000), pending]);
+    // The engine holds the call: it is in flight when the gateway is told to stop, and answered after.
+    await held.arrived;
+    const closing = rig.gateway.close(3_600_000);
+    held.release();
+    await Promise.all([closing, pending]);
     const got = await pending;
     expect(got.status).toBe(200);
     expect(got.connection).toBe('close');
@@ -105,15 +108,17 @@ describe('stopping like a server', () => {
 
   it('under load (16 sessions × 6 turns), SIGTERM leaves every call the engine answered in the capture', async () => {
     let generated = 0;
-    let stop: (() => void) | undefined;
+    let stop: (() => Promise<unknown>) | undefined;
+    let stopping: Promise<unknown> | undefined;
     const engine = await startEngineStandin({
       engine: 'vllm',
       model: MODEL,
       script: async (c, i) => {
-        // SIGTERM arrives while calls are in flight: at the engine's 40th generation. The engine
-        // takes a moment per call, so agents keep sending their next turns while the gateway stops.
-        if (c.headers['x-session-id'] && ++generated === 40) stop?.();
-        await new Promise((r) => setTimeout(r, 30));
+        // SIGTERM arrives while calls are in flight: at the engine's 40th generation. The calls the
+        // engine has from then on are answered once the gateway has begun to stop, so their agents
+        // send their next turns to a gateway that is stopping.
+        if (c.headers['x-session-id'] && ++generated === 40) stopping = stop?.();
+        if (stopping) await stopping;
         return { text: `Turn answer ${i}.` };
       },
     });
@@ -131,7 +136,10 @@ describe('stopping like a server', () => {
         '--grace',
         '3600',
       ]);
-      stop = () => g.child.kill('SIGTERM');
+      stop = () => {
+        g.child.kill('SIGTERM');
+        return waitFor('the gateway to begin stopping', () => /stopping/.test(g.stderr()));
+      };
       const statuses: (number | string)[] = [];
       await Promise.all(
         Array.from({ length: 16 }, async (_, s) => {
@@ -160,7 +168,7 @@ describe('stopping like a server', () => {
         }),
       );
       expect(await exited(g.child)).toEqual({ code: 0, signal: null });
-      expect(g.stderr()).not.toMatch(/is closed|internal error/);
+      expect(g.stderr()).not.toMatch(/capture file \S+ is closed|internal error/);
       // Refused after the stop: 503 (Connection: close) on a kept-alive connection, or no connection at all.
       for (const s of statuses) expect([200, 503, 'ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET']).toContain(s);
       const answered = engine.calls.filter((c) => c.generated && c.status === 200 && c.headers['x-session-id']);

@@ -123,7 +123,11 @@ export class Gateway {
   private reasoningSplit = false;
   private readonly upstreamHeaders: Record<string, string>;
 
-  constructor(readonly config: GatewayConfig) {
+  /** `clock.now`: the time sessions expire by (tests pass a clock they move instead of sleeping). */
+  constructor(
+    readonly config: GatewayConfig,
+    clock: { now?: () => number } = {},
+  ) {
     this.replica = replicaName(config);
     this.engine = ENGINES[config.engine];
     this.capture = new CaptureWriter(config.out, { replica: this.replica, rotateBytes: config.rotateBytes });
@@ -134,6 +138,7 @@ export class Gateway {
       release: (f) => this.capture.release(f),
       idPrefix: this.replica,
       sessionHeader: config.sessionHeader,
+      ...(clock.now ? { now: clock.now } : {}),
     });
     this.metrics = new GatewayMetrics({ replica: this.replica, engine: config.engine }, () => ({
       open: this.sessions.size,

@@ -123,8 +123,9 @@ function reply(res: http.ServerResponse, r: ClientReply | undefined, sink: { sta
 export async function startGateway(
   config: GatewayConfig,
   log: (line: string) => void = () => undefined,
+  clock: { now?: () => number } = {},
 ): Promise<RunningGateway> {
-  const gateway = new Gateway(config);
+  const gateway = new Gateway(config, clock);
   for (const note of await gateway.start()) log(note);
   const version = gatewayVersion();
   const inFlight = new Set<Promise<void>>();

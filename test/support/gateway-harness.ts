@@ -33,11 +33,14 @@ export interface Rig {
 export async function startRig(
   standin: Omit<StandinOptions, 'model'> & { model?: string },
   config: Partial<GatewayConfigInput> = {},
+  clock: { now?: () => number } = {},
 ): Promise<Rig> {
   const engine = await startEngineStandin({ model: MODEL, ...standin });
   const out = config.out ?? tempDir('gw');
   const gateway = await startGateway(
     GatewayConfig.parse({ upstream: engine.url, out, port: 0, engine: standin.engine, ...config }),
+    undefined,
+    clock,
   );
   return {
     engine,

@@ -156,8 +156,10 @@ Options:
     );
     process.stdout.write(`listening on ${running.url}\n`);
     await new Promise<void>((resolve) => {
-      const stop = (signal: string) => {
-        log(`${signal}: stopping (new requests get 503; calls in flight finish within ${config.graceMs / 1000} s)`);
+      const stop = (signal: NodeJS.Signals) => {
+        log(
+          `${signal}: stopping (new requests get 503; calls in flight finish within ${config.graceMs / 1000} s, then the capture is closed)`,
+        );
         void running.close().then(resolve);
       };
       process.once('SIGINT', stop);

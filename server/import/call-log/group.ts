@@ -194,37 +194,58 @@ function continues(call: LoggedCall, last: LoggedCall): boolean {
  * choices it is one; a fork starts one branch per choice, each holding the calls before it, and a
  * later call goes to the branch it continues (its prompt extends the branch's last prompt ⧺
  * generation, or its messages repeat the branch's answer). A call that continues several branches
- * equally goes to the first and is reported (`grouping_ambiguous`); one that continues none, while
- * there are several, is a trajectory of its own.
+ * equally goes to the first and is reported (`grouping_ambiguous`). A call that continues none is
+ * still this conversation's (the id says so): one that asks a prompt an earlier call asked is
+ * another sample of that turn and starts a branch beside it, with the same history; any other goes
+ * to the branch it shares the longest prefix with, so its break is checked as it would be in a
+ * conversation without forks (ties: the first, reported). A call never leaves the conversation
+ * it names, so a retried or resampled call cannot split the turns around it apart (and hide
+ * their prefix break).
  */
 function branchesOf(calls: readonly LoggedCall[], indices: readonly number[]): Group[] {
   if (!indices.some((i) => calls[i]!.request !== undefined)) return [{ calls: [...indices], breaks: [] }];
   const branches: Group[] = [];
   const candidates = (call: LoggedCall) =>
     branches.filter((b) => continues(call, calls[b.calls[b.calls.length - 1]!]!));
-  /** The call of a branch that made it a sample of its request (the last fork it holds). */
-  const sampleOf = (b: Group) => b.calls.findLast((j) => calls[j]!.request !== undefined)!;
-  const parentOf = (call: LoggedCall, at: number): Group | undefined => {
-    if (branches.length === 1 && candidates(call).length === 0) return branches[0];
-    const found = candidates(call);
-    const parent = found[0];
-    // Every candidate lists the guess, as prefix chaining does (chain.ts).
-    if (parent && found.length > 1)
+  /** The call of a branch that made it a sample of its request (the last fork it holds), else its last call. */
+  const sampleOf = (b: Group) =>
+    b.calls.findLast((j) => calls[j]!.request !== undefined) ?? b.calls[b.calls.length - 1]!;
+  // Every candidate lists the guess, as prefix chaining does (chain.ts).
+  const chosen = (found: readonly Group[], at: number): Group | undefined => {
+    if (found.length > 1)
       for (const b of found)
         (b.ambiguous ??= []).push({
           turn: b.calls.length,
           call: at,
           others: found.filter((o) => o !== b).map(sampleOf),
         });
-    return parent;
+    return found[0];
+  };
+  /** Where a call goes: the branch it continues or shares the most with, or beside the turn it asks again. */
+  const placeOf = (call: LoggedCall, at: number): { parent?: Group; history?: Group } => {
+    const found = candidates(call);
+    if (found.length > 0) return { parent: chosen(found, at) };
+    const asked = branches.find((b) => b.calls.some((j) => samePrompt(calls[j]!, call)));
+    if (asked) {
+      const k = asked.calls.findIndex((j) => samePrompt(calls[j]!, call));
+      return { history: { calls: asked.calls.slice(0, k), breaks: asked.breaks.filter((x) => x < k) } };
+    }
+    let best: Group[] = [];
+    let bestShared = -1;
+    for (const b of branches) {
+      const shared = sharedPrefix(call, calls[b.calls[b.calls.length - 1]!]!);
+      if (shared > bestShared) [best, bestShared] = [[b], shared];
+      else if (shared === bestShared) best.push(b);
+    }
+    return { parent: chosen(best, at) };
   };
   for (let n = 0; n < indices.length; ) {
     const i = indices[n]!;
     const call = calls[i]!;
     if (call.request === undefined) {
-      const parent = parentOf(call, i);
+      const { parent, history } = placeOf(call, i);
       if (parent) parent.calls.push(i);
-      else branches.push({ calls: [i], breaks: [] });
+      else branches.push({ calls: [...(history?.calls ?? []), i], breaks: [...(history?.breaks ?? [])] });
       n++;
       continue;
     }
@@ -232,16 +253,39 @@ function branchesOf(calls: readonly LoggedCall[], indices: readonly number[]): G
     const fork: number[] = [];
     while (n < indices.length && calls[indices[n]!]!.line === call.line && calls[indices[n]!]!.request === call.request)
       fork.push(indices[n++]!);
-    const parent = parentOf(call, i);
+    const { parent, history } = placeOf(call, i);
     if (parent) branches.splice(branches.indexOf(parent), 1);
+    const before = parent ?? history;
     for (const choice of fork)
       branches.push({
-        calls: [...(parent?.calls ?? []), choice],
-        breaks: [...(parent?.breaks ?? [])],
+        calls: [...(before?.calls ?? []), choice],
+        breaks: [...(before?.breaks ?? [])],
         ...(parent?.ambiguous ? { ambiguous: [...parent.ambiguous] } : {}),
       });
   }
   return branches;
+}
+
+/** Whether two calls asked the same prompt (by ids, else by messages): samples of one turn. */
+function samePrompt(a: LoggedCall, b: LoggedCall): boolean {
+  const [x, y] = [a.turn.promptIds, b.turn.promptIds];
+  if (x && y) return x.length === y.length && x.every((v, k) => Object.is(v, y[k]));
+  return !!a.turn.messages && !!b.turn.messages && JSON.stringify(a.turn.messages) === JSON.stringify(b.turn.messages);
+}
+
+/** How far `call`'s prompt follows the conversation that ends with `last` (ids, else whole messages). */
+function sharedPrefix(call: LoggedCall, last: LoggedCall): number {
+  const prompt = call.turn.promptIds;
+  if (prompt && last.turn.promptIds) {
+    const context = [...last.turn.promptIds, ...(last.turn.generatedIds ?? [])];
+    let k = 0;
+    while (k < prompt.length && k < context.length && Object.is(prompt[k], context[k])) k++;
+    return k;
+  }
+  const [mine, theirs] = [call.turn.messages ?? [], last.turn.messages ?? []];
+  let k = 0;
+  while (k < mine.length && k < theirs.length && JSON.stringify(mine[k]) === JSON.stringify(theirs[k])) k++;
+  return k;
 }
 
 /**
