@@ -45,6 +45,7 @@ function sessionScript(): (c: { headers: Record<string, string> }) => ScriptedGe
   return (c) => {
     const s = c.headers['x-session-id'];
     if (!s) return { text: '' };
+    if (s.endsWith('-completion')) return { text: 'Five.' };
     const known = byCall.get(c);
     if (known !== undefined) return { text: `${known.text} (${++known.choices})` };
     const k = turns.get(s) ?? 0;
@@ -137,15 +138,13 @@ describe('the OpenAI Node SDK', () => {
       for (const c of chunk.choices) last += c.delta.content ?? '';
     calls++;
     expect(last).toBe('Done, 5 it is.');
-    // A completions call, its prompt the client's own.
-    const c = await client.completions.create({
-      model: QWEN3,
-      prompt: 'Two plus three is',
-      max_tokens: 8,
-      logprobs: 1,
-    });
+    // A completions call, its prompt the client's own: a session of its own.
+    const c = await client.completions.create(
+      { model: QWEN3, prompt: 'Two plus three is', max_tokens: 8, logprobs: 1 },
+      { headers: { 'x-session-id': `sdk-${mode}-completion` } },
+    );
     calls++;
-    expect(c.choices[0]!.text).toBe('Anything else?');
+    expect(c.choices[0]!.text).toBe('Five.');
     await rig.gateway.close();
     const lines = readCapture(rig.out);
     expect(lines).toHaveLength(calls - 1);
@@ -179,8 +178,11 @@ const breakOf = (f: { kind: string; cause?: string }) => `${f.kind}/${f.cause ??
 function expectBreaks(mode: string, errors: { kind: string; cause?: string }[]): void {
   if (mode === 'continuity') expect(errors.map(breakOf)).toEqual([]);
   else {
-    expect(errors.length).toBeGreaterThan(0);
-    expect(new Set(errors.map(breakOf))).toEqual(new Set(['prefix_break/reasoning_stripped']));
+    const kinds = new Set(errors.map(breakOf));
+    expect(kinds.has('prefix_break/reasoning_stripped')).toBe(true);
+    // After the n = 2 fork the re-rendered prompt extends neither sample's ids, so which sample
+    // the next turn continues is a guess check names (grouping_ambiguous); continuity's ids tell.
+    for (const k of kinds) expect(['prefix_break/reasoning_stripped', 'grouping_ambiguous/']).toContain(k);
   }
 }
 
