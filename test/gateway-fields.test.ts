@@ -2,7 +2,7 @@
 // SGLang's chat request (and of the OpenAI SDK's) is classified, a carried field is one the
 // token-in endpoint takes, a translated one lands where `/generate` takes it, and docs/gateway.md
 // shows the table the code holds. The field lists are data extracted from the engines' files at the
-// commits they name (test/fixtures/engine-protocols/fields.json): a field added upstream fails here
+// commits they name (test/support/engine-protocol-fields.json): a field added upstream fails here
 // until it is classified in server/gateway/fields.ts.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -16,9 +16,7 @@ interface FieldList {
   fields: string[];
   alsoRead?: string[];
 }
-const protocols = JSON.parse(
-  fs.readFileSync(path.join(ROOT, 'test/fixtures/engine-protocols/fields.json'), 'utf8'),
-) as {
+const protocols = JSON.parse(fs.readFileSync(path.join(ROOT, 'test/support/engine-protocol-fields.json'), 'utf8')) as {
   vllm: { ChatCompletionRequest: FieldList; CompletionRequest: FieldList };
   sglang: { ChatCompletionRequest: FieldList; GenerateReqInput: FieldList; SamplingParams: FieldList };
   'openai-node': FieldList & { version: string };

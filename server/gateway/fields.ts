@@ -2,7 +2,7 @@
 // meaning, or the call falls back to the engine's own rendering and the capture says why
 // (docs/gateway.md "What continuity does with each request field"). The fields are those of vLLM's
 // and SGLang's chat request models and of the OpenAI SDK's chat request (their lists, with the
-// commits they were read at, are in test/fixtures/engine-protocols/fields.json, and
+// commits they were read at, are in test/support/engine-protocol-fields.json, and
 // test/gateway-fields.test.ts fails on a field this table does not classify). Per engine, a field is
 // - carried:    sent unchanged to the token-in request (vLLM `/v1/completions` takes it too);
 // - translated: sent as the token-in endpoint spells it (`to`, or the code in engines.ts names it:
