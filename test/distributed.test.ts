@@ -23,11 +23,10 @@ import { readManifest, RejectEntry } from '../server/export/manifest.ts';
 import { readParquetRows } from '../server/export/parquet.ts';
 import { exportRun } from '../server/pipeline/export-run.ts';
 import { ExportRow } from '../server/export/row-schema.ts';
+import { recipe as docRecipe } from './support/recipes.ts';
+import { rollscopeOnPath, writeFixtureRun } from './support/fixture-run.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const FIXTURES = path.join(ROOT, 'test', 'fixtures');
-/** Every importer's fixtures: JSONL, whole JSON, msgpack (prime-rl), torch.save archives; malformed files included. */
-const FORMAT_FOLDERS = ['vllm', 'verl', 'slime', 'prime-rl', 'agent-lightning', 'areal', 'torch'];
 const EPOCH = { SOURCE_DATE_EPOCH: '1767225600' };
 
 let tmp: string;
@@ -66,13 +65,8 @@ async function query(sql: string): Promise<Record<string, unknown>[]> {
   return (await con.runAndReadAll(sql)).getRowObjectsJson() as Record<string, unknown>[];
 }
 
-/** The fenced block after `<!-- recipe: NAME -->` in docs/distributed.md. */
-function recipe(name: string): string {
-  const doc = fs.readFileSync(path.join(ROOT, 'docs', 'distributed.md'), 'utf8');
-  const m = new RegExp(`<!-- recipe: ${name} -->\\n\`\`\`[a-z]*\\n([\\s\\S]*?)\`\`\``).exec(doc);
-  if (!m) throw new Error(`docs/distributed.md has no recipe ${name}`);
-  return m[1]!;
-}
+/** The text of a recipe of docs/distributed.md. */
+const recipe = (name: string): string => docRecipe(name).text;
 
 /** The container script of the Kubernetes Job: the block scalar after `- |`, dedented. */
 function containerScript(yaml: string): string {
@@ -114,25 +108,9 @@ const sq = (p: string) => p.split(path.sep).join('/').replaceAll("'", "''");
 beforeAll(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-distributed-'));
   run = path.join(tmp, 'run');
-  for (const f of FORMAT_FOLDERS)
-    fs.cpSync(path.join(FIXTURES, f), path.join(run, f), { recursive: true, filter: (p) => !p.endsWith('.py') });
-  // GRPO groups that interleave across more lines than one streamed batch (64) holds.
-  const samples = fs
-    .readFileSync(path.join(run, 'slime', 'samples.jsonl'), 'utf8')
-    .trim()
-    .split('\n');
-  const lines = Array.from({ length: 70 }, (_, i) => {
-    const s = JSON.parse(samples[i % samples.length]!) as Record<string, unknown>;
-    return JSON.stringify({ ...s, index: i, group_index: i % 5 });
-  });
-  fs.writeFileSync(path.join(run, 'slime', 'interleaved-groups.jsonl'), `${lines.join('\n')}\n`);
+  writeFixtureRun(run);
   // `rollscope` on PATH for the recipes' scripts.
-  fs.mkdirSync(path.join(tmp, 'bin'));
-  fs.writeFileSync(
-    path.join(tmp, 'bin', 'rollscope'),
-    `#!/bin/sh\nexec '${process.execPath}' '${path.join(ROOT, 'bin', 'rollscope.js')}' "$@"\n`,
-    { mode: 0o755 },
-  );
+  rollscopeOnPath(tmp);
   db = await DuckDBInstance.create(':memory:');
   con = await db.connect();
 });
