@@ -17,7 +17,7 @@ import { CheckReport, checkExitStatus, newSummary } from '../server/report/check
 import { checkPaths } from '../server/pipeline.ts';
 import { loadFile } from '../server/import/index.ts';
 import { ownsError, ownsTrajectory, parseShard, runRoot } from '../server/pipeline/shard.ts';
-import { mergeManifests, MergedManifest } from '../server/cli/merge.ts';
+import { mergeExport, mergeManifests, MergedManifest } from '../server/cli/merge.ts';
 import { mergeCheckReports, MergeError } from '../server/report/merge.ts';
 import { readManifest, RejectEntry } from '../server/export/manifest.ts';
 import { readParquetRows } from '../server/export/parquet.ts';
@@ -519,6 +519,11 @@ describe('export --shard K/N --partition step,rank', () => {
       expect(r.stderr).toBe('');
       expect(r.code).toBe(0);
     }
+    // The shards' rows hold the ids their data states until merge gives the run-wide keys.
+    const manifests = Array.from({ length: count }, (_, k) => path.join(dataset, `_part-${k}.manifest.json`));
+    const r = await cli(['merge', ...manifests, '--out', path.join(tmp, 'merged-manifest.json')]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
   }, 180_000);
 
   it('writes hive-style folders that DuckDB reads with step and rank, holding exactly the unsharded rows', async () => {
@@ -547,22 +552,19 @@ describe('export --shard K/N --partition step,rank', () => {
     expect(types).toEqual({ step: 'BIGINT', rank: 'BIGINT' });
   });
 
-  it('never splits a GRPO group between shards', async () => {
+  it('each shard exports the trajectories of its own input splits, a GRPO group wherever its samples were read', async () => {
     const rows = await query(
-      `SELECT source.file AS file, "group", list_distinct(list(regexp_extract(filename, 'part-(\\d+)', 1))) AS shards
-       FROM read_parquet('${sq(path.join(dataset, '**', '*.parquet'))}', filename = true)
-       WHERE "group" IS NOT NULL GROUP BY ALL`,
+      `SELECT source.file AS file, list(DISTINCT regexp_extract(filename, 'part-(\\d+)', 1)) AS shards
+       FROM read_parquet('${sq(path.join(dataset, '**', '*.parquet'))}', filename = true) GROUP BY ALL`,
     );
     expect(rows.length).toBeGreaterThan(5);
-    for (const r of rows) expect(r.shards as unknown[]).toHaveLength(1);
-    expect(new Set(rows.map((r) => (r.shards as string[])[0])).size).toBeGreaterThan(1);
+    // Every file of this run is no larger than a share, so each is read whole by one shard.
+    for (const r of rows) expect(r.shards as unknown[], String(r.file)).toHaveLength(1);
+    expect(new Set(rows.map((r) => (r.shards as string[])[0])).size).toBe(count);
   });
 
   it('merge of the shard manifests lists every part with its sha256, and the counts add up to the unsharded ones', async () => {
     const manifests = Array.from({ length: count }, (_, k) => path.join(dataset, `_part-${k}.manifest.json`));
-    const r = await cli(['merge', ...manifests, '--out', path.join(tmp, 'merged-manifest.json')]);
-    expect(r.stderr).toBe('');
-    expect(r.code).toBe(0);
     const merged = MergedManifest.parse(JSON.parse(fs.readFileSync(path.join(tmp, 'merged-manifest.json'), 'utf8')));
     const whole = readManifest(`${single}.manifest.json`);
     expect(merged.counts).toEqual(whole.counts);
@@ -620,6 +622,10 @@ describe('export --shard K/N --partition step,rank', () => {
     const again = await cli([...args, '--workers', '0', '--force'], EPOCH);
     expect(again.stderr).toBe('');
     expect(again.code).toBe(0);
+    // Its rows hold the ids their data states again: merge gives the keys again, the same bytes.
+    const manifests = Array.from({ length: count }, (_, k) => path.join(dataset, `_part-${k}.manifest.json`));
+    const merged = await cli(['merge', ...manifests, '--out', path.join(tmp, 'merged-manifest.json')]);
+    expect(merged.stderr).toBe('');
     expect(Object.fromEntries(owned().map((f) => [f, sha256(path.join(dataset, f))]))).toEqual(before);
   }, 120_000);
 });
@@ -641,9 +647,15 @@ describe('export --shard K/N into one file per shard', () => {
       });
       expect(r.manifest.shard).toEqual({ index, count });
       docs.push({ name: r.manifestFile, doc: JSON.parse(fs.readFileSync(r.manifestFile, 'utf8')) });
-      for (const line of fs.readFileSync(r.out, 'utf8').split('\n').filter(Boolean)) ids.push(JSON.parse(line).id);
     }
-    const merged = mergeManifests(docs, dir);
+    // The rows' run-wide keys come from merge.
+    const merged = await mergeExport(docs, dir);
+    for (let index = 0; index < count; index++)
+      for (const line of fs
+        .readFileSync(path.join(dir, `batch-${index}.jsonl`), 'utf8')
+        .split('\n')
+        .filter(Boolean))
+        ids.push(JSON.parse(line).id);
     expect(merged.counts).toEqual(whole.manifest.counts);
     expect(merged.parts.map((p) => p.file)).toEqual(['batch-0.jsonl', 'batch-1.jsonl', 'batch-2.jsonl']);
     for (const p of merged.parts) expect(sha256(path.join(dir, p.file))).toBe(p.sha256);

@@ -9,7 +9,7 @@ import { ByteWriter, ParquetWriter, type SchemaElement } from 'hyparquet-writer'
 import { writeColumn } from 'hyparquet-writer/src/column.js';
 import { writeNumericColumn, type NumericLeaf } from './parquet-column.ts';
 import type { ColumnEncoder, PageData } from 'hyparquet-writer/src/types.js';
-import { parquetReadObjects } from 'hyparquet';
+import { parquetReadObjects, type AsyncBuffer } from 'hyparquet';
 import { EXPORT_SCHEMA_VERSION, type ExportRow } from './row-schema.ts';
 
 type Repetition = 'REQUIRED' | 'OPTIONAL';
@@ -678,7 +678,22 @@ export async function readParquetRows(bytes: Uint8Array): Promise<Record<string,
   const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
   // utf8: false keeps un-annotated BYTE_ARRAY (the image bytes) binary; UTF8 columns still decode to strings.
   const rows = (await parquetReadObjects({ file, utf8: false })) as Record<string, unknown>[];
-  return rows.map((r) => ({
+  return rows.map(jsonShaped);
+}
+
+/** Rows [rowStart, rowEnd) of an exported Parquet file read from disk as needed (a row group at a time), in their JSON shape. */
+export async function readParquetFileRows(
+  file: AsyncBuffer,
+  rowStart: number,
+  rowEnd: number,
+): Promise<Record<string, unknown>[]> {
+  const rows = (await parquetReadObjects({ file, rowStart, rowEnd, utf8: false })) as Record<string, unknown>[];
+  return rows.map(jsonShaped);
+}
+
+/** A row as hyparquet reads it, in the JSON shape of export rows (binary → base64, absent optionals → null). */
+function jsonShaped(r: Record<string, unknown>): Record<string, unknown> {
+  return {
     ...r,
     group: r.group ?? null,
     reward: r.reward ?? null,
@@ -695,5 +710,5 @@ export async function readParquetRows(bytes: Uint8Array): Promise<Record<string,
           ...(uri !== null && uri !== undefined ? { uri } : {}),
         }))
       : r.images,
-  }));
+  };
 }

@@ -69,7 +69,7 @@ async function streamingImporter(file: string, opts: LoadOptions, limits: ReadLi
   // same function, so the plan holds.
   const sample: unknown[] = [];
   let first = true;
-  for await (const l of readLines(file, { limits })) {
+  for await (const l of readLines(file, { limits, chunkBytes: SNIFF_CHUNK_BYTES })) {
     if (first && !isObjectLine(l, limits)) return undefined;
     first = false;
     const r = parseRecordLine(file, l, limits);
@@ -79,6 +79,9 @@ async function streamingImporter(file: string, opts: LoadOptions, limits: ReadLi
   const { importer } = sniffRecords(sample);
   return readsLineByLine(importer) ? importer : undefined;
 }
+
+/** Deciding a file's format reads its first records: a few tens of KB, not the 1 MiB a full read takes at a time. */
+const SNIFF_CHUNK_BYTES = 64 << 10;
 
 function isObjectLine(l: RecordLine, limits: ReadLimits): boolean {
   if (l.problem || !l.text.trimStart().startsWith('{')) return false;
@@ -91,7 +94,7 @@ function isObjectLine(l: RecordLine, limits: ReadLimits): boolean {
 }
 
 async function firstLineIsRecord(file: string, limits: ReadLimits): Promise<boolean> {
-  for await (const l of readLines(file, { limits })) return isObjectLine(l, limits);
+  for await (const l of readLines(file, { limits, chunkBytes: SNIFF_CHUNK_BYTES })) return isObjectLine(l, limits);
   return false;
 }
 

@@ -162,3 +162,42 @@ function shardAtByte(at: number, count: number, total: number): number {
   while (k < count - 1 && rangeStart(k + 1, count, total) <= at) k++;
   return k;
 }
+
+/** Where in the run an entry was read (report/check-report.ts RunPosition): file order (−1: a path that cannot be read), split start, place. */
+export type SplitPosition = [number, number, number];
+
+/**
+ * The run positions of what a shard reads, in the order it reads it: given the shard's splits
+ * (`plan`, before the first event), and told where each split ends (`fileEnded`: every split's
+ * events end with its file's `file` event), each entry's [file order, its split's first byte,
+ * its place in the split]. What comes before the plan (the paths that cannot be read) is [−1, 0, place].
+ * `merge` orders the entries of all shards by these (report/merge.ts, cli/merge-keys.ts).
+ */
+export class SplitPositions {
+  private splits: readonly InputSplit[] = [];
+  private planned = false;
+  private cursor = 0;
+  private seq = 0;
+
+  plan(splits: readonly InputSplit[]): void {
+    this.planned = true;
+    this.splits = splits;
+    this.cursor = 0;
+    this.seq = 0;
+  }
+
+  /** The split being read now (undefined before the plan). */
+  get current(): InputSplit | undefined {
+    return this.planned ? this.splits[this.cursor] : undefined;
+  }
+
+  fileEnded(): void {
+    this.cursor++;
+    this.seq = 0;
+  }
+
+  next(): SplitPosition {
+    const split = this.current;
+    return split ? [split.order, split.start, this.seq++] : [-1, 0, this.seq++];
+  }
+}
