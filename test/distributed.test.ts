@@ -15,8 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCheck } from '../server/cli/check.ts';
 import { CheckReport, checkExitStatus, newSummary } from '../server/report/check-report.ts';
 import { checkPaths } from '../server/pipeline.ts';
-import { loadFile } from '../server/import/index.ts';
-import { ownsError, ownsTrajectory, parseShard, runRoot } from '../server/pipeline/shard.ts';
+import { parseShard } from '../server/pipeline/shard.ts';
 import { mergeExport, mergeManifests, MergedManifest } from '../server/cli/merge.ts';
 import { mergeCheckReports, MergeError } from '../server/report/merge.ts';
 import { readManifest, RejectEntry } from '../server/export/manifest.ts';
@@ -127,40 +126,6 @@ describe('shard selection', () => {
     for (const bad of ['7/7', '1/0', '-1/3', '1', 'a/b', '1/2/3']) expect(() => parseShard(bad), bad).toThrow();
   });
 
-  it('puts every trajectory and unreadable record in exactly one shard, and every GRPO group whole in one', async () => {
-    const loaded = await loadFile(path.join(run, 'slime', 'interleaved-groups.jsonl'));
-    const malformed = await loadFile(path.join(run, 'slime', 'malformed.jsonl'));
-    expect(loaded.trajectories.length).toBe(70);
-    expect(malformed.errors.length).toBeGreaterThan(0);
-    const root = runRoot([run]);
-    for (const count of [1, 3, 7]) {
-      const groupShard = new Map<string, number>();
-      for (const t of loaded.trajectories) {
-        const owners = Array.from({ length: count }, (_, index) => index).filter((index) =>
-          ownsTrajectory({ index, count, root }, t),
-        );
-        expect(owners).toHaveLength(1);
-        const g = groupShard.get(t.group!);
-        if (g === undefined) groupShard.set(t.group!, owners[0]!);
-        else expect(owners[0]).toBe(g);
-      }
-      if (count === 7) expect(new Set(groupShard.values()).size).toBeGreaterThan(1);
-      for (const e of malformed.errors)
-        expect(
-          Array.from({ length: count }, (_, index) => index).filter((index) => ownsError({ index, count, root }, e)),
-        ).toHaveLength(1);
-    }
-  });
-
-  it('the shards hash file names relative to the run root, so a run mounted elsewhere splits alike', () => {
-    const t = { id: 'x', group: '3', source: { file: path.join(run, 'slime', 'samples.jsonl') } };
-    const moved = { ...t, source: { file: path.join(tmp, 'elsewhere', 'slime', 'samples.jsonl') } };
-    for (let index = 0; index < 7; index++)
-      expect(ownsTrajectory({ index, count: 7, root: run }, t)).toBe(
-        ownsTrajectory({ index, count: 7, root: path.join(tmp, 'elsewhere') }, moved),
-      );
-  });
-
   it('a shard that owns none of the trajectories still writes a valid empty report, and merge restores the whole', async () => {
     const file = path.join(run, 'vllm', 'tito.jsonl');
     const whole: string[] = [];
@@ -183,22 +148,6 @@ describe('shard selection', () => {
     expect(`${JSON.stringify(mergeCheckReports(reports))}\n`).toBe(whole.join(''));
     expect(wholeStatus).toBe(0);
   });
-
-  it('keys of duplicate ids across files are those of the whole run in every shard', async () => {
-    const where = (t: { id: string; source: { file: string; line: number } }) =>
-      `${t.source.file}:${t.source.line}:${t.id}`;
-    const names: string[] = [];
-    const seen: string[] = [];
-    // Fixtures of one format where ids repeat across files; sharded in process, on this thread.
-    const paths = [path.join(run, 'torch')];
-    for await (const ev of checkPaths(paths, { workers: 0 }))
-      if (ev.type === 'trajectory') names.push(where(ev.checked.trajectory));
-    for (let index = 0; index < 2; index++)
-      for await (const ev of checkPaths(paths, { workers: 0, shard: { index, count: 2 } }))
-        if (ev.type === 'trajectory') seen.push(where(ev.checked.trajectory));
-    expect(seen.sort()).toEqual([...names].sort());
-    expect(names.some((id) => id.includes('#'))).toBe(true);
-  }, 120_000);
 });
 
 describe('merge of check reports', () => {

@@ -98,7 +98,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   // A shard reads only its share of the input (pipeline/shard.ts `planInputSplits`) and says where
   // each entry was read and which group member each trajectory is, so `merge` can order, key and
   // group the entries of every shard as one run (report/merge.ts).
-  const shardOpts = opts.shard && { ...opts.shard, split: 'input' as const };
+  const shardOpts = opts.shard;
   const builder = new CheckReportBuilder(opts.mismatch, shardOpts !== undefined);
   // JUnit reads the entries back as JSON does, with their group's findings (known at the end).
   const spool = opts.json || opts.junit ? new EntrySpool() : undefined;

@@ -63,6 +63,8 @@ export interface ExportOptions {
   processor?: ProcessorSettings;
   roots?: string[];
   workers?: number;
+  /** Bytes of a read unit (RunOptions `unitBytes`; tests cut small files with it). */
+  unitBytes?: number;
   /** Export only the trajectories this accepts (a filter or a selection); the rest are not counted. */
   select?: (checked: CheckedTrajectory) => boolean;
   /** A description of `select` for the manifest (e.g. the browser's filter). */

@@ -34,6 +34,11 @@ export interface ChunkOptions extends LoadOptions {
    * start (`lineStartAtOrAfter`): the file must be one `splitsAtLines` accepts.
    */
   range?: { start: number; end: number };
+  /**
+   * Lines [start, end) of the file, both already line starts, the first numbered `firstLine`
+   * (pipeline/units.ts aligns and numbers the units it hands out).
+   */
+  aligned?: { start: number; end: number; firstLine: number };
 }
 
 /**
@@ -122,7 +127,8 @@ export async function* readFileChunks(file: string, opts: ChunkOptions = {}): As
   const batchBytes = opts.batchBytes ?? 2 * 1024 * 1024;
   let lines: RecordLine[] = [];
   let bytes = 0;
-  let span: { start: number; end: number; firstLine: number } | undefined;
+  let span: { start: number; end: number; firstLine: number } | undefined = opts.aligned;
+  if (span && span.end <= span.start) return;
   if (opts.range) {
     const start = lineStartAtOrAfter(file, opts.range.start);
     const end = lineStartAtOrAfter(file, opts.range.end);

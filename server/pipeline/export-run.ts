@@ -35,15 +35,14 @@ export async function exportRun(
     processor: opts.processor,
     roots,
     workers: opts.workers,
+    ...(opts.unitBytes !== undefined ? { unitBytes: opts.unitBytes } : {}),
     allowRemoteImages: opts.allowRemoteImages,
     // Each row is built where its trajectory is analyzed, unless a selection (a function of this
     // thread) must see the checked trajectory first.
     ...(opts.select ? {} : { exportRows: rowSpecFor({ ...opts, roots }) }),
     // A shard reads only its input splits, as `check --shard` does (pipeline/shard.ts); names are
     // relative to the run as given, not to the files it expands to.
-    ...(opts.shard
-      ? { shard: { ...opts.shard, root: opts.shard.root ?? runRoot(paths), split: 'input' as const } }
-      : {}),
+    ...(opts.shard ? { shard: { ...opts.shard, root: opts.shard.root ?? runRoot(paths) } } : {}),
   };
   if (!opts.partition) checkTarget(out, opts.force === true);
   const expanded = expandPaths(paths);

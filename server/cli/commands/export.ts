@@ -84,8 +84,9 @@ ${WHERE_USAGE.replace(/^ {2}--where EXPR {5}/, '  --where EXPR         ').replac
   --input-format F     override input format detection
   --min-pixels N       image processor min_pixels for this run (records that state their own keep theirs)
   --max-pixels N       image processor max_pixels for this run
-  --workers N          analysis threads (default: as check, one per idle core for runs of 512 MB or more,
-                       else none; 0 = main thread only)
+  --workers N          threads that read the input, build and encode its rows (default: as check, one per core
+                       this process may use, for inputs of 32 MB or more; 0 = this thread alone); the batch is
+                       the same bytes on any number
   --json               print the manifest as JSON`,
   async run(argv) {
     const { values, positionals } = parse(argv, OPTIONS);
