@@ -6,9 +6,14 @@
 // DuckDB, pyarrow and Spark all read (apache/parquet-format LogicalTypes.md, "Lists").
 import fs from 'node:fs';
 import { ByteWriter, ParquetWriter, type SchemaElement } from 'hyparquet-writer';
-import { writeColumn } from 'hyparquet-writer/src/column.js';
 import { writeNumericColumn, type NumericLeaf } from './parquet-column.ts';
-import type { ColumnEncoder, PageData } from 'hyparquet-writer/src/types.js';
+import {
+  appendRowGroup,
+  writeColumn,
+  type ColumnEncoder,
+  type PageData,
+  type PageIndexes,
+} from './parquet-internals.ts';
 import { parquetReadObjects, type AsyncBuffer } from 'hyparquet';
 import { EXPORT_SCHEMA_VERSION, type ExportRow } from './row-schema.ts';
 
@@ -79,7 +84,6 @@ export const PARQUET_SCHEMA: SchemaElement[] = [{ name: 'root', num_children: CO
 // file is byte for byte what `ParquetWriter.write` makes of the rows as objects
 // (test/export-parquet-writer.test.ts).
 
-type ColumnChunk = ParquetWriter['row_groups'][number]['columns'][number];
 type DecodedArray = PageData['values'];
 
 /** A growable typed array. */
@@ -625,27 +629,18 @@ export class ParquetRowWriter {
   private flushGroup(): void {
     const groupSize = this.columns.rows;
     if (groupSize === 0) return;
-    const w = this.writer;
     const groupStartOffset = this.out.offset;
-    const columns: ColumnChunk[] = [];
+    const chunks: PageIndexes[] = [];
     for (const leaf of this.columns.leaves.values()) {
       const numeric = leaf.numericLeaf();
-      const result = numeric
-        ? writeNumericColumn(this.out, leaf.column, numeric)
-        : writeColumn({ writer: this.out, column: leaf.column, pageData: leaf.pageData() });
-      columns.push(result.chunk);
-      w.pendingIndexes.push(result);
+      chunks.push(
+        numeric
+          ? writeNumericColumn(this.out, leaf.column, numeric)
+          : writeColumn({ writer: this.out, column: leaf.column, pageData: leaf.pageData() }),
+      );
       leaf.clear();
     }
-    let total_byte_size = 0n;
-    for (const { meta_data } of columns) total_byte_size += meta_data?.total_uncompressed_size ?? 0n;
-    w.num_rows += BigInt(groupSize);
-    w.row_groups.push({
-      columns,
-      total_byte_size,
-      num_rows: BigInt(groupSize),
-      total_compressed_size: BigInt(this.out.offset - groupStartOffset),
-    });
+    appendRowGroup(this.writer, { chunks, rows: groupSize, compressedBytes: this.out.offset - groupStartOffset });
     this.out.flush();
     this.columns.clear();
     this.bufferedBytes = 0;
