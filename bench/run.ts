@@ -29,6 +29,7 @@ import { shardFigure } from './shard.ts';
 import { standardFigure } from './standard.ts';
 import { gatewayFigure } from './gateway.ts';
 import { plotsFigure } from './plots.ts';
+import { splitsFigure } from './splits.ts';
 
 const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   load: loadFigure,
@@ -41,6 +42,7 @@ const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   shard: shardFigure,
   gateway: gatewayFigure,
   plots: plotsFigure,
+  splits: splitsFigure,
 };
 
 const args = benchArgs();
