@@ -28,8 +28,10 @@ import { browserFigure } from './browser.ts';
 import { shardFigure } from './shard.ts';
 import { standardFigure } from './standard.ts';
 import { gatewayFigure } from './gateway.ts';
+import { gatewayStreamFigure } from './gateway-stream.ts';
 import { plotsFigure } from './plots.ts';
 import { splitsFigure } from './splits.ts';
+import { fuzzFigure } from './fuzz.ts';
 
 const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   load: loadFigure,
@@ -41,8 +43,10 @@ const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   browser: browserFigure,
   shard: shardFigure,
   gateway: gatewayFigure,
+  'gateway-stream': gatewayStreamFigure,
   plots: plotsFigure,
   splits: splitsFigure,
+  fuzz: fuzzFigure,
 };
 
 const args = benchArgs();
