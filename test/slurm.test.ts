@@ -18,7 +18,8 @@ import { MergedManifest } from '../server/cli/merge.ts';
 import { readManifest } from '../server/export/manifest.ts';
 import { ROLLSCOPE_CLI, rollscopeOnPath, writeFixtureRun } from './support/fixture-run.ts';
 import { writeRecipes } from './support/recipes.ts';
-import { SlurmCluster, slurmUnavailable, until, type JobState } from './support/slurm-cluster.ts';
+import { SlurmCluster, slurmUnavailable, type JobState } from './support/slurm-cluster.ts';
+import { waitFor } from './support/wait.ts';
 
 const unavailable = slurmUnavailable();
 const EPOCH = '1767225600';
@@ -143,24 +144,21 @@ describe.skipIf(unavailable !== undefined && !process.env.CI)(
       // requeued job's start by a while: it is released and let start at once.
       const task = `${array}_1`;
       const reports = path.join(out, 'reports');
-      await until(
+      await waitFor(
         `task ${task} to start writing its report`,
         () => {
           const writing = fs.existsSync(reports) && fs.readdirSync(reports).some((f) => f.startsWith('.shard-1.json.'));
-          return writing && cluster!.jobs(task)[0]?.state === 'RUNNING' ? true : undefined;
+          return writing && cluster!.jobs(task)[0]?.state === 'RUNNING';
         },
-        60_000,
-        10,
+        { timeoutMs: 60_000, everyMs: 10 },
       );
       cluster!.scontrol('suspend', task);
       expect(cluster!.jobs(task)[0]!.state).toBe('SUSPENDED');
       expect(fs.existsSync(path.join(reports, 'shard-1.json'))).toBe(false);
       cluster!.scontrol('requeue', task);
-      await until(
-        'the requeued task to be pending',
-        () => (cluster!.jobs(task)[0]?.state === 'PENDING' ? true : undefined),
-        30_000,
-      );
+      await waitFor('the requeued task to be pending', () => cluster!.jobs(task)[0]?.state === 'PENDING', {
+        timeoutMs: 30_000,
+      });
       cluster!.scontrol('release', task);
       cluster!.scontrol('update', `JobId=${task}`, 'StartTime=now');
 

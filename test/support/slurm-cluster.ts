@@ -14,6 +14,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { waitFor } from './wait.ts';
 
 /** The programs a cluster needs (Debian: slurmctld slurmd slurm-client munge). */
 export const SLURM_PROGRAMS = ['munged', 'mungekey', 'slurmctld', 'slurmd', 'sbatch', 'srun', 'scontrol', 'squeue'];
@@ -45,24 +46,6 @@ async function freePort(): Promise<number> {
       s.close(() => resolve(port));
     });
   });
-}
-
-const delay = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Poll `ready` every `everyMs` until it gives a value, or throw `what` after `timeoutMs`. */
-export async function until<T>(
-  what: string,
-  ready: () => T | undefined | Promise<T | undefined>,
-  timeoutMs: number,
-  everyMs = 100,
-): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await ready();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}`);
-    await delay(everyMs);
-  }
 }
 
 export class SlurmCluster {
@@ -111,7 +94,7 @@ export class SlurmCluster {
         `--log-file=${path.join(dir, 'log', 'munged.log')}`,
         `--seed-file=${path.join(dir, 'munged.seed')}`,
       ]);
-      await until('munged to open its socket', () => (fs.existsSync(socket) ? true : undefined), timeoutMs, 50);
+      await waitFor('munged to open its socket', () => fs.existsSync(socket), { timeoutMs, everyMs: 50 });
 
       const ctldPort = await freePort();
       let nodePort = await freePort();
@@ -161,16 +144,16 @@ export class SlurmCluster {
       );
       cluster.daemon('slurmctld', ['-D', '-i']);
       cluster.daemon('slurmd', ['-D', '-N', node]);
-      await until(
+      await waitFor(
         `node ${node} to be idle (sinfo; logs in ${at('log')})`,
         () => {
           const r = cluster.run('sinfo', ['-h', '-n', node, '-o', '%t']);
           const state = r.status === 0 ? r.stdout.trim() : '';
           if (/inval|drain/.test(state))
             throw new Error(`node ${node} is ${state}: ${cluster.run('scontrol', ['show', 'node', node]).stdout}`);
-          return state === 'idle' ? true : undefined;
+          return state === 'idle';
         },
-        timeoutMs,
+        { timeoutMs, everyMs: 100 },
       );
       return cluster;
     } catch (e) {
@@ -227,14 +210,13 @@ export class SlurmCluster {
 
   /** Wait until every job and task of `ids` has left the queue (finished in any state), then their states. */
   async finish(ids: readonly string[], timeoutMs = 120_000): Promise<JobState[]> {
-    await until(
+    await waitFor(
       `jobs ${ids.join(', ')} to finish (squeue)`,
       () => {
         const r = this.run('squeue', ['-h', '-j', ids.join(','), '-o', '%i %T']);
-        return r.status === 0 && r.stdout.trim() === '' ? true : undefined;
+        return r.status === 0 && r.stdout.trim() === '';
       },
-      timeoutMs,
-      200,
+      { timeoutMs, everyMs: 200 },
     );
     return ids.flatMap((id) => this.jobs(id));
   }
@@ -243,14 +225,13 @@ export class SlurmCluster {
   async stop(timeoutMs = 20_000): Promise<void> {
     if (this.daemons.some((d) => d.name === 'slurmctld' && d.child.exitCode === null)) {
       this.run('scancel', ['--full', '--user', 'root'], {}, 10_000);
-      await until(
+      await waitFor(
         'the cancelled jobs to leave the queue',
         () => {
           const r = this.run('squeue', ['-h', '-o', '%i'], {}, 10_000);
-          return r.status !== 0 || r.stdout.trim() === '' ? true : undefined;
+          return r.status !== 0 || r.stdout.trim() === '';
         },
-        timeoutMs,
-        200,
+        { timeoutMs, everyMs: 200 },
       ).catch(() => undefined);
     }
     this.stopping = true;
@@ -259,12 +240,14 @@ export class SlurmCluster {
   }
 }
 
-/** SIGTERM, then SIGKILL past the deadline; resolves once the process has exited. */
+/** SIGTERM, then SIGKILL when it has not exited by the deadline; resolves once the process has exited. */
 async function stopChild(child: ChildProcess, timeoutMs: number): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
+  const gone = () => child.exitCode !== null || child.signalCode !== null;
+  if (gone()) return;
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  await waitFor(`${child.spawnfile} to exit on SIGTERM`, gone, { timeoutMs, everyMs: 50 }).catch(() =>
+    child.kill('SIGKILL'),
+  );
   await exited;
-  clearTimeout(timer);
 }
