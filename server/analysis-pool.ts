@@ -127,8 +127,11 @@ class PartQueue {
 export class AnalysisPool {
   private readonly slots: Slot[];
   private seq = 0;
+  /** Units each worker has read to their end (`readUnit`), by worker: how the input was divided. */
+  readonly unitsRead: number[];
 
   constructor(readonly size: number) {
+    this.unitsRead = Array.from({ length: size }, () => 0);
     const boot = new URL('../bin/worker-boot.js', import.meta.url);
     const module = new URL('./analysis-worker.ts', import.meta.url).href;
     this.slots = Array.from({ length: size }, () => {
@@ -159,6 +162,7 @@ export class AnalysisPool {
         q.fail(new Error(m.message));
       } else if (m.kind === 'unit-done') {
         slot.units.delete(m.seq);
+        this.unitsRead[this.slots.indexOf(slot)]!++;
         q.push({ done: true, ...(m.format ? { format: m.format } : {}) });
       } else if (m.kind === 'unit-part') {
         const r = unpackFromWire(m) as typeof m;

@@ -411,23 +411,37 @@ export async function* analyzeUnits(
   }
 }
 
-/** A unit read on the pool; if its worker fails, read here, the parts already given skipped (a unit's parts are the same on any thread). */
-async function* readElsewhere(
+/**
+ * A unit read on the pool; if its worker fails, read here, the parts already given skipped (a unit's
+ * parts are the same on any thread). The unit is posted to its worker now, not when its parts are
+ * first asked for: `analyzeUnits` keeps several in flight so that every worker reads at once.
+ */
+function readElsewhere(
   pool: AnalysisPool,
   unit: ReadUnit,
   opts: RunOptions,
   roots: readonly string[],
 ): AsyncGenerator<UnitPart> {
-  let given = 0;
+  let started: AsyncGenerator<UnitPart> | undefined;
   try {
-    for await (const part of pool.readUnit(unit, opts, roots)) {
-      yield part;
-      given++;
-    }
-    return;
+    started = pool.readUnit(unit, opts, roots);
   } catch {
-    // the worker died or failed: this thread reads the unit
+    // no live worker: this thread reads the unit
   }
-  let seen = 0;
-  for await (const part of unitEvents(unit, opts, roots)) if (seen++ >= given) yield part;
+  return (async function* () {
+    let given = 0;
+    if (started) {
+      try {
+        for await (const part of started) {
+          yield part;
+          given++;
+        }
+        return;
+      } catch {
+        // the worker died or failed: this thread reads the unit
+      }
+    }
+    let seen = 0;
+    for await (const part of unitEvents(unit, opts, roots)) if (seen++ >= given) yield part;
+  })();
 }

@@ -83,6 +83,30 @@ describe('units', () => {
     expect(lineFeedsIn(slimeRun, 0, fs.statSync(slimeRun).size)).toBe(all.length);
   });
 
+  it('are divided between the threads: each thread reads some, every unit is read once, none on the main thread', async () => {
+    const expected: string[] = [];
+    for await (const ev of checkPaths([slimeRun], { workers: 0, reportOnly: true, noStreams: true }))
+      if (ev.type === 'trajectory') expected.push(ev.checked.trajectory.id);
+    const pool = new AnalysisPool(2);
+    try {
+      const planned = await planUnits(wholeSplits([slimeRun]), 64 * 1024, {});
+      const got: string[] = [];
+      for await (const ev of analyzeUnits(
+        alignedUnits(planned),
+        { reportOnly: true, noStreams: true },
+        [path.dirname(slimeRun)],
+        pool,
+      ))
+        if (ev.type === 'trajectory') got.push(ev.checked.trajectory.id);
+      expect(got).toEqual(expected);
+      // Every unit came back from a worker (a unit read on the main thread is counted by none).
+      expect(pool.unitsRead.reduce((a, b) => a + b, 0)).toBe(planned.length);
+      for (const n of pool.unitsRead) expect(n).toBeGreaterThan(0);
+    } finally {
+      await pool.close();
+    }
+  }, 300_000);
+
   it('a unit whose thread dies is read on the main thread, its events already given not given twice', async () => {
     const expected: string[] = [];
     for await (const ev of checkPaths([slimeRun], { workers: 0, reportOnly: true, noStreams: true }))
