@@ -58,7 +58,7 @@ export async function streamedImport(file: string): Promise<{ trajectories: numb
   return { trajectories, errors };
 }
 
-async function duckdb(file: string, sql: (f: string) => string): Promise<{ seconds: number; value: string }> {
+export async function duckdb(file: string, sql: (f: string) => string): Promise<{ seconds: number; value: string }> {
   const inst = await DuckDBInstance.create(':memory:');
   const con = await inst.connect();
   try {

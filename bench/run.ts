@@ -30,6 +30,7 @@ import { standardFigure } from './standard.ts';
 import { gatewayFigure } from './gateway.ts';
 import { gatewayStreamFigure } from './gateway-stream.ts';
 import { plotsFigure } from './plots.ts';
+import { splitsFigure } from './splits.ts';
 import { fuzzFigure } from './fuzz.ts';
 
 const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
@@ -44,6 +45,7 @@ const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   gateway: gatewayFigure,
   'gateway-stream': gatewayStreamFigure,
   plots: plotsFigure,
+  splits: splitsFigure,
   fuzz: fuzzFigure,
 };
 

@@ -33,7 +33,7 @@ const median = (xs: number[]): number => {
 /** The standard layout with no GRPO groups: each sample its own prompt and answer words (images from the same pool). */
 const DISTINCT_RUN = { ...STANDARD_RUN, groupSize: 1, vary: 'swap' } as const;
 
-async function standardRun(bytes: number, shape: 'standard' | 'distinct' = 'standard'): Promise<GeneratedRun> {
+export async function standardRun(bytes: number, shape: 'standard' | 'distinct' = 'standard'): Promise<GeneratedRun> {
   const name = `${shape}-${Math.round(bytes / 1e6)}MB`;
   const out = path.join(benchDir(), name, `${name}.jsonl`);
   const sidecar = `${out}.bench.json`;
@@ -49,7 +49,7 @@ async function standardRun(bytes: number, shape: 'standard' | 'distinct' = 'stan
 }
 
 /** `check --json` on the run; fails loudly unless it reports exactly the planted faults. */
-async function check(run: GeneratedRun, workers: string[], env: NodeJS.ProcessEnv = {}): Promise<ProcessRun> {
+export async function check(run: GeneratedRun, workers: string[], env: NodeJS.ProcessEnv = {}): Promise<ProcessRun> {
   const out = path.join(benchDir(), `check-${process.pid}.json`);
   const r = await measureProcess(process.execPath, [ROLLSCOPE, 'check', '--json', ...workers, run.file], {
     stdoutFile: out,

@@ -4,7 +4,14 @@
 import { parentPort } from 'node:worker_threads';
 import { z } from 'zod';
 import { FormatName, type Trajectory } from './model/trajectory.ts';
-import { analyzeTrajectory, importAndAnalyze, withExport, type RunOptions } from './pipeline/analyze.ts';
+import {
+  analyzeTrajectory,
+  importAndAnalyze,
+  withExport,
+  type ChunkOutcome,
+  type RunOptions,
+} from './pipeline/analyze.ts';
+import { unitEvents } from './pipeline/units.ts';
 import { packForWire, toWire, unpackFromWire, type Reply, type WireEvent } from './pipeline/wire.ts';
 
 const RecordLine = z.object({
@@ -31,10 +38,69 @@ const Job = z.discriminatedUnion('kind', [
     ...Common,
   }),
   z.object({ kind: z.literal('lines'), file: z.string(), format: FormatName, lines: z.array(RecordLine), ...Common }),
+  z.object({
+    kind: z.literal('unit'),
+    unit: z.object({
+      order: z.number().int(),
+      file: z.string(),
+      whole: z.boolean(),
+      from: z.number().int().nonnegative(),
+      to: z.number().int().nonnegative(),
+      firstLine: z.number().int().positive(),
+      last: z.boolean(),
+    }),
+    ...Common,
+  }),
 ]);
+
+function wireEvents(events: ChunkOutcome['events'], opts: RunOptions): WireEvent[] {
+  return events.map(
+    (e): WireEvent =>
+      e.type === 'trajectory'
+        ? {
+            type: 'trajectory',
+            checked: toWire(e.checked, opts),
+            ...('exported' in e && e.exported ? { exported: e.exported } : {}),
+          }
+        : e,
+  );
+}
+
+function post(reply: Reply): void {
+  const transfer: ArrayBuffer[] = [];
+  parentPort!.postMessage(packForWire(reply, transfer), transfer);
+}
+
+/** A unit read here: its events posted as they come, batch by batch (the main thread puts them in run order). */
+async function readUnit(job: Extract<z.infer<typeof Job>, { kind: 'unit' }>): Promise<void> {
+  try {
+    for await (const part of unitEvents(job.unit, job.opts, job.roots)) {
+      if ('done' in part)
+        post({ seq: job.seq, ok: true, kind: 'unit-done', ...(part.format ? { format: part.format } : {}) });
+      else
+        post({
+          seq: job.seq,
+          ok: true,
+          kind: 'unit-part',
+          events: wireEvents(part.events, job.opts),
+          imported: part.imported,
+          ...(part.readTo !== undefined ? { readTo: part.readTo } : {}),
+        });
+    }
+  } catch (e) {
+    post({ seq: job.seq, ok: false, message: (e as Error).message });
+  }
+}
+
+let units: Promise<void> = Promise.resolve();
 
 parentPort!.on('message', async (raw: unknown) => {
   const job = Job.parse(unpackFromWire(raw));
+  // One unit at a time, in the order they came: the main thread hands the oldest out first and waits for it first.
+  if (job.kind === 'unit') {
+    units = units.then(() => readUnit(job));
+    return;
+  }
   let reply: Reply;
   try {
     if (job.kind === 'trajectory') {
@@ -52,21 +118,10 @@ parentPort!.on('message', async (raw: unknown) => {
       };
     } else {
       const { events, imported } = await importAndAnalyze(job, job.opts, job.roots);
-      const wire = events.map(
-        (e): WireEvent =>
-          e.type === 'trajectory'
-            ? {
-                type: 'trajectory',
-                checked: toWire(e.checked, job.opts),
-                ...('exported' in e && e.exported ? { exported: e.exported } : {}),
-              }
-            : e,
-      );
-      reply = { seq: job.seq, ok: true, kind: 'lines', events: wire, imported };
+      reply = { seq: job.seq, ok: true, kind: 'lines', events: wireEvents(events, job.opts), imported };
     }
   } catch (e) {
     reply = { seq: job.seq, ok: false, message: (e as Error).message };
   }
-  const transfer: ArrayBuffer[] = [];
-  parentPort!.postMessage(packForWire(reply, transfer), transfer);
+  post(reply);
 });

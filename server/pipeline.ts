@@ -6,7 +6,7 @@
 // (model/trajectory-key.ts), so a trajectory is named alike by the CLI, the API and an export.
 import fs from 'node:fs';
 import os from 'node:os';
-import type { Trajectory } from './model/trajectory.ts';
+import type { FormatName, Trajectory } from './model/trajectory.ts';
 import { TrajectoryKeys, type KeySource } from './model/trajectory-key.ts';
 import type { RunEvent } from './analysis/checked.ts';
 import { expandPaths } from './import/index.ts';
@@ -21,15 +21,16 @@ import {
   type ChunkOutcome,
   type RunOptions,
 } from './pipeline/analyze.ts';
+import { planInputSplits, type InputSplit, type PlannedFile } from './pipeline/shard.ts';
 import {
-  ownsError,
-  ownsTrajectory,
-  planInputSplits,
-  runRoot,
-  type InputSplit,
-  type PlannedFile,
-  type Skipped,
-} from './pipeline/shard.ts';
+  alignedUnits,
+  planUnits,
+  unitBytesFor,
+  unitEvents,
+  wholeSplits,
+  type ReadUnit,
+  type UnitPart,
+} from './pipeline/units.ts';
 import { prewarmProfile } from './profiles/profile.ts';
 
 export type { CheckedTrajectory, RunEvent } from './analysis/checked.ts';
@@ -88,23 +89,6 @@ export async function* fileInputs(
   }
 }
 
-/** The chunks of one shard's input splits, each followed by the end of its file. */
-export async function* splitInputs(
-  splits: readonly InputSplit[],
-  opts: { format?: string; model?: string },
-  batching: Batching = batchingFor(true),
-): AsyncGenerator<PipelineInput> {
-  for (const s of splits) {
-    yield* readFileChunks(s.file, {
-      format: opts.format,
-      model: opts.model,
-      ...batching,
-      ...(s.whole ? {} : { range: { start: s.start, end: s.end } }),
-    });
-    yield { kind: 'end', file: s.file };
-  }
-}
-
 /** The run's files as a split plan sees them: sizes, and which can be cut at line starts (asked only of files larger than one share). */
 export async function plannedFiles(
   files: readonly string[],
@@ -134,7 +118,6 @@ export async function* analyzeInputs(
   opts: RunOptions,
   roots: readonly string[],
   pool?: AnalysisPool,
-  onSkipped?: (s: Skipped) => void,
 ): AsyncGenerator<RunEvent> {
   // Work in flight: enough that a worker never waits for an older batch on another worker to be
   // handed out (results leave in input order), little enough to bound memory. Streamed batches
@@ -163,10 +146,7 @@ export async function* analyzeInputs(
     else single--;
     const { events, imported } = await p.outcome;
     count += imported;
-    for (const ev of events) {
-      if (ev.type === 'skipped') onSkipped?.(ev);
-      else yield ev;
-    }
+    yield* events;
   }
   const submit = (outcome: Promise<ChunkOutcome>, batch: boolean) => {
     outcome.catch(() => undefined); // settled in order; avoid an unhandled rejection meanwhile
@@ -196,9 +176,7 @@ export async function* analyzeInputs(
         nextError = end;
         submit(
           Promise.resolve({
-            events: due.map((error): ChunkOutcome['events'][number] =>
-              ownsError(opts.shard, error) ? { type: 'error', error } : { type: 'skipped', what: 'error' },
-            ),
+            events: due.map((error): ChunkOutcome['events'][number] => ({ type: 'error', error })),
             imported: 0,
           }),
           true,
@@ -206,11 +184,6 @@ export async function* analyzeInputs(
       };
       for (const traj of loaded.trajectories) {
         errorsUpTo(traj.source.line);
-        if (!ownsTrajectory(opts.shard, traj)) {
-          const skipped: Skipped = { type: 'skipped', what: 'trajectory', trajectory: traj };
-          submit(Promise.resolve({ events: [skipped], imported: 0 }), false);
-          continue;
-        }
         // A worker that fails (it died, its reply did not arrive) leaves the trajectory to this thread.
         const here = () =>
           analyzeOrError(traj, analyzeTrajectory(traj, opts, roots), opts).then((ev) => withExport(ev, opts));
@@ -232,15 +205,13 @@ export async function* analyzeInputs(
       ).catch(
         (e: unknown): ChunkOutcome => ({
           events: [
-            ownsError(opts.shard, where)
-              ? {
-                  type: 'error',
-                  error: {
-                    ...where,
-                    message: `cannot analyze the ${chunk.lines.length} record(s) from line ${where.line}: ${(e as Error).message}`,
-                  },
-                }
-              : { type: 'skipped', what: 'error' },
+            {
+              type: 'error',
+              error: {
+                ...where,
+                message: `cannot analyze the ${chunk.lines.length} record(s) from line ${where.line}: ${(e as Error).message}`,
+              },
+            },
           ],
           imported: 0,
         }),
@@ -274,45 +245,56 @@ export interface CheckPathsHooks {
    * export passes the keys its store gave, so an exported row names a trajectory as the API does.
    */
   keyOf?: (t: KeySource) => string;
-  /**
-   * Called, in run order, for each trajectory and unreadable record another shard owns
-   * (`opts.shard`): their keys are given all the same, so a shard names its own as a whole run would.
-   */
-  onSkipped?: (s: Skipped) => void;
-  /** Bytes of the inputs read so far, of `total` (a progress line; reading runs a few batches ahead of the analysis). */
+  /** Bytes of the inputs read so far, of `total` (a progress line; reading runs a few units ahead of the events). */
   onRead?: (read: number, total: number) => void;
   /**
-   * With `opts.shard.split === 'input'`: the run's files and the splits this shard reads, before
-   * the first event (each split's events end with its `file` event).
+   * With `opts.shard`: the run's files and the splits this shard reads, before the first event
+   * (each split's events end with its `file` event).
    */
   onPlan?: (plan: { files: readonly PlannedFile[]; splits: readonly InputSplit[] }) => void;
 }
 
 /**
- * With the worker count left to it, `checkPaths` starts workers only for inputs this large: a
- * worker opens its own modules and tokenizer (1–2 s of CPU each), and on a small run the main
- * thread alone finishes sooner than the workers start.
+ * With the thread count left to it, `checkPaths` starts threads only for inputs this large: a
+ * thread opens its own modules and, when a check needs one, its own tokenizer (~0.5–1 s of CPU),
+ * and on a smaller input this thread alone finishes about as soon as the threads have started.
  */
-export const WORKERS_FROM_BYTES = 512 * 1024 * 1024;
+export const THREADS_FROM_BYTES = 32 * 1024 * 1024;
+
+/** The cores this process may run on (its CPU affinity, as the OS gives it). */
+export function availableCores(): number {
+  return os.availableParallelism?.() ?? os.cpus().length;
+}
 
 /**
- * The worker count `checkPaths` uses: `requested` when given; else, for big inputs, one per idle
- * core (≤ 8) when at least three are idle, none otherwise. Cores other processes keep busy (the
- * load average) do not count: a worker there only competes with the main thread and costs its
- * start-up. With two idle cores the main thread (reading, decoding lines, receiving results)
- * and two workers share two cores: measured slower than the main thread alone, with twice its
- * memory (bench/README.md), so two cores run on the main thread.
+ * The threads that read and analyze an input of `totalBytes` (pipeline/units.ts): `requested` when
+ * given (0: this thread alone); else one per core the process may use, for inputs of
+ * THREADS_FROM_BYTES or more on two cores or more, none otherwise. Never more than the input has
+ * units (`checkPaths`).
  */
-export function workersFor(
+export function workersFor(requested: number | undefined, totalBytes: number, cores = availableCores()): number {
+  if (requested !== undefined) return Math.max(0, requested);
+  return cores >= 2 && totalBytes >= THREADS_FROM_BYTES ? cores : 0;
+}
+
+/**
+ * The threads the server's store reads appended data with (server/http/store.ts), which still
+ * hands out lines from this thread (`analyzeInputs`): only for big reads on at least three idle
+ * cores (the load average), since a worker fed lines here was measured slower than none on two.
+ */
+export function lineWorkersFor(
   requested: number | undefined,
   totalBytes: number,
-  cores = os.availableParallelism?.() ?? os.cpus().length,
+  cores = availableCores(),
   load = os.loadavg()[0] ?? 0,
 ): number {
   if (requested !== undefined) return Math.max(0, requested);
   const idle = Math.floor(cores - load + 0.5);
   return idle >= 3 && totalBytes >= WORKERS_FROM_BYTES ? Math.min(idle, 8) : 0;
 }
+
+/** With the worker count left to it, the store starts line workers only for reads this large. */
+export const WORKERS_FROM_BYTES = 512 * 1024 * 1024;
 
 const fileBytes = (file: string): number => {
   try {
@@ -322,32 +304,14 @@ const fileBytes = (file: string): number => {
   }
 };
 
-/** `inputs`, telling `onRead` how far into the inputs the reading is (`spans`: the bytes of each file to be read, in order). */
-async function* reportingReads(
-  inputs: AsyncIterable<PipelineInput>,
-  spans: readonly { file: string; start: number; end: number }[],
-  onRead: (read: number, total: number) => void,
-): AsyncGenerator<PipelineInput> {
-  const total = spans.reduce((n, s) => n + (s.end - s.start), 0);
-  let span = 0;
-  let before = 0;
-  for await (const input of inputs) {
-    const s = spans[span];
-    if (input.kind === 'end') {
-      before += s ? s.end - s.start : 0;
-      span++;
-      onRead(before, total);
-    } else if (input.kind === 'lines') {
-      const last = input.lines[input.lines.length - 1];
-      if (last && s) onRead(before + Math.min(s.end, last.offset + last.length) - s.start, total);
-    }
-    yield input;
-  }
-}
-
 /**
- * Load and check every trajectory under `paths`, file by file, in input order (folders expanded
- * as the format registry says), with `opts.workers` analysis threads (unset: `workersFor`).
+ * Load and check every trajectory under `paths`, in input order (folders expanded as the format
+ * registry says). The run, or with `opts.shard` this shard's input splits (pipeline/shard.ts),
+ * is cut into units (pipeline/units.ts) that `opts.workers` threads read, parse, validate and
+ * analyze on their own (unset: `workersFor`); their events come back in run order. Without
+ * `opts.shard` every trajectory gets its run-wide key; a shard sees none of the others' records,
+ * so its trajectories keep the id their data states (`merge` gives the keys) and the paths that
+ * cannot be read are shard 0's.
  */
 export async function* checkPaths(
   paths: readonly string[],
@@ -355,72 +319,129 @@ export async function* checkPaths(
   hooks: CheckPathsHooks = {},
 ): AsyncGenerator<RunEvent> {
   const roots = opts.roots ?? defaultRoots(paths);
-  if (opts.shard?.split === 'input') {
-    yield* checkInputSplit(paths, opts, hooks, roots);
-    return;
-  }
-  if (opts.shard && opts.shard.root === undefined) opts = { ...opts, shard: { ...opts.shard, root: runRoot(paths) } };
+  const shard = opts.shard;
   const { files, errors } = expandPaths(paths);
-  for (const error of errors) {
-    if (ownsError(opts.shard, error)) yield { type: 'error', error };
-    else hooks.onSkipped?.({ type: 'skipped', what: 'error' });
+  let splits: InputSplit[];
+  if (shard) {
+    if (shard.index === 0) for (const error of errors) yield { type: 'error', error };
+    const planned = await plannedFiles(files, shard.count, opts);
+    splits = planInputSplits(planned, shard.index, shard.count);
+    hooks.onPlan?.({ files: planned, splits });
+    opts = { ...opts, shard: undefined };
+  } else {
+    for (const error of errors) yield { type: 'error', error };
+    splits = wholeSplits(files);
   }
-  const total = files.reduce((n, f) => n + fileBytes(f), 0);
-  const workers = workersFor(opts.workers, total);
+  const total = splits.reduce((n, s) => n + (s.end - s.start), 0);
+  const threads = workersFor(opts.workers, total);
+  const planned =
+    threads > 0
+      ? await planUnits(splits, opts.unitBytes ?? unitBytesFor(total, threads), opts)
+      : splits.map((split) => ({ split, start: split.start, end: split.end, last: true }));
+  // No more threads than units: a thread without one would only cost its start-up.
+  const workers = Math.min(threads, planned.length);
   const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
-  // This thread's tokenizer is built while the first reads are under way, not after the first
-  // batch is parsed (a no-op when the CLI built it while its modules loaded).
+  // This thread's tokenizer is built while the first reads are under way, and only when this thread
+  // analyzes (a thread builds its own when its first check needs it).
   if (!pool) setImmediate(() => prewarmProfile(opts.model));
-  const keys = new TrajectoryKeys();
-  const keyOf = hooks.keyOf ?? ((t: KeySource) => keys.keyOf(t));
-  const batching = batchingFor(pool !== undefined);
-  const inputs = hooks.onRead
-    ? reportingReads(
-        fileInputs(files, opts, batching),
-        files.map((file) => ({ file, start: 0, end: fileBytes(file) })),
-        hooks.onRead,
-      )
-    : fileInputs(files, opts, batching);
+  const events = analyzeUnits(
+    alignedUnits(planned),
+    opts,
+    roots,
+    pool,
+    hooks.onRead && ((read) => hooks.onRead!(read, total)),
+  );
   try {
-    const onSkipped = (s: Skipped) => {
-      if (s.what === 'trajectory') keyOf(s.trajectory);
-      hooks.onSkipped?.(s);
-    };
-    yield* keyed(analyzeInputs(inputs, opts, roots, pool, onSkipped), keyOf);
+    if (shard) yield* events;
+    else {
+      const keys = new TrajectoryKeys();
+      yield* keyed(events, hooks.keyOf ?? ((t: KeySource) => keys.keyOf(t)));
+    }
   } finally {
     await pool?.close();
   }
 }
 
 /**
- * `checkPaths` for a shard that reads only its share of the input (pipeline/shard.ts
- * `planInputSplits`): every record it reads is its own, and the paths that cannot be read are
- * shard 0's. It sees no record of the others, so trajectories keep the id their data states:
- * `merge` gives the run-wide keys.
+ * The events of `units`, in order: each read on the pool's threads (a few units handed out ahead,
+ * so no thread waits for the oldest to be taken), or here without a pool; each split's events
+ * followed by its file's `file` event. A unit whose thread dies is read again here, its events
+ * already given skipped.
  */
-async function* checkInputSplit(
-  paths: readonly string[],
+export async function* analyzeUnits(
+  units: Iterator<ReadUnit>,
   opts: RunOptions,
-  hooks: CheckPathsHooks,
   roots: readonly string[],
+  pool?: AnalysisPool,
+  onRead?: (read: number) => void,
 ): AsyncGenerator<RunEvent> {
-  const shard = opts.shard!;
-  const { files, errors } = expandPaths(paths);
-  if (shard.index === 0) for (const error of errors) yield { type: 'error', error };
-  const planned = await plannedFiles(files, shard.count, opts);
-  const splits = planInputSplits(planned, shard.index, shard.count);
-  hooks.onPlan?.({ files: planned, splits });
-  const own = { ...opts, shard: undefined };
-  const total = splits.reduce((n, s) => n + (s.end - s.start), 0);
-  const workers = workersFor(opts.workers, total);
-  const pool = workers > 0 ? new AnalysisPool(workers) : undefined;
-  const batching = batchingFor(pool !== undefined);
-  const inputs = hooks.onRead
-    ? reportingReads(splitInputs(splits, opts, batching), splits, hooks.onRead)
-    : splitInputs(splits, opts, batching);
-  try {
-    yield* analyzeInputs(inputs, own, roots, pool);
-  } finally {
-    await pool?.close();
+  const ahead = pool ? 2 * pool.size : 1;
+  const running: { unit: ReadUnit; parts: AsyncGenerator<UnitPart> }[] = [];
+  let next = units.next();
+  const fill = () => {
+    while (!next.done && running.length < ahead) {
+      const unit = next.value;
+      running.push({ unit, parts: pool ? readElsewhere(pool, unit, opts, roots) : unitEvents(unit, opts, roots) });
+      next = units.next();
+    }
+  };
+  let count = 0;
+  let format: FormatName | undefined;
+  let read = 0;
+  fill();
+  while (running.length > 0) {
+    const { unit, parts } = running.shift()!;
+    fill();
+    for await (const part of parts) {
+      if ('done' in part) {
+        format = part.format ?? format;
+        break;
+      }
+      count += part.imported;
+      if (part.readTo !== undefined) onRead?.(read + part.readTo - unit.from);
+      yield* part.events;
+    }
+    read += unit.to - unit.from;
+    onRead?.(read);
+    if (unit.last) {
+      yield { type: 'file', file: unit.file, format, count };
+      count = 0;
+      format = undefined;
+    }
   }
+}
+
+/**
+ * A unit read on the pool; if its worker fails, read here, the parts already given skipped (a unit's
+ * parts are the same on any thread). The unit is posted to its worker now, not when its parts are
+ * first asked for: `analyzeUnits` keeps several in flight so that every worker reads at once.
+ */
+function readElsewhere(
+  pool: AnalysisPool,
+  unit: ReadUnit,
+  opts: RunOptions,
+  roots: readonly string[],
+): AsyncGenerator<UnitPart> {
+  let started: AsyncGenerator<UnitPart> | undefined;
+  try {
+    started = pool.readUnit(unit, opts, roots);
+  } catch {
+    // no live worker: this thread reads the unit
+  }
+  return (async function* () {
+    let given = 0;
+    if (started) {
+      try {
+        for await (const part of started) {
+          yield part;
+          given++;
+        }
+        return;
+      } catch {
+        // the worker died or failed: this thread reads the unit
+      }
+    }
+    let seen = 0;
+    for await (const part of unitEvents(unit, opts, roots)) if (seen++ >= given) yield part;
+  })();
 }

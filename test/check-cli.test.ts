@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { CheckReport } from '../server/report/check-report.ts';
 import { readFileChunks } from '../server/import/stream.ts';
 import { loadFile } from '../server/import/index.ts';
-import { checkPaths, WORKERS_FROM_BYTES, workersFor } from '../server/pipeline.ts';
+import { checkPaths, THREADS_FROM_BYTES, workersFor } from '../server/pipeline.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const FIXTURE = 'test/fixtures/slime/samples.jsonl';
@@ -37,17 +37,14 @@ describe('check on a terminal', () => {
     expect(all.status).toBe(summary.status);
   });
 
-  it('starts workers by itself only for a big run, and always when asked', () => {
-    expect(workersFor(undefined, 50e6)).toBe(0);
-    expect(workersFor(0, 10 * WORKERS_FROM_BYTES)).toBe(0);
-    expect(workersFor(2, 1000)).toBe(2);
-    expect(workersFor(undefined, WORKERS_FROM_BYTES, 2, 0.1)).toBe(0);
-    expect(workersFor(undefined, WORKERS_FROM_BYTES, 4, 0.2)).toBe(4);
-    expect(workersFor(undefined, WORKERS_FROM_BYTES, 16, 0)).toBe(8);
-    // A machine other work keeps busy gets no workers: they would compete with the main thread.
-    expect(workersFor(undefined, WORKERS_FROM_BYTES, 2, 1.2)).toBe(0);
-    expect(workersFor(undefined, WORKERS_FROM_BYTES, 8, 4)).toBe(4);
-    expect(workersFor(3, WORKERS_FROM_BYTES, 2, 9)).toBe(3);
+  it('starts threads by itself for a big run on every core it may use, and always as many as asked', () => {
+    expect(workersFor(undefined, THREADS_FROM_BYTES - 1, 8)).toBe(0);
+    expect(workersFor(undefined, THREADS_FROM_BYTES, 2)).toBe(2);
+    expect(workersFor(undefined, 10 * THREADS_FROM_BYTES, 16)).toBe(16);
+    // One core: the main thread alone (a worker would only add its start-up).
+    expect(workersFor(undefined, 10 * THREADS_FROM_BYTES, 1)).toBe(0);
+    expect(workersFor(0, 10 * THREADS_FROM_BYTES, 8)).toBe(0);
+    expect(workersFor(2, 1000, 1)).toBe(2);
   });
 
   it('streams slime JSONL in batches (memory bounded by the batch), with the ids of the file loaded whole', async () => {

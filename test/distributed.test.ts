@@ -15,19 +15,17 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCheck } from '../server/cli/check.ts';
 import { CheckReport, checkExitStatus, newSummary } from '../server/report/check-report.ts';
 import { checkPaths } from '../server/pipeline.ts';
-import { loadFile } from '../server/import/index.ts';
-import { ownsError, ownsTrajectory, parseShard, runRoot } from '../server/pipeline/shard.ts';
-import { mergeManifests, MergedManifest } from '../server/cli/merge.ts';
+import { parseShard } from '../server/pipeline/shard.ts';
+import { mergeExport, mergeManifests, MergedManifest } from '../server/cli/merge.ts';
 import { mergeCheckReports, MergeError } from '../server/report/merge.ts';
 import { readManifest, RejectEntry } from '../server/export/manifest.ts';
 import { readParquetRows } from '../server/export/parquet.ts';
 import { exportRun } from '../server/pipeline/export-run.ts';
 import { ExportRow } from '../server/export/row-schema.ts';
+import { recipe as docRecipe } from './support/recipes.ts';
+import { rollscopeOnPath, writeFixtureRun } from './support/fixture-run.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const FIXTURES = path.join(ROOT, 'test', 'fixtures');
-/** Every importer's fixtures: JSONL, whole JSON, msgpack (prime-rl), torch.save archives; malformed files included. */
-const FORMAT_FOLDERS = ['vllm', 'verl', 'slime', 'prime-rl', 'agent-lightning', 'areal', 'torch'];
 const EPOCH = { SOURCE_DATE_EPOCH: '1767225600' };
 
 let tmp: string;
@@ -66,13 +64,8 @@ async function query(sql: string): Promise<Record<string, unknown>[]> {
   return (await con.runAndReadAll(sql)).getRowObjectsJson() as Record<string, unknown>[];
 }
 
-/** The fenced block after `<!-- recipe: NAME -->` in docs/distributed.md. */
-function recipe(name: string): string {
-  const doc = fs.readFileSync(path.join(ROOT, 'docs', 'distributed.md'), 'utf8');
-  const m = new RegExp(`<!-- recipe: ${name} -->\\n\`\`\`[a-z]*\\n([\\s\\S]*?)\`\`\``).exec(doc);
-  if (!m) throw new Error(`docs/distributed.md has no recipe ${name}`);
-  return m[1]!;
-}
+/** The text of a recipe of docs/distributed.md. */
+const recipe = (name: string): string => docRecipe(name).text;
 
 /** The container script of the Kubernetes Job: the block scalar after `- |`, dedented. */
 function containerScript(yaml: string): string {
@@ -114,25 +107,9 @@ const sq = (p: string) => p.split(path.sep).join('/').replaceAll("'", "''");
 beforeAll(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-distributed-'));
   run = path.join(tmp, 'run');
-  for (const f of FORMAT_FOLDERS)
-    fs.cpSync(path.join(FIXTURES, f), path.join(run, f), { recursive: true, filter: (p) => !p.endsWith('.py') });
-  // GRPO groups that interleave across more lines than one streamed batch (64) holds.
-  const samples = fs
-    .readFileSync(path.join(run, 'slime', 'samples.jsonl'), 'utf8')
-    .trim()
-    .split('\n');
-  const lines = Array.from({ length: 70 }, (_, i) => {
-    const s = JSON.parse(samples[i % samples.length]!) as Record<string, unknown>;
-    return JSON.stringify({ ...s, index: i, group_index: i % 5 });
-  });
-  fs.writeFileSync(path.join(run, 'slime', 'interleaved-groups.jsonl'), `${lines.join('\n')}\n`);
+  writeFixtureRun(run);
   // `rollscope` on PATH for the recipes' scripts.
-  fs.mkdirSync(path.join(tmp, 'bin'));
-  fs.writeFileSync(
-    path.join(tmp, 'bin', 'rollscope'),
-    `#!/bin/sh\nexec '${process.execPath}' '${path.join(ROOT, 'bin', 'rollscope.js')}' "$@"\n`,
-    { mode: 0o755 },
-  );
+  rollscopeOnPath(tmp);
   db = await DuckDBInstance.create(':memory:');
   con = await db.connect();
 });
@@ -147,40 +124,6 @@ describe('shard selection', () => {
     expect(parseShard('3/7')).toEqual({ index: 3, count: 7 });
     expect(parseShard('0/1')).toEqual({ index: 0, count: 1 });
     for (const bad of ['7/7', '1/0', '-1/3', '1', 'a/b', '1/2/3']) expect(() => parseShard(bad), bad).toThrow();
-  });
-
-  it('puts every trajectory and unreadable record in exactly one shard, and every GRPO group whole in one', async () => {
-    const loaded = await loadFile(path.join(run, 'slime', 'interleaved-groups.jsonl'));
-    const malformed = await loadFile(path.join(run, 'slime', 'malformed.jsonl'));
-    expect(loaded.trajectories.length).toBe(70);
-    expect(malformed.errors.length).toBeGreaterThan(0);
-    const root = runRoot([run]);
-    for (const count of [1, 3, 7]) {
-      const groupShard = new Map<string, number>();
-      for (const t of loaded.trajectories) {
-        const owners = Array.from({ length: count }, (_, index) => index).filter((index) =>
-          ownsTrajectory({ index, count, root }, t),
-        );
-        expect(owners).toHaveLength(1);
-        const g = groupShard.get(t.group!);
-        if (g === undefined) groupShard.set(t.group!, owners[0]!);
-        else expect(owners[0]).toBe(g);
-      }
-      if (count === 7) expect(new Set(groupShard.values()).size).toBeGreaterThan(1);
-      for (const e of malformed.errors)
-        expect(
-          Array.from({ length: count }, (_, index) => index).filter((index) => ownsError({ index, count, root }, e)),
-        ).toHaveLength(1);
-    }
-  });
-
-  it('the shards hash file names relative to the run root, so a run mounted elsewhere splits alike', () => {
-    const t = { id: 'x', group: '3', source: { file: path.join(run, 'slime', 'samples.jsonl') } };
-    const moved = { ...t, source: { file: path.join(tmp, 'elsewhere', 'slime', 'samples.jsonl') } };
-    for (let index = 0; index < 7; index++)
-      expect(ownsTrajectory({ index, count: 7, root: run }, t)).toBe(
-        ownsTrajectory({ index, count: 7, root: path.join(tmp, 'elsewhere') }, moved),
-      );
   });
 
   it('a shard that owns none of the trajectories still writes a valid empty report, and merge restores the whole', async () => {
@@ -205,22 +148,6 @@ describe('shard selection', () => {
     expect(`${JSON.stringify(mergeCheckReports(reports))}\n`).toBe(whole.join(''));
     expect(wholeStatus).toBe(0);
   });
-
-  it('keys of duplicate ids across files are those of the whole run in every shard', async () => {
-    const where = (t: { id: string; source: { file: string; line: number } }) =>
-      `${t.source.file}:${t.source.line}:${t.id}`;
-    const names: string[] = [];
-    const seen: string[] = [];
-    // Fixtures of one format where ids repeat across files; sharded in process, on this thread.
-    const paths = [path.join(run, 'torch')];
-    for await (const ev of checkPaths(paths, { workers: 0 }))
-      if (ev.type === 'trajectory') names.push(where(ev.checked.trajectory));
-    for (let index = 0; index < 2; index++)
-      for await (const ev of checkPaths(paths, { workers: 0, shard: { index, count: 2 } }))
-        if (ev.type === 'trajectory') seen.push(where(ev.checked.trajectory));
-    expect(seen.sort()).toEqual([...names].sort());
-    expect(names.some((id) => id.includes('#'))).toBe(true);
-  }, 120_000);
 });
 
 describe('merge of check reports', () => {
@@ -541,6 +468,11 @@ describe('export --shard K/N --partition step,rank', () => {
       expect(r.stderr).toBe('');
       expect(r.code).toBe(0);
     }
+    // The shards' rows hold the ids their data states until merge gives the run-wide keys.
+    const manifests = Array.from({ length: count }, (_, k) => path.join(dataset, `_part-${k}.manifest.json`));
+    const r = await cli(['merge', ...manifests, '--out', path.join(tmp, 'merged-manifest.json')]);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
   }, 180_000);
 
   it('writes hive-style folders that DuckDB reads with step and rank, holding exactly the unsharded rows', async () => {
@@ -569,22 +501,19 @@ describe('export --shard K/N --partition step,rank', () => {
     expect(types).toEqual({ step: 'BIGINT', rank: 'BIGINT' });
   });
 
-  it('never splits a GRPO group between shards', async () => {
+  it('each shard exports the trajectories of its own input splits, a GRPO group wherever its samples were read', async () => {
     const rows = await query(
-      `SELECT source.file AS file, "group", list_distinct(list(regexp_extract(filename, 'part-(\\d+)', 1))) AS shards
-       FROM read_parquet('${sq(path.join(dataset, '**', '*.parquet'))}', filename = true)
-       WHERE "group" IS NOT NULL GROUP BY ALL`,
+      `SELECT source.file AS file, list(DISTINCT regexp_extract(filename, 'part-(\\d+)', 1)) AS shards
+       FROM read_parquet('${sq(path.join(dataset, '**', '*.parquet'))}', filename = true) GROUP BY ALL`,
     );
     expect(rows.length).toBeGreaterThan(5);
-    for (const r of rows) expect(r.shards as unknown[]).toHaveLength(1);
-    expect(new Set(rows.map((r) => (r.shards as string[])[0])).size).toBeGreaterThan(1);
+    // Every file of this run is no larger than a share, so each is read whole by one shard.
+    for (const r of rows) expect(r.shards as unknown[], String(r.file)).toHaveLength(1);
+    expect(new Set(rows.map((r) => (r.shards as string[])[0])).size).toBe(count);
   });
 
   it('merge of the shard manifests lists every part with its sha256, and the counts add up to the unsharded ones', async () => {
     const manifests = Array.from({ length: count }, (_, k) => path.join(dataset, `_part-${k}.manifest.json`));
-    const r = await cli(['merge', ...manifests, '--out', path.join(tmp, 'merged-manifest.json')]);
-    expect(r.stderr).toBe('');
-    expect(r.code).toBe(0);
     const merged = MergedManifest.parse(JSON.parse(fs.readFileSync(path.join(tmp, 'merged-manifest.json'), 'utf8')));
     const whole = readManifest(`${single}.manifest.json`);
     expect(merged.counts).toEqual(whole.counts);
@@ -642,6 +571,10 @@ describe('export --shard K/N --partition step,rank', () => {
     const again = await cli([...args, '--workers', '0', '--force'], EPOCH);
     expect(again.stderr).toBe('');
     expect(again.code).toBe(0);
+    // Its rows hold the ids their data states again: merge gives the keys again, the same bytes.
+    const manifests = Array.from({ length: count }, (_, k) => path.join(dataset, `_part-${k}.manifest.json`));
+    const merged = await cli(['merge', ...manifests, '--out', path.join(tmp, 'merged-manifest.json')]);
+    expect(merged.stderr).toBe('');
     expect(Object.fromEntries(owned().map((f) => [f, sha256(path.join(dataset, f))]))).toEqual(before);
   }, 120_000);
 });
@@ -663,9 +596,15 @@ describe('export --shard K/N into one file per shard', () => {
       });
       expect(r.manifest.shard).toEqual({ index, count });
       docs.push({ name: r.manifestFile, doc: JSON.parse(fs.readFileSync(r.manifestFile, 'utf8')) });
-      for (const line of fs.readFileSync(r.out, 'utf8').split('\n').filter(Boolean)) ids.push(JSON.parse(line).id);
     }
-    const merged = mergeManifests(docs, dir);
+    // The rows' run-wide keys come from merge.
+    const merged = await mergeExport(docs, dir);
+    for (let index = 0; index < count; index++)
+      for (const line of fs
+        .readFileSync(path.join(dir, `batch-${index}.jsonl`), 'utf8')
+        .split('\n')
+        .filter(Boolean))
+        ids.push(JSON.parse(line).id);
     expect(merged.counts).toEqual(whole.manifest.counts);
     expect(merged.parts.map((p) => p.file)).toEqual(['batch-0.jsonl', 'batch-1.jsonl', 'batch-2.jsonl']);
     for (const p of merged.parts) expect(sha256(path.join(dir, p.file))).toBe(p.sha256);

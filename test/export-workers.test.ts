@@ -1,6 +1,7 @@
-// An export whose rows are built, re-checked and encoded on the analysis workers (RunOptions
-// `exportRows`) writes the batch, rejects and manifest an export on the main thread alone writes,
-// byte for byte: over the importer fixtures of every format and generated runs (slime with inline
+// An export whose input is read by threads (pipeline/units.ts: each reads its units, builds,
+// re-checks and encodes their rows, RunOptions `exportRows`) writes the batch, rejects and
+// manifest an export on the main thread alone writes, byte for byte, on 1 and 3 threads with
+// units small enough that the files are cut: over the importer fixtures of every format and generated runs (slime with inline
 // images in GRPO groups; rollscope JSONL with image files), as Parquet and JSONL. The manifest's
 // only time is `created_at`, fixed here by SOURCE_DATE_EPOCH, so no field is removed.
 import fs from 'node:fs';
@@ -42,10 +43,19 @@ function exported(out: string, manifestFile: string, rejectsFile: string) {
   };
 }
 
+/** Read units of 16 KiB: every file larger than that is cut, so the threads read parts of one file. */
+const UNIT_BYTES = 16 * 1024;
+
 async function exportWith(input: string, name: string, workers: number, images?: 'embed' | 'ref') {
   const out = path.join(dir, `w${workers}`, name);
   fs.mkdirSync(path.dirname(out), { recursive: true });
-  const r = await exportRun([input], { out, workers, force: true, ...(images ? { images } : {}) });
+  const r = await exportRun([input], {
+    out,
+    workers,
+    force: true,
+    unitBytes: UNIT_BYTES,
+    ...(images ? { images } : {}),
+  });
   return { ...exported(r.out, r.manifestFile, r.rejectsFile), result: r };
 }
 
@@ -56,18 +66,20 @@ const inputs = () => [
 ];
 
 describe('an export built on the analysis workers', () => {
-  it('writes the batch, rejects and manifest the main thread alone writes, in Parquet and JSONL', async () => {
+  it('writes the batch, rejects and manifest the main thread alone writes, on 1 and 3 threads, in Parquet and JSONL', async () => {
     for (const input of inputs()) {
       for (const file of [`${input.name}.parquet`, `${input.name}.jsonl`]) {
         const alone = await exportWith(input.path, file, 0);
-        const pooled = await exportWith(input.path, file, 2);
         expect(alone.result.manifest.counts.exported, file).toBeGreaterThan(0);
-        expect(pooled.batch.equals(alone.batch), `${file}: batch`).toBe(true);
-        expect(pooled.rejects.equals(alone.rejects), `${file}: rejects`).toBe(true);
-        expect(pooled.manifest.toString(), `${file}: manifest`).toBe(alone.manifest.toString());
+        for (const workers of [1, 3]) {
+          const pooled = await exportWith(input.path, file, workers);
+          expect(pooled.batch.equals(alone.batch), `${file} on ${workers}: batch`).toBe(true);
+          expect(pooled.rejects.equals(alone.rejects), `${file} on ${workers}: rejects`).toBe(true);
+          expect(pooled.manifest.toString(), `${file} on ${workers}: manifest`).toBe(alone.manifest.toString());
+        }
       }
     }
-  }, 600_000);
+  }, 900_000);
 
   it('writes the same image files and rows by reference', async () => {
     const alone = await exportWith(nativeRun, 'ref.parquet', 0, 'ref');

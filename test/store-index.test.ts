@@ -86,15 +86,17 @@ describe.each([
   /** Indexed from the full trajectories, on this thread (the store's own pass over the streams). */
   let fromFull: RunStore;
   let onThisThread: RunStore;
+  let onOneWorker: RunStore;
   let onWorkers: RunStore;
   beforeAll(async () => {
     fromFull = openRunStore(paths(), { pollMs: 0, workers: 0, storeIndex: false });
     onThisThread = openRunStore(paths(), { pollMs: 0, workers: 0 });
+    onOneWorker = openRunStore(paths(), { pollMs: 0, workers: 1, poolFromBytes: 0 });
     onWorkers = openRunStore(paths(), { pollMs: 0, workers: 2, poolFromBytes: 0 });
-    await Promise.all([fromFull.ready, onThisThread.ready, onWorkers.ready]);
+    await Promise.all([fromFull.ready, onThisThread.ready, onOneWorker.ready, onWorkers.ready]);
   }, 240_000);
   afterAll(() => {
-    for (const s of [fromFull, onThisThread, onWorkers]) s?.close();
+    for (const s of [fromFull, onThisThread, onOneWorker, onWorkers]) s?.close();
   });
 
   it('built in the batch and on the workers lists the same entries as built from the full trajectories', async () => {
@@ -106,13 +108,14 @@ describe.each([
     expect(summaries.some((s) => s.mismatch !== null)).toBe(withLogprobs);
     expect(expected.groups.items.length).toBeGreaterThan(0);
     expect(answers(onThisThread, probes)).toEqual(expected);
-    expect(answers(onWorkers, probes)).toEqual(expected);
+    expect(answers(onOneWorker, probes), 'one worker').toEqual(expected);
+    expect(answers(onWorkers, probes), 'two workers').toEqual(expected);
   }, 120_000);
 
   it('gives the full analysis, streams and all, of a trajectory indexed without its streams', async () => {
     for (const s of fromFull.list({ sort: 'file', order: 'asc', offset: 0, limit: 6 }).items) {
       const full = await fromFull.get(s.id);
-      for (const store of [onThisThread, onWorkers]) {
+      for (const store of [onThisThread, onOneWorker, onWorkers]) {
         const got = await store.get(s.id);
         expect(got?.alignment.tokens, s.id).toEqual(full?.alignment.tokens);
         expect(got?.trajectory.turns, s.id).toEqual(full?.trajectory.turns);

@@ -9,7 +9,7 @@ import { paint } from './output.ts';
 import { FindingsParquetWriter } from '../export/findings-parquet.ts';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import { runRoot, type InputSplit, type PlannedFile } from '../pipeline/shard.ts';
+import { runRoot, SplitPositions, type InputSplit, type PlannedFile } from '../pipeline/shard.ts';
 import type { GroupMember } from '../analysis/groups.ts';
 import { EntrySpool, entryJson, entryParts } from './report-spool.ts';
 import {
@@ -98,7 +98,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
   // A shard reads only its share of the input (pipeline/shard.ts `planInputSplits`) and says where
   // each entry was read and which group member each trajectory is, so `merge` can order, key and
   // group the entries of every shard as one run (report/merge.ts).
-  const shardOpts = opts.shard && { ...opts.shard, split: 'input' as const };
+  const shardOpts = opts.shard;
   const builder = new CheckReportBuilder(opts.mismatch, shardOpts !== undefined);
   // JUnit reads the entries back as JSON does, with their group's findings (known at the end).
   const spool = opts.json || opts.junit ? new EntrySpool() : undefined;
@@ -120,20 +120,12 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
     positions: { trajectories: [], errors: [] },
     members: [],
   };
-  let splits: readonly InputSplit[] = [];
-  let cursor = 0;
-  let seq = 0;
-  /** Paths that cannot be read come before the first split. */
-  let planned = false;
-  const place = (list: RunPosition[]) => {
-    const split = planned ? splits[cursor] : undefined;
-    list.push(split ? [split.order, split.start, seq++] : [-1, 0, seq++]);
-  };
+  // Paths that cannot be read come before the first split.
+  const positions = new SplitPositions();
+  const place = (list: RunPosition[]) => list.push(positions.next());
   const root = opts.shard?.root ?? runRoot(paths);
   const onPlan = (plan: { files: readonly PlannedFile[]; splits: readonly InputSplit[] }) => {
-    planned = true;
-    splits = plan.splits;
-    seq = 0;
+    positions.plan(plan.splits);
     const run = createHash('sha256');
     for (const f of plan.files)
       run.update(`${path.relative(root, path.resolve(f.file)).split(path.sep).join('/')}\t${f.bytes}\n`);
@@ -175,8 +167,7 @@ export async function runCheck(paths: string[], opts: CheckOptions, out: TextOut
         continue;
       }
       if (ev.type === 'file') {
-        cursor++;
-        seq = 0;
+        positions.fileEnded();
         const now = performance.now();
         junit?.fileDone(ev.file, (now - fileEnded) / 1000);
         fileEnded = now;

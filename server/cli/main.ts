@@ -16,8 +16,13 @@ async function loadCommand(name: string): Promise<Command | undefined> {
   return mod.command;
 }
 
-/** Commands that tokenize what they read. */
-const TOKENIZING = new Set(['check', 'export', 'compare', 'serve']);
+/**
+ * Commands that tokenize what they read on this thread from the start. `check` and `export` are
+ * not among them: they build this thread's tokenizer only when it analyzes (pipeline.ts
+ * `checkPaths`, once the input is planned); when threads read the run, each builds its own when a
+ * check first needs it, and this thread never does.
+ */
+const TOKENIZING = new Set(['compare', 'serve']);
 
 /**
  * Commands whose analysis keeps the shared-work caches (util/shared-cache.ts): the cache bound is

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { emptyCounts, Manifest } from '../export/manifest.ts';
 import { EXPORT_SCHEMA_VERSION } from '../export/row-schema.ts';
 import { checkShardSet, MergeError, zodMessage } from '../report/merge.ts';
+import { assignRunKeys } from './merge-keys.ts';
 
 /** What a document given to merge is. */
 export type MergeInputKind = 'check-report' | 'export-manifest';
@@ -48,8 +49,24 @@ export const MergedManifest = z.object({
 });
 export type MergedManifest = z.infer<typeof MergedManifest>;
 
+/**
+ * The merged manifest of a sharded export, once its rows have their run-wide keys: a shard that
+ * read only its input splits wrote the ids its data states, and merge gives the keys
+ * (cli/merge-keys.ts), rewriting the parts that hold a renamed row before it lists their hashes.
+ */
+export async function mergeExport(docs: { name: string; doc: unknown }[], relativeTo: string): Promise<MergedManifest> {
+  const manifests = parseManifests(docs);
+  const keys = await assignRunKeys(manifests);
+  return foldManifests(manifests, relativeTo, keys.parts);
+}
+
 /** `relativeTo`: the folder paths in the merged manifest are written relative to. */
 export function mergeManifests(docs: { name: string; doc: unknown }[], relativeTo: string): MergedManifest {
+  return foldManifests(parseManifests(docs), relativeTo);
+}
+
+/** The manifests, validated as the shards of one export (all N, the same settings and filter) before anything is rewritten. */
+function parseManifests(docs: { name: string; doc: unknown }[]): { name: string; m: Manifest }[] {
   const manifests = docs.map(({ name, doc }) => {
     const r = Manifest.safeParse(doc);
     if (!r.success) throw new MergeError(`${name}: not a valid export manifest: ${zodMessage(r.error)}`);
@@ -76,6 +93,17 @@ export function mergeManifests(docs: { name: string; doc: unknown }[], relativeT
         w === undefined ? 'without --where' : `with --where ${JSON.stringify(w)}`;
       throw new MergeError(`${name} was exported ${said(m.filter?.where)}, ${manifests[0]!.name} ${said(where)}`);
     }
+  return manifests;
+}
+
+/** `current`: the size and hash of parts merge rewrote (absolute path), which their shard's manifest lists as written. */
+function foldManifests(
+  manifests: readonly { name: string; m: Manifest }[],
+  relativeTo: string,
+  current: ReadonlyMap<string, { bytes: number; sha256: string }> = new Map(),
+): MergedManifest {
+  const settings = manifests[0]!.m.settings;
+  const where = manifests[0]!.m.filter?.where;
   const rel = (file: string) => path.relative(relativeTo, file).split(path.sep).join('/') || '.';
   const parts: MergedManifest['parts'] = [];
   const rejects: MergedManifest['rejects'] = [];
@@ -87,13 +115,16 @@ export function mergeManifests(docs: { name: string; doc: unknown }[], relativeT
     const partsOf = m.parts ?? [
       { file: m.output.file, rows: m.output.rows, bytes: m.output.bytes, sha256: m.output.sha256, partition: {} },
     ];
-    for (const p of partsOf)
+    for (const p of partsOf) {
+      const abs = path.join(dir, p.file);
       parts.push({
         ...p,
-        file: rel(path.join(dir, p.file)),
+        ...current.get(abs),
+        file: rel(abs),
         format: m.output.format,
         manifest: rel(path.resolve(name)),
       });
+    }
     rejects.push({ file: rel(path.join(dir, m.rejects.file)), lines: m.rejects.lines });
     for (const k of ['read', 'exported', 'rejected', 'unreadable', 'filtered_out'] as const) counts[k] += m.counts[k];
     for (const k of ['byReason', 'byFindingKind', 'repairedByFindingKind', 'exportedWithWarnings'] as const)
@@ -104,13 +135,16 @@ export function mergeManifests(docs: { name: string; doc: unknown }[], relativeT
       else profiles.set(p.name, { ...p });
     }
     for (const i of m.inputs) {
-      const have = inputs.get(i.file);
-      if (!have) inputs.set(i.file, { ...i });
+      // Part of a file (a shard's input split): one entry per range, checked below to tile the file.
+      const key = i.range ? `${i.file}\u0000${i.range.start}` : i.file;
+      const have = inputs.get(key);
+      if (!have) inputs.set(key, { ...i });
       else if (have.sha256 !== i.sha256)
         throw new MergeError(`${name}: input ${i.file} has other bytes than in another shard's manifest`);
       else have.trajectories += i.trajectories;
     }
   }
+  checkRangesTile([...inputs.values()]);
   if (counts.read !== counts.exported + counts.rejected + counts.filtered_out)
     throw new MergeError(
       `the manifests do not add up: read ${counts.read} ≠ exported ${counts.exported} + rejected ${counts.rejected} + filtered out ${counts.filtered_out}`,
@@ -123,8 +157,51 @@ export function mergeManifests(docs: { name: string; doc: unknown }[], relativeT
     rejects,
     ...(where !== undefined ? { filter: { where, filtered_out: counts.filtered_out } } : {}),
     profiles: [...profiles.values()],
-    inputs: [...inputs.values()],
+    inputs: inRunOrder([...inputs.values()]),
     counts,
     settings,
   });
+}
+
+type Input = Manifest['inputs'][number];
+
+/** The inputs in the order the first shard listed each file, a file's ranges by their start. */
+function inRunOrder(inputs: Input[]): Input[] {
+  const first = new Map<string, number>();
+  inputs.forEach((i, n) => {
+    if (!first.has(i.file)) first.set(i.file, n);
+  });
+  return inputs
+    .map((i, n) => ({ i, n }))
+    .sort(
+      (a, b) =>
+        first.get(a.i.file)! - first.get(b.i.file)! || (a.i.range?.start ?? 0) - (b.i.range?.start ?? 0) || a.n - b.n,
+    )
+    .map(({ i }) => i);
+}
+
+/** The ranges the shards read of a file cover it exactly once (names the file and bytes when not). */
+function checkRangesTile(inputs: readonly Input[]): void {
+  const byFile = new Map<string, Input[]>();
+  for (const i of inputs) byFile.set(i.file, [...(byFile.get(i.file) ?? []), i]);
+  for (const [file, list] of byFile) {
+    const ranged = list.filter((i) => i.range).sort((a, b) => a.range!.start - b.range!.start);
+    if (ranged.length === 0) continue;
+    if (ranged.length < list.length)
+      throw new MergeError(`input ${file} was read whole by one shard and in part by another: not shards of one run`);
+    let at = 0;
+    for (const i of ranged) {
+      if (i.bytes !== ranged[0]!.bytes)
+        throw new MergeError(`the shards saw input ${file} at different sizes: was it still written?`);
+      if (i.range!.start !== at)
+        throw new MergeError(
+          `the shards do not fit together: bytes ${Math.min(at, i.range!.start)}–${Math.max(at, i.range!.start)} of ${file} were read ${i.range!.start > at ? 'by no shard' : 'twice'}`,
+        );
+      at = i.range!.end;
+    }
+    if (at !== ranged[0]!.bytes)
+      throw new MergeError(
+        `the shards do not fit together: bytes ${at}–${ranged[0]!.bytes} of ${file} were read by no shard`,
+      );
+  }
 }

@@ -45,6 +45,11 @@ export const Manifest = z.object({
   /** The export of one shard (`--shard K/N`): `rollscope merge` checks it has all N. */
   shard: z.object({ index: z.number().int().nonnegative(), count: z.number().int().positive() }).optional(),
   rejects: z.object({ file: z.string(), lines: z.number().int().nonnegative() }),
+  /**
+   * A shard's `FILE.keys.jsonl` (`_part-K.keys.jsonl`): where it read each trajectory and where its
+   * row or reject entry is, so `merge` can give the run-wide keys (cli/merge-keys.ts).
+   */
+  keys: z.object({ file: z.string(), lines: z.number().int().nonnegative() }).optional(),
   /** `export --where` (docs/filter.md): the expression, and the trajectories it left out (`counts.filtered_out`). */
   filter: z.object({ where: z.string(), filtered_out: z.number().int().nonnegative() }).optional(),
   /** Model profiles the rows were aligned with (tokenizer, chat template, preprocessor hashes). */
@@ -60,8 +65,13 @@ export const Manifest = z.object({
     z.object({
       file: z.string(),
       format: z.string().nullable(),
+      /** The file's size. */
       bytes: z.number().int().nonnegative(),
+      /** SHA-256 of the file, or with `range` of those bytes of it. */
       sha256: z.string(),
+      /** A shard that read part of the file (its input split): bytes [start, end), before alignment to line starts. */
+      range: z.object({ start: z.number().int().nonnegative(), end: z.number().int().nonnegative() }).optional(),
+      /** Trajectories read from it (from its range). */
       trajectories: z.number().int().nonnegative(),
     }),
   ),
@@ -147,6 +157,26 @@ export async function hashFile(file: string): Promise<{ sha256: string; bytes: n
   return { sha256: hash.digest('hex'), bytes };
 }
 
+/** SHA-256 of bytes [start, end) of a file, streamed. */
+export async function hashFileRange(
+  file: string,
+  start: number,
+  end: number,
+): Promise<{ sha256: string; bytes: number }> {
+  const hash = createHash('sha256');
+  let bytes = 0;
+  if (end > start)
+    for await (const chunk of fs.createReadStream(file, {
+      start,
+      end: end - 1,
+      highWaterMark: 1 << 20,
+    }) as AsyncIterable<Buffer>) {
+      hash.update(chunk);
+      bytes += chunk.length;
+    }
+  return { sha256: hash.digest('hex'), bytes };
+}
+
 let version: string | undefined;
 export function rollscopeVersion(): string {
   if (!version) {
@@ -167,6 +197,10 @@ export function manifestPathFor(out: string): string {
 
 export function rejectsPathFor(out: string): string {
   return `${out}.rejects.jsonl`;
+}
+
+export function keysPathFor(out: string): string {
+  return `${out}.keys.jsonl`;
 }
 
 export function imageDirFor(out: string): string {

@@ -7,13 +7,14 @@
 // and levels, indexes and pages are encoded straight into byte arrays instead of one DataView
 // call per byte. The bytes are the same (test/export-parquet-writer.test.ts compares whole files
 // with the generic writer's).
-import type { ColumnEncoder, Writer } from 'hyparquet-writer/src/types.js';
-import { writePageHeader } from 'hyparquet-writer/src/datapage.js';
-import { writeDictionaryPage } from 'hyparquet-writer/src/dictionary.js';
-import type { ParquetWriter } from 'hyparquet-writer';
-
-type ColumnChunk = ParquetWriter['row_groups'][number]['columns'][number];
-type PageIndexes = ParquetWriter['pendingIndexes'][number];
+import {
+  writeDictionaryPage,
+  writePageHeader,
+  type ColumnChunk,
+  type ColumnEncoder,
+  type PageIndexes,
+  type Writer,
+} from './parquet-internals.ts';
 
 export interface NumericLeaf {
   /** By slot; meaningless where `def[i] < maxDef`. INT32 columns hold Int32Array, FLOAT ones the float64 values given. */

@@ -6,10 +6,15 @@
 // DuckDB, pyarrow and Spark all read (apache/parquet-format LogicalTypes.md, "Lists").
 import fs from 'node:fs';
 import { ByteWriter, ParquetWriter, type SchemaElement } from 'hyparquet-writer';
-import { writeColumn } from 'hyparquet-writer/src/column.js';
 import { writeNumericColumn, type NumericLeaf } from './parquet-column.ts';
-import type { ColumnEncoder, PageData } from 'hyparquet-writer/src/types.js';
-import { parquetReadObjects } from 'hyparquet';
+import {
+  appendRowGroup,
+  writeColumn,
+  type ColumnEncoder,
+  type PageData,
+  type PageIndexes,
+} from './parquet-internals.ts';
+import { parquetReadObjects, type AsyncBuffer } from 'hyparquet';
 import { EXPORT_SCHEMA_VERSION, type ExportRow } from './row-schema.ts';
 
 type Repetition = 'REQUIRED' | 'OPTIONAL';
@@ -79,7 +84,6 @@ export const PARQUET_SCHEMA: SchemaElement[] = [{ name: 'root', num_children: CO
 // file is byte for byte what `ParquetWriter.write` makes of the rows as objects
 // (test/export-parquet-writer.test.ts).
 
-type ColumnChunk = ParquetWriter['row_groups'][number]['columns'][number];
 type DecodedArray = PageData['values'];
 
 /** A growable typed array. */
@@ -625,27 +629,18 @@ export class ParquetRowWriter {
   private flushGroup(): void {
     const groupSize = this.columns.rows;
     if (groupSize === 0) return;
-    const w = this.writer;
     const groupStartOffset = this.out.offset;
-    const columns: ColumnChunk[] = [];
+    const chunks: PageIndexes[] = [];
     for (const leaf of this.columns.leaves.values()) {
       const numeric = leaf.numericLeaf();
-      const result = numeric
-        ? writeNumericColumn(this.out, leaf.column, numeric)
-        : writeColumn({ writer: this.out, column: leaf.column, pageData: leaf.pageData() });
-      columns.push(result.chunk);
-      w.pendingIndexes.push(result);
+      chunks.push(
+        numeric
+          ? writeNumericColumn(this.out, leaf.column, numeric)
+          : writeColumn({ writer: this.out, column: leaf.column, pageData: leaf.pageData() }),
+      );
       leaf.clear();
     }
-    let total_byte_size = 0n;
-    for (const { meta_data } of columns) total_byte_size += meta_data?.total_uncompressed_size ?? 0n;
-    w.num_rows += BigInt(groupSize);
-    w.row_groups.push({
-      columns,
-      total_byte_size,
-      num_rows: BigInt(groupSize),
-      total_compressed_size: BigInt(this.out.offset - groupStartOffset),
-    });
+    appendRowGroup(this.writer, { chunks, rows: groupSize, compressedBytes: this.out.offset - groupStartOffset });
     this.out.flush();
     this.columns.clear();
     this.bufferedBytes = 0;
@@ -678,7 +673,22 @@ export async function readParquetRows(bytes: Uint8Array): Promise<Record<string,
   const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer;
   // utf8: false keeps un-annotated BYTE_ARRAY (the image bytes) binary; UTF8 columns still decode to strings.
   const rows = (await parquetReadObjects({ file, utf8: false })) as Record<string, unknown>[];
-  return rows.map((r) => ({
+  return rows.map(jsonShaped);
+}
+
+/** Rows [rowStart, rowEnd) of an exported Parquet file read from disk as needed (a row group at a time), in their JSON shape. */
+export async function readParquetFileRows(
+  file: AsyncBuffer,
+  rowStart: number,
+  rowEnd: number,
+): Promise<Record<string, unknown>[]> {
+  const rows = (await parquetReadObjects({ file, rowStart, rowEnd, utf8: false })) as Record<string, unknown>[];
+  return rows.map(jsonShaped);
+}
+
+/** A row as hyparquet reads it, in the JSON shape of export rows (binary → base64, absent optionals → null). */
+function jsonShaped(r: Record<string, unknown>): Record<string, unknown> {
+  return {
     ...r,
     group: r.group ?? null,
     reward: r.reward ?? null,
@@ -695,5 +705,5 @@ export async function readParquetRows(bytes: Uint8Array): Promise<Record<string,
           ...(uri !== null && uri !== undefined ? { uri } : {}),
         }))
       : r.images,
-  }));
+  };
 }

@@ -34,6 +34,10 @@ export function partitionedRejectsPath(dir: string, part: number): string {
   return path.join(dir, `_part-${part}.rejects.jsonl`);
 }
 
+export function partitionedKeysPath(dir: string, part: number): string {
+  return path.join(dir, `_part-${part}.keys.jsonl`);
+}
+
 /** The folder (relative to DIR) a trajectory's row goes to. */
 export function partitionDirOf(t: Pick<Trajectory, 'meta'>, target: PartitionTarget): string {
   return partitionFolder(t, target.keys);
@@ -73,9 +77,11 @@ export class PartitionedParquetSink {
     this.partOf(checked).writer.write(row);
   }
 
-  /** A row shredded where it was built (parquet.ts shredRow), into its trajectory's partition under its run-wide key. */
-  writeShredded(row: ShreddedRow, checked: CheckedTrajectory): void {
-    this.partOf(checked).writer.writeShredded(row, checked.trajectory.id);
+  /** A row shredded where it was built (parquet.ts shredRow), into its trajectory's partition under its id: the part (relative to DIR) and the row's index there. */
+  writeShredded(row: ShreddedRow, checked: CheckedTrajectory): { file: string; row: number } {
+    const part = this.partOf(checked);
+    part.writer.writeShredded(row, checked.trajectory.id);
+    return { file: part.relative, row: part.writer.rowCount - 1 };
   }
 
   private partOf(checked: CheckedTrajectory): OpenPart {

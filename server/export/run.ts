@@ -25,7 +25,9 @@ import {
   emptyCounts,
   type ExportFormat,
   hashFile,
+  hashFileRange,
   imageDirFor,
+  keysPathFor,
   Manifest,
   manifestPathFor,
   rejectsPathFor,
@@ -35,6 +37,7 @@ import {
 import { EXPORT_SCHEMA_VERSION } from './row-schema.ts';
 import {
   PartitionedParquetSink,
+  partitionedKeysPath,
   partitionedManifestPath,
   partitionedRejectsPath,
   type PartitionTarget,
@@ -60,6 +63,8 @@ export interface ExportOptions {
   processor?: ProcessorSettings;
   roots?: string[];
   workers?: number;
+  /** Bytes of a read unit (RunOptions `unitBytes`; tests cut small files with it). */
+  unitBytes?: number;
   /** Export only the trajectories this accepts (a filter or a selection); the rest are not counted. */
   select?: (checked: CheckedTrajectory) => boolean;
   /** A description of `select` for the manifest (e.g. the browser's filter). */
@@ -76,6 +81,22 @@ export interface ExportOptions {
   partition?: PartitionTarget;
   /** Export only this shard's trajectories (pipeline/shard.ts ShardSpec); recorded in the manifest for `merge`. */
   shard?: { index: number; count: number; root?: string };
+  /**
+   * A shard that reads its input splits (pipeline/export-run.ts): where each trajectory was read.
+   * Its rows keep the id their data states, and FILE.keys.jsonl lists each trajectory's place and
+   * row, so `merge` gives the run-wide keys (cli/merge-keys.ts).
+   */
+  positions?: ExportPositions;
+}
+
+/** Where a shard reads each trajectory (pipeline/shard.ts SplitPositions). */
+export interface ExportPositions {
+  /** The input split being read now. */
+  readonly current: { start: number; end: number; bytes: number; whole: boolean } | undefined;
+  /** The split's file ended (its `file` event). */
+  fileEnded(): void;
+  /** [file order, split start, place in the split] of the next trajectory. */
+  next(): [number, number, number];
 }
 
 export interface ExportProgress {
@@ -192,8 +213,14 @@ function publish(tmp: string, dest: string, force: boolean): void {
 
 type EncodedRow = Extract<EncodedOutcome, { kind: 'row' }>['row'];
 
+/** Where a row went: its file (relative to the export's folder) and its index there. */
+export interface RowPlace {
+  file: string;
+  row: number;
+}
+
 interface Sink {
-  writeEncoded(row: EncodedRow, checked: CheckedTrajectory): Promise<void> | void;
+  writeEncoded(row: EncodedRow, checked: CheckedTrajectory): Promise<RowPlace> | RowPlace;
   close(): Promise<void> | void;
   abandon(): Promise<void> | void;
   readonly bytesWritten: number;
@@ -204,12 +231,13 @@ function wrongFormat(row: EncodedRow): never {
   throw new Error(`a row encoded as ${row.format} for a batch of another format`);
 }
 
-function parquetSink(w: ParquetRowWriter | PartitionedParquetSink): Sink {
+function parquetSink(w: ParquetRowWriter | PartitionedParquetSink, file: string): Sink {
   return {
     writeEncoded: (row, c) => {
       if (row.format !== 'parquet') wrongFormat(row);
-      if (w instanceof ParquetRowWriter) w.writeShredded(row.shredded, c.trajectory.id);
-      else w.writeShredded(row.shredded, c);
+      if (!(w instanceof ParquetRowWriter)) return w.writeShredded(row.shredded, c);
+      w.writeShredded(row.shredded, c.trajectory.id);
+      return { file, row: w.rowCount - 1 };
     },
     close: () => w.close(),
     abandon: () => w.abandon(),
@@ -219,9 +247,13 @@ function parquetSink(w: ParquetRowWriter | PartitionedParquetSink): Sink {
   };
 }
 
-function jsonlSink(w: JsonlWriter): Sink {
+function jsonlSink(w: JsonlWriter, file: string): Sink {
   return {
-    writeEncoded: (row, c) => (row.format === 'jsonl' ? w.writeAround(row.line, c.trajectory.id) : wrongFormat(row)),
+    writeEncoded: async (row, c) => {
+      if (row.format !== 'jsonl') wrongFormat(row);
+      await w.writeAround(row.line, c.trajectory.id);
+      return { file, row: w.rowCount - 1 };
+    },
     close: () => w.close(),
     abandon: () => w.abandon(),
     get bytesWritten() {
@@ -273,6 +305,8 @@ export async function exportEvents(
   else checkTarget(out, force);
   const manifestFile = partition ? partitionedManifestPath(out, partition.part) : manifestPathFor(out);
   const rejectsFile = partition ? partitionedRejectsPath(out, partition.part) : rejectsPathFor(out);
+  const positions = opts.positions;
+  const keysFile = positions ? (partition ? partitionedKeysPath(out, partition.part) : keysPathFor(out)) : undefined;
   const spec = rowSpecFor(opts);
   const recentImages = new RecentImages();
 
@@ -297,11 +331,17 @@ export async function exportEvents(
   liveExports.add(abort);
   installSignalHandlers();
 
-  const temps = { batch: tempPathFor(out), manifest: tempPathFor(manifestFile), rejects: tempPathFor(rejectsFile) };
+  const temps = {
+    batch: tempPathFor(out),
+    manifest: tempPathFor(manifestFile),
+    rejects: tempPathFor(rejectsFile),
+    ...(keysFile ? { keys: tempPathFor(keysFile) } : {}),
+  };
   const mine = Object.values(temps);
   let sink: Sink | undefined;
   let parts: PartitionedParquetSink | undefined;
   let rejects: JsonlWriter | undefined;
+  let keys: JsonlWriter | undefined;
   try {
     for (const t of mine) liveTemps.add(t);
     if (partition) {
@@ -318,16 +358,18 @@ export async function exportEvents(
       );
     }
     sink = parts
-      ? parquetSink(parts)
+      ? parquetSink(parts, '')
       : format === 'parquet'
         ? parquetSink(
             ParquetRowWriter.create(temps.batch, {
               createdBy: `rollscope ${rollscopeVersion()}`,
               rowGroupRows: opts.rowGroupRows,
             }),
+            path.basename(out),
           )
-        : jsonlSink(await JsonlWriter.create(temps.batch));
+        : jsonlSink(await JsonlWriter.create(temps.batch), path.basename(out));
     rejects = await JsonlWriter.create(temps.rejects);
+    if (temps.keys) keys = await JsonlWriter.create(temps.keys);
 
     const counts = emptyCounts();
     const inputs: Manifest['inputs'] = [];
@@ -378,12 +420,18 @@ export async function exportEvents(
       }
       await flushUnreadable();
       if (ev.type === 'file') {
-        const h = await hashFile(ev.file);
+        // A shard that read part of a file hashes that part: [start, end) of its split, which the
+        // splits of the other shards tile (merge checks they do).
+        const split = positions?.current;
+        const range = split && !split.whole ? { start: split.start, end: split.end } : undefined;
+        const h = range ? await hashFileRange(ev.file, range.start, range.end) : await hashFile(ev.file);
+        positions?.fileEnded();
         inputs.push({
           file: ev.file,
           format: ev.format ?? null,
-          bytes: h.bytes,
+          bytes: range ? (split?.bytes ?? h.bytes) : h.bytes,
           sha256: h.sha256,
+          ...(range ? { range } : {}),
           trajectories: ev.count,
         });
         progress.filesDone++;
@@ -393,6 +441,7 @@ export async function exportEvents(
         const c = ev.checked;
         const exported = 'exported' in ev ? ev.exported : undefined;
         if (opts.select && !opts.select(c)) continue;
+        const at = positions?.next();
         counts.read++;
         if (opts.filter && !opts.filter.matches(c)) {
           counts.filtered_out++;
@@ -411,12 +460,14 @@ export async function exportEvents(
         const outcome = exported ?? (await encodeOutcome(c, spec, recentImages));
         if (outcome.kind === 'unwritable') throw new Error(outcome.message);
         if (outcome.kind === 'row') {
-          await sink.writeEncoded(outcome.row, c);
+          const place = await sink.writeEncoded(outcome.row, c);
+          if (at) await keys!.write({ at, id: c.trajectory.id, row: [place.file, place.row] });
           counts.exported++;
           countDistinct(counts.repairedByFindingKind, outcome.repairedKinds);
           countDistinct(counts.exportedWithWarnings, outcome.warningKinds);
         } else {
           await rejects.writeAround(outcome.entry, c.trajectory.id);
+          if (at) await keys!.write({ at, id: c.trajectory.id, reject: rejects.rowCount - 1 });
           counts.rejected++;
           countDistinct(counts.byReason, outcome.reasons);
           countDistinct(counts.byFindingKind, outcome.causeKinds);
@@ -433,6 +484,7 @@ export async function exportEvents(
 
     await sink.close();
     await rejects.close();
+    await keys?.close();
     const partList = await parts?.describe();
     const batchHash = partList ? partsDigest(partList) : await hashFile(temps.batch);
     const manifest: Manifest = Manifest.parse({
@@ -449,6 +501,7 @@ export async function exportEvents(
       ...(partList ? { parts: partList } : {}),
       ...(opts.shard ? { shard: { index: opts.shard.index, count: opts.shard.count } } : {}),
       rejects: { file: path.basename(rejectsFile), lines: counts.rejected },
+      ...(keysFile && keys ? { keys: { file: path.basename(keysFile), lines: keys.rowCount } } : {}),
       ...(opts.filter ? { filter: { where: opts.filter.expression, filtered_out: counts.filtered_out } } : {}),
       profiles: [...profiles.values()],
       inputs,
@@ -472,6 +525,7 @@ export async function exportEvents(
 
     stopIfAborted();
     fs.renameSync(temps.rejects, rejectsFile);
+    if (temps.keys && keysFile) fs.renameSync(temps.keys, keysFile);
     fs.renameSync(temps.manifest, manifestFile);
     if (parts) parts.publish();
     else publish(temps.batch, out, force);
@@ -479,6 +533,7 @@ export async function exportEvents(
   } catch (e) {
     await sink?.abandon();
     await rejects?.abandon();
+    await keys?.abandon();
     throw e;
   } finally {
     for (const t of mine) {

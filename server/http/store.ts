@@ -18,7 +18,7 @@ import {
   type CheckedTrajectory,
   type PipelineInput,
   type RunOptions,
-  workersFor,
+  lineWorkersFor,
 } from '../pipeline.ts';
 import { AnalysisPool } from '../analysis-pool.ts';
 import { loadFile } from '../import/index.ts';
@@ -365,7 +365,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
    */
   const workersForRead = (bytes: number) =>
     opts.workers === undefined
-      ? workersFor(undefined, bytes)
+      ? lineWorkersFor(undefined, bytes)
       : opts.workers > 0 && bytes >= (opts.poolFromBytes ?? POOL_FROM_BYTES)
         ? opts.workers
         : 0;

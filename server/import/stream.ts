@@ -34,6 +34,11 @@ export interface ChunkOptions extends LoadOptions {
    * start (`lineStartAtOrAfter`): the file must be one `splitsAtLines` accepts.
    */
   range?: { start: number; end: number };
+  /**
+   * Lines [start, end) of the file, both already line starts, the first numbered `firstLine`
+   * (pipeline/units.ts aligns and numbers the units it hands out).
+   */
+  aligned?: { start: number; end: number; firstLine: number };
 }
 
 /**
@@ -69,7 +74,7 @@ async function streamingImporter(file: string, opts: LoadOptions, limits: ReadLi
   // same function, so the plan holds.
   const sample: unknown[] = [];
   let first = true;
-  for await (const l of readLines(file, { limits })) {
+  for await (const l of readLines(file, { limits, chunkBytes: SNIFF_CHUNK_BYTES })) {
     if (first && !isObjectLine(l, limits)) return undefined;
     first = false;
     const r = parseRecordLine(file, l, limits);
@@ -79,6 +84,9 @@ async function streamingImporter(file: string, opts: LoadOptions, limits: ReadLi
   const { importer } = sniffRecords(sample);
   return readsLineByLine(importer) ? importer : undefined;
 }
+
+/** Deciding a file's format reads its first records: a few tens of KB, not the 1 MiB a full read takes at a time. */
+const SNIFF_CHUNK_BYTES = 64 << 10;
 
 function isObjectLine(l: RecordLine, limits: ReadLimits): boolean {
   if (l.problem || !l.text.trimStart().startsWith('{')) return false;
@@ -91,7 +99,7 @@ function isObjectLine(l: RecordLine, limits: ReadLimits): boolean {
 }
 
 async function firstLineIsRecord(file: string, limits: ReadLimits): Promise<boolean> {
-  for await (const l of readLines(file, { limits })) return isObjectLine(l, limits);
+  for await (const l of readLines(file, { limits, chunkBytes: SNIFF_CHUNK_BYTES })) return isObjectLine(l, limits);
   return false;
 }
 
@@ -119,7 +127,8 @@ export async function* readFileChunks(file: string, opts: ChunkOptions = {}): As
   const batchBytes = opts.batchBytes ?? 2 * 1024 * 1024;
   let lines: RecordLine[] = [];
   let bytes = 0;
-  let span: { start: number; end: number; firstLine: number } | undefined;
+  let span: { start: number; end: number; firstLine: number } | undefined = opts.aligned;
+  if (span && span.end <= span.start) return;
   if (opts.range) {
     const start = lineStartAtOrAfter(file, opts.range.start);
     const end = lineStartAtOrAfter(file, opts.range.end);

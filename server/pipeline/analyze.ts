@@ -12,7 +12,6 @@ import { checkTrajectory } from '../analysis/checks.ts';
 import type { CheckedTrajectory, RunEvent } from '../analysis/checked.ts';
 import { importLines, type RecordLine } from '../import/stream.ts';
 import { resolveImages } from '../images/resolve.ts';
-import { ownsError, ownsTrajectory, type Skipped } from './shard.ts';
 import { encodeOutcome, type EncodedOutcome } from '../export/encoded.ts';
 import { forReport, forStore } from './wire.ts';
 import type { RunOptions } from './run-options.ts';
@@ -75,8 +74,7 @@ export type ExportedEvent = Extract<RunEvent, { type: 'trajectory' }> & { export
 
 /** Settles to the events of one piece of work, in order; `imported` counts the trajectories it read. */
 export interface ChunkOutcome {
-  /** `skipped`: read, but another shard's (the pipeline counts them and hands them out no further). */
-  events: (RunEvent | ExportedEvent | Skipped)[];
+  events: (RunEvent | ExportedEvent)[];
   imported: number;
 }
 
@@ -112,7 +110,7 @@ export async function importAndAnalyze(
   const errorsUpTo = (line: number) => {
     for (; nextError < errors.length && errors[nextError]!.line <= line; nextError++) {
       const error = errors[nextError]!;
-      events.push(ownsError(opts.shard, error) ? { type: 'error', error } : { type: 'skipped', what: 'error' });
+      events.push({ type: 'error', error });
     }
   };
   let imported = 0;
@@ -120,15 +118,11 @@ export async function importAndAnalyze(
   for (let i = 0; i < trajectories.length; i++) {
     const traj = trajectories[i]!;
     errorsUpTo(traj.source.line);
-    if (!ownsTrajectory(opts.shard, traj)) {
-      events.push({ type: 'skipped', what: 'trajectory', trajectory: { id: traj.id, source: traj.source } });
-      continue;
-    }
     imported++;
     const ev = await withExport(await analyzeOrError(traj, analyzeTrajectory(traj, opts, roots), opts), opts);
     if (lean || opts.storeIndex || opts.exportRows) trajectories[i] = undefined; // done with: its record need not outlive the batch
     events.push(
-      ev.type === 'trajectory' && !opts.exportRows ? { type: 'trajectory', checked: cut(ev.checked, opts) } : ev,
+      ev.type === 'trajectory' && !opts.exportRows ? { type: 'trajectory', checked: cutChecked(ev.checked, opts) } : ev,
     );
   }
   errorsUpTo(Number.POSITIVE_INFINITY);
@@ -140,7 +134,7 @@ export async function importAndAnalyze(
  * holds no streams of the records it has done: the server's store reads its index facts
  * (`storeIndex`), a report its report facts (`reportOnly` with `noStreams`), as a worker sends them.
  */
-function cut(c: CheckedTrajectory, opts: RunOptions): CheckedTrajectory {
+export function cutChecked(c: CheckedTrajectory, opts: RunOptions): CheckedTrajectory {
   if (opts.storeIndex) return forStore(c, opts, visionIdsOf(c.profile));
   if (opts.reportOnly && opts.noStreams) return forReport(c, opts, visionIdsOf(c.profile));
   return c;

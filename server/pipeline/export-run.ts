@@ -14,7 +14,7 @@ import {
 } from '../export/run.ts';
 import { checkPaths, type RunEvent } from '../pipeline.ts';
 import { defaultRoots, type RunOptions } from './analyze.ts';
-import { ownsError, runRoot } from './shard.ts';
+import { runRoot, SplitPositions } from './shard.ts';
 import { readsGroup } from '../report/filter.ts';
 import { type ExportWhere, groupsOfRun, whereMatcher } from './where.ts';
 
@@ -35,20 +35,30 @@ export async function exportRun(
     processor: opts.processor,
     roots,
     workers: opts.workers,
+    ...(opts.unitBytes !== undefined ? { unitBytes: opts.unitBytes } : {}),
     allowRemoteImages: opts.allowRemoteImages,
     // Each row is built where its trajectory is analyzed, unless a selection (a function of this
     // thread) must see the checked trajectory first.
     ...(opts.select ? {} : { exportRows: rowSpecFor({ ...opts, roots }) }),
-    // Hashed names are relative to the run as given, not to the files it expands to.
+    // A shard reads only its input splits, as `check --shard` does (pipeline/shard.ts); names are
+    // relative to the run as given, not to the files it expands to.
     ...(opts.shard ? { shard: { ...opts.shard, root: opts.shard.root ?? runRoot(paths) } } : {}),
   };
   if (!opts.partition) checkTarget(out, opts.force === true);
   const expanded = expandPaths(paths);
   const files = expanded.files;
-  const errors = expanded.errors.filter((e) => ownsError(runOpts.shard, e));
   // A batch written into a folder it was exported from is not an input of the next export (--force reruns).
   const inputs = files.filter((f) => path.resolve(f) !== out && !isInside(f, opts.partition ? out : undefined));
   const where = opts.where;
+  if (opts.shard) {
+    // Its entries get their run-wide keys and group places from merge (cli/merge-keys.ts), which a filter reads.
+    if (where) throw new Error('--where reads a whole run (its keys and groups): export the shards without it');
+    const positions = new SplitPositions();
+    // The paths that cannot be read are shard 0's: checkPaths gives them to it.
+    const events = checkPaths(inputs, runOpts, { onPlan: (p) => positions.plan(p.splits) });
+    return exportEvents(events, { ...opts, roots, positions }, onProgress, inputs.length);
+  }
+  const errors = expanded.errors;
   const matches = where && whereMatcher(where, readsGroup(where.node) ? await groupsOfRun(inputs, runOpts) : new Map());
   return exportEvents(
     withErrors(errors, checkPaths(inputs, runOpts)),

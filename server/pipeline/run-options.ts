@@ -13,14 +13,19 @@ export interface RunOptions {
   processor?: ProcessorSettings;
   /** Folders local images may be read from (default: the folders of the inputs). */
   roots?: string[];
-  /** Worker threads for the analysis; 0 runs it on the main thread; unset: chosen by run size (pipeline.ts `workersFor`). */
+  /** Threads that read and analyze the input; 0: the main thread alone; unset: chosen by run size (pipeline.ts `workersFor`). */
   workers?: number;
   /** Fetch http(s) images named by the records (`--allow-remote-images`; SSRF-guarded, server/images/remote.ts). */
   allowRemoteImages?: boolean;
   /** Rollout-vs-trainer logprob thresholds (`--max-logprob-delta`, `--mean-logprob-delta`, `--is-cap`). */
   mismatch?: MismatchThresholds;
-  /** Analyze only the trajectories and unreadable records of this shard (pipeline/shard.ts). */
+  /** Read only this shard's input splits (pipeline/shard.ts). */
   shard?: ShardSpec;
+  /**
+   * Bytes of a read unit (pipeline/units.ts): the threads' piece of work. Unset: about four units a
+   * thread, from 1 to 32 MiB (`unitBytesFor`); tests set it small to cut small files.
+   */
+  unitBytes?: number;
   /** Trainer arrays given beside the data (`--trainer FILE`, import/trainer-sidecar.ts), by trajectory id. */
   trainer?: TrainerSide;
   /**

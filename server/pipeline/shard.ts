@@ -1,26 +1,17 @@
-// `--shard K/N`: which trajectories and unreadable records of a run one worker of N owns. The
-// split is by a stable hash, decided after import and before analysis, so each shard analyzes
-// only its own trajectories while every shard reads the same files (and so names trajectories
-// by the same run-wide keys). A GRPO group (trajectory `group` at its `step`, run-wide as the
-// group checks of analysis/groups.ts know it, even when data-parallel ranks wrote its samples to
-// several files) always goes whole to one shard; a multi-record trajectory is one trajectory after import, so it does too.
-// An unreadable record belongs to the shard its file and line hash to: `merge` counts it once.
+// `--shard K/N`: the share of a run one worker of N reads (docs/distributed.md). The run's files,
+// laid end to end in input order, are cut into N equal byte ranges as Hadoop cuts a file into
+// input splits (below); a shard reads only its splits, and `merge` puts the shards' outputs back
+// together as one run (report/merge.ts, cli/merge-keys.ts).
 import path from 'node:path';
-import { createHash } from 'node:crypto';
 import { z } from 'zod';
 
 export const ShardSpec = z
   .object({
     index: z.number().int().nonnegative(),
     count: z.number().int().positive(),
-    /** Folder the hashed file names are relative to (default: the inputs' common folder), so shards whose
-     * run directory is mounted at different places still agree. */
+    /** Folder the run's file names are relative to in its fingerprint (default: the inputs' common folder), so
+     * shards whose run directory is mounted at different places still agree. */
     root: z.string().optional(),
-    /**
-     * `input`: the shard reads only its share of the input bytes (`planInputSplits`; `check`);
-     * `trajectory` (the default): it reads the whole run and keeps the trajectories that hash to it (`export`).
-     */
-    split: z.enum(['input', 'trajectory']).optional(),
   })
   .refine((s) => s.index < s.count, { message: 'the shard index must be below the shard count' });
 export type ShardSpec = z.infer<typeof ShardSpec>;
@@ -52,50 +43,6 @@ export function runRoot(paths: readonly string[]): string {
   }
   return common.join(path.sep) || path.sep;
 }
-
-/** A file's name as hashed: relative to the run root, with forward slashes on every OS. */
-function relativeName(file: string, root: string | undefined): string {
-  const abs = path.resolve(file);
-  return (root ? path.relative(root, abs) : abs).split(path.sep).join('/');
-}
-
-/** The shard (0 … count−1) a key hashes to: the first 8 bytes of its SHA-256, modulo count. */
-export function shardOfKey(key: string, count: number): number {
-  if (count === 1) return 0;
-  const digest = createHash('sha256').update(key).digest();
-  return Number(digest.readBigUInt64BE(0) % BigInt(count));
-}
-
-/** What decides a trajectory's shard: its group (at its step) when it has one, else its file and stated id. */
-export function trajectoryShardKey(
-  t: { id: string; group?: string; step?: number; source: { file: string } },
-  root: string | undefined,
-): string {
-  if (t.group !== undefined) return `group\u0000${t.step ?? ''}\u0000${t.group}`;
-  return `${relativeName(t.source.file, root)}\u0000id\u0000${t.id}`;
-}
-
-export function ownsTrajectory(
-  spec: ShardSpec | undefined,
-  t: { id: string; group?: string; step?: number; source: { file: string } },
-): boolean {
-  if (!spec || spec.count === 1) return true;
-  return shardOfKey(trajectoryShardKey(t, spec.root), spec.count) === spec.index;
-}
-
-/** An unreadable record (or an unreadable file, line 0) belongs to the shard its file and line hash to. */
-export function ownsError(spec: ShardSpec | undefined, e: { file: string; line: number }): boolean {
-  if (!spec || spec.count === 1) return true;
-  return shardOfKey(`${relativeName(e.file, spec.root)}\u0000line\u0000${e.line}`, spec.count) === spec.index;
-}
-
-/**
- * What a shard read but does not own: still seen in run order, so the run-wide keys of the
- * trajectories it owns and the run-wide position of each entry are those of an unsharded run.
- */
-export type Skipped =
-  | { type: 'skipped'; what: 'trajectory'; trajectory: { id: string; source: { file: string; line: number } } }
-  | { type: 'skipped'; what: 'error' };
 
 // --- input splits ---------------------------------------------------------------------------------
 // As Hadoop's FileInputFormat does: the run's bytes (its files end to end, in input order) are cut
@@ -161,4 +108,43 @@ function shardAtByte(at: number, count: number, total: number): number {
   while (k > 0 && rangeStart(k, count, total) > at) k--;
   while (k < count - 1 && rangeStart(k + 1, count, total) <= at) k++;
   return k;
+}
+
+/** Where in the run an entry was read (report/check-report.ts RunPosition): file order (−1: a path that cannot be read), split start, place. */
+export type SplitPosition = [number, number, number];
+
+/**
+ * The run positions of what a shard reads, in the order it reads it: given the shard's splits
+ * (`plan`, before the first event), and told where each split ends (`fileEnded`: every split's
+ * events end with its file's `file` event), each entry's [file order, its split's first byte,
+ * its place in the split]. What comes before the plan (the paths that cannot be read) is [−1, 0, place].
+ * `merge` orders the entries of all shards by these (report/merge.ts, cli/merge-keys.ts).
+ */
+export class SplitPositions {
+  private splits: readonly InputSplit[] = [];
+  private planned = false;
+  private cursor = 0;
+  private seq = 0;
+
+  plan(splits: readonly InputSplit[]): void {
+    this.planned = true;
+    this.splits = splits;
+    this.cursor = 0;
+    this.seq = 0;
+  }
+
+  /** The split being read now (undefined before the plan). */
+  get current(): InputSplit | undefined {
+    return this.planned ? this.splits[this.cursor] : undefined;
+  }
+
+  fileEnded(): void {
+    this.cursor++;
+    this.seq = 0;
+  }
+
+  next(): SplitPosition {
+    const split = this.current;
+    return split ? [split.order, split.start, this.seq++] : [-1, 0, this.seq++];
+  }
 }

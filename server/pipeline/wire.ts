@@ -8,8 +8,8 @@ import { indexFacts } from '../analysis/index-facts.ts';
 import { visionIdsOf, type ModelProfile, type VisionIds } from '../profiles/profile.ts';
 import type { RecordLine } from '../import/stream.ts';
 import type { RunOptions } from './run-options.ts';
-import type { Skipped } from './shard.ts';
 import type { EncodedOutcome } from '../export/encoded.ts';
+import type { ReadUnit } from './read-unit.ts';
 
 /** A checked trajectory as it crosses threads: the profile by name (tokenizers are not transferable). */
 export type WireChecked = Omit<CheckedTrajectory, 'profile'> & {
@@ -22,11 +22,12 @@ export type WireChecked = Omit<CheckedTrajectory, 'profile'> & {
 };
 export type WireEvent =
   | { type: 'trajectory'; checked: WireChecked; exported?: EncodedOutcome }
-  | Exclude<RunEvent, { type: 'trajectory' }>
-  | Skipped;
+  | Exclude<RunEvent, { type: 'trajectory' }>;
 
 export type Job =
   | { kind: 'trajectory'; seq: number; trajectory: Trajectory; opts: RunOptions; roots: string[] }
+  /** Read, import and analyze a unit of the input (pipeline/units.ts): its events come back in parts. */
+  | { kind: 'unit'; seq: number; unit: ReadUnit; opts: RunOptions; roots: string[] }
   | {
       kind: 'lines';
       seq: number;
@@ -40,6 +41,9 @@ export type Job =
 export type Reply =
   | { seq: number; ok: true; kind: 'trajectory'; result: WireChecked; exported?: EncodedOutcome }
   | { seq: number; ok: true; kind: 'lines'; events: WireEvent[]; imported: number }
+  /** Some of a unit's events, in order; then `unit-done` with the file's format. */
+  | { seq: number; ok: true; kind: 'unit-part'; events: WireEvent[]; imported: number; readTo?: number }
+  | { seq: number; ok: true; kind: 'unit-done'; format?: FormatName }
   | { seq: number; ok: false; message: string };
 
 export function toWire(

@@ -26,8 +26,9 @@ Exit status: 0 when no finding is an error and every record was read; 1 when a f
 error or a record could not be read; 2 on wrong arguments or a path that cannot be read.
 
 ${COMMON_USAGE}
-  --workers N      analysis threads (default: one per idle core for runs of 512 MB or more, else none;
-                   0 = main thread only)
+  --workers N      threads that read and analyze the input, each its own pieces of it (default: one per core
+                   this process may use, for inputs of 32 MB or more; 0 = this thread alone); the report is
+                   the same bytes on any number
   --all            list every trajectory (default: a summary by finding kind with a few examples each)
 ${WHERE_USAGE}
                    (the summary and the exit status are of those; --json adds "filter")

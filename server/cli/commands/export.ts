@@ -72,8 +72,10 @@ ${WHERE_USAGE.replace(/^ {2}--where EXPR {5}/, '  --where EXPR         ').replac
   --images MODE        embed: image bytes in each row (default); path: paths relative to FILE's folder
                        (images that exist only inside the data are written to FILE.images/); ref: each distinct
                        image once under images/ beside FILE, named by its sha256, and its uri in the row
-  --shard K/N          export only shard K of N (K from 0 to N−1); give each shard its own FILE, or one
-                       --partition folder; fold the manifests with rollscope merge (docs/distributed.md)
+  --shard K/N          export only shard K of N (K from 0 to N−1), reading only its share of the input as
+                       check --shard does; give each shard its own FILE, or one --partition folder; rows keep
+                       the ids their data states until rollscope merge of the manifests gives the run-wide
+                       keys (docs/distributed.md)
   --partition KEYS     step, rank or step,rank: FILE is a folder of hive-style parts
                        (FILE/step=12/rank=3/part-K.parquet, K the shard), Parquet only
   --position-ids L     qwen: 3 rows t/h/w (default); verl: verl's 4 rows (text, t, h, w)
@@ -82,8 +84,9 @@ ${WHERE_USAGE.replace(/^ {2}--where EXPR {5}/, '  --where EXPR         ').replac
   --input-format F     override input format detection
   --min-pixels N       image processor min_pixels for this run (records that state their own keep theirs)
   --max-pixels N       image processor max_pixels for this run
-  --workers N          analysis threads (default: as check, one per idle core for runs of 512 MB or more,
-                       else none; 0 = main thread only)
+  --workers N          threads that read the input, build and encode its rows (default: as check, one per core
+                       this process may use, for inputs of 32 MB or more; 0 = this thread alone); the batch is
+                       the same bytes on any number
   --json               print the manifest as JSON`,
   async run(argv) {
     const { values, positionals } = parse(argv, OPTIONS);
@@ -117,6 +120,9 @@ ${WHERE_USAGE.replace(/^ {2}--where EXPR {5}/, '  --where EXPR         ').replac
     if (partitionKeys && values.format === 'jsonl') throw new UsageError('--partition writes Parquet only');
     const positionIds = oneOf('position-ids', values['position-ids'], ['qwen', 'verl'] as const);
     const where = whereOption(values.where);
+    // A shard's rows get their run-wide keys and group places from merge, which a filter reads.
+    if (where && shard)
+      throw new UsageError('--where reads a whole run (its keys and groups): export the shards without it and merge');
 
     const live = process.stderr.isTTY === true;
     let lastDraw = 0;

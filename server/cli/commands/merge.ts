@@ -6,7 +6,7 @@ import path from 'node:path';
 import { parse, UsageError, type Command } from '../command.ts';
 import { paint } from '../output.ts';
 import { printSummary, type TextOut } from '../check.ts';
-import { inputKind, mergeManifests, type MergeInputKind } from '../merge.ts';
+import { inputKind, mergeExport, type MergeInputKind } from '../merge.ts';
 import { checkExitStatus } from '../../report/check-report.ts';
 import { mergeCheckReports, MergeError } from '../../report/merge.ts';
 import { AtomicFile } from '../../util/atomic-file.ts';
@@ -20,8 +20,9 @@ Each FILE is the report of one shard (check --shard K/N --json), or the manifest
 export (FILE.manifest.json, or _part-K.manifest.json of a --partition folder); all N shards, of
 one kind. Reports fold into the document a single check --json gives (same trajectories in the
 same order, same errors, same summary) with the same exit status; manifests into one manifest
-listing every part with its sha256 and rows, and the counts summed (read = exported + rejected).
-docs/distributed.md.
+listing every part with its sha256 and rows, and the counts summed (read = exported + rejected),
+once the rows have their run-wide keys (the parts holding a row whose key is not the id its data
+states are rewritten in place). docs/distributed.md.
 
 Exit status (reports): as check: 0 clean, 1 an error finding or an unreadable record, 2 a path
 that could not be read or FILEs that are not the shards of one run. Manifests: 0, or 2.
@@ -62,7 +63,7 @@ that could not be read or FILEs that are not the shards of one run. Manifests: 0
       };
       if (docs[0]!.kind === 'export-manifest') {
         const relativeTo = values.out !== undefined ? path.dirname(path.resolve(values.out)) : process.cwd();
-        const merged = mergeManifests(docs, relativeTo);
+        const merged = await mergeExport(docs, relativeTo);
         if (values.json || values.out !== undefined) write(`${JSON.stringify(merged, null, 2)}\n`);
         else
           process.stdout.write(

@@ -76,8 +76,8 @@ ${TRAINER_USAGE}
   --format F       override format detection
   --min-pixels N   image processor min_pixels for this run
   --max-pixels N   image processor max_pixels for this run
-  --workers N      analysis threads for reading large runs (default: as check, one per idle core for reads of
-                   512 MB or more, else none; 0 = main thread only)
+  --workers N      analysis threads for reading large runs (default: one per idle core for reads of 512 MB or
+                   more on three idle cores or more, else none; 0 = main thread only)
   --allow-remote-images
                    fetch http(s) images the records name (off: they are marked unavailable). Only
                    public addresses, 10 s, 64 MiB, image/* only, redirects re-checked (docs/security.md)`,

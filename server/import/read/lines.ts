@@ -44,10 +44,14 @@ export function isGzipFile(file: string): boolean {
 }
 
 /** The file's bytes, decompressed when it is gzip (offsets then count decompressed bytes). */
-function openBytes(file: string, gzip: boolean, start: number, end: number | undefined): Readable {
+function openBytes(file: string, gzip: boolean, start: number, end: number | undefined, chunkBytes: number): Readable {
   if (!gzip)
-    return fs.createReadStream(file, { start, ...(end !== undefined ? { end: end - 1 } : {}), highWaterMark: 1 << 20 });
-  const raw = fs.createReadStream(file, { highWaterMark: 1 << 20 });
+    return fs.createReadStream(file, {
+      start,
+      ...(end !== undefined ? { end: end - 1 } : {}),
+      highWaterMark: chunkBytes,
+    });
+  const raw = fs.createReadStream(file, { highWaterMark: chunkBytes });
   const gunzip = zlib.createGunzip({ chunkSize: 1 << 16 });
   pipeline(raw, gunzip, () => undefined); // errors surface on `gunzip` itself
   return gunzip;
@@ -76,6 +80,8 @@ export async function* readLines(
     firstLine?: number;
     whole?: boolean;
     limits?: Partial<ReadLimits>;
+    /** Bytes read at a time (default 1 MiB); a reader that wants only the first lines asks for less. */
+    chunkBytes?: number;
   } = {},
 ): AsyncGenerator<RecordLine> {
   const limits = readLimits(opts.limits);
@@ -85,7 +91,7 @@ export async function* readLines(
   const maxDecompressed = gzip
     ? Math.max(limits.minGzipAllowance, limits.maxGzipRatio * fs.statSync(file).size)
     : Infinity;
-  const stream = openBytes(file, gzip, start, opts.end);
+  const stream = openBytes(file, gzip, start, opts.end, opts.chunkBytes ?? 1 << 20);
   // For gzip, offsets are in the decompressed stream: skip to `start`, stop at `end`.
   let skip = gzip ? start : 0;
   let decompressed = 0;
@@ -210,6 +216,8 @@ export async function* readLines(
 }
 
 const SCAN_BYTES = 1 << 20;
+/** The first read of a search for the next line start: a record is usually shorter, so the search reads little past it. */
+const FIRST_SCAN_BYTES = 64 << 10;
 
 /**
  * The first line start at or after byte `at` of an uncompressed file: `at` itself when it is 0
@@ -223,8 +231,8 @@ export function lineStartAtOrAfter(file: string, at: number): number {
     const size = fs.fstatSync(fd).size;
     if (at >= size) return size;
     const buf = Buffer.allocUnsafe(SCAN_BYTES);
-    for (let pos = at - 1; pos < size; ) {
-      const n = fs.readSync(fd, buf, 0, SCAN_BYTES, pos);
+    for (let pos = at - 1, chunk = FIRST_SCAN_BYTES; pos < size; chunk = Math.min(SCAN_BYTES, chunk * 2)) {
+      const n = fs.readSync(fd, buf, 0, chunk, pos);
       if (n <= 0) break;
       const nl = buf.subarray(0, n).indexOf(0x0a);
       if (nl >= 0) return pos + nl + 1;
