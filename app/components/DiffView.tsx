@@ -70,7 +70,15 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
         {d && <DiffSummary d={d} />}
       </div>
       {!d && <p className="muted">loading…</p>}
-      {d && <DiffBody d={d} token={token} side={side} onSelect={(t, sd) => setParams({ token: t, side: sd }, true)} />}
+      {d && (
+        <DiffBody
+          d={d}
+          token={token}
+          side={side}
+          onSelect={(t, sd) => setParams({ token: t, side: sd }, true)}
+          said={detail.causes[0] ? detail.findings[detail.causes[0].root]?.message : undefined}
+        />
+      )}
     </div>
   );
 }
@@ -94,11 +102,14 @@ export function DiffBody({
   token,
   side,
   onSelect,
+  said,
 }: {
   d: DiffResult;
   token: number;
   side: 'a' | 'b';
   onSelect(token: number, side: 'a' | 'b'): void;
+  /** What the page's headline already says: the divergence's explanation is not said again. */
+  said?: string;
 }) {
   const ref = useRef<VirtuosoHandle>(null);
   const selectedRow = useMemo(() => {
@@ -140,7 +151,13 @@ export function DiffBody({
               ⤓ Jump to first divergence
             </button>
           </div>
-          <div className="div-expl">{d.divergence.explanation}</div>
+          {said?.includes(d.divergence.explanation) ? (
+            <div className="div-expl muted small" data-testid="divergence-said">
+              (the headline above says why)
+            </div>
+          ) : (
+            <div className="div-expl">{d.divergence.explanation}</div>
+          )}
           <div className="div-where small">
             at token {d.divergence.aIndex} of <b>{d.a.label}</b> and token {d.divergence.bIndex} of <b>{d.b.label}</b>
           </div>

@@ -88,7 +88,7 @@ function GroupHeader({
         <span
           className="chip kind kind-group alone"
           data-testid="group-alone"
-          title="a group of one sample: nothing to compare its reward with, its group-normalized advantage is zero"
+          title="a group of one sample: its reward is compared with nothing (verl's GRPO passes it through as its advantage: mean 0, std 1; docs/reference/frameworks.md#grpo-advantages)"
         >
           one sample
         </span>

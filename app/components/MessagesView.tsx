@@ -8,7 +8,7 @@ import { useLoadMessages, useMessages } from '../stores/trajectory.ts';
 import { useSetHover } from '../stores/hover.ts';
 import { api } from '../api.ts';
 import { formatCount } from '../format.ts';
-import { FindingHead } from './RootCause.tsx';
+import { FindingHead, findingText } from './RootCause.tsx';
 
 /** Where a message's tokens open in the token view. */
 export function tokenParams(m: ConversationMessage, at?: number): Record<string, string> | null {
@@ -163,11 +163,14 @@ export function MessagesView({
   const unpinned = detail.findings.map((_, i) => i).filter((i) => !pinned.has(i));
   const pin = (i: number) => {
     const f = detail.findings[i]!;
+    // The page's headline says the root cause (the drawer shows it in its list): pins say what it does not.
+    const text = findingText(detail, i, !compact);
     return (
       <li key={i} className={`pin ${f.severity}${i === active ? ' active' : ''}`} data-kind={f.kind}>
         <button type="button" className="finding-open" onClick={() => openFinding?.(i)} disabled={!openFinding}>
           <FindingHead f={f} />
-          {!compact && <div className="finding-msg small">{f.message}</div>}
+          {text !== null && !compact && <div className="finding-msg small">{text}</div>}
+          {text === null && <span className="muted small"> · the headline</span>}
         </button>
       </li>
     );

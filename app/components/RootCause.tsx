@@ -12,6 +12,23 @@ export function findingWhere(f: LocatedFinding): string {
   return where.join(' · ');
 }
 
+/**
+ * What to say of finding `index` where the page already shows the headline (`headline`: the first
+ * cause's sentence is on screen): nothing for the headline's own finding, only what a consequence
+ * adds to its root, the whole sentence otherwise. One sentence is said once.
+ */
+export function findingText(detail: TrajectoryDetail, index: number, headline: boolean): string | null {
+  const first = detail.causes[0];
+  if (headline && first?.root === index) return null;
+  for (const g of detail.causes) {
+    const c = g.consequences.find((x) => x.index === index);
+    if (c) return c.text;
+  }
+  return detail.findings[index]?.message ?? null;
+}
+
+const follow = (n: number) => `${n} finding${n === 1 ? ' follows' : 's follow'} from it`;
+
 export function FindingHead({ f }: { f: LocatedFinding }) {
   return (
     <span className="finding-head">
@@ -53,12 +70,7 @@ export function Headline({ detail, open }: { detail: TrajectoryDetail; open?(ind
       ) : (
         body
       )}
-      {first.consequences.length > 0 && (
-        <span className="muted small">
-          {' '}
-          · {first.consequences.length} more finding{first.consequences.length === 1 ? '' : 's'} follow from it
-        </span>
-      )}
+      {first.consequences.length > 0 && <span className="muted small"> · {follow(first.consequences.length)}</span>}
       {more > 0 && (
         <span className="muted small">
           {' '}
@@ -82,7 +94,7 @@ export function RootCause({
   compact?: boolean;
 }) {
   if (detail.findings.length === 0)
-    return <p className="banner ok small">No findings: every check passed for this trajectory.</p>;
+    return compact ? <p className="banner ok small">No findings: every check passed for this trajectory.</p> : null;
   return (
     <section className="panel findings root-causes" aria-label="findings by cause" data-testid="root-causes">
       <h2>
@@ -110,9 +122,7 @@ export function RootCause({
               </button>
               {g.consequences.length > 0 && (
                 <details className="consequences">
-                  <summary className="small">
-                    {g.consequences.length} finding{g.consequences.length === 1 ? '' : 's'} that follow from it
-                  </summary>
+                  <summary className="small">{follow(g.consequences.length)}</summary>
                   <ul>
                     {g.consequences.map((c) => {
                       const cf = detail.findings[c.index]!;

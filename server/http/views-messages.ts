@@ -147,8 +147,9 @@ function segment(
     content = content.filter((p) => p.type !== 'text' || p.text !== '');
     // Blank text (the newline after a turn's `<|im_end|>`) frames messages.
     if (content.every((p) => p.type === 'text' && p.text.trim() === '')) content = [];
-    // The assistant header the prompt ends with (`<|im_start|>assistant\n`) holds nothing: its generation follows.
-    if (content.length === 0 && !gen && !fragment) continue;
+    // The assistant header the prompt ends with (`<|im_start|>assistant\n`) holds nothing: its generation
+    // follows; nor does the newline after a turn's `<|im_end|>` where the next call's tokens start.
+    if (content.length === 0 && !gen) continue;
     const turn = gen
       ? (c.alignment.turns.find((t) => t.generated[0] === gen[0])?.turn ?? turnOf(start))
       : turnOf(start);
