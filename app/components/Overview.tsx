@@ -126,7 +126,9 @@ export function Overview() {
     set({ sel: id }, true);
     window.location.hash = hrefOf(id);
   };
-  const cursor = Math.max(-1, params.sel === undefined ? -1 : items.findIndex((s) => s.id === params.sel));
+  // The cursor is on the row the address names (`sel`), else on the first row.
+  const selAt = params.sel === undefined ? -1 : items.findIndex((s) => s.id === params.sel);
+  const cursor = selAt >= 0 ? selAt : items.length > 0 ? 0 : -1;
   const table = useRef<TableVirtuosoHandle>(null);
   const setCursor = (i: number) => {
     const row = items[i];
