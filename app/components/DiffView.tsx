@@ -108,6 +108,7 @@ export function DiffBody({
   side,
   onSelect,
   said,
+  agree,
 }: {
   d: DiffResult;
   token: number;
@@ -115,6 +116,8 @@ export function DiffBody({
   onSelect(token: number, side: 'a' | 'b'): void;
   /** What the page's headline already says: the divergence's explanation is not said again. */
   said?: string;
+  /** When the streams agree but that is no good news (both sides carry the same fault): the words instead. */
+  agree?: string;
 }) {
   const ref = useRef<VirtuosoHandle>(null);
   const selectedRow = useMemo(() => {
@@ -185,9 +188,14 @@ export function DiffBody({
           <Context label={d.b.label} parts={d.divergence.textB} />
         </div>
       )}
-      {!d.divergence && (
-        <div className="banner ok">These streams agree token for token{d.prefixOnly ? ' (b extends a)' : ''}.</div>
-      )}
+      {!d.divergence &&
+        (agree ? (
+          <div className="banner warning" data-testid="agree-persists">
+            {agree}
+          </div>
+        ) : (
+          <div className="banner ok">These streams agree token for token{d.prefixOnly ? ' (b extends a)' : ''}.</div>
+        ))}
       <div className="diffhead">
         <span className="ix">#</span>
         <span className="dside">{d.a.label}</span>

@@ -122,10 +122,18 @@ export function TrajectoryPage() {
     if (next) window.location.hash = here(next);
   };
   const goTo = (p: Record<string, string>) => {
-    const next: Params = { ...(params.list ? { list: params.list } : {}), ...p };
+    const next: Params = {
+      ...(params.list ? { list: params.list } : {}),
+      ...(params.back ? { back: params.back } : {}),
+      ...p,
+    };
     window.location.hash = here(next);
   };
-  const back = overviewHash(lp, { sel: id });
+  // Back to where it was opened from: the trained side's pairs (`back=compare`), else its list.
+  const back =
+    params.back === 'compare'
+      ? formatHash({ page: 'compare', id: null, params: { sel: id } })
+      : overviewHash(lp, { sel: id });
 
   const walk = async (key: 'j' | 'k' | 'J' | 'K') => {
     // A key pressed while the list loads acts on the list once it is there, never on a stale one.

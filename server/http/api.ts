@@ -509,7 +509,14 @@ export const LogprobView = z.object({
   /** False when the trajectory has no trainer logprobs (or no rollout logprobs); `reason` says which. */
   available: z.boolean(),
   reason: z.string().nullable(),
-  /** The training sample's tokens (the index space of every array below). */
+  /**
+   * No trainer side, but the rollout's own logprobs are there: `rollout` holds them (on the
+   * sample's tokens, else the re-aligned stream) and the view shows them alone.
+   */
+  rolloutOnly: z.boolean().default(false),
+  /** Tokens whose rollout logprob no sampler gives (NaN, ±∞, above 0): JSON carries them as null in `rollout`. */
+  invalid: z.array(z.number().int()).default([]),
+  /** The training sample's tokens, or for rollout logprobs alone without a sample the re-aligned stream (the index space of every array below). */
   ids: z.array(z.number().int()),
   ...Pieces.shape,
   /** Per token, null outside the response or where a side has no finite logprob. */
