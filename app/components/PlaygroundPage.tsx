@@ -68,7 +68,7 @@ export function PlaygroundPage() {
       </header>
       {error && <div className="banner error">{error}</div>}
       <main className="main">
-        <Playground trajectoryId={detail ? id : null} detail={detail} split />
+        <Playground trajectoryId={detail ? id : null} detail={detail} split context="free" />
       </main>
     </div>
   );

@@ -92,6 +92,8 @@ export const RunInfo = z.object({
   counts: FindingCounts,
   health: z.object({ ok: z.number().int(), warning: z.number().int(), error: z.number().int() }),
   profile: z.object({ name: z.string(), family: z.string() }),
+  /** The built-in model profiles (the playground renders with any of them, or with the run's). */
+  builtinProfiles: z.array(z.string()).default([]),
   /** The model profiles the run's trajectories were checked with, most trajectories first. */
   models: z.array(
     z.object({
@@ -766,6 +768,11 @@ export const PlaygroundRequest = z
     /** An OpenAI-style conversation `{"messages": [...], "tools"?: [...]}` as JSON text (parsed as Python's json.loads would). */
     conversation: z.string().min(1).max(MAX_PLAYGROUND_CHARS),
     addGenerationPrompt: z.boolean().default(true),
+    /**
+     * The model profile to render with: a built-in name or one the run's trajectories were checked
+     * with (RunInfo `models`); default: the target trajectory's, else the run's.
+     */
+    profile: z.string().min(1).max(4096).optional(),
     /** Render with this trajectory's profile and diff the result against one of its streams. */
     target: z
       .object({

@@ -103,6 +103,7 @@ export async function sharedTrajectory(store: RunStore, id: string): Promise<Sha
       status: summary.status === null && summary.finishReason === null ? 0 : 1,
     },
     profile: info.profile,
+    builtinProfiles: [],
     models: [
       {
         ...(info.models.find((m) => m.profile === detail.profile) ?? { limitation: null, notes: [] }),

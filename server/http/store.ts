@@ -20,7 +20,7 @@ import {
   workersFor,
 } from '../pipeline.ts';
 import { AnalysisPool } from '../analysis-pool.ts';
-import { profileFor } from '../profiles/profile.ts';
+import { BUILTIN_PROFILES, profileFor } from '../profiles/profile.ts';
 import type {
   GroupList,
   GroupQuery,
@@ -227,6 +227,7 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
         trajectories: index.entries.size,
         ...index.counts(),
         profile: { name: profile.name, family: profile.family },
+        builtinProfiles: [...BUILTIN_PROFILES],
         errors: [...pathErrors, ...[...reads.files.values()].flatMap((s) => s.errors)].map((e) => ({
           ...e,
           file: display(e.file),
