@@ -120,6 +120,8 @@ export interface ListKeys<T> {
   notable?(row: T): boolean;
   /** J/K jump between blocks of rows that share this key (a GRPO group, a step). */
   blockOf?(row: T): string;
+  /** j/k stay within the cursor's block (the grouped list: J/K leave it). */
+  withinBlock?: boolean;
   /** Further bindings of the page (x selects, o folds, p peeks). */
   extra?: readonly KeyBinding[];
   /** Words for the rows in the help: "trajectory", "pair". */
@@ -155,9 +157,29 @@ export function listBindings<T>(o: ListKeys<T>, cursor: () => number = () => o.c
     o.setCursor(Math.max(0, Math.min(o.rows.length - 1, to)));
   };
   const notableWords = o.notableWords ?? 'with findings';
+  // No rows: nothing to walk (the page's other keys still answer).
+  if (o.rows.length === 0) return [...(o.extra ?? [])];
+  /** `to`, unless the list keeps j/k within a block and `to` is in another one. */
+  const step = (to: number) => {
+    const at = cursor();
+    if (at < 0) return 0;
+    const from = o.rows[at];
+    const there = o.rows[to];
+    if (o.withinBlock && o.blockOf && from !== undefined && there !== undefined && o.blockOf(from) !== o.blockOf(there))
+      return undefined;
+    return to;
+  };
   const bindings: KeyBinding[] = [
-    { keys: ['j'], does: `next ${o.noun}`, run: () => move(cursor() < 0 ? 0 : cursor() + 1) },
-    { keys: ['k'], does: `previous ${o.noun}`, run: () => move(cursor() < 0 ? 0 : cursor() - 1) },
+    {
+      keys: ['j'],
+      does: o.withinBlock ? `next ${o.noun} of the group` : `next ${o.noun}`,
+      run: () => move(step(cursor() + 1)),
+    },
+    {
+      keys: ['k'],
+      does: o.withinBlock ? `previous ${o.noun} of the group` : `previous ${o.noun}`,
+      run: () => move(step(cursor() - 1)),
+    },
     {
       keys: ['Enter'],
       does: `open the ${o.noun}`,

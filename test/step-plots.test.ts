@@ -114,3 +114,35 @@ describe('a trend with nothing to draw (issue 33 #2)', () => {
     expect(range(null, 0, 0.4)).toEqual([0, 1]);
   });
 });
+
+describe('findings by kind on a long run (issue 33 #11)', () => {
+  it('draws each kind’s moving average only: its per-step 0/1 line would be a barcode', () => {
+    const long = runSteps(
+      Array.from({ length: 300 }, (_, i) =>
+        TrajectorySummary.parse({
+          id: `t${i}`,
+          format: 'native',
+          source: { file: 'r.jsonl', line: i + 1 },
+          turns: 1,
+          tokens: 3,
+          images: 0,
+          reward: null,
+          status: null,
+          health: i % 5 === 0 ? 'error' : 'ok',
+          findings:
+            i % 5 === 0
+              ? { kind: { prefix_break: 1 }, cause: {}, severity: { error: 1 } }
+              : { kind: {}, cause: {}, severity: {} },
+          headline: null,
+          step: i,
+        }),
+      ),
+      [],
+    ).steps;
+    const findings = stepPlots(long).plots.find((p) => p.key === 'findings')!;
+    const series = findings.options.series.slice(1);
+    expect(series.map((s) => s.label)).toEqual(['prefix break', 'prefix break (7-step mean)']);
+    expect(series[0]!.stroke).toBe('transparent');
+    expect(series[1]!.stroke).not.toBe('transparent');
+  });
+});

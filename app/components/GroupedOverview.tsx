@@ -188,6 +188,7 @@ export function GroupedOverview({
     open: (s) => openPage(s.id),
     notable: (s) => s.health !== 'ok',
     blockOf: (s) => String(blockOfRow.get(s.id)),
+    withinBlock: true,
     extra: [
       {
         keys: ['o'],

@@ -9,7 +9,7 @@ import type uPlot from 'uplot';
 import type { LogprobView as View } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
 import { useLoadLogprobs, useLogprobs } from '../stores/trajectory.ts';
-import { plotAxis } from './step-plots.ts';
+import { labelRoom, plotAxis } from './step-plots.ts';
 import { isSpecial, pieceAt } from './token-rows.ts';
 import { type PlotData, type PlotOptions, UPlotChart } from './uplot.tsx';
 import './Logprobs.css';
@@ -173,7 +173,7 @@ function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSel
         readoutOnly('rollout'),
         readoutOnly('trainer'),
       ],
-      axes: [plotAxis(0, 30, (x) => String(x)), plotAxis(1, 48, (x) => fmt(x, 2))],
+      axes: [plotAxis(0, 30, (x) => String(x)), plotAxis(1, labelRoom, (x) => fmt(x, 2))],
       hooks: {
         ready: [(u) => setPlot({ u, over: u.over })],
         setScale: [

@@ -11,7 +11,7 @@ import type { ListFilterInput, RatioHistogram as Histogram } from '../../server/
 import { api } from '../api.ts';
 import './Logprobs.css';
 import { formatCount } from '../format.ts';
-import { plotAxis } from './step-plots.ts';
+import { labelRoom, plotAxis } from './step-plots.ts';
 import { type PlotData, type PlotOptions, UPlotChart } from './uplot.tsx';
 
 type Bin = Histogram['bins'][number];
@@ -152,7 +152,7 @@ export function RatioHistogram({
       ],
       axes: [
         plotAxis(0, 30, ratioText, { splits: () => ticks }),
-        plotAxis(1, 52, (v) => formatCount(v), {
+        plotAxis(1, labelRoom, (v) => formatCount(v), {
           // Powers of ten: uPlot's own asinh splits crowd the grid between them.
           splits: (_u, _axis, _lo, hi) => {
             const out = [0];

@@ -5,7 +5,7 @@
 // step range's trajectories (the overview's `where`); a click on a step opens the overview at it.
 import { useCallback, useEffect, useMemo } from 'react';
 import type { StepSummary } from '../../server/http/api.ts';
-import { useGo, useParams, useSetParams } from '../stores/route.ts';
+import { parseHash, useGo, useParams, useSetParams } from '../stores/route.ts';
 import { useRunInfo } from '../stores/run.ts';
 import { useLoadSteps, useRunSteps, useStepsError } from '../stores/steps.ts';
 import { Histogram } from './plots.tsx';
@@ -84,8 +84,11 @@ export function RunPage() {
   // The zoom is in the address (`zoom=A-B`): a reload or a link shows the same steps.
   const zoom = useMemo(() => zoomOf(params.zoom), [params.zoom]);
   const setZoom = useCallback(
-    (z: XRange) =>
-      setParams({ zoom: z ? `${Math.round(z.min * 100) / 100}-${Math.round(z.max * 100) / 100}` : undefined }, true),
+    (z: XRange) => {
+      // A brush navigates away while the synced charts still zoom: the zoom is this page's only.
+      if (parseHash(window.location.hash).page !== 'run') return;
+      setParams({ zoom: z ? `${Math.round(z.min * 100) / 100}-${Math.round(z.max * 100) / 100}` : undefined }, true);
+    },
     [setParams],
   );
   const stated = useMemo(() => list.flatMap((s) => (s.step === null ? [] : [s.step])), [list]);

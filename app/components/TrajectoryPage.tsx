@@ -26,7 +26,7 @@ import { api } from '../api.ts';
 import { LogprobView } from './LogprobView.tsx';
 import { CompareView, useCompareAvailable } from './CompareView.tsx';
 import { formatCount } from '../format.ts';
-import { decodeList, listKey, queryOf, type ListParams } from '../list-state.ts';
+import { decodeList, isGrouped, listKey, queryOf, type ListParams } from '../list-state.ts';
 import { overviewHash, trajectoryHash } from '../navigate.ts';
 import { blockStart, useKeys } from '../keyboard.ts';
 import { Headline, RootCause } from './RootCause.tsx';
@@ -66,13 +66,18 @@ export function openTrajectory(id: string, params: Params): void {
   if (params.view === 'stream' && params.stream === undefined) void loadStream('canonical', -1, true);
 }
 
-/** Where j/k/J/K go from `id` in the list (undefined: nowhere). */
-function neighbour(id: string, key: 'j' | 'k' | 'J' | 'K'): string | undefined {
+/**
+ * Where j/k/J/K go from `id` in the list (undefined: nowhere). In a grouped list j/k stay within
+ * the group and J/K go to the first sample of the next or previous group.
+ */
+function neighbour(id: string, key: 'j' | 'k' | 'J' | 'K', grouped: boolean): string | undefined {
   const items = useRun.getState().items;
   const i = items.findIndex((s) => s.id === id);
   const blockOf = (s: (typeof items)[number]) => `${s.step ?? ''}\u0000${s.group ?? ''}`;
-  if (key === 'j') return (i < 0 ? items[0] : items[i + 1])?.id;
-  if (key === 'k') return i > 0 ? items[i - 1]?.id : undefined;
+  const sameBlock = (to: number) =>
+    !grouped || (items[to] !== undefined && blockOf(items[to]!) === blockOf(items[i]!)) ? items[to]?.id : undefined;
+  if (key === 'j') return i < 0 ? items[0]?.id : sameBlock(i + 1);
+  if (key === 'k') return i > 0 ? sameBlock(i - 1) : undefined;
   if (i < 0) return undefined;
   const to = blockStart(items, i, key === 'J' ? 1 : -1, blockOf);
   return to === undefined ? undefined : items[to]?.id;
@@ -91,10 +96,13 @@ export function TrajectoryPage() {
   const lp: ListParams = useMemo(() => decodeList(params.list), [params.list]);
   const shown = detail?.summary.id === id ? detail : null;
   // The address's params over the defaults (a view chosen is kept; none chosen: the root cause's).
-  const eff: Params = useMemo(
-    () => (params.view !== undefined ? params : { ...defaultParams(shown), ...params }),
-    [params, shown],
-  );
+  const eff: Params = useMemo(() => {
+    if (params.view !== undefined) return params;
+    // A link that names a place but no view shows that place: a diff's pair, else a stream's token.
+    if (params.a !== undefined && params.b !== undefined) return { view: 'diff', ...params };
+    if (params.token !== undefined || params.stream !== undefined) return { view: 'stream', ...params };
+    return { ...defaultParams(shown), ...params };
+  }, [params, shown]);
   let view = viewOf(eff);
   if (api.transport === 'static' && !STATIC_VIEWS.includes(view)) view = 'messages';
   const hasTrained = useCompareAvailable();
@@ -138,7 +146,7 @@ export function TrajectoryPage() {
   const walk = async (key: 'j' | 'k' | 'J' | 'K') => {
     // A key pressed while the list loads acts on the list once it is there, never on a stale one.
     await useRun.getState().ensureList(wanted);
-    const to = neighbour(id, key);
+    const to = neighbour(id, key, isGrouped(lp));
     if (to !== undefined) window.location.hash = hrefOf(to);
   };
   const findings = shown?.findings ?? [];

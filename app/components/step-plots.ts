@@ -122,7 +122,7 @@ export const INTEGER_INCRS = [
 ];
 
 /** Room for a y axis's labels: the widest label's characters (a "100,000" is never clipped). */
-const labelRoom = (_u: uPlot, values: string[] | null): number =>
+export const labelRoom = (_u: uPlot, values: string[] | null): number =>
   Math.max(44, 18 + 7.5 * Math.max(0, ...(values ?? []).map((v) => (v ?? '').length)));
 
 const faint = (color: string) => (color.startsWith('#') ? `${color}55` : color);

@@ -134,12 +134,15 @@ export function openRunStore(paths: readonly string[], opts: StoreOptions = {}):
   };
 
   function addChecked(checked: CheckedTrajectory): void {
-    if (!index.add(checked)) return;
+    const added = index.add(checked);
+    if (added === 'known') return;
     const id = checked.trajectory.id;
+    // Read again grown (a gateway session took a turn): its earlier analysis is stale.
+    if (added === 'grown') rereads.forget(id);
     // A trajectory that still has its streams (a whole-loaded file's, analyzed on this thread): kept for the first `get`.
     if (!checked.index) rereads.keep(id, checked);
     const state = reads.files.get(checked.trajectory.source.file);
-    if (state) state.count++;
+    if (added === 'new' && state) state.count++;
   }
 
   async function scan(): Promise<void> {

@@ -54,9 +54,10 @@ describe('compare view', () => {
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'compare.png'), fullPage: true });
   });
 
-  it('a rollout trajectory has no logprob view and says why', async () => {
+  it('a rollout trajectory shows its own logprobs and says why there is no trainer side to compare (issue 33 #13)', async () => {
     await page.goto(`${session.server.url}#/t/${encodeURIComponent(DUPLICATED_EOS)}?view=logprobs`);
-    await page.waitForSelector('[data-testid=lp-unavailable]');
-    expect(await page.locator('[data-testid=lp-unavailable]').textContent()).toContain('no trainer logprobs');
+    await page.waitForSelector('[data-testid=lp-rollout-only]');
+    expect(await page.locator('[data-testid=lp-summary]').textContent()).toContain('no trainer logprobs');
+    expect(await page.locator('[data-testid=lp-rollout-only] .tok[class*=" lp"]').count()).toBeGreaterThan(0);
   });
 });

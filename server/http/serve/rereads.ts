@@ -34,6 +34,9 @@ class Lru<V> {
     }
     return v;
   }
+  delete(key: string): void {
+    this.map.delete(key);
+  }
   set(key: string, v: V): void {
     this.map.delete(key);
     this.map.set(key, v);
@@ -71,6 +74,11 @@ export class RecordRereads {
   /** A full analysis already in hand (a whole-loaded file's, analyzed on this thread): kept for the first `get`. */
   keep(id: string, checked: CheckedTrajectory): void {
     this.cache.set(id, checked);
+  }
+
+  /** Forget the analysis of `id` (it was read again grown: the next `get` reads it again). */
+  forget(id: string): void {
+    this.cache.delete(id);
   }
 
   /** The full analysis of one record (re-read and re-checked when not cached), named `at.id`. */

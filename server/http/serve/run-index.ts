@@ -59,15 +59,19 @@ export class RunIndex {
     return key !== undefined && this.entries.get(key)?.extent === extentOf(t);
   }
 
-  /** Add a checked trajectory (its key is its id from now on); one read before is replaced when it grew. Returns whether it is new. */
-  add(checked: CheckedTrajectory): boolean {
+  /**
+   * Add a checked trajectory (its key is its id from now on); one read before is replaced in place
+   * when it grew. Returns what it was: `new`, `grown` (its earlier analysis is stale), or `known`.
+   */
+  add(checked: CheckedTrajectory): 'new' | 'grown' | 'known' {
     const traj = checked.trajectory;
     const known = this.keys.peek(traj);
     if (known !== undefined) {
       // A trajectory read again: replaced in place when it grew, else known (a rewritten file).
       const entry = this.entries.get(known);
-      if (entry && entry.extent !== extentOf(traj)) this.regrown(known, entry, checked);
-      return false;
+      if (!entry || entry.extent === extentOf(traj)) return 'known';
+      this.regrown(known, entry, checked);
+      return 'grown';
     }
     const originalId = traj.id;
     const id = this.keys.keyOf(traj);
@@ -92,7 +96,7 @@ export class RunIndex {
     this.order.push(id);
     if (member) this.addToGroup(entry, member);
     this.version++;
-    return true;
+    return 'new';
   }
 
   /** A trajectory that grew keeps its key and its place; its summary and streams are the new ones. */
