@@ -51,7 +51,7 @@ interface RouteState extends Route {
   set(params: Record<string, string | number | undefined>, replace?: boolean): void;
 }
 
-export const useRoute = create<RouteState>((setState, get) => ({
+export const useRoute = create<RouteState>((setState) => ({
   ...parseHash(window.location.hash),
   go(route) {
     window.location.hash = formatHash(route);
