@@ -12,6 +12,7 @@ import { openRunStore, type RunStore } from '../server/http/store.ts';
 import { startServer, type RunningServer } from '../server/http/server.ts';
 import { Manifest } from '../server/export/manifest.ts';
 import { writeFixtureRun } from './e2e/fixture.ts';
+import { waitFor } from './support/wait.ts';
 
 const appDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-app-'));
 fs.writeFileSync(path.join(appDir, 'index.html'), '<!doctype html><title>app</title>');
@@ -42,11 +43,11 @@ async function exportFilter(s: Served, filter: Record<string, unknown>, includeW
   });
   const body = await res.json();
   expect(res.status, JSON.stringify(body)).toBe(202);
-  let job = ExportJob.parse(body);
-  while (job.state === 'running') {
-    await new Promise((r) => setTimeout(r, 50));
-    job = ExportJob.parse(await get(s, `/api/exports/${job.id}`));
-  }
+  const started = ExportJob.parse(body);
+  const job = await waitFor(`export ${started.id} to finish`, async () => {
+    const now = started.state === 'running' ? ExportJob.parse(await get(s, `/api/exports/${started.id}`)) : started;
+    return now.state !== 'running' && now;
+  });
   expect(job.state, job.error ?? '').toBe('done');
   return job;
 }

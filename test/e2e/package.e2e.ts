@@ -8,6 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { launchChromium } from './support.ts';
+import { waitFor } from '../support/wait.ts';
 
 const ROOT = path.resolve('.');
 let work: string;
@@ -90,14 +91,11 @@ describe('the installed package', () => {
         });
         child.once('exit', (code) => reject(new Error(`serve exited with ${code}: ${out}`)));
       });
-      for (;;) {
-        const info = (await (await fetch(`${url}api/run`)).json()) as { loading: boolean; trajectories: number };
-        if (!info.loading) {
-          expect(info.trajectories).toBe(22);
-          break;
-        }
-        await new Promise((r) => setTimeout(r, 200));
-      }
+      const info = await waitFor('the installed serve to load the demo', async () => {
+        const run = (await (await fetch(`${url}api/run`)).json()) as { loading: boolean; trajectories: number };
+        return !run.loading && run;
+      });
+      expect(info.trajectories).toBe(22);
       const browser = await launchChromium();
       try {
         const page = await browser.newPage({ viewport: { width: 1440, height: 2000 } });
