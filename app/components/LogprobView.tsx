@@ -5,6 +5,7 @@
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { createPortal } from 'react-dom';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
+import { ListboxScroller } from './scroller.tsx';
 import type uPlot from 'uplot';
 import type { LogprobView as View } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
@@ -377,6 +378,7 @@ function RolloutOnly({
       )}
       <div className="lp-strip" role="listbox" aria-label="tokens coloured by rollout logprob">
         <Virtuoso
+          components={{ Scroller: ListboxScroller }}
           ref={list}
           style={{ height: 420 }}
           totalCount={rows.length}
@@ -489,6 +491,7 @@ export function LogprobView({ params }: { params: Params }) {
       )}
       <div className="lp-strip" role="listbox" aria-label="tokens coloured by logprob mismatch">
         <Virtuoso
+          components={{ Scroller: ListboxScroller }}
           ref={list}
           style={{ height: 300 }}
           totalCount={rows.length}

@@ -3,6 +3,7 @@
 // image's pads expanded, the ids, and where they part from one of a trajectory's streams.
 import { useEffect, useId, useMemo, useRef, useState } from 'react';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
+import { ListboxScroller } from './scroller.tsx';
 import type { PlaygroundResult, TrajectoryDetail } from '../../server/http/api.ts';
 import type { StreamName } from '../../server/model/finding.ts';
 import { usePlaygroundActions, usePlaygroundView } from '../stores/playground.ts';
@@ -73,6 +74,7 @@ function TokenChips({ r, flagged }: { r: PlaygroundResult; flagged: number }) {
         onKeyDown={onKeyDown}
       >
         <Virtuoso
+          components={{ Scroller: ListboxScroller }}
           ref={virtuoso}
           className="rows"
           data={rows}

@@ -281,9 +281,12 @@ export function TrajectoryPage() {
           {shown && view === 'compare' && <CompareView id={id} />}
           {shown && view === 'playground' && <Playground trajectoryId={id} detail={shown} split />}
         </main>
-        {/* The playground takes the full width: its conversation beside its rendering. */}
+        {/* The playground takes the full width: its conversation beside its rendering. A region that
+            scrolls takes the keyboard's focus (axe scrollable-region-focusable): a clean trajectory's
+            side holds only its images, nothing else focusable. */}
         {view !== 'playground' && (
-          <aside className="side">
+          // biome-ignore lint/a11y/noNoninteractiveTabindex: a scrolling region must be reachable by keyboard (WCAG 2.1.1)
+          <aside className="side" aria-label="findings and images" tabIndex={0}>
             {shown && <RootCause detail={shown} active={activeFinding} open={openFinding} />}
             {shown && <ImagePanel detail={shown} findings={findings} />}
           </aside>
