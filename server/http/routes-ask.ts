@@ -146,11 +146,21 @@ function prefillFor(id: string, c: CheckedTrajectory): PlaygroundPrefill | undef
   const turn = c.trajectory.turns[0];
   if (!turn?.messages || turn.messages.length === 0) return undefined;
   const messages = structuredClone(turn.messages) as Message[];
+  // Rendered as vLLM renders (a vLLM log's trajectory), the conversation is the request vLLM took: an
+  // image part is `image_url`, a part type vLLM's chat endpoint accepts; the model's `{"type": "image",
+  // "image": …}` is what the template sees after it, and vLLM refuses it in a request.
+  const asRequest = renderSemanticsFor(c.trajectory) === 'vllm';
   let k = 0;
   for (const message of messages) {
     if (!Array.isArray(message.content)) continue;
-    for (const part of message.content) {
-      if (typeof part === 'string' || !isImagePart(part)) continue;
+    for (const [i, p] of message.content.entries()) {
+      if (typeof p === 'string' || !isImagePart(p)) continue;
+      let part = p;
+      if (asRequest && part.type === 'image' && typeof part.image === 'string') {
+        const { image, type: _image, ...rest } = part;
+        part = { type: 'image_url', image_url: { url: image }, ...rest };
+        message.content[i] = part;
+      }
       const img = c.trajectory.images[k++];
       if (img?.width && img.height) {
         part.width = img.width;
