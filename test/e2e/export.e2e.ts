@@ -157,8 +157,12 @@ describe('export from the browser', () => {
   });
 
   it('"the current filter" narrowed to a step exports that step only (issue 33 #16)', async () => {
-    await page.goto(`${server.url}#/?step=3`);
-    await page.waitForSelector('tr.trow');
+    // Narrowed as a user narrows: By step, then a click on step 3 opens the overview at that step.
+    await page.goto(server.url);
+    await page.click('[data-testid=open-run]');
+    await page.click('table.steps tr[data-step="3"] .step-link');
+    await expect.poll(() => page.url(), { timeout: 20_000 }).toContain('step=3');
+    await page.locator('[data-testid=shown-count]').waitFor();
     const step3 = (await (await fetch(`${server.url}api/trajectories?step=3`)).json()) as TrajectoryList;
     const all = (await (await fetch(`${server.url}api/trajectories`)).json()) as TrajectoryList;
     expect(step3.total).toBeGreaterThan(0);
