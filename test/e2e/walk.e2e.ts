@@ -127,7 +127,6 @@ describe('the demo walked by click and key (issue 33)', () => {
     expect(await page.locator('[data-testid=message].generated').count()).toBe(2);
     expect(await page.getByTestId('msg-toolcall').count()).toBe(1);
     expect(await page.getByTestId('msg-image').count()).toBe(2);
-    await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'messages.png') });
     // The image's pad run opens the token view at its first pad.
     await page.getByTestId('msg-padrun').first().click();
     await poll(hash).toContain('view=stream');
@@ -153,6 +152,33 @@ describe('the demo walked by click and key (issue 33)', () => {
     await page.getByTestId('headline-link').click();
     await poll(hash).toMatch(/token=288\b/);
     expect(text).not.toMatch(/\b1 turns\b/);
+  });
+
+  it('a diff folds its equal stretches, says what they hold, and opens one on a click (#12)', async () => {
+    await page.goto(url);
+    await poll(() => page.locator('tr.trow').count()).toBe(22);
+    await page.click('tr.trow[data-id="geo-003-dup-eos"] td.col-id a');
+    // Opened at its root cause, a prefix break: the diff of turn 0 against turn 1's prompt.
+    await page.getByRole('tab', { name: /^Diff/, selected: true }).waitFor();
+    const fold = page.getByTestId('diff-fold').first();
+    await fold.waitFor();
+    expect(await fold.textContent()).toMatch(/⋯ 531 equal tokens “<\|im_start\|>system.*· show/);
+    // The first divergence is never folded away.
+    expect(await page.locator('.drow.first').count()).toBe(1);
+    const last = Number(await fold.getAttribute('data-to')) - 1;
+    expect(await page.locator(`.drow[data-row="${last}"]`).count()).toBe(0);
+    await fold.click();
+    await poll(() => page.getByTestId('diff-fold').count()).toBe(0);
+    // The stretch's rows are rows again: its last, just above the divergence, is drawn.
+    await page.locator(`.drow[data-row="${last}"]`).waitFor({ state: 'attached' });
+    // Its Messages: the conversation as the engine saw it, what the re-rendered history put after
+    // the generated <|im_end|> named where it departs (the README's picture).
+    await page.getByRole('tab', { name: /^Messages/ }).click();
+    await page.getByTestId('messages').waitFor();
+    expect(await page.getByTestId('messages').textContent()).toContain('<|im_end|>');
+    await page.setViewportSize({ width: 1440, height: 900 });
+    await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'messages.png') });
+    await page.setViewportSize({ width: 1440, height: 2400 });
   });
 
   it('the playground keeps each conversation to its own page, and an edit clears its error (#7)', async () => {
