@@ -3,7 +3,7 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
-import { SCREENSHOT_DIR, openInspector, type InspectorSession, rowsDrawn } from './support.ts';
+import { SCREENSHOT_DIR, axeViolations, openInspector, type InspectorSession, rowsDrawn } from './support.ts';
 
 const A = path.join('test', 'fixtures', 'vllm', 'chat-by-id.jsonl');
 /** The same calls with `sess-dup-eos`'s second prompt rendered without the duplicated `<|im_end|>` (generate-diff-runs.ts). */
@@ -40,6 +40,8 @@ describe('run against run', () => {
     expect(await persists.count()).toBe(1);
     expect(await persists.locator('[data-testid=ag-kept]').count()).toBeGreaterThan(0);
     expect(await persists.locator('.ag-verdict').textContent()).toContain('persists');
+    // axe-core: no serious or critical accessibility violation on the run-against-run page.
+    expect(await axeViolations(page)).toEqual([]);
   });
 
   it('walks the pairs by keyboard: j moves the cursor, Enter opens, Esc comes back to it (issue 33 #5)', async () => {
@@ -73,6 +75,7 @@ describe('run against run', () => {
     expect(await first.isVisible()).toBe(true);
     await rowsDrawn(page);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'against.png') });
+    expect(await axeViolations(page)).toEqual([]);
   });
 
   it('an unchanged clean pair opens with its streams the same', async () => {

@@ -9,7 +9,7 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TrajectoryList } from '../../server/http/api.ts';
 import { LONG_RUN, writeLongRun } from '../fixtures/generate-long-run.ts';
-import { SCREENSHOT_DIR, openInspector, type InspectorSession, type ServerProcess } from './support.ts';
+import { SCREENSHOT_DIR, axeViolations, openInspector, type InspectorSession, type ServerProcess } from './support.ts';
 
 let dir: string;
 let session: InspectorSession;
@@ -72,6 +72,8 @@ describe('the run page at 1,000 steps', () => {
     // At 1,000 steps the step table lists the first 200 and says so.
     expect(await page.locator('table.steps tbody tr').count()).toBe(200);
     await expect.poll(() => page.locator('[data-testid=steps-table-note]').textContent()).toContain('1000 steps');
+    // axe-core: no serious or critical accessibility violation on the page at 1,000 steps.
+    expect(await axeViolations(page)).toEqual([]);
   });
 
   it('reads out the step under the cursor and its value on every trend at once', async () => {

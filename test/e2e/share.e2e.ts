@@ -9,7 +9,14 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import type { RunInfo, SharedTrajectory } from '../../server/http/api.ts';
-import { launchChromium, openInspector, SCREENSHOT_DIR, type InspectorSession, rowsDrawn } from './support.ts';
+import {
+  axeViolations,
+  launchChromium,
+  openInspector,
+  SCREENSHOT_DIR,
+  type InspectorSession,
+  rowsDrawn,
+} from './support.ts';
 
 const ID = 'geo-003-dup-eos';
 let session: InspectorSession;
@@ -73,6 +80,8 @@ describe('rollscope share', () => {
       expect(await page.locator('[data-testid=share]').count()).toBe(0);
       await rowsDrawn(page);
       await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'share.png') });
+      // axe-core: no serious or critical accessibility violation on the shared page.
+      expect(await axeViolations(page)).toEqual([]);
 
       // The token stream, from the embedded data: split characters drawn across their chips.
       await page.click('.tabs button:has-text("Tokens")');
