@@ -7,10 +7,12 @@ import type {
   AgainstRun,
   ApiError,
   ComparePair,
+  Conversation,
   CompareRun,
   DiffResult,
   ExportJob,
   ExportRequestInput,
+  ListFilterInput,
   ListQueryInput,
   LogprobView,
   RatioHistogram,
@@ -84,7 +86,10 @@ export interface Api {
   shareUrl(id: string): string | null;
   /** Rollout against trainer logprobs of one trajectory, and the run's importance-ratio histogram. */
   logprobs(id: string): Promise<LogprobView>;
-  ratios(): Promise<RatioHistogram>;
+  /** The conversation as the engine saw it (the Messages view). */
+  messages(id: string): Promise<Conversation>;
+  /** The importance ratios of what a list filter selects (its own `ratioBin` aside). */
+  ratios(filter?: ListFilterInput): Promise<RatioHistogram>;
   /** `serve ROLLOUT --trained TRAINED`: every pair, and one trajectory's pair. */
   compareRun(): Promise<CompareRun>;
   comparePair(id: string): Promise<ComparePair>;
@@ -113,11 +118,13 @@ export const httpApi: Api = {
   previewUrl: (id, k, w) => `/api/trajectories/${enc(id)}/images/${k}/preview?w=${w}`,
   shareUrl: (id) => `/api/trajectories/${enc(id)}/share`,
   logprobs: (id) => getJson<LogprobView>(`/api/trajectories/${enc(id)}/logprobs`),
+  messages: (id) => getJson<Conversation>(`/api/trajectories/${enc(id)}/messages`),
   compareRun: () => getJson<CompareRun>('/api/compare'),
   comparePair: (id) => getJson<ComparePair>(`/api/trajectories/${enc(id)}/compare`),
   againstRun: () => getJson<AgainstRun>('/api/against'),
   againstPair: (a, b, stream, turn) => getJson<AgainstPair>(`/api/against/pair${search({ a, b, stream, turn })}`),
-  ratios: () => getJson<RatioHistogram>('/api/run/ratios'),
+  ratios: (filter = {}) =>
+    getJson<RatioHistogram>(`/api/run/ratios${search(filter as Record<string, string | number | undefined>)}`),
   startExport: (request) => postJson<ExportJob>('/api/exports', request),
   exportJob: (job) => getJson<ExportJob>(`/api/exports/${enc(job)}`),
   cancelExport: (job) => postJson<ExportJob>(`/api/exports/${enc(job)}/cancel`, {}),
@@ -140,18 +147,8 @@ export function staticApi(data: SharedTrajectory): Api {
     transport: 'static',
     sharedAt: data.createdAt,
     run: async () => data.run,
-    list: async (q) => {
-      // The overview's filters, applied to the one trajectory the page holds (text: its id and file).
-      const items = data.list.items.filter(
-        (s) =>
-          (!q.kind || s.findings.kind[q.kind]) &&
-          (!q.cause || s.findings.cause[q.cause]) &&
-          (!q.severity || s.findings.severity[q.severity]) &&
-          (!q.status || s.health === q.status || s.status === q.status) &&
-          (!q.q || `${s.id} ${s.source.file}`.toLowerCase().includes(q.q.toLowerCase())),
-      );
-      return { total: items.length, offset: 0, items: Number(q.offset ?? 0) > 0 ? [] : items };
-    },
+    // The one trajectory the page holds: a shared page offers no filter (app/components/SharedPage.tsx).
+    list: async (q) => (Number(q.offset ?? 0) > 0 ? { ...data.list, offset: Number(q.offset), items: [] } : data.list),
     detail: (id) => held(id, data.detail, 'the trajectory'),
     stream: (id, name, turn) => held(id, data.streams[`${name}:${turn}`], `the ${name} stream`),
     diff: (id, a, b, turn) => held(id, data.diffs[`${a}:${b}:${turn}`], `the diff of ${a} against ${b}`),
@@ -162,6 +159,7 @@ export function staticApi(data: SharedTrajectory): Api {
     steps: async () => ({ steps: [], rewardRange: null, lengthRange: null }),
     groups: async () => ({ total: 0, offset: 0, ungrouped: 0, items: [] }),
     logprobs: () => needsServer('The logprob view'),
+    messages: (id) => held(id, data.messages, 'the conversation'),
     // A shared page holds no trained side and no run-wide histogram: say so as the server would.
     ratios: async () => ({ bins: [], isCap: 2, trajectories: 0, tokens: 0 }),
     compareRun: async () => ({
@@ -191,3 +189,6 @@ function embeddedData(): SharedTrajectory | null {
 
 const shared = embeddedData();
 export const api: Api = shared ? staticApi(shared) : httpApi;
+
+/** The trajectory a shared page holds (null in the served app). */
+export const sharedId = (): string | null => shared?.id ?? null;

@@ -1,89 +1,231 @@
-// Keyboard on a trajectory page: j/k next/previous trajectory (in the overview's order), n next
-// finding, Esc back to the run. One listener for the app's lifetime that reads the address and
-// the stores at key time, so keys pressed right after a navigation act on where the user is,
-// not on what React last rendered.
-import type { FindingTarget } from '../server/http/api.ts';
-import { formatHash, parseHash } from './stores/route.ts';
-import { useRun } from './stores/run.ts';
-import { useTrajectory } from './stores/trajectory.ts';
+// The app's keyboard: one window listener for the app's lifetime that hands each key to the
+// bindings the pages on screen registered (useKeys), the latest first, so keys act on what the
+// user sees. Every list page walks its rows with one hook (useListKeys: j/k, J/K, n/N, Enter);
+// `/` focuses the page's filter, `?` lists the keys of the page (KeyHelp), Esc closes what is open
+// or goes back. A key typed into a field, or while a modal dialog is open, is the field's.
+import { useEffect, useRef } from 'react';
+import { create } from 'zustand';
 
-/** The address params that show a finding's target (the server says where it is seen). */
-export function targetParams(t: FindingTarget | null): Record<string, string | number | undefined> {
-  if (!t) return {};
-  const token = t.token ?? undefined;
-  if (t.view === 'diff') return { view: 'diff', a: t.a, b: t.b, dturn: t.turn, side: t.side, token };
-  if (t.view === 'logprobs') return { view: 'logprobs', token };
-  return { view: 'stream', stream: t.stream, turn: t.stream === 'prompt' ? t.turn : undefined, token };
+export interface KeyBinding {
+  /** `e.key` values that trigger it (`j`, `J`, `Enter`, `Escape`, ` `). */
+  keys: readonly string[];
+  /** What it does, for the `?` help (omitted: not listed). */
+  does?: string;
+  run(e: KeyboardEvent): void;
 }
 
-/** The params a finding's place is made of: opening another finding drops them first (a stream token is not a diff row). */
-export const PLACE_PARAMS = ['token', 'side', 'stream', 'turn', 'a', 'b', 'dturn', 'image'] as const;
+type Registered = { current: readonly KeyBinding[] };
+const registry: Registered[] = [];
 
-/** Set a trajectory page's params to show finding `index` (shared with clicks in the findings panel). */
-export function findingParams(index: number): Record<string, string> | undefined {
-  const f = useTrajectory.getState().detail?.findings[index];
-  if (!f) return undefined;
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries({ ...targetParams(f.target), finding: index, image: f.image }))
-    if (v !== undefined) out[k] = String(v);
+interface HelpState {
+  open: boolean;
+  toggle(open?: boolean): void;
+}
+export const useKeyHelp = create<HelpState>((set, get) => ({
+  open: false,
+  toggle: (open) => set({ open: open ?? !get().open }),
+}));
+
+/** The bindings on screen, the latest registered first, each key once (what `?` lists). */
+export function activeBindings(): KeyBinding[] {
+  const seen = new Set<string>();
+  const out: KeyBinding[] = [];
+  for (let i = registry.length - 1; i >= 0; i--)
+    for (const b of registry[i]!.current) {
+      if (!b.does || b.keys.every((k) => seen.has(k))) continue;
+      for (const k of b.keys) seen.add(k);
+      out.push(b);
+    }
   return out;
 }
 
-function mergeParams(
-  params: Record<string, string>,
-  changes: Record<string, string | undefined>,
-  drop: readonly string[],
-): Record<string, string> {
-  const next = { ...params };
-  for (const k of drop) delete next[k];
-  for (const [k, v] of Object.entries(changes)) if (v !== undefined) next[k] = v;
-  return next;
+/** Keys the app answers on every page. */
+export const GLOBAL_KEYS: readonly { keys: string; does: string }[] = [
+  { keys: '/', does: 'focus the filter' },
+  { keys: '?', does: 'show or hide this help' },
+];
+
+function typing(e: KeyboardEvent): boolean {
+  const t = e.target;
+  return (
+    t instanceof HTMLInputElement ||
+    t instanceof HTMLSelectElement ||
+    t instanceof HTMLTextAreaElement ||
+    (t instanceof HTMLElement && t.isContentEditable)
+  );
 }
 
+let installed = false;
+
 export function installKeyboard(): void {
+  if (installed) return;
+  installed = true;
   window.addEventListener('keydown', (e) => {
-    if (
-      e.target instanceof HTMLInputElement ||
-      e.target instanceof HTMLSelectElement ||
-      e.target instanceof HTMLTextAreaElement
-    )
+    if (e.metaKey || e.ctrlKey || e.altKey || e.defaultPrevented) return;
+    if (typing(e)) return;
+    // A modal dialog (the export) keeps the keyboard to itself.
+    if (document.querySelector('dialog[open]')) return;
+    const help = useKeyHelp.getState();
+    if (e.key === '?') {
+      e.preventDefault();
+      help.toggle();
       return;
-    if (e.metaKey || e.ctrlKey || e.altKey) return;
-    const route = parseHash(window.location.hash);
-    if (route.page !== 'trajectory' || route.id === null) return;
-    const items = useRun.getState().items;
-    const i = items.findIndex((s) => s.id === route.id);
-    const go = (id: string | undefined) => {
-      if (id !== undefined) window.location.hash = formatHash({ page: 'trajectory', id, params: { view: 'stream' } });
-    };
-    // Sorted by group (the grouped overview), j/k stay within the group and J/K jump between groups.
-    const byGroup = useRun.getState().query?.sort === 'group';
-    const groupOf = (s: (typeof items)[number] | undefined) =>
-      s ? `${s.step ?? ''}\u0000${s.group ?? ''}` : undefined;
-    const here = groupOf(items[i]);
-    const sameGroup = (id: (typeof items)[number] | undefined) =>
-      !byGroup || groupOf(id) === here ? id?.id : undefined;
-    if (e.key === 'j') go(i >= 0 ? sameGroup(items[i + 1]) : items[0]?.id);
-    else if (e.key === 'k') go(i > 0 ? sameGroup(items[i - 1]) : undefined);
-    else if (e.key === 'J') go(items.slice(i + 1).find((s) => groupOf(s) !== here)?.id);
-    else if (e.key === 'K') {
-      // The first sample of the previous group.
-      let at = i - 1;
-      while (at >= 0 && groupOf(items[at]) === here) at--;
-      const prev = groupOf(items[at]);
-      while (at > 0 && groupOf(items[at - 1]) === prev) at--;
-      go(at >= 0 ? items[at]?.id : undefined);
-    } else if (e.key === 'n') {
-      const detail = useTrajectory.getState().detail;
-      if (!detail || detail.summary.id !== route.id || detail.findings.length === 0) return;
-      const cur = route.params.finding === undefined ? -1 : Number(route.params.finding);
-      const next = (cur + 1) % detail.findings.length;
-      const params = findingParams(next);
-      if (params)
-        window.location.hash = formatHash({
-          ...route,
-          params: mergeParams(route.params, params, PLACE_PARAMS),
-        });
-    } else if (e.key === 'Escape') window.location.hash = '#/';
+    }
+    if (help.open && e.key === 'Escape') {
+      help.toggle(false);
+      return;
+    }
+    if (e.key === '/') {
+      const filter = document.querySelector<HTMLElement>('[data-key-filter]');
+      if (filter) {
+        e.preventDefault();
+        filter.focus();
+        if (filter instanceof HTMLInputElement) filter.select();
+      }
+      return;
+    }
+    for (let i = registry.length - 1; i >= 0; i--) {
+      const b = registry[i]!.current.find((x) => x.keys.includes(e.key));
+      if (b) {
+        e.preventDefault();
+        b.run(e);
+        return;
+      }
+    }
   });
+}
+
+/** Register `bindings` while the component is mounted (read at key time: they may close over fresh state). */
+export function useKeys(bindings: readonly KeyBinding[]): void {
+  const ref = useRef<readonly KeyBinding[]>(bindings);
+  ref.current = bindings;
+  useEffect(() => {
+    const entry: Registered = ref;
+    registry.push(entry);
+    return () => {
+      const at = registry.indexOf(entry);
+      if (at >= 0) registry.splice(at, 1);
+    };
+  }, []);
+}
+
+export interface ListKeys<T> {
+  rows: readonly T[];
+  /** The row the cursor is on (-1: none yet; j then starts at the first). */
+  cursor: number;
+  setCursor(index: number): void;
+  /** Enter: open the row. */
+  open(row: T, index: number): void;
+  /** What a row of "the next one to look at" is (n/N): a row with findings, a pair that changed. */
+  notable?(row: T): boolean;
+  /** J/K jump between blocks of rows that share this key (a GRPO group, a step). */
+  blockOf?(row: T): string;
+  /** j/k stay within the cursor's block (the grouped list: J/K leave it). */
+  withinBlock?: boolean;
+  /** Further bindings of the page (x selects, o folds, p peeks). */
+  extra?: readonly KeyBinding[];
+  /** Words for the rows in the help: "trajectory", "pair". */
+  noun: string;
+  /** What a notable row is, in the help (default "with findings"). */
+  notableWords?: string;
+}
+
+/** The next index from `at` in direction `dir` whose row passes `test` (undefined: none). */
+export function nextIndex<T>(rows: readonly T[], at: number, dir: 1 | -1, test: (row: T, i: number) => boolean) {
+  for (let i = at + dir; i >= 0 && i < rows.length; i += dir) if (test(rows[i]!, i)) return i;
+  return undefined;
+}
+
+/** The first row of the block before (dir -1) or after (dir 1) the block of row `at`. */
+export function blockStart<T>(rows: readonly T[], at: number, dir: 1 | -1, blockOf: (row: T) => string) {
+  const here = at >= 0 && at < rows.length ? blockOf(rows[at]!) : undefined;
+  if (dir === 1) return nextIndex(rows, at, 1, (r) => blockOf(r) !== here);
+  // Back to the start of this block, then to the start of the one before it.
+  let i = at;
+  while (i > 0 && blockOf(rows[i - 1]!) === here) i--;
+  if (i <= 0) return undefined;
+  const prev = blockOf(rows[i - 1]!);
+  i--;
+  while (i > 0 && blockOf(rows[i - 1]!) === prev) i--;
+  return i;
+}
+
+/** The keys of every list page: j/k move, J/K jump blocks, n/N the next notable row, Enter opens. */
+export function listBindings<T>(o: ListKeys<T>, cursor: () => number = () => o.cursor): KeyBinding[] {
+  const move = (to: number | undefined) => {
+    if (to === undefined || o.rows.length === 0) return;
+    o.setCursor(Math.max(0, Math.min(o.rows.length - 1, to)));
+  };
+  const notableWords = o.notableWords ?? 'with findings';
+  // No rows: nothing to walk (the page's other keys still answer).
+  if (o.rows.length === 0) return [...(o.extra ?? [])];
+  /** `to`, unless the list keeps j/k within a block and `to` is in another one. */
+  const step = (to: number) => {
+    const at = cursor();
+    if (at < 0) return 0;
+    const from = o.rows[at];
+    const there = o.rows[to];
+    if (o.withinBlock && o.blockOf && from !== undefined && there !== undefined && o.blockOf(from) !== o.blockOf(there))
+      return undefined;
+    return to;
+  };
+  const bindings: KeyBinding[] = [
+    {
+      keys: ['j'],
+      does: o.withinBlock ? `next ${o.noun} of the group` : `next ${o.noun}`,
+      run: () => move(step(cursor() + 1)),
+    },
+    {
+      keys: ['k'],
+      does: o.withinBlock ? `previous ${o.noun} of the group` : `previous ${o.noun}`,
+      run: () => move(step(cursor() - 1)),
+    },
+    {
+      keys: ['Enter'],
+      does: `open the ${o.noun}`,
+      run: () => {
+        const at = cursor();
+        const row = o.rows[at];
+        if (row !== undefined) o.open(row, at);
+      },
+    },
+  ];
+  if (o.blockOf) {
+    const blockOf = o.blockOf;
+    bindings.push(
+      { keys: ['J'], does: 'first of the next group', run: () => move(blockStart(o.rows, cursor(), 1, blockOf)) },
+      { keys: ['K'], does: 'first of the previous group', run: () => move(blockStart(o.rows, cursor(), -1, blockOf)) },
+    );
+  }
+  if (o.notable) {
+    const notable = o.notable;
+    bindings.push(
+      { keys: ['n'], does: `next ${o.noun} ${notableWords}`, run: () => move(nextIndex(o.rows, cursor(), 1, notable)) },
+      {
+        keys: ['N'],
+        does: `previous ${o.noun} ${notableWords}`,
+        run: () => move(nextIndex(o.rows, cursor(), -1, notable)),
+      },
+    );
+  }
+  return [...bindings, ...(o.extra ?? [])];
+}
+
+/**
+ * Register the list keys of a page (see listBindings). The cursor is read from a ref that a move
+ * sets at once: keys can arrive faster than React renders the moved cursor.
+ */
+export function useListKeys<T>(o: ListKeys<T>): void {
+  const cursor = useRef(o.cursor);
+  const rendered = useRef(o.cursor);
+  // A cursor set from outside (a click, the address) wins over the last key's.
+  if (rendered.current !== o.cursor) {
+    rendered.current = o.cursor;
+    cursor.current = o.cursor;
+  }
+  const setCursor = (i: number) => {
+    cursor.current = i;
+    o.setCursor(i);
+  };
+  useKeys(listBindings({ ...o, setCursor }, () => cursor.current));
 }

@@ -186,21 +186,45 @@ describe('rollscope demo run', () => {
     }
     expect(all.some((c) => c.trajectory.reward === 0) && all.some((c) => c.trajectory.reward === 1)).toBe(true);
 
+    // GRPO groups are the samples of one prompt at one step: they share the first prompt.
     const groups = new Map<string, CheckedTrajectory[]>();
-    for (const c of all)
-      if (c.trajectory.group) groups.set(c.trajectory.group, [...(groups.get(c.trajectory.group) ?? []), c]);
-    expect(groups.size).toBeGreaterThanOrEqual(2);
+    for (const c of all) {
+      if (!c.trajectory.group) continue;
+      const key = `${c.trajectory.step}/${c.trajectory.group}`;
+      groups.set(key, [...(groups.get(key) ?? []), c]);
+    }
+    expect(groups.size).toBeGreaterThanOrEqual(4);
     for (const [g, members] of groups) {
-      expect(members.length, g).toBeGreaterThanOrEqual(3);
       const first = members[0]!.trajectory.turns[0]!.promptIds;
       for (const m of members) expect(m.trajectory.turns[0]!.promptIds, `${g}: ${m.trajectory.id}`).toEqual(first);
     }
+    const sizes = [...groups.values()].map((m) => m.length);
+    expect(sizes.some((n) => n >= 3) && sizes.includes(1)).toBe(true);
+    // A degenerate group: rewards all equal, every advantage zero.
+    const degenerate = [...groups.values()].filter(
+      (m) => m.length >= 2 && new Set(m.map((c) => c.trajectory.reward)).size === 1,
+    );
+    expect(degenerate.length).toBeGreaterThanOrEqual(1);
+    for (const m of degenerate) for (const c of m) expect(c.trajectory.advantage).toBe(0);
 
     const truncated = all.filter((c) => c.trajectory.turns.some((t) => t.finishReason === 'length'));
     expect(truncated.some((c) => c.findings.length === 0)).toBe(true);
     // Multi-turn with tools, and a tool that returns an image (two vision spans in a clean trajectory).
     expect(all.filter((c) => c.trajectory.turns.length >= 2).length).toBeGreaterThanOrEqual(12);
     expect(all.some((c) => c.findings.length === 0 && c.alignment.placeholderRanges.length === 2)).toBe(true);
+  });
+
+  it('spans three steps, the prefix breaks appearing at one of them', () => {
+    const all = [...checked.values()];
+    const stepOf = (c: CheckedTrajectory) => c.trajectory.step;
+    expect(new Set(all.map(stepOf).filter((s) => s !== undefined))).toEqual(new Set([1, 2, 3]));
+    // Only vLLM call logs state no step.
+    for (const c of all) expect(stepOf(c) === undefined, c.trajectory.id).toBe(c.trajectory.source.format === 'vllm');
+    const breaks = (step: number) =>
+      all.filter((c) => stepOf(c) === step && c.findings.some((f) => f.kind === 'prefix_break')).length;
+    expect(breaks(1)).toBe(0);
+    expect(breaks(2)).toBe(0);
+    expect(breaks(3)).toBeGreaterThanOrEqual(4);
   });
 
   it('is byte-identical across runs and independent of the folder it is written to', () => {

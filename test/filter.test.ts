@@ -25,6 +25,7 @@ function subject(over: Partial<FilterSubject['entry']> = {}, group: FilterSubjec
       step: null,
       sample: null,
       reward: null,
+      advantage: null,
       turns: null,
       images: null,
       response_tokens: null,

@@ -316,6 +316,33 @@ describe('playground', () => {
     expect(result.diff?.b.ids.length).toBeGreaterThan(result.ids.length);
   });
 
+  it("a vLLM log's trajectory prefills the request vLLM took, and rendered as vLLM renders it gives its prompt", async () => {
+    // The demo's geo-005 is a vLLM log's trajectory with two images.
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-pg-vllm-'));
+    const { writeDemoRun } = await import('../server/demo/write.ts');
+    await writeDemoRun(dir);
+    const demo = await serve(dir);
+    try {
+      const id = 'geo-005-clean-zoom';
+      const prefill = PlaygroundPrefill.parse((await call(demo, `/api/playground/conversation?id=${id}`)).body);
+      const doc = JSON.parse(prefill.conversation) as { messages: { content: unknown }[] };
+      const parts = doc.messages.flatMap((m) => (Array.isArray(m.content) ? m.content : [])) as { type?: string }[];
+      // An image is an image_url part (vLLM refuses {"type": "image"} in a request).
+      expect(parts.some((p) => p.type === 'image_url')).toBe(true);
+      expect(parts.some((p) => p.type === 'image')).toBe(false);
+      const r = await call(demo, '/api/playground/render', {
+        conversation: prefill.conversation,
+        addGenerationPrompt: true,
+        target: { id, ...prefill.target },
+      });
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+      const result = PlaygroundResult.parse(r.body);
+      expect(result.ids).toEqual((await demo.store.get(id))!.trajectory.turns[0]!.promptIds);
+    } finally {
+      await demo.server.close();
+    }
+  });
+
   it('an edited conversation diverges where its ids first differ from the stream', async () => {
     const prefill = PlaygroundPrefill.parse((await call(run, `/api/playground/conversation?id=${IDS.clean}`)).body);
     const edited = prefill.conversation.replace('AB = 3', 'AB = 7');

@@ -146,6 +146,7 @@ describe('check --junit', async () => {
           step: null,
           sample: null,
           reward: null,
+          advantage: null,
           turns: 2,
           images: 0,
           response_tokens: null,

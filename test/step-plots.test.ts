@@ -61,3 +61,88 @@ describe('stepPlots', () => {
     expect(prefix.legendHidden).toEqual([2]);
   });
 });
+
+describe('a trend with nothing to draw (issue 33 #2)', () => {
+  const summary = (i: number, over: Partial<TrajectorySummary>) =>
+    TrajectorySummary.parse({
+      id: `t${i}`,
+      format: 'native',
+      source: { file: 'r.jsonl', line: i + 1 },
+      turns: 1,
+      tokens: 3,
+      images: 0,
+      reward: null,
+      status: null,
+      health: 'ok',
+      findings: { kind: {}, cause: {}, severity: {} },
+      headline: null,
+      step: i % 3,
+      ...over,
+    });
+
+  it('says what is missing instead of plotting an all-zero or an empty series', () => {
+    const { plots } = stepPlots(
+      runSteps(
+        Array.from({ length: 9 }, (_, i) => summary(i, { placeholderErrors: 0 })),
+        [],
+      ).steps,
+    );
+    const by = (key: string) => plots.find((p) => p.key === key)!;
+    expect(by('reward').missing).toBe('the run states no rewards');
+    expect(by('placeholder').missing).toMatch(/no placeholder error at any step/);
+    expect(by('findings').missing).toMatch(/no trajectory has a finding/);
+    const rewarded = stepPlots(
+      runSteps(
+        Array.from({ length: 9 }, (_, i) => summary(i, { reward: i % 2 })),
+        [],
+      ).steps,
+    ).plots.find((p) => p.key === 'reward')!;
+    expect(rewarded.missing).toBeNull();
+  });
+
+  it('ticks whole steps only, so no step label repeats, and counts from 0', () => {
+    const { plots } = stepPlots(
+      runSteps(
+        Array.from({ length: 4 }, (_, i) => summary(i, { step: i, placeholderErrors: i % 2, health: 'error' })),
+        [],
+      ).steps,
+    );
+    const placeholder = plots.find((p) => p.key === 'placeholder')!;
+    const x = placeholder.options.axes![0]!;
+    expect((x.incrs as number[]).every((n) => Number.isInteger(n))).toBe(true);
+    const range = placeholder.options.scales!.n!.range as unknown as (u: unknown, min: number, max: number) => number[];
+    expect(range(null, 0, 0.4)).toEqual([0, 1]);
+  });
+});
+
+describe('findings by kind on a long run (issue 33 #11)', () => {
+  it('draws each kind’s moving average only: its per-step 0/1 line would be a barcode', () => {
+    const long = runSteps(
+      Array.from({ length: 300 }, (_, i) =>
+        TrajectorySummary.parse({
+          id: `t${i}`,
+          format: 'native',
+          source: { file: 'r.jsonl', line: i + 1 },
+          turns: 1,
+          tokens: 3,
+          images: 0,
+          reward: null,
+          status: null,
+          health: i % 5 === 0 ? 'error' : 'ok',
+          findings:
+            i % 5 === 0
+              ? { kind: { prefix_break: 1 }, cause: {}, severity: { error: 1 } }
+              : { kind: {}, cause: {}, severity: {} },
+          headline: null,
+          step: i,
+        }),
+      ),
+      [],
+    ).steps;
+    const findings = stepPlots(long).plots.find((p) => p.key === 'findings')!;
+    const series = findings.options.series.slice(1);
+    expect(series.map((s) => s.label)).toEqual(['prefix break', 'prefix break (7-step mean)']);
+    expect(series[0]!.stroke).toBe('transparent');
+    expect(series[1]!.stroke).not.toBe('transparent');
+  });
+});

@@ -5,6 +5,7 @@ import { usePolledLoad } from './use-polled-load.ts';
 import { useEffect, useState } from 'react';
 import type { AgainstRun, DiffFinding, RunPair } from '../../server/http/api.ts';
 import { useGo, useParams, useSetParams } from '../stores/route.ts';
+import { useKeys, useListKeys } from '../keyboard.ts';
 import {
   useAgainstError,
   useAgainstPair,
@@ -24,7 +25,7 @@ const findingLabel = (f: Pick<DiffFinding, 'kind' | 'cause'>) =>
 const signed = (n: number, digits = 0) => `${n > 0 ? '+' : n < 0 ? '−' : '±'}${Math.abs(n).toFixed(digits)}`;
 
 function FindingChips({ p }: { p: RunPair }) {
-  if (p.findings_added.length === 0 && p.findings_removed.length === 0) return null;
+  if (p.findings_added.length === 0 && p.findings_removed.length === 0 && persisting(p).length === 0) return null;
   return (
     <>
       {p.findings_removed.map((f, k) => (
@@ -39,17 +40,58 @@ function FindingChips({ p }: { p: RunPair }) {
           + {findingLabel(f)}
         </span>
       ))}
+      {persisting(p).map((f, k) => (
+        // biome-ignore lint/suspicious/noArrayIndexKey: findings have no id; their order is fixed
+        <span key={`k${k}`} className="chip ag-kept" title={`on both sides: ${f.message}`} data-testid="ag-kept">
+          = {findingLabel(f)}
+        </span>
+      ))}
     </>
   );
 }
 
-const verdict = (p: RunPair): 'fixed' | 'broke' | 'changed' | 'same' =>
-  p.findings_added.length > 0 ? 'broke' : p.findings_removed.length > 0 ? 'fixed' : p.changed ? 'changed' : 'same';
+/** Findings on both sides: at the same token, or moved by an earlier change. */
+const persisting = (p: RunPair): DiffFinding[] => [...p.findings_kept, ...p.findings_moved.map((m) => m.finding)];
 
-const VERDICT_LABEL = { fixed: '✓ fixed', broke: '✗ broke', changed: '~ changed', same: '= same' } as const;
+/** What the pair says: broke (new findings), fixed (findings gone), persists (the same findings on both sides), changed, clean. */
+const verdict = (p: RunPair): 'fixed' | 'broke' | 'changed' | 'persists' | 'same' =>
+  p.findings_added.length > 0
+    ? 'broke'
+    : p.findings_removed.length > 0
+      ? 'fixed'
+      : persisting(p).length > 0
+        ? 'persists'
+        : p.changed
+          ? 'changed'
+          : 'same';
+
+const VERDICT_LABEL = {
+  fixed: '✓ fixed',
+  broke: '✗ broke',
+  changed: '~ changed',
+  persists: '! persists',
+  same: '= same, clean',
+} as const;
 
 function Pairs({ diff, open }: { diff: Diff; open(p: RunPair): void }) {
   const s = diff.summary;
+  const params = useParams();
+  const setParams = useSetParams();
+  const go = useGo();
+  const key = (p: RunPair) => `${p.a.id}\u0000${p.b.id}`;
+  // The row under the cursor is in the address (`sel=A`): Esc from a pair comes back to it.
+  const selAt = diff.pairs.findIndex((p) => p.a.id === params.sel);
+  const cursor = selAt >= 0 ? selAt : diff.pairs.length > 0 ? 0 : -1;
+  useListKeys({
+    rows: diff.pairs,
+    cursor,
+    setCursor: (i) => setParams({ sel: diff.pairs[i]?.a.id }, true),
+    open,
+    notable: (p) => verdict(p) !== 'same',
+    notableWords: 'that changed or keeps a finding',
+    noun: 'pair',
+    extra: [{ keys: ['Escape'], does: 'back to the run', run: () => go({ page: 'overview', id: null, params: {} }) }],
+  });
   return (
     <>
       <div className="banner headline" data-testid="ag-summary">
@@ -74,12 +116,12 @@ function Pairs({ diff, open }: { diff: Diff; open(p: RunPair): void }) {
           </tr>
         </thead>
         <tbody>
-          {diff.pairs.map((p) => {
+          {diff.pairs.map((p, i) => {
             const v = verdict(p);
             return (
               <tr
-                key={`${p.a.id}\u0000${p.b.id}`}
-                className={`trow ag-${v}`}
+                key={key(p)}
+                className={`trow ag-${v}${i === cursor ? ' cursor' : ''}`}
                 data-testid="ag-pair"
                 data-verdict={v}
                 onClick={() => open(p)}
@@ -188,8 +230,10 @@ function PairView({ a, b, stream, turn }: { a: string; b: string; stream?: strin
         <b>
           {v === 'fixed' && `Fixed in B: ${p.findings_removed.map(findingLabel).join(', ')}.`}
           {v === 'broke' && `New in B: ${p.findings_added.map(findingLabel).join(', ')}.`}
-          {v === 'changed' && 'The same findings; something else changed.'}
-          {v === 'same' && 'The same findings on both sides.'}
+          {v === 'changed' && 'No finding on either side; something else changed.'}
+          {v === 'persists' &&
+            `Not fixed in B: ${persisting(p).map(findingLabel).join(', ')} on both sides${p.changed ? '; something else changed' : ''}.`}
+          {v === 'same' && 'No finding on either side, and nothing else changed.'}
         </b>{' '}
         <span className="muted small">
           A {p.a.id} ({p.a.file}:{p.a.line}, {p.a.format}) ↔ B {p.b.id} ({p.b.file}:{p.b.line}, {p.b.format}), paired by{' '}
@@ -220,7 +264,17 @@ function PairView({ a, b, stream, turn }: { a: string; b: string; stream?: strin
       </div>
       {!pair.tokens && <div className="banner">The two sides share no token stream.</div>}
       {pair.tokens && (
-        <DiffBody d={pair.tokens} token={token.t} side={token.side} onSelect={(t, side) => setToken({ t, side })} />
+        <DiffBody
+          d={pair.tokens}
+          token={token.t}
+          side={token.side}
+          onSelect={(t, side) => setToken({ t, side })}
+          agree={
+            persisting(p).length > 0
+              ? `A and B hold the same tokens in this stream: the ${persisting(p).length === 1 ? 'finding' : 'findings'} above ${persisting(p).length === 1 ? 'is' : 'are'} in both.`
+              : undefined
+          }
+        />
       )}
     </div>
   );
@@ -235,11 +289,13 @@ export function AgainstPage() {
   usePolledLoad(load, run?.loading);
   const open = (p: RunPair) => go({ page: 'against', id: null, params: { a: p.a.id, b: p.b.id } });
   const pairOpen = params.a !== undefined && params.b !== undefined;
+  const backToPairs = () => go({ page: 'against', id: null, params: params.a ? { sel: params.a } : {} });
+  useKeys(pairOpen ? [{ keys: ['Escape'], does: 'back to the pairs', run: backToPairs }] : []);
   return (
     <div className="overview ag-page">
       <header className="topbar">
         {pairOpen ? (
-          <button type="button" className="back" onClick={() => go({ page: 'against', id: null, params: {} })}>
+          <button type="button" className="back" onClick={backToPairs}>
             ← pairs
           </button>
         ) : (

@@ -5,7 +5,8 @@
 import { usePolledLoad } from './use-polled-load.ts';
 import { useEffect, useState } from 'react';
 import type { CompareField, CompareImage, ComparePair } from '../../server/http/api.ts';
-import { useGo } from '../stores/route.ts';
+import { useGo, useParams, useSetParams } from '../stores/route.ts';
+import { useListKeys } from '../keyboard.ts';
 import {
   useCompareError,
   useComparePair,
@@ -250,7 +251,26 @@ export function ComparePage() {
   const load = useLoadCompareRun();
   const go = useGo();
   usePolledLoad(load, run?.loading);
-  const open = (id: string) => go({ page: 'trajectory', id, params: { view: 'compare' } });
+  const params = useParams();
+  const setParams = useSetParams();
+  const pairs = run?.available && !run.loading ? run.pairs : [];
+  // The row under the cursor is in the address (`sel`): Esc from a pair's page comes back to it.
+  const selAt = pairs.findIndex((p) => p.rollout.id === params.sel);
+  const cursor = selAt >= 0 ? selAt : pairs.length > 0 ? 0 : -1;
+  const open = (id: string) => {
+    setParams({ sel: id }, true);
+    go({ page: 'trajectory', id, params: { view: 'compare', back: 'compare' } });
+  };
+  useListKeys({
+    rows: pairs,
+    cursor,
+    setCursor: (i) => setParams({ sel: pairs[i]?.rollout.id }, true),
+    open: (p) => open(p.rollout.id),
+    notable: (p) => p.fields.length > 0,
+    notableWords: 'whose trained side differs',
+    noun: 'pair',
+    extra: [{ keys: ['Escape'], does: 'back to the run', run: () => go({ page: 'overview', id: null, params: {} }) }],
+  });
   return (
     <div className="overview cmp-page">
       <header className="topbar">
@@ -282,10 +302,10 @@ export function ComparePage() {
               </tr>
             </thead>
             <tbody>
-              {run.pairs.map((p) => (
+              {run.pairs.map((p, i) => (
                 <tr
                   key={`${p.rollout.file}:${p.rollout.line}:${p.rollout.id}`}
-                  className={`trow ${p.fields.length ? 'bad' : 'ok'}`}
+                  className={`trow ${p.fields.length ? 'bad' : 'ok'}${i === cursor ? ' cursor' : ''}`}
                   onClick={() => open(p.rollout.id)}
                   data-testid="cmp-pair"
                 >

@@ -1,6 +1,6 @@
 // Two token streams aligned token by token. The first divergence is the headline: red, large,
 // its cause in words, the decoded text on both sides, and a button that jumps to it.
-import { useEffect, useMemo, useRef } from 'react';
+import { useEffect, useMemo, useRef, useState } from 'react';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
 import type { DiffResult, TrajectoryDetail } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
@@ -9,14 +9,19 @@ import { causeLabel } from './labels.ts';
 import { isSpecial, joinTitle, shownPiece } from './token-rows.ts';
 import { formatCount } from '../format.ts';
 
+/** A run of one special token written once with its count (`<|image_pad|>×157`): a context line, not a page of pads. */
+export function runsCounted(text: string): string {
+  return text.replace(/(<\|[A-Za-z0-9_]+\|>)\1{2,}/g, (run, tok: string) => `${tok}×${run.length / tok.length}`);
+}
+
 function Context({ label, parts }: { label: string; parts: [string, string, string] }) {
   return (
     <div className="ctx">
       <span className="ctx-label">{label}</span>
       <code>
-        <span className="muted">…{parts[0]}</span>
-        <mark>{parts[1] || '∅'}</mark>
-        <span className="muted">{parts[2]}…</span>
+        <span className="muted">…{runsCounted(parts[0])}</span>
+        <mark>{runsCounted(parts[1]) || '∅'}</mark>
+        <span className="muted">{runsCounted(parts[2])}…</span>
       </code>
     </div>
   );
@@ -70,7 +75,15 @@ export function DiffView({ detail, params }: { detail: TrajectoryDetail; params:
         {d && <DiffSummary d={d} />}
       </div>
       {!d && <p className="muted">loading…</p>}
-      {d && <DiffBody d={d} token={token} side={side} onSelect={(t, sd) => setParams({ token: t, side: sd }, true)} />}
+      {d && (
+        <DiffBody
+          d={d}
+          token={token}
+          side={side}
+          onSelect={(t, sd) => setParams({ token: t, side: sd }, true)}
+          said={detail.causes[0] ? detail.findings[detail.causes[0].root]?.message : undefined}
+        />
+      )}
     </div>
   );
 }
@@ -94,11 +107,17 @@ export function DiffBody({
   token,
   side,
   onSelect,
+  said,
+  agree,
 }: {
   d: DiffResult;
   token: number;
   side: 'a' | 'b';
   onSelect(token: number, side: 'a' | 'b'): void;
+  /** What the page's headline already says: the divergence's explanation is not said again. */
+  said?: string;
+  /** When the streams agree but that is no good news (both sides carry the same fault): the words instead. */
+  agree?: string;
 }) {
   const ref = useRef<VirtuosoHandle>(null);
   const selectedRow = useMemo(() => {
@@ -106,16 +125,32 @@ export function DiffBody({
     const rows = side === 'a' ? d.rowsA : d.rowsB;
     return rows.indexOf(token);
   }, [d, token, side]);
+  const aEndRow = useMemo(() => d.rowsA.lastIndexOf(d.a.ids.length - 1), [d]);
+  const hunkRows = useMemo(() => new Set(d.hunks.map((h) => h.row)), [d]);
+  // Long stretches of equal rows fold into one line (an image's pads, a shared history); the
+  // selected row and the first divergence are never folded away, and a fold opens on a click.
+  const [opened, setOpened] = useState<ReadonlySet<number>>(new Set());
+  const keep = useMemo(() => [selectedRow, d.divergence?.row ?? -1].filter((r) => r >= 0), [selectedRow, d.divergence]);
+  const items = useMemo(() => foldedRows(d, aEndRow, keep, opened), [d, aEndRow, keep, opened]);
+  const itemOfRow = useMemo(() => {
+    const m = new Map<number, number>();
+    items.forEach((it, i) => {
+      if (it.kind === 'row') m.set(it.row, i);
+    });
+    return m;
+  }, [items]);
 
   useEffect(() => {
-    if (selectedRow >= 0) ref.current?.scrollToIndex({ index: selectedRow, align: 'center' });
-  }, [selectedRow]);
+    const at = itemOfRow.get(selectedRow);
+    if (at !== undefined) ref.current?.scrollToIndex({ index: at, align: 'center' });
+  }, [selectedRow, itemOfRow]);
   // Opened without a token: show the rows around the first divergence (still marked, not selected).
   // Opened on a token (a finding, a link): start there, as the diff may arrive after the token was set.
+  const firstItem = itemOfRow.get(d.divergence?.row ?? -1);
   const initialLocation =
-    selectedRow >= 0
-      ? { index: selectedRow, align: 'center' as const }
-      : { index: d.divergence ? Math.max(0, d.divergence.row - 6) : 0, align: 'start' as const };
+    selectedRow >= 0 && itemOfRow.has(selectedRow)
+      ? { index: itemOfRow.get(selectedRow)!, align: 'center' as const }
+      : { index: firstItem !== undefined ? Math.max(0, firstItem - 6) : 0, align: 'start' as const };
 
   const jump = () => {
     if (!d.divergence) return;
@@ -124,11 +159,10 @@ export function DiffBody({
     const bRow = d.rowsB[dv.row]!;
     if (bRow >= 0) onSelect(bRow, 'b');
     else onSelect(d.rowsA[dv.row]!, 'a');
-    ref.current?.scrollToIndex({ index: dv.row, align: 'center' });
+    const at = itemOfRow.get(dv.row);
+    if (at !== undefined) ref.current?.scrollToIndex({ index: at, align: 'center' });
   };
-
-  const aEndRow = useMemo(() => d.rowsA.lastIndexOf(d.a.ids.length - 1), [d]);
-  const hunkRows = useMemo(() => new Set(d.hunks.map((h) => h.row)), [d]);
+  const folded = items.filter((it) => it.kind === 'fold').length;
 
   return (
     <>
@@ -140,7 +174,13 @@ export function DiffBody({
               ⤓ Jump to first divergence
             </button>
           </div>
-          <div className="div-expl">{d.divergence.explanation}</div>
+          {said?.includes(d.divergence.explanation) ? (
+            <div className="div-expl muted small" data-testid="divergence-said">
+              (the headline above says why)
+            </div>
+          ) : (
+            <div className="div-expl">{d.divergence.explanation}</div>
+          )}
           <div className="div-where small">
             at token {d.divergence.aIndex} of <b>{d.a.label}</b> and token {d.divergence.bIndex} of <b>{d.b.label}</b>
           </div>
@@ -148,23 +188,49 @@ export function DiffBody({
           <Context label={d.b.label} parts={d.divergence.textB} />
         </div>
       )}
-      {!d.divergence && (
-        <div className="banner ok">These streams agree token for token{d.prefixOnly ? ' (b extends a)' : ''}.</div>
-      )}
+      {!d.divergence &&
+        (agree ? (
+          <div className="banner warning" data-testid="agree-persists">
+            {agree}
+          </div>
+        ) : (
+          <div className="banner ok">These streams agree token for token{d.prefixOnly ? ' (b extends a)' : ''}.</div>
+        ))}
       <div className="diffhead">
         <span className="ix">#</span>
         <span className="dside">{d.a.label}</span>
         <span className="dside">{d.b.label}</span>
         <span className="ix">#</span>
-        <span />
+        <span className="muted small">
+          {folded > 0 ? `${folded} equal stretch${folded === 1 ? '' : 'es'} folded` : ''}
+        </span>
       </div>
       <Virtuoso
         ref={ref}
         className="rows diffrows"
-        totalCount={d.rowsA.length}
+        data={items}
+        computeItemKey={(_, it) => (it.kind === 'row' ? `r${it.row}` : `f${it.from}`)}
         initialTopMostItemIndex={initialLocation}
         increaseViewportBy={400}
-        itemContent={(r) => {
+        itemContent={(_, it) => {
+          if (it.kind === 'fold')
+            return (
+              <button
+                type="button"
+                className="drow fold"
+                data-testid="diff-fold"
+                data-from={it.from}
+                data-to={it.to}
+                onClick={() => setOpened((prev) => new Set(prev).add(it.from))}
+                title="show these rows"
+              >
+                <span className="ix">{d.rowsA[it.from]! >= 0 ? d.rowsA[it.from] : ''}</span>
+                <span className="fold-text">
+                  ⋯ {formatCount(it.to - it.from)} equal {foldWords(d, it.from, it.to)} · show
+                </span>
+              </button>
+            );
+          const r = it.row;
           const ai = d.rowsA[r]!;
           const bi = d.rowsB[r]!;
           const st = rowState(d, r, aEndRow);
@@ -197,4 +263,64 @@ export function DiffBody({
       />
     </>
   );
+}
+
+/** Rows shown around a difference (and kept when a stretch folds). */
+const CONTEXT_ROWS = 3;
+/** Equal stretches at least this long fold. */
+const FOLD_FROM = 12;
+
+type DiffItem = { kind: 'row'; row: number } | { kind: 'fold'; from: number; to: number };
+
+/**
+ * The rows as shown: each stretch of FOLD_FROM or more equal rows (`eq` or the prefix pair's
+ * continuation) folded into one item, CONTEXT_ROWS kept on each side of it, unless it holds a
+ * row in `keep` or was opened.
+ */
+export function foldedRows(
+  d: DiffResult,
+  aEndRow: number,
+  keep: readonly number[],
+  opened: ReadonlySet<number>,
+): DiffItem[] {
+  const n = d.rowsA.length;
+  const out: DiffItem[] = [];
+  let r = 0;
+  while (r < n) {
+    if (rowState(d, r, aEndRow) !== 'eq') {
+      out.push({ kind: 'row', row: r++ });
+      continue;
+    }
+    let end = r;
+    while (end < n && rowState(d, end, aEndRow) === 'eq') end++;
+    // Context rows next to a difference (or the ends) stay; the middle folds.
+    const from = r === 0 ? 0 : r + CONTEXT_ROWS;
+    const to = end === n ? n : end - CONTEXT_ROWS;
+    const foldable = to - from >= FOLD_FROM && !opened.has(from) && !keep.some((k) => k >= from && k < to);
+    for (let i = r; i < end; i++) {
+      if (foldable && i === from) {
+        out.push({ kind: 'fold', from, to });
+        i = to - 1;
+      } else out.push({ kind: 'row', row: i });
+    }
+    r = end;
+  }
+  return out;
+}
+
+/** What a folded stretch holds, in words: one token repeated (`<|image_pad|>`), or its text's start. */
+function foldWords(d: DiffResult, from: number, to: number): string {
+  const ids = new Set<number>();
+  for (let r = from; r < to && ids.size < 2; r++) {
+    const a = d.rowsA[r]!;
+    ids.add(a >= 0 ? d.a.ids[a]! : d.b.ids[d.rowsB[r]!]!);
+  }
+  const first = d.rowsA[from]! >= 0 ? shownPiece(d.a, d.rowsA[from]!) : shownPiece(d.b, d.rowsB[from]!);
+  if (ids.size === 1) return first;
+  let text = '';
+  for (let r = from; r < to && text.length < 40; r++) {
+    const a = d.rowsA[r]!;
+    text += a >= 0 ? shownPiece(d.a, a) : shownPiece(d.b, d.rowsB[r]!);
+  }
+  return `tokens “${text.length > 40 ? `${text.slice(0, 40)}…` : text}”`;
 }

@@ -2,56 +2,125 @@
 // (the same export as `rollscope export`), with a progress bar while the server re-checks them,
 // then the batch downloads and its manifest and rejects are offered beside it.
 import { useEffect, useRef, useState } from 'react';
-import type { ExportJob, ExportRequest, ListFilter, RejectReason } from '../../server/http/api.ts';
+import type {
+  ExportJob,
+  ExportRequest,
+  ListFacets,
+  ListFilterInput,
+  TrajectorySummary,
+} from '../../server/http/api.ts';
 import { useExportActions, useExportError, useExportJob } from '../stores/export.ts';
 import { usePicked } from '../stores/selection.ts';
-import { causeLabel, kindLabel } from './labels.ts';
+import { useRunItems } from '../stores/run.ts';
+import { kindLabel } from './labels.ts';
+import { reasonWords } from './reasons.ts';
 import './Export.css';
 import { formatCount, formatBytes } from '../format.ts';
 
 type Scope = 'filter' | 'selection';
 type Format = ExportRequest['format'];
 
-/** The filter in words, as the overview shows it. */
-function filterWords(f: ListFilter): string {
-  const parts = [
-    f.status
-      ? f.status === 'ok'
-        ? 'clean'
-        : f.status === 'error'
-          ? 'with errors'
-          : f.status === 'warning'
-            ? 'warnings only'
-            : `status ${f.status}`
-      : '',
-    f.kind ? kindLabel(f.kind) : '',
-    f.cause ? causeLabel(f.cause) : '',
-    f.q ? `matching “${f.q}”` : '',
-    f.where ? `where ${f.where}` : '',
-  ].filter(Boolean);
-  return parts.length > 0 ? parts.join(' · ') : 'no filter: the whole run';
+/** What an export of some trajectories will write, as decided from their findings before re-aligning. */
+interface Promise_ {
+  selected: number;
+  exported: number;
+  rejected: number;
+  /** Rejected by their first reason (adds up to `rejected`). */
+  byFirstReason: [string, number][];
+  /** Written rows per kind of error the re-alignment repairs. */
+  repaired: [string, number][];
+  /** Trajectories whose verdict is not known here (ticked under another filter): decided when written. */
+  unknown: number;
 }
 
-/** Every reason a trajectory is not exported, in words (the compiler asks for one when a reason is added). */
-const REASON_WORDS: Readonly<Record<RejectReason, string>> = {
-  unfixable_finding: 'an error re-alignment cannot repair',
-  warning: 'warnings that doubt the row (not included)',
-  no_generated_ids: 'no generated ids',
-  no_prompt: 'prompt unknown',
-  observation_unknown: 'observation unknown',
-  incomplete_logprobs: 'incomplete logprobs',
-  grid_unknown: 'image grid unknown',
-  video_unsupported: 'video',
-  position_ids: 'position ids',
-  image_unavailable: 'image unavailable',
-  recheck_failed: 'failed the re-check',
-  unreadable: 'unreadable',
-  analysis_failed: 'analysis failed',
-  no_profile: 'no profile for its model',
-};
+const sortedCounts = (r: Record<string, number>): [string, number][] =>
+  Object.entries(r)
+    .filter(([, n]) => n > 0)
+    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
 
-const reasonWords = (r: string): string =>
-  Object.hasOwn(REASON_WORDS, r) ? REASON_WORDS[r as RejectReason] : r.replace(/_/g, ' ');
+/** The promise for the filter (its facets), with or without the warnings included. */
+function promiseOfFacets(f: ListFacets['export'], shown: number, includeWarnings: boolean): Promise_ {
+  const byFirst = { ...f.byFirstReason };
+  let exported = f.exported;
+  let rejected = f.rejected;
+  if (includeWarnings) {
+    exported += f.onlyWarnings;
+    rejected -= f.onlyWarnings;
+    byFirst.warning = Math.max(0, (byFirst.warning ?? 0) - f.onlyWarnings);
+  }
+  return {
+    selected: shown,
+    exported,
+    rejected,
+    byFirstReason: sortedCounts(byFirst),
+    repaired: sortedCounts(f.repaired),
+    unknown: 0,
+  };
+}
+
+/** The promise for ticked trajectories: those the list holds are known; the rest are decided when written. */
+function promiseOfRows(
+  ids: ReadonlySet<string>,
+  rows: readonly TrajectorySummary[],
+  includeWarnings: boolean,
+): Promise_ {
+  const byId = new Map(rows.map((s) => [s.id, s]));
+  const out: Promise_ = { selected: ids.size, exported: 0, rejected: 0, byFirstReason: [], repaired: [], unknown: 0 };
+  const byFirst: Record<string, number> = {};
+  const repaired: Record<string, number> = {};
+  for (const id of ids) {
+    const s = byId.get(id);
+    if (!s) {
+      out.unknown++;
+      continue;
+    }
+    const reasons = includeWarnings ? s.rejects.filter((r) => r !== 'warning') : s.rejects;
+    if (reasons.length === 0) {
+      out.exported++;
+      for (const k of s.repaired) repaired[k] = (repaired[k] ?? 0) + 1;
+    } else {
+      out.rejected++;
+      byFirst[reasons[0]!] = (byFirst[reasons[0]!] ?? 0) + 1;
+    }
+  }
+  out.byFirstReason = sortedCounts(byFirst);
+  out.repaired = sortedCounts(repaired);
+  return out;
+}
+
+const repairedWords = (repaired: readonly [string, number][]) =>
+  repaired.map(([k, n]) => `${kindLabel(k)} ${formatCount(n)}`).join(', ');
+
+/** The promise in words: how many rows, how many rejected and why, what the re-alignment repairs. */
+function PromiseText({ p }: { p: Promise_ }) {
+  return (
+    <div className="export-promise" data-testid="export-promise">
+      <div>
+        <b data-testid="promise-exported">{formatCount(p.exported)}</b> written ·{' '}
+        <b data-testid="promise-rejected">{formatCount(p.rejected)}</b> rejected
+        {p.unknown > 0 ? ` · ${formatCount(p.unknown)} decided when written (ticked under another filter)` : ''}
+      </div>
+      {p.byFirstReason.length > 0 && (
+        <ul className="reasons small" data-testid="promise-reasons">
+          {p.byFirstReason.map(([r, n]) => (
+            <li key={r}>
+              {formatCount(n)} × {reasonWords(r)}
+            </li>
+          ))}
+        </ul>
+      )}
+      {p.repaired.length > 0 && (
+        <div className="small muted" data-testid="promise-repaired">
+          repaired by re-alignment: {repairedWords(p.repaired)}
+        </div>
+      )}
+      <div className="small muted">
+        decided from their findings; an image whose bytes cannot be read is found only when the row is written (the
+        manifest then says so)
+      </div>
+    </div>
+  );
+}
 
 function Progress({ job }: { job: ExportJob }) {
   const p = job.progress;
@@ -72,29 +141,43 @@ function Progress({ job }: { job: ExportJob }) {
   );
 }
 
-function Done({ job }: { job: ExportJob }) {
+function Done({ job, promised }: { job: ExportJob; promised: Promise_ | null }) {
   const c = job.counts!;
-  const reasons = Object.entries(c.byReason).filter(([, n]) => n > 0);
-  const warned = Object.entries(c.exportedWithWarnings).filter(([, n]) => n > 0);
+  const reasons = sortedCounts(c.byFirstReason);
+  const warned = sortedCounts(c.exportedWithWarnings);
+  const repaired = sortedCounts(c.repaired);
+  const kept =
+    promised && promised.unknown === 0 && promised.exported === c.exported && promised.rejected === c.rejected;
   return (
     <div className="export-done" data-testid="export-done">
       <div className="export-counts" data-testid="export-counts">
         <b>{formatCount(c.read)}</b> read = <b className="ok-text">{formatCount(c.exported)}</b> exported +{' '}
         <b className="rej-text">{formatCount(c.rejected)}</b> rejected
       </div>
+      {promised && !kept && promised.unknown === 0 && (
+        <div className="small warning-text" data-testid="export-surprise">
+          {formatCount(promised.exported - c.exported)} fewer written than its findings said: writing the rows found
+          more (see the rejects file)
+        </div>
+      )}
+      {reasons.length > 0 && (
+        <ul className="reasons small" data-testid="export-reasons">
+          {reasons.map(([r, n]) => (
+            <li key={r}>
+              {formatCount(n)} × {reasonWords(r)}
+            </li>
+          ))}
+        </ul>
+      )}
+      {repaired.length > 0 && (
+        <div className="small muted" data-testid="export-repaired">
+          repaired by re-alignment: {repairedWords(repaired)}
+        </div>
+      )}
       {warned.length > 0 && (
         <div className="small muted" data-testid="export-warned" title="warnings that describe a correct row">
           exported with warnings: {warned.map(([k, n]) => `${n} × ${kindLabel(k)}`).join(', ')}
         </div>
-      )}
-      {reasons.length > 0 && (
-        <ul className="reasons small" title="a rejected trajectory may have several reasons">
-          {reasons.map(([r, n]) => (
-            <li key={r}>
-              {n} × {reasonWords(r)}
-            </li>
-          ))}
-        </ul>
       )}
       <table className="downloads">
         <tbody>
@@ -122,8 +205,20 @@ function Done({ job }: { job: ExportJob }) {
   );
 }
 
-export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: number }) {
+export function ExportDialog({
+  filter,
+  words,
+  facets,
+  shown,
+}: {
+  filter: ListFilterInput;
+  /** The filter in words, as the overview says it. */
+  words: readonly string[];
+  facets: ListFacets | null;
+  shown: number;
+}) {
   const job = useExportJob();
+  const rows = useRunItems();
   const error = useExportError();
   const { hide, start, cancel, reset } = useExportActions();
   const selected = usePicked();
@@ -141,12 +236,20 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
   }, []);
 
   const count = scope === 'filter' ? shown : selected.size;
-  const go = () =>
+  const promise =
+    scope === 'filter'
+      ? facets && promiseOfFacets(facets.export, shown, includeWarnings)
+      : promiseOfRows(selected, rows, includeWarnings);
+  // What was promised when the export started: the done view holds the manifest to it.
+  const [promised, setPromised] = useState<Promise_ | null>(null);
+  const go = () => {
+    setPromised(promise);
     void start({
       format,
       includeWarnings,
       selection: scope === 'filter' ? { kind: 'filter', filter } : { kind: 'ids', ids: [...selected] },
     });
+  };
 
   return (
     <dialog
@@ -182,7 +285,7 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
                 <input type="radio" name="scope" checked={scope === 'filter'} onChange={() => setScope('filter')} />
                 <span>
                   <b>The current filter</b> — {formatCount(shown)} trajector{shown === 1 ? 'y' : 'ies'}{' '}
-                  <span className="muted">({filterWords(filter)})</span>
+                  <span className="muted">({words.length > 0 ? words.join(' · ') : 'no filter: the whole run'})</span>
                 </span>
               </label>
               <label className={`choice${selected.size === 0 ? ' disabled' : ''}`}>
@@ -229,6 +332,7 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
                 include trajectories whose warnings doubt them (warnings that describe a correct row never exclude it)
               </label>
             </div>
+            {promise && <PromiseText p={promise} />}
             <p className="muted small explain">
               Each trajectory is re-aligned the canonical way and checked again; only rows with no error left are
               written. Every other trajectory goes to the rejects file with its findings, so read = exported + rejected.
@@ -239,8 +343,9 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
                 Close
               </button>
               <button type="button" className="primary" data-testid="export-start" disabled={count === 0} onClick={go}>
-                Export {formatCount(count)} trajector{count === 1 ? 'y' : 'ies'} as{' '}
-                {format === 'jsonl' ? 'JSONL' : 'Parquet'}
+                {promise && promise.unknown === 0
+                  ? `Write ${formatCount(promise.exported)} row${promise.exported === 1 ? '' : 's'} of ${formatCount(count)} as ${format === 'jsonl' ? 'JSONL' : 'Parquet'}`
+                  : `Export ${formatCount(count)} trajector${count === 1 ? 'y' : 'ies'} as ${format === 'jsonl' ? 'JSONL' : 'Parquet'}`}
               </button>
             </div>
           </>
@@ -253,7 +358,7 @@ export function ExportDialog({ filter, shown }: { filter: ListFilter; shown: num
               {job.includeWarnings ? ' · warnings included' : ''}
             </div>
             {running && <Progress job={job} />}
-            {job.state === 'done' && <Done job={job} />}
+            {job.state === 'done' && <Done job={job} promised={promised} />}
             {(job.state === 'failed' || job.state === 'cancelled') && (
               <div className={`banner ${job.state === 'failed' ? 'error' : 'warning'}`}>
                 {job.state === 'failed' ? 'The export failed: ' : 'Cancelled: '}

@@ -5,11 +5,12 @@
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { createPortal } from 'react-dom';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
+import { ListboxScroller } from './scroller.tsx';
 import type uPlot from 'uplot';
 import type { LogprobView as View } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
 import { useLoadLogprobs, useLogprobs } from '../stores/trajectory.ts';
-import { plotAxis } from './step-plots.ts';
+import { labelRoom, plotAxis } from './step-plots.ts';
 import { isSpecial, pieceAt } from './token-rows.ts';
 import { type PlotData, type PlotOptions, UPlotChart } from './uplot.tsx';
 import './Logprobs.css';
@@ -173,7 +174,7 @@ function DeltaPlot({ v, selected, onSelect }: { v: View; selected: number; onSel
         readoutOnly('rollout'),
         readoutOnly('trainer'),
       ],
-      axes: [plotAxis(0, 30, (x) => String(x)), plotAxis(1, 48, (x) => fmt(x, 2))],
+      axes: [plotAxis(0, 30, (x) => String(x)), plotAxis(1, labelRoom, (x) => fmt(x, 2))],
       hooks: {
         ready: [(u) => setPlot({ u, over: u.over })],
         setScale: [
@@ -323,6 +324,100 @@ function TurnTable({ v, onSelect }: { v: View; onSelect: (i: number) => void }) 
   );
 }
 
+/** A rollout logprob's colour: p = e^logprob in ten buckets, an invalid one marked. */
+function rolloutClass(v: View, i: number): string {
+  if (v.invalid.includes(i)) return ' lpbad';
+  const m = v.mask[i];
+  if (m === null || m === undefined) return ' lp-outside';
+  const lp = v.rollout[i];
+  if (lp === null || lp === undefined) return ' lpnone';
+  return ` lp${Math.min(9, Math.floor(Math.exp(Math.min(0, lp)) * 10))}`;
+}
+
+/**
+ * The rollout's logprobs alone (no trainer side to compare them with): each token coloured by its
+ * probability, a NaN, infinite or positive value marked where it is, the first of them selected.
+ */
+function RolloutOnly({
+  v,
+  rows,
+  selected,
+  select,
+}: {
+  v: View;
+  rows: Row[];
+  selected: number;
+  select: (i: number) => void;
+}) {
+  const list = useRef<VirtuosoHandle>(null);
+  const rowOfSelected = rows.findIndex((r) => selected >= r.from && selected < r.to);
+  useEffect(() => {
+    if (rowOfSelected >= 0) list.current?.scrollToIndex({ index: rowOfSelected, align: 'center' });
+  }, [rowOfSelected]);
+  const stated = v.rollout.filter((x) => x !== null).length + v.invalid.length;
+  return (
+    <div className="lp" data-testid="lp-rollout-only">
+      <div className={`lp-summary${v.invalid.length > 0 ? ' bad' : ''}`} data-testid="lp-summary">
+        <b>
+          {v.invalid.length > 0
+            ? `${v.invalid.length} rollout logprob${v.invalid.length === 1 ? '' : 's'} no sampler gives (NaN, ±∞ or above 0), the first at token ${v.invalid[0]}. `
+            : 'Every rollout logprob is a valid log-probability. '}
+        </b>
+        {stated} tokens with a rollout logprob · no trainer logprobs to compare them with ({v.reason})
+      </div>
+      <div className="toolbar small">
+        <span className="muted">p = e^logprob:</span> <i className="tok lp0">low</i> <i className="tok lp5">½</i>{' '}
+        <i className="tok lp9">1</i> <i className="tok lpbad">NaN</i> invalid · <i className="tok lp-outside">p</i>{' '}
+        prompt
+      </div>
+      {selected >= 0 && selected < v.ids.length && (
+        <div className="small selected-info" data-testid="lp-selected">
+          <b>token {selected}</b> <code>{pieceAt(v, selected) || '∅'}</code> ·{' '}
+          {v.invalid.includes(selected) ? 'rollout logprob invalid' : `rollout ${fmt(v.rollout[selected])}`}
+        </div>
+      )}
+      <div className="lp-strip" role="listbox" aria-label="tokens coloured by rollout logprob">
+        <Virtuoso
+          components={{ Scroller: ListboxScroller }}
+          ref={list}
+          style={{ height: 420 }}
+          totalCount={rows.length}
+          initialTopMostItemIndex={Math.max(0, rowOfSelected - 3)}
+          itemContent={(r) => {
+            const row = rows[r]!;
+            if (row.image !== undefined)
+              return (
+                <div className="row lp-imagerow">
+                  <span className="padrun">
+                    image {row.image} · tokens {row.from}–{row.to - 1}
+                  </span>
+                </div>
+              );
+            const out = [];
+            for (let i = row.from; i < row.to; i++)
+              out.push(
+                // biome-ignore lint/a11y/useKeyWithClickEvents: tokens are options of the list; the address selects too
+                <span
+                  key={i}
+                  className={`tok${rolloutClass(v, i)}${isSpecial(v, i) ? ' special' : ''}${i === selected ? ' selected' : ''}`}
+                  role="option"
+                  aria-selected={i === selected}
+                  tabIndex={-1}
+                  data-i={i}
+                  title={`#${i} · id ${v.ids[i]}${v.invalid.includes(i) ? ' · logprob invalid' : v.rollout[i] !== null ? ` · logprob ${fmt(v.rollout[i])}` : ''}`}
+                  onClick={() => select(i)}
+                >
+                  {pieceAt(v, i) || '∅'}
+                </span>,
+              );
+            return <div className="row">{out}</div>;
+          }}
+        />
+      </div>
+    </div>
+  );
+}
+
 export function LogprobView({ params }: { params: Params }) {
   const v = useLogprobs();
   const load = useLoadLogprobs();
@@ -332,15 +427,19 @@ export function LogprobView({ params }: { params: Params }) {
     void load();
   }, [load]);
   const by: ColorBy = params.lpby === 'ratio' ? 'ratio' : 'delta';
-  const rows = useMemo(() => (v?.available ? rowsOf(v) : []), [v]);
+  const rows = useMemo(() => (v?.available || v?.rolloutOnly ? rowsOf(v) : []), [v]);
   const selected =
-    params.token !== undefined ? Number(params.token) : (v?.stats?.firstPastThreshold ?? v?.stats?.maxAt ?? -1);
+    params.token !== undefined
+      ? Number(params.token)
+      : (v?.stats?.firstPastThreshold ?? v?.stats?.maxAt ?? v?.invalid[0] ?? -1);
   const rowOfSelected = rows.findIndex((r) => selected >= r.from && selected < r.to);
   useEffect(() => {
     if (rowOfSelected >= 0) list.current?.scrollToIndex({ index: rowOfSelected, align: 'center' });
   }, [rowOfSelected]);
 
   if (!v) return <div className="muted">loading logprobs…</div>;
+  if (!v.available && v.rolloutOnly)
+    return <RolloutOnly v={v} rows={rows} selected={selected} select={(i) => setParams({ token: i }, true)} />;
   if (!v.available)
     return (
       <div className="banner" data-testid="lp-unavailable">
@@ -392,6 +491,7 @@ export function LogprobView({ params }: { params: Params }) {
       )}
       <div className="lp-strip" role="listbox" aria-label="tokens coloured by logprob mismatch">
         <Virtuoso
+          components={{ Scroller: ListboxScroller }}
           ref={list}
           style={{ height: 300 }}
           totalCount={rows.length}

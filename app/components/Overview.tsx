@@ -1,13 +1,23 @@
-// The run at a glance: counts per finding kind (a click filters), then every trajectory as a
-// row of a virtualized table, sortable and filterable by kind, cause, status and text/token id.
+// The run: the header, the counts (following the filter), the importance-ratio histogram, the
+// filters, and the run table (or the run by GRPO group), a trajectory opened in a drawer beside
+// it. Everything the page shows is in its address (app/list-state.ts): the filter, the order,
+// the grouping, the row under the cursor (`sel`) and the drawer (`open`), so Back, a reload and
+// Esc from a trajectory page give exactly this page again.
 import { useEffect, useMemo, useRef, useState } from 'react';
-import { TableVirtuoso, type TableComponents, type TableVirtuosoHandle } from 'react-virtuoso';
-import type { ListQueryInput, SortKey, TrajectorySummary } from '../../server/http/api.ts';
-import { useGo, useParams, useSetParams } from '../stores/route.ts';
-import { useLoadList, useRunError, useRunInfo, useRunItems, useRunTotal, useWhereError } from '../stores/run.ts';
-import { causeLabel, kindLabel } from './labels.ts';
-import { useClearPicked, usePicked, useSelection, useSetPicked, useTogglePicked } from '../stores/selection.ts';
-import { useExport, useExportActions, useExportOpen } from '../stores/export.ts';
+import type { TableVirtuosoHandle } from 'react-virtuoso';
+import type { RatioHistogram as Ratios, SortKey, TrajectorySummary } from '../../server/http/api.ts';
+import { useParams, useRoute } from '../stores/route.ts';
+import {
+  useListCurrent,
+  useLoadList,
+  useRunError,
+  useRunFacets,
+  useRunInfo,
+  useRunItems,
+  useRunTotal,
+} from '../stores/run.ts';
+import { usePicked, useSelection, useSetPicked, useClearPicked, useTogglePicked } from '../stores/selection.ts';
+import { useExportActions, useExportOpen } from '../stores/export.ts';
 import { ExportDialog } from './ExportDialog.tsx';
 import { contentKeys } from './keys.ts';
 import { RunModels } from './RunModels.tsx';
@@ -17,133 +27,72 @@ import { useCompareAvailable } from './CompareView.tsx';
 import { useAgainstRun, useLoadAgainstRun } from '../stores/against.ts';
 import { GroupedOverview } from './GroupedOverview.tsx';
 import { formatCount } from '../format.ts';
+import {
+  filterOf,
+  hasFilter,
+  isGrouped,
+  type ListParams,
+  listParamsOf,
+  queryOf,
+  sortOf,
+  withoutFilter,
+} from '../list-state.ts';
+import { trajectoryHash } from '../navigate.ts';
+import { useListKeys } from '../keyboard.ts';
+import { FacetChips } from './FacetChips.tsx';
+import { TextFilter, WhereError, WhereInput } from './FilterBar.tsx';
+import { COLUMNS, type RowContext, RunTable } from './RunTable.tsx';
+import { Drawer } from './Drawer.tsx';
+import { binRangeText } from './RatioHistogram.tsx';
+import { kindLabel, causeLabel } from './labels.ts';
 
-const COLUMNS: { key: SortKey; label: string; numeric?: boolean }[] = [
-  { key: 'findings', label: 'health' },
-  { key: 'id', label: 'id' },
-  { key: 'format', label: 'format' },
-  { key: 'turns', label: 'turns', numeric: true },
-  { key: 'tokens', label: 'tokens', numeric: true },
-  { key: 'images', label: 'images', numeric: true },
-  { key: 'reward', label: 'reward', numeric: true },
-  { key: 'status', label: 'status' },
-];
-
-export function queryFromParams(p: Record<string, string>): ListQueryInput {
-  return {
-    kind: p.kind as ListQueryInput['kind'],
-    cause: p.cause as ListQueryInput['cause'],
-    status: p.status,
-    q: p.q,
-    ratioBin: p.ratioBin !== undefined ? Number(p.ratioBin) : undefined,
-    step: p.step !== undefined && /^\d+$/.test(p.step) ? Number(p.step) : undefined,
-    group: p.group,
-    where: p.where,
-    sort: (p.sort as SortKey | undefined) ?? 'findings',
-    order: (p.order as 'asc' | 'desc' | undefined) ?? 'desc',
-  };
+/** The filter in words (the bar says what narrows the list). */
+export function filterWords(lp: ListParams, ratioBin?: string): string[] {
+  const out: string[] = [];
+  if (lp.status)
+    out.push(
+      lp.status === 'ok'
+        ? 'clean'
+        : lp.status === 'error'
+          ? 'with errors'
+          : lp.status === 'warning'
+            ? 'warnings only'
+            : `status ${lp.status}`,
+    );
+  if (lp.kind) out.push(kindLabel(lp.kind));
+  if (lp.cause) out.push(causeLabel(lp.cause));
+  if (lp.severity) out.push(`severity ${lp.severity}`);
+  if (lp.export) out.push(lp.export === 'rejected' ? 'rejected by export' : 'exported');
+  if (lp.ratioBin !== undefined) out.push(`importance ratio ${ratioBin ?? `bin ${lp.ratioBin}`}`);
+  if (lp.step !== undefined) out.push(`step ${lp.step}`);
+  if (lp.group !== undefined) out.push(`group ${lp.group}`);
+  if (lp.q) out.push(`matching “${lp.q}”`);
+  if (lp.where) out.push(`where ${lp.where}`);
+  return out;
 }
 
-/**
- * The filter expression (docs/filter.md), applied on Enter and kept in the URL (`#/?where=…`); when
- * the server refuses it, its message and the expression with the offending character marked.
- */
-function WhereFilter({ where, apply }: { where: string | undefined; apply: (where: string | undefined) => void }) {
-  const [text, setText] = useState(where ?? '');
-  const error = useWhereError();
-  // A new address (back, a link from the run page's brush) shows its own expression.
-  useEffect(() => setText(where ?? ''), [where]);
-  const shownError = error && error.where === where ? error : null;
-  return (
-    <div className="where">
-      <input
-        type="text"
-        className={`where-input${shownError ? ' invalid' : ''}`}
-        placeholder="where: reward >= 1 and not severity:error and step >= 100 (Enter applies)"
-        aria-label="where"
-        aria-invalid={shownError ? true : undefined}
-        data-testid="where-input"
-        spellCheck={false}
-        value={text}
-        onChange={(e) => setText(e.target.value)}
-        onKeyDown={(e) => {
-          if (e.key === 'Enter') apply(text.trim() === '' ? undefined : text);
-          else if (e.key === 'Escape') setText(where ?? '');
-        }}
-      />
-      {shownError && (
-        <div className="where-error" role="alert" data-testid="where-error">
-          <code className="where-expr">
-            {shownError.where.slice(0, shownError.offset)}
-            <mark data-testid="where-error-at">
-              {shownError.where.slice(shownError.offset, shownError.offset + 1) || ' '}
-            </mark>
-            {shownError.where.slice(shownError.offset + 1)}
-          </code>
-          <span>{shownError.message.replace(/^where: /, '')}</span>
-        </div>
-      )}
-    </div>
-  );
+/** `clause` and-ed to a where expression (parenthesized when the expression has an `or`). */
+export function andWhere(where: string | undefined, clause: string): string {
+  const w = where?.trim();
+  if (!w) return clause;
+  return /\bor\b/.test(w) ? `(${w}) and ${clause}` : `${w} and ${clause}`;
 }
-
-function HealthDot({ health }: { health: TrajectorySummary['health'] }) {
-  return <span className={`health health-${health}`}>{health === 'ok' ? 'clean' : health}</span>;
-}
-
-export function FindingChips({ s }: { s: TrajectorySummary }) {
-  const kinds = Object.entries(s.findings.kind);
-  if (kinds.length === 0) return <span className="muted">no findings</span>;
-  return (
-    <>
-      {kinds.map(([k, n]) => (
-        <span key={k} className={`chip kind kind-${k}`} title={s.headline ?? ''}>
-          {kindLabel(k)}
-          {n > 1 ? ` ×${n}` : ''}
-        </span>
-      ))}
-      {Object.keys(s.findings.cause).map((c) => (
-        <span key={c} className="chip cause">
-          {causeLabel(c)}
-        </span>
-      ))}
-    </>
-  );
-}
-
-interface RowContext {
-  cursor: number;
-  open(id: string): void;
-  picked: ReadonlySet<string>;
-}
-
-// Stable component types (defined once), so scrolling and re-renders do not remount rows. A click
-// anywhere on a row opens it (but the checkbox cell, which ticks it); by keyboard, j/k and Enter
-// do, and the id is a link.
-const TABLE_COMPONENTS: TableComponents<TrajectorySummary, RowContext> = {
-  TableRow: ({ item, context, ...rest }) => (
-    <tr
-      {...rest}
-      data-id={item.id}
-      className={`trow health-row-${item.health}${rest['data-index'] === context.cursor ? ' cursor' : ''}${context.picked.has(item.id) ? ' picked' : ''}`}
-      onClick={(e) => {
-        if (!(e.target as HTMLElement).closest('.pick')) context.open(item.id);
-      }}
-    />
-  ),
-};
 
 export function Overview() {
   const params = useParams();
-  const setParams = useSetParams();
-  const go = useGo();
+  const lp = useMemo(() => listParamsOf(params), [params]);
+  const query = useMemo(() => queryOf(lp), [lp]);
+  const { sort, order } = sortOf(lp);
+  const grouped = isGrouped(lp);
   const info = useRunInfo();
   const items = useRunItems();
   const total = useRunTotal();
+  const facets = useRunFacets();
+  const current = useListCurrent();
   const loadList = useLoadList();
   const error = useRunError();
-  const query = useMemo(() => queryFromParams(params), [params]);
   const hasTrained = useCompareAvailable();
+  const [ratios, setRatios] = useState<Ratios | null>(null);
   const against = useAgainstRun();
   const loadAgainst = useLoadAgainstRun();
   useEffect(() => {
@@ -159,77 +108,119 @@ export function Overview() {
     () => contentKeys(info?.errors ?? [], (e) => `${e.file}:${e.line}:${e.field ?? ''}:${e.message}`),
     [info?.errors],
   );
-  const allShownPicked = items.length > 0 && items.every((s) => picked.has(s.id));
-  const someShownPicked = !allShownPicked && items.some((s) => picked.has(s.id));
-  // Reload when the run grows (files still loading or being written, a trajectory read again with
-  // more turns), once the run is known.
+  // Reload when the run grows (files still loading or being written), once the run is known.
   const runRevision = info?.revision;
-
   useEffect(() => {
     if (runRevision !== undefined) void loadList(query);
   }, [query, loadList, runRevision]);
 
-  const open = (id: string) => go({ page: 'trajectory', id, params: { view: 'stream' } });
-  const [cursor, setCursor] = useState(0);
-  // Keys can arrive faster than React re-renders: the handler reads the cursor from a ref.
-  const cursorRef = useRef(0);
+  /** Change the address: list params, the cursor, the drawer (`replace`: no history entry). */
+  const set = (changes: Record<string, string | undefined>, replace = true) =>
+    useRoute.getState().set(changes, replace);
+  const setList = (changes: Partial<Record<keyof ListParams, string | undefined>>) =>
+    set({ ...changes, sel: undefined }, true);
+
+  const hrefOf = (id: string) => trajectoryHash(id, lp);
+  const openPage = (id: string) => {
+    // The cursor stays on the row opened: Esc on its page comes back to it.
+    set({ sel: id }, true);
+    window.location.hash = hrefOf(id);
+  };
+  // The cursor is on the row the address names (`sel`), else on the first row.
+  const selAt = params.sel === undefined ? -1 : items.findIndex((s) => s.id === params.sel);
+  const cursor = selAt >= 0 ? selAt : items.length > 0 ? 0 : -1;
   const table = useRef<TableVirtuosoHandle>(null);
-  // One listener for the page's lifetime, reading the latest rows through refs: keys pressed
-  // right after the rows appear must not race a re-subscription.
-  const itemsRef = useRef(items);
-  itemsRef.current = items;
-  const grouped = params.by === 'group';
-  const groupedRef = useRef(grouped);
-  groupedRef.current = grouped;
-  const openRef = useRef(open);
-  openRef.current = open;
+  const setCursor = (i: number) => {
+    const row = items[i];
+    if (!row) return;
+    set({ sel: row.id, ...(params.open !== undefined ? { open: row.id } : {}) }, true);
+    table.current?.scrollIntoView({ index: i });
+  };
+  // Opened on a row (Esc from its page, a link): scroll it into view once the rows are there.
+  const scrolledTo = useRef<string | undefined>(undefined);
   useEffect(() => {
-    const onKey = (e: KeyboardEvent) => {
-      const rows = itemsRef.current;
-      if (
-        e.target instanceof HTMLInputElement ||
-        e.metaKey ||
-        e.ctrlKey ||
-        e.altKey ||
-        rows.length === 0 ||
-        groupedRef.current ||
-        useExport.getState().open
-      )
-        return;
-      const move = (to: number) => {
-        const c = Math.max(0, Math.min(rows.length - 1, to));
-        cursorRef.current = c;
-        setCursor(c);
-        table.current?.scrollIntoView({ index: c });
-      };
-      const at = cursorRef.current;
-      if (e.key === 'j') move(at + 1);
-      else if (e.key === 'k') move(at - 1);
-      else if (e.key === 'Enter' && rows[at]) openRef.current(rows[at].id);
-      else if (e.key === 'x' && rows[at]) useSelection.getState().toggle(rows[at].id);
-    };
-    window.addEventListener('keydown', onKey);
-    return () => window.removeEventListener('keydown', onKey);
-  }, []);
+    if (cursor < 0 || scrolledTo.current === params.sel) return;
+    scrolledTo.current = params.sel;
+    table.current?.scrollToIndex({ index: cursor, align: 'center' });
+  }, [cursor, params.sel]);
+  const peek = (id: string) => set({ open: params.open === id ? undefined : id, sel: id }, params.open !== undefined);
+
+  useListKeys<TrajectorySummary>({
+    rows: grouped ? [] : items,
+    cursor,
+    setCursor,
+    noun: 'trajectory',
+    open: (s) => openPage(s.id),
+    notable: (s) => s.health !== 'ok',
+    blockOf: info && info.stated.step > 0 ? (s) => String(s.step ?? '') : undefined,
+    extra: [
+      {
+        keys: ['p', ' '],
+        does: 'open or close the drawer on the trajectory',
+        run: () => {
+          const s = items[cursor];
+          if (s) peek(s.id);
+        },
+      },
+      {
+        keys: ['x'],
+        does: 'tick the trajectory (for export)',
+        run: () => {
+          const s = items[cursor];
+          if (s) useSelection.getState().toggle(s.id);
+        },
+      },
+      {
+        keys: ['Escape'],
+        does: 'close the drawer',
+        run: () => {
+          if (params.open !== undefined) set({ open: undefined }, false);
+        },
+      },
+    ],
+  });
+
   const sortBy = (key: SortKey) =>
-    setParams({ sort: key, order: query.sort === key && query.order === 'desc' ? 'asc' : 'desc' }, true);
+    key === 'group'
+      ? setList({ by: 'group', sort: undefined, order: undefined })
+      : setList({ by: undefined, sort: key, order: sort === key && order === 'desc' ? 'asc' : 'desc' });
+
+  const columns = useMemo(() => (info ? COLUMNS.filter((c) => !c.shown || c.shown(info)) : COLUMNS), [info]);
+  const ctx: RowContext = {
+    cursor,
+    peeked: params.open,
+    picked,
+    rejectedView: lp.export === 'rejected',
+    columns,
+    peek: (id) => peek(id),
+    open: openPage,
+    toggle: togglePicked,
+    narrow: (clause) => setList({ where: andWhere(lp.where, clause) }),
+    hrefOf,
+  };
+  const allShownPicked = items.length > 0 && items.every((s) => picked.has(s.id));
+  const someShownPicked = !allShownPicked && items.some((s) => picked.has(s.id));
+  const runSize = info?.trajectories ?? 0;
+  const ratioBin = lp.ratioBin !== undefined ? ratios?.bins.find((b) => String(b.bin) === lp.ratioBin) : undefined;
+  const words = filterWords(lp, ratioBin ? binRangeText(ratioBin) : undefined);
+  const drawn = params.open !== undefined ? items.find((s) => s.id === params.open) : undefined;
 
   return (
-    <div className="overview">
+    <div className={`overview${params.open !== undefined ? ' with-drawer' : ''}`}>
       <header className="topbar">
         <h1>
           rollscope{' '}
           <span
-            className="muted small"
+            className="muted small run-name"
             title={info?.files.map((f) => `${f.file} (${f.format ?? '?'}, ${f.trajectories})`).join('\n')}
           >
-            {info?.demo ? 'demo run' : info?.files.map((f) => f.file.split(/[\\/]/).pop()).join(', ')}
+            {info?.demo ? 'demo run' : info?.paths.join(', ')}
           </span>
         </h1>
-        <span className="muted small">
+        <span className="muted small run-facts">
           {info ? (
             <>
-              {info.trajectories} trajectories · <RunModels info={info} />
+              {formatCount(runSize)} trajectories · <RunModels info={info} />
               {info.loading ? ' · loading…' : ''}
             </>
           ) : (
@@ -250,148 +241,52 @@ export function Overview() {
             Against B
           </a>
         )}
-        {/* The playground and export run on the server: not in a shared page. */}
         {api.transport === 'http' && (
           <a className="toplink" href="#/playground">
             Playground
           </a>
         )}
-      </header>
-      {error && <div className="banner error">{error}</div>}
-      {info && (
-        <section className="counts" aria-label="finding counts">
-          <button
-            type="button"
-            className={`count health-ok ${params.status === 'ok' ? 'active' : ''}`}
-            onClick={() =>
-              setParams({ status: params.status === 'ok' ? undefined : 'ok', kind: undefined, cause: undefined }, true)
-            }
-          >
-            <b>{info.health.ok}</b> clean
-          </button>
-          <button
-            type="button"
-            className={`count health-error ${params.status === 'error' ? 'active' : ''}`}
-            onClick={() =>
-              setParams(
-                { status: params.status === 'error' ? undefined : 'error', kind: undefined, cause: undefined },
-                true,
-              )
-            }
-          >
-            <b>{info.health.error}</b> with errors
-          </button>
-          {info.health.warning > 0 && (
-            <button
-              type="button"
-              className={`count health-warning ${params.status === 'warning' ? 'active' : ''}`}
-              onClick={() =>
-                setParams(
-                  { status: params.status === 'warning' ? undefined : 'warning', kind: undefined, cause: undefined },
-                  true,
-                )
-              }
-            >
-              <b>{info.health.warning}</b> warnings only
-            </button>
-          )}
-          {Object.entries(info.counts.kind)
-            .sort((a, b) => b[1] - a[1])
-            .map(([k, n]) => (
-              <button
-                type="button"
-                key={k}
-                data-kind={k}
-                className={`count kind kind-${k} ${params.kind === k ? 'active' : ''}`}
-                onClick={() => setParams({ kind: params.kind === k ? undefined : k, status: undefined }, true)}
-              >
-                <b>{n}</b> {kindLabel(k)}
-              </button>
-            ))}
-          {Object.entries(info.counts.cause).map(([c, n]) => (
-            <button
-              type="button"
-              key={c}
-              data-cause={c}
-              className={`count cause ${params.cause === c ? 'active' : ''}`}
-              onClick={() => setParams({ cause: params.cause === c ? undefined : c }, true)}
-            >
-              <b>{n}</b> {causeLabel(c)}
-            </button>
-          ))}
-        </section>
-      )}
-      <RatioHistogram
-        active={query.ratioBin as number | undefined}
-        onPick={(bin) => setParams({ ratioBin: bin }, true)}
-        refreshKey={info?.trajectories}
-      />
-      <div className="filters">
-        <input
-          type="search"
-          placeholder="filter by id, file, message or token id…"
-          defaultValue={params.q ?? ''}
-          onChange={(e) => setParams({ q: e.target.value || undefined }, true)}
-          aria-label="filter"
-        />
-        <WhereFilter where={params.where} apply={(where) => setParams({ where })} />
-        <span className="muted small">
-          {items.length < total ? `${formatCount(items.length)} of ` : ''}
-          {formatCount(total)} shown{query.kind ? ` · kind ${kindLabel(query.kind)}` : ''}
-          {query.cause ? ` · cause ${causeLabel(query.cause)}` : ''}
-          {query.status ? ` · status ${query.status}` : ''}
-          {query.ratioBin !== undefined ? ` · importance-ratio bar ${query.ratioBin}` : ''}
-          {query.step !== undefined ? ` · step ${query.step}` : ''}
-          {query.group !== undefined ? ` · group ${query.group}` : ''}
-          {query.where ? ` · where ${query.where}` : ''}
-        </span>
         <button
           type="button"
-          className={`link by-group${grouped ? ' active' : ''}`}
-          data-testid="toggle-groups"
-          aria-pressed={grouped}
-          onClick={() => setParams(grouped ? { by: undefined, sort: undefined } : { by: 'group', sort: 'group' }, true)}
+          className="toplink keys-button"
+          onClick={() => window.dispatchEvent(new KeyboardEvent('keydown', { key: '?' }))}
         >
-          {grouped ? 'flat list' : 'by group'}
+          Keys ?
         </button>
-        {(query.kind ||
-          query.cause ||
-          query.status ||
-          query.q ||
-          query.ratioBin !== undefined ||
-          query.step !== undefined ||
-          query.group ||
-          query.where) && (
+      </header>
+      {error && <div className="banner error">{error}</div>}
+      {facets && <FacetChips facets={facets} lp={lp} set={setList} />}
+      <RatioHistogram
+        active={lp.ratioBin !== undefined ? Number(lp.ratioBin) : undefined}
+        onPick={(bin) => setList({ ratioBin: bin === undefined ? undefined : String(bin) })}
+        filter={filterOf(lp)}
+        refreshKey={runRevision}
+        onLoaded={setRatios}
+      />
+      <div className="filters">
+        <TextFilter q={lp.q} apply={(q) => setList({ q })} />
+        <WhereInput where={lp.where} apply={(where) => setList({ where })} />
+        <fieldset className="seg view-seg">
+          <legend className="sr-only">rows</legend>
           <button
             type="button"
-            className="link"
-            onClick={() =>
-              setParams(
-                {
-                  kind: undefined,
-                  cause: undefined,
-                  status: undefined,
-                  q: undefined,
-                  ratioBin: undefined,
-                  step: undefined,
-                  group: undefined,
-                  where: undefined,
-                },
-                true,
-              )
-            }
+            className={grouped ? '' : 'active'}
+            aria-pressed={!grouped}
+            data-testid="view-table"
+            onClick={() => setList({ by: undefined, sort: lp.sort === 'group' ? undefined : lp.sort })}
           >
-            clear filters
+            table
           </button>
-        )}
-        {picked.size > 0 && (
-          <span className="small" data-testid="picked-count">
-            {formatCount(picked.size)} selected
-            <button type="button" className="link" onClick={clearPicked}>
-              clear
-            </button>
-          </span>
-        )}
+          <button
+            type="button"
+            className={grouped ? 'active' : ''}
+            aria-pressed={grouped}
+            data-testid="toggle-groups"
+            onClick={() => setList({ by: 'group' })}
+          >
+            by group
+          </button>
+        </fieldset>
         {api.transport === 'http' && (
           <button
             type="button"
@@ -403,23 +298,37 @@ export function Overview() {
             Export…
           </button>
         )}
-        <span className="muted small keys">
-          {grouped ? 'j/k in a group · J/K groups · o folds · Enter opens' : 'j/k move · x select · Enter opens'}
-        </span>
       </div>
-      {exportOpen && (
-        <ExportDialog
-          filter={{
-            kind: query.kind,
-            cause: query.cause,
-            status: query.status,
-            q: query.q,
-            ratioBin: query.ratioBin as number | undefined,
-            where: query.where,
-          }}
-          shown={total}
-        />
-      )}
+      <WhereError where={lp.where} />
+      <div className="shown-line small" data-testid="shown-line">
+        <span data-testid="shown-count">
+          <b>{formatCount(total)}</b> shown{hasFilter(lp) || total !== runSize ? ` of ${formatCount(runSize)}` : ''}
+          {!current ? ' · loading…' : ''}
+        </span>
+        {words.length > 0 && <span className="muted"> · {words.join(' · ')}</span>}
+        {hasFilter(lp) && (
+          <button type="button" className="link" onClick={() => setList(withoutFilter(lp) as never)}>
+            clear filters
+          </button>
+        )}
+        {picked.size > 0 && (
+          <span data-testid="picked-count">
+            {' '}
+            · {formatCount(picked.size)} ticked
+            <button type="button" className="link" onClick={clearPicked}>
+              clear
+            </button>
+          </span>
+        )}
+        {lp.export === 'rejected' && (
+          <span className="muted" data-testid="rejected-note">
+            {' '}
+            · what `export` leaves out and why, from their findings before re-aligning (an image it cannot read is found
+            only when it writes)
+          </span>
+        )}
+      </div>
+      {exportOpen && <ExportDialog filter={filterOf(lp)} words={words} facets={facets} shown={total} />}
       {info && info.errors.length > 0 && (
         <details className="banner warning">
           <summary>{info.errors.length} records could not be read</summary>
@@ -433,84 +342,42 @@ export function Overview() {
           </ul>
         </details>
       )}
-      {grouped && <GroupedOverview items={items} open={open} step={query.step as number | undefined} />}
-      <TableVirtuoso
-        ref={table}
-        className={grouped ? 'table hidden' : 'table'}
-        data={grouped ? [] : items}
-        fixedHeaderContent={() => (
-          <tr>
-            <th className="pick">
-              <input
-                type="checkbox"
-                aria-label="select all shown"
-                title="select all shown"
-                data-testid="select-all"
-                checked={allShownPicked}
-                ref={(el) => {
-                  if (el) el.indeterminate = someShownPicked;
-                }}
-                onChange={() =>
-                  setPicked(
-                    items.map((s) => s.id),
-                    !allShownPicked,
-                  )
-                }
-              />
-            </th>
-            {COLUMNS.map((c) => (
-              <th
-                key={c.key}
-                className={c.numeric ? 'num' : ''}
-                aria-sort={query.sort === c.key ? (query.order === 'asc' ? 'ascending' : 'descending') : 'none'}
-              >
-                <button type="button" className="sort" onClick={() => sortBy(c.key)}>
-                  {c.label}
-                  {query.sort === c.key ? (query.order === 'asc' ? ' ▲' : ' ▼') : ''}
-                </button>
-              </th>
-            ))}
-            <th>findings</th>
-          </tr>
+      <div className="overview-body">
+        {grouped ? (
+          <GroupedOverview
+            items={items}
+            lp={lp}
+            openPage={openPage}
+            sel={params.sel}
+            setSel={(id) => set({ sel: id }, true)}
+          />
+        ) : (
+          <RunTable
+            items={items}
+            ctx={ctx}
+            sort={sort}
+            order={order}
+            sortBy={sortBy}
+            allPicked={allShownPicked}
+            somePicked={someShownPicked}
+            pickAll={() =>
+              setPicked(
+                items.map((s) => s.id),
+                !allShownPicked,
+              )
+            }
+            tableRef={table}
+          />
         )}
-        itemContent={(_, s) => (
-          <>
-            <td className="pick">
-              <input
-                type="checkbox"
-                aria-label={`select ${s.id}`}
-                checked={picked.has(s.id)}
-                onChange={() => togglePicked(s.id)}
-              />
-            </td>
-            <td>
-              <HealthDot health={s.health} />
-            </td>
-            <td className="id">
-              <a
-                href={`#/t/${encodeURIComponent(s.id)}?view=stream`}
-                onClick={(e) => {
-                  e.preventDefault();
-                  open(s.id);
-                }}
-              >
-                {s.id}
-              </a>
-            </td>
-            <td>{s.format}</td>
-            <td className="num">{s.turns}</td>
-            <td className="num">{formatCount(s.tokens)}</td>
-            <td className="num">{s.images}</td>
-            <td className="num">{s.reward ?? '—'}</td>
-            <td>{s.status ?? ''}</td>
-            <td className="findings" title={s.headline ?? ''}>
-              <FindingChips s={s} />
-            </td>
-          </>
+        {params.open !== undefined && (
+          <Drawer
+            id={params.open}
+            summary={drawn}
+            href={hrefOf(params.open)}
+            close={() => set({ open: undefined }, false)}
+          />
         )}
-        context={{ cursor, open, picked }}
-        components={TABLE_COMPONENTS}
-      />
+      </div>
     </div>
   );
 }

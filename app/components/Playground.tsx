@@ -3,9 +3,12 @@
 // image's pads expanded, the ids, and where they part from one of a trajectory's streams.
 import { useEffect, useId, useMemo, useRef, useState } from 'react';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
+import { ListboxScroller } from './scroller.tsx';
 import type { PlaygroundResult, TrajectoryDetail } from '../../server/http/api.ts';
 import type { StreamName } from '../../server/model/finding.ts';
 import { usePlaygroundActions, usePlaygroundView } from '../stores/playground.ts';
+import { useRunInfo } from '../stores/run.ts';
+import { useParams, useSetParams } from '../stores/route.ts';
 import { focusChipSoon } from './TokenStreamView.tsx';
 import { buildRows, isSpecial, joinClass, joinTitle, pieceAt, shownPiece } from './token-rows.ts';
 import { DiffBody, DiffSummary } from './DiffView.tsx';
@@ -71,6 +74,7 @@ function TokenChips({ r, flagged }: { r: PlaygroundResult; flagged: number }) {
         onKeyDown={onKeyDown}
       >
         <Virtuoso
+          components={{ Scroller: ListboxScroller }}
           ref={virtuoso}
           className="rows"
           data={rows}
@@ -141,27 +145,60 @@ function Verdict({ r }: { r: PlaygroundResult }) {
   );
 }
 
+/** A conversation as an address param: base64url of its UTF-8 (the address keeps what was rendered). */
+export function encodeConversation(text: string): string {
+  let bin = '';
+  for (const b of new TextEncoder().encode(text)) bin += String.fromCharCode(b);
+  return btoa(bin).replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+}
+
+export function decodeConversation(param: string): string | undefined {
+  try {
+    const bin = atob(param.replace(/-/g, '+').replace(/_/g, '/'));
+    return new TextDecoder('utf-8', { fatal: true }).decode(Uint8Array.from(bin, (c) => c.charCodeAt(0)));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Longest conversation kept in the address (a pasted data: URL image is not). */
+const MAX_ADDRESS_CHARS = 16_000;
+
 export function Playground({
   trajectoryId,
   detail,
   split = false,
+  context: contextProp,
 }: {
   trajectoryId: string | null;
   detail: TrajectoryDetail | null;
   split?: boolean;
+  /** What the playground belongs to (default: the trajectory, else the free page): entering another starts afresh. */
+  context?: string;
 }) {
-  const { text, result, error, busy, target, prefix, addGenerationPrompt, prefillNote, resultFor } =
+  const { text, result, error, busy, target, prefix, addGenerationPrompt, prefillNote, resultFor, profile } =
     usePlaygroundView();
   const pg = usePlaygroundActions();
+  const info = useRunInfo();
+  const params = useParams();
+  const setParams = useSetParams();
+  const context = contextProp ?? trajectoryId ?? 'free';
+  // The conversation the address holds (a link, a reload): what was last rendered here.
+  const fromAddress = params.c !== undefined ? decodeConversation(params.c) : undefined;
+  const [tooLong, setTooLong] = useState(false);
   const idsId = useId();
   const tokenIdsId = useId();
   const [tab, setTab] = useState<Tab>('tokens');
   const [diffToken, setDiffToken] = useState<{ token: number; side: 'a' | 'b' }>({ token: -1, side: 'b' });
   const prefill = pg.prefill;
 
+  // biome-ignore lint/correctness/useExhaustiveDependencies: entered once per context; the address is read then
   useEffect(() => {
-    if (trajectoryId) void prefill(trajectoryId);
-  }, [trajectoryId, prefill]);
+    pg.enter(context, fromAddress);
+    if (params.profile) pg.set({ profile: params.profile });
+    if (fromAddress !== undefined) void pg.render(trajectoryId);
+    else if (trajectoryId && context === trajectoryId) void prefill(trajectoryId);
+  }, [context]);
 
   // Show the diff when there is one to show, the tokens otherwise.
   useEffect(() => {
@@ -169,7 +206,16 @@ export function Playground({
     setDiffToken({ token: -1, side: 'b' });
   }, [result]);
 
-  const render = () => void pg.render(trajectoryId);
+  const render = () => {
+    // The address keeps the conversation rendered (and the profile), so a reload or a link shows it.
+    const long = text.length > MAX_ADDRESS_CHARS;
+    setTooLong(long);
+    setParams({ c: long ? undefined : encodeConversation(text), profile: profile ?? undefined }, true);
+    void pg.render(trajectoryId);
+  };
+  const profiles = [
+    ...new Set([...(info?.models.map((m) => m.profile) ?? []), ...(info?.builtinProfiles ?? [])]),
+  ].filter((p) => !p.startsWith('none:'));
   const streams = detail?.streams ?? [];
   const targetKey = target ? `${target.stream}:${target.turn}` : '';
   const diff = result?.diff && resultFor === trajectoryId ? result.diff : null;
@@ -236,6 +282,24 @@ export function Playground({
               prefix
             </label>
           )}
+          <label>
+            profile{' '}
+            <select
+              aria-label="model profile"
+              data-testid="pg-profile"
+              value={profile ?? ''}
+              onChange={(e) => pg.set({ profile: e.target.value || null })}
+            >
+              <option value="">
+                {detail ? `the trajectory’s (${detail.profile})` : `the run’s (${info?.profile.name ?? '…'})`}
+              </option>
+              {profiles.map((p) => (
+                <option key={p} value={p}>
+                  {p}
+                </option>
+              ))}
+            </select>
+          </label>
           <span className="spacer" />
           {trajectoryId && (
             <button
@@ -258,6 +322,12 @@ export function Playground({
             {busy ? 'Rendering…' : 'Render'}
           </button>
         </div>
+        {tooLong && (
+          <div className="muted small pg-note">
+            This conversation is too long for the address ({formatCount(text.length)} characters): a link to this page
+            will not hold it.
+          </div>
+        )}
         {prefillNote && !text && (
           <div className="muted small pg-note">{prefillNote}; paste a conversation to render it.</div>
         )}

@@ -6,7 +6,7 @@ import { api } from '../api.ts';
 import { useGo, useParam, useSetParams } from '../stores/route.ts';
 import { useLoadList, useRunInfo, useRunItems, useRunQuery } from '../stores/run.ts';
 import { Playground } from './Playground.tsx';
-import { queryFromParams } from './Overview.tsx';
+import { queryOf } from '../list-state.ts';
 
 export function PlaygroundPage() {
   const setParams = useSetParams();
@@ -20,7 +20,7 @@ export function PlaygroundPage() {
   const [error, setError] = useState<string | null>(null);
 
   useEffect(() => {
-    if (!runQuery) void loadList(queryFromParams({}));
+    if (!runQuery) void loadList(queryOf({}));
   }, [runQuery, loadList]);
   useEffect(() => {
     setDetail(null);
@@ -68,7 +68,7 @@ export function PlaygroundPage() {
       </header>
       {error && <div className="banner error">{error}</div>}
       <main className="main">
-        <Playground trajectoryId={detail ? id : null} detail={detail} split />
+        <Playground trajectoryId={detail ? id : null} detail={detail} split context="free" />
       </main>
     </div>
   );

@@ -7,11 +7,11 @@
 import { useEffect, useMemo, useRef, useState } from 'react';
 import { createPortal } from 'react-dom';
 import uPlot from 'uplot';
-import type { RatioHistogram as Histogram } from '../../server/http/api.ts';
+import type { ListFilterInput, RatioHistogram as Histogram } from '../../server/http/api.ts';
 import { api } from '../api.ts';
 import './Logprobs.css';
 import { formatCount } from '../format.ts';
-import { plotAxis } from './step-plots.ts';
+import { labelRoom, plotAxis } from './step-plots.ts';
 import { type PlotData, type PlotOptions, UPlotChart } from './uplot.tsx';
 
 type Bin = Histogram['bins'][number];
@@ -49,20 +49,37 @@ function layout(bins: readonly Bin[]) {
 export function RatioHistogram({
   active,
   onPick,
+  filter,
   refreshKey,
+  onLoaded,
 }: {
   active: number | undefined;
   onPick: (bin: number | undefined) => void;
+  /** The overview's filter: the histogram counts what it selects (every bar kept: its own bin aside). */
+  filter: ListFilterInput;
   refreshKey: unknown;
+  onLoaded?: (h: Histogram | null) => void;
 }) {
   const [h, setH] = useState<Histogram | null>(null);
-  // biome-ignore lint/correctness/useExhaustiveDependencies: refetched when the run's counts change
+  const { ratioBin: _, ...rest } = filter;
+  const filterKey = JSON.stringify(rest);
+  const loaded = useRef(onLoaded);
+  loaded.current = onLoaded;
+  // biome-ignore lint/correctness/useExhaustiveDependencies: refetched when the run or the filter changes
   useEffect(() => {
+    let live = true;
     api
-      .ratios()
-      .then(setH)
-      .catch(() => setH(null));
-  }, [refreshKey]);
+      .ratios(JSON.parse(filterKey) as ListFilterInput)
+      .then((r) => {
+        if (!live) return;
+        setH(r);
+        loaded.current?.(r);
+      })
+      .catch(() => live && setH(null));
+    return () => {
+      live = false;
+    };
+  }, [refreshKey, filterKey]);
   // The chart's plot area (uPlot's `over`), where the bins' buttons and the cap marks go.
   const [plot, setPlot] = useState<{ u: uPlot; over: HTMLElement } | null>(null);
   const activeRef = useRef(active);
@@ -135,7 +152,7 @@ export function RatioHistogram({
       ],
       axes: [
         plotAxis(0, 30, ratioText, { splits: () => ticks }),
-        plotAxis(1, 52, (v) => formatCount(v), {
+        plotAxis(1, labelRoom, (v) => formatCount(v), {
           // Powers of ten: uPlot's own asinh splits crowd the grid between them.
           splits: (_u, _axis, _lo, hi) => {
             const out = [0];
@@ -185,7 +202,7 @@ export function RatioHistogram({
                 data-ratio={c}
                 style={{ left: `${at(c) * 100}%` }}
               >
-                {c === h.isCap && <span className="ratio-cap-label">IS cap {h.isCap}</span>}
+                <span className="ratio-cap-label">{c === h.isCap ? `IS cap ${h.isCap}` : `1/${h.isCap}`}</span>
               </div>
             ))}
             {h.bins.map((b, k) => (

@@ -3,9 +3,9 @@
 // logprob mismatch), drawn with uPlot (docs/plots.md) from what the server computed per step
 // (server/http/steps.ts). A drag on a trend zooms every trend; a drag on the step strip lists that
 // step range's trajectories (the overview's `where`); a click on a step opens the overview at it.
-import { useCallback, useEffect, useMemo, useState } from 'react';
+import { useCallback, useEffect, useMemo } from 'react';
 import type { StepSummary } from '../../server/http/api.ts';
-import { useGo } from '../stores/route.ts';
+import { parseHash, useGo, useParams, useSetParams } from '../stores/route.ts';
 import { useRunInfo } from '../stores/run.ts';
 import { useLoadSteps, useRunSteps, useStepsError } from '../stores/steps.ts';
 import { Histogram } from './plots.tsx';
@@ -30,13 +30,31 @@ function TrendPanel({
   'options' | 'data' | 'legendHidden'
 >) {
   return (
-    <figure className={className ? `trend-panel ${className}` : 'trend-panel'} data-plot={dataPlot ?? plot.key}>
+    <figure
+      className={`trend-panel${className ? ` ${className}` : ''}${plot.missing ? ' trend-missing' : ''}`}
+      data-plot={dataPlot ?? plot.key}
+    >
       <figcaption>
         <b>{plot.title}</b> <span className="muted small">{plot.what}</span>
       </figcaption>
-      <UPlotChart options={plot.options} data={plot.data} legendHidden={plot.legendHidden} {...chart} />
+      {plot.missing ? (
+        <p className="trend-none" data-testid={`missing-${plot.key}`}>
+          {plot.missing}
+        </p>
+      ) : (
+        <UPlotChart options={plot.options} data={plot.data} legendHidden={plot.legendHidden} {...chart} />
+      )}
     </figure>
   );
+}
+
+/** The zoom as the address states it (`zoom=A-B`, whole steps), or null. */
+function zoomOf(param: string | undefined): XRange {
+  const m = /^(-?\d+(?:\.\d+)?)-(-?\d+(?:\.\d+)?)$/.exec(param ?? '');
+  if (!m) return null;
+  const min = Number(m[1]);
+  const max = Number(m[2]);
+  return min < max ? { min, max } : null;
 }
 
 export function RunPage() {
@@ -45,6 +63,8 @@ export function RunPage() {
   const error = useStepsError();
   const loadSteps = useLoadSteps();
   const go = useGo();
+  const params = useParams();
+  const setParams = useSetParams();
   const revision = info?.revision;
   // Reload when the run changes (a run still being written): the app polls the run's info, whose
   // revision moves with every change; polling the steps themselves would parse them every time.
@@ -61,7 +81,16 @@ export function RunPage() {
   const list: readonly StepSummary[] = steps?.steps ?? [];
   const { plots, hasLogprobs } = useMemo(() => stepPlots(list), [list]);
   const brush = useMemo(() => brushPlot(list), [list]);
-  const [zoom, setZoom] = useState<XRange>(null);
+  // The zoom is in the address (`zoom=A-B`): a reload or a link shows the same steps.
+  const zoom = useMemo(() => zoomOf(params.zoom), [params.zoom]);
+  const setZoom = useCallback(
+    (z: XRange) => {
+      // A brush navigates away while the synced charts still zoom: the zoom is this page's only.
+      if (parseHash(window.location.hash).page !== 'run') return;
+      setParams({ zoom: z ? `${Math.round(z.min * 100) / 100}-${Math.round(z.max * 100) / 100}` : undefined }, true);
+    },
+    [setParams],
+  );
   const stated = useMemo(() => list.flatMap((s) => (s.step === null ? [] : [s.step])), [list]);
   const onBrush = useCallback(
     (lo: number, hi: number) => {
@@ -70,6 +99,7 @@ export function RunPage() {
     },
     [stated, go],
   );
+  const unstepped = list.find((s) => s.step === null);
   const shown = list.filter((s) => zoom === null || s.step === null || (s.step >= zoom.min && s.step <= zoom.max));
   const rows = shown.slice(0, TABLE_ROWS);
 
@@ -81,8 +111,10 @@ export function RunPage() {
         </a>
         <h1>by step</h1>
         <span className="muted small">
-          {list.length} step(s) · {info?.trajectories ?? 0} trajectories{info?.loading ? ' · loading…' : ''} · drag
-          across a plot to zoom, double-click to show all
+          {stated.length} {stated.length === 1 ? 'step' : 'steps'}
+          {unstepped ? ` (and ${unstepped.trajectories} trajectories that state none)` : ''} · {info?.trajectories ?? 0}{' '}
+          trajectories{info?.loading ? ' · loading…' : ''}
+          {stated.length >= 2 ? ' · drag across a plot to zoom, double-click to show all' : ''}
         </span>
         {zoom && (
           <button type="button" className="link" data-testid="zoom-reset" onClick={() => setZoom(null)}>
@@ -91,38 +123,50 @@ export function RunPage() {
         )}
       </header>
       {error && <div className="banner error">{error}</div>}
-      <section className="trends" aria-label="trends per step">
-        {plots.map((p) => (
+      {steps && stated.length < 2 && (
+        <p className="banner" data-testid="no-trends">
+          {stated.length === 0
+            ? 'The run states no rollout steps (no slime rollout_id, no step_<n>/ folder, no policy version): there is no trend to plot. The table below gives the whole run’s reward and length distributions.'
+            : `The run states one rollout step (step ${stated[0]}): a trend needs two or more. The table below gives that step’s distributions.`}
+        </p>
+      )}
+      {stated.length >= 2 && (
+        <section className="trends" aria-label="trends per step">
+          {plots.map((p) => (
+            <TrendPanel
+              key={p.key}
+              plot={p}
+              zoom={zoom}
+              onZoom={setZoom}
+              onPick={pick}
+              label={`${p.title} per step`}
+              testId={`trend-${p.key}`}
+            />
+          ))}
+          {!hasLogprobs && (
+            <figure className="trend-panel trend-missing" data-plot="logprobs">
+              <figcaption>
+                <b>trainer − rollout logprobs</b>
+              </figcaption>
+              <p className="trend-none" data-testid="missing-logprobs">
+                the run states no trainer-side logprobs (a slime train dump, a verl batch with old_log_probs, or
+                --trained)
+              </p>
+            </figure>
+          )}
           <TrendPanel
-            key={p.key}
-            plot={p}
+            plot={brush}
+            className="brush-panel"
+            dataPlot="brush"
             zoom={zoom}
             onZoom={setZoom}
             onPick={pick}
-            label={`${p.title} per step`}
-            testId={`trend-${p.key}`}
+            onSelect={onBrush}
+            label="trajectories per step; drag to list a step range"
+            testId="step-brush"
           />
-        ))}
-        {!hasLogprobs && (
-          <figure className="trend-panel" data-plot="logprobs">
-            <figcaption>
-              <b>trainer − rollout logprobs</b>
-            </figcaption>
-            <span className="muted small">the run states no trainer-side logprobs</span>
-          </figure>
-        )}
-        <TrendPanel
-          plot={brush}
-          className="brush-panel"
-          dataPlot="brush"
-          zoom={zoom}
-          onZoom={setZoom}
-          onPick={pick}
-          onSelect={onBrush}
-          label="trajectories per step; drag to list a step range"
-          testId="step-brush"
-        />
-      </section>
+        </section>
+      )}
       {shown.length > rows.length && (
         <p className="muted small table-note" data-testid="steps-table-note">
           the first {rows.length} of {shown.length} steps{zoom ? ' in the zoomed range' : ''}; zoom the plots to list
@@ -145,7 +189,7 @@ export function RunPage() {
             <tr key={String(s.step)} data-step={s.step ?? ''}>
               <td>
                 {s.step === null ? (
-                  <span className="muted">no step</span>
+                  <span className="muted">no step stated</span>
                 ) : (
                   <button type="button" className="link step-link" onClick={() => pick(s.step)}>
                     step {s.step}

@@ -2,6 +2,7 @@
 // scrolls smoothly; rows of chips are drawn a few per frame (drawn-soon.ts).
 import { memo, useEffect, useMemo, useRef } from 'react';
 import { Virtuoso, type VirtuosoHandle } from 'react-virtuoso';
+import { ListboxScroller } from './scroller.tsx';
 import type { TokenStream, TrajectoryDetail } from '../../server/http/api.ts';
 import { useSetParams, type Params } from '../stores/route.ts';
 import { useLoadStream, useStream } from '../stores/trajectory.ts';
@@ -161,11 +162,17 @@ const RowView = memo(function RowView({
     const flagged = [...flags.keys()].some((i) => i >= v.padStart && i < v.padStart + v.padLength);
     return (
       <div className="row">
-        <button
-          type="button"
+        {/* An option of the token listbox (a listbox holds options, not buttons): Enter or a click expands it. */}
+        <span
+          role="option"
+          aria-selected={holdsToken}
+          tabIndex={-1}
           className={`padrun${bad || v.end < 0 || flagged ? ' bad' : ''}${holdsToken || cellHovered ? ' lit' : ''}`}
           data-span={v.image}
           onClick={() => toggle(v.padStart, true)}
+          onKeyDown={(e) => {
+            if (e.key === 'Enter' || e.key === ' ') toggle(v.padStart, true);
+          }}
           title="show every pad token"
         >
           {v.image >= 0 && (
@@ -187,7 +194,7 @@ const RowView = memo(function RowView({
             {v.end < 0 && <span className="badnote"> · cut: no &lt;|vision_end|&gt;</span>}
           </span>
           <span className="muted small">▸ expand</span>
-        </button>
+        </span>
       </div>
     );
   }
@@ -199,9 +206,18 @@ const RowView = memo(function RowView({
   return (
     <div className="row padrow">
       {row.start === v.padStart && (
-        <button type="button" className="link small" onClick={() => toggle(v.padStart, false)}>
+        <span
+          role="option"
+          aria-selected={false}
+          tabIndex={-1}
+          className="link small collapse-run"
+          onClick={() => toggle(v.padStart, false)}
+          onKeyDown={(e) => {
+            if (e.key === 'Enter' || e.key === ' ') toggle(v.padStart, false);
+          }}
+        >
           ▾ collapse image {v.image}
-        </button>
+        </span>
       )}
       {out}
     </div>
@@ -368,6 +384,7 @@ export function TokenStreamView({ detail, params }: { detail: TrajectoryDetail; 
           onMouseLeave={clearStreamHover}
         >
           <Virtuoso
+            components={{ Scroller: ListboxScroller }}
             ref={ref}
             className="rows"
             data={rows}

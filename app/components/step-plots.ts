@@ -49,6 +49,11 @@ export interface StepPlot {
   title: string;
   /** One sentence under the title: what the value is. */
   what: string;
+  /**
+   * What the run does not give this chart, in a sentence, when it has nothing to draw (no value at
+   * any step, or zero at every one): the page says it instead of an empty plot. Null: drawn.
+   */
+  missing: string | null;
   options: PlotOptions;
   data: PlotData;
   /** Series drawn but not in the legend (the moving averages: the readout gives the step's own value). */
@@ -96,7 +101,7 @@ const tickLabels =
  */
 export function plotAxis(
   axis: number,
-  size: number,
+  size: number | ((u: uPlot, values: string[] | null, axis: number, cycle: number) => number),
   fmt: (v: number) => string,
   extra: Partial<uPlot.Axis> = {},
 ): uPlot.Axis {
@@ -110,6 +115,15 @@ export function plotAxis(
     ...extra,
   };
 }
+
+/** Tick steps for whole-number axes (steps, counts): never a fraction, so no label repeats. */
+export const INTEGER_INCRS = [
+  1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1e3, 2e3, 2.5e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6,
+];
+
+/** Room for a y axis's labels: the widest label's characters (a "100,000" is never clipped). */
+export const labelRoom = (_u: uPlot, values: string[] | null): number =>
+  Math.max(44, 18 + 7.5 * Math.max(0, ...(values ?? []).map((v) => (v ?? '').length)));
 
 const faint = (color: string) => (color.startsWith('#') ? `${color}55` : color);
 
@@ -133,9 +147,11 @@ function chart(opts: {
   lines: readonly Line[];
   /** Fill between two series (indices in `lines`), e.g. the p10–p90 band. */
   band?: [number, number];
-  axes: { scale: string; fmt: (v: number) => string; side?: 'left' | 'right' }[];
+  axes: { scale: string; fmt: (v: number) => string; side?: 'left' | 'right'; integer?: boolean }[];
   height?: number;
   log?: boolean;
+  /** The sentence when no step has a value (`none`) and when every value is zero (`zero`). */
+  missing: { none: string; zero: string };
 }): StepPlot {
   const smooth = opts.steps.length > SMOOTH_FROM;
   const window = Math.max(3, 2 * Math.round(opts.steps.length / 100) + 1);
@@ -162,11 +178,17 @@ function chart(opts: {
     scales[a.scale] =
       a.scale === 'pct'
         ? { range: (_u: uPlot, _min: number | null, max: number | null) => [0, Math.max(max ?? 0, 0.05)] }
-        : {};
+        : a.integer
+          ? // Counts start at 0 and reach at least 1: a count axis never shows fractions or a made-up 0–100.
+            { range: (_u: uPlot, _min: number | null, max: number | null) => [0, Math.max(1, Math.ceil(max ?? 0))] }
+          : {};
+  const values = opts.lines.flatMap((l) => l.values).filter((v): v is number => v !== null);
+  const missing = values.length === 0 ? opts.missing.none : values.every((v) => v === 0) ? opts.missing.zero : null;
   return {
     key: opts.key,
     title: opts.title,
     what: opts.what,
+    missing,
     data: [opts.steps as number[], ...drawn.map((l) => l.values)],
     legendHidden: averages.map((_, i) => 1 + opts.lines.length + i),
     options: {
@@ -203,14 +225,16 @@ function chart(opts: {
           ]
         : [],
       axes: [
-        plotAxis(0, 30, (v) => String(v)),
+        // Steps are whole numbers: ticks at whole steps only, each label once.
+        plotAxis(0, 30, (v) => formatCount(v), { incrs: INTEGER_INCRS }),
         ...opts.axes.map(
           (a, i): uPlot.Axis =>
-            plotAxis(i + 1, 52, a.fmt, {
+            plotAxis(i + 1, labelRoom, a.fmt, {
               scale: a.scale,
               side: a.side === 'right' ? 1 : 3,
               stroke: i === 0 ? '#67707b' : SECOND,
               grid: { show: i === 0, stroke: '#eef0f3' },
+              ...(a.integer ? { incrs: INTEGER_INCRS } : {}),
             }),
         ),
       ],
@@ -237,8 +261,11 @@ export function stepPlots(list: readonly StepSummary[]): { plots: StepPlot[]; ha
         values: stepped.map((s) => s.findings[k] ?? 0),
         color: KIND_COLOR[k] ?? '#8a94a3',
         fmt: count,
+        // Per step, a rare kind is 0 or 1 trajectories: on a long run that is a barcode; its average reads.
+        raw: 'hidden',
       })),
-      axes: [{ scale: 'n', fmt: count }],
+      axes: [{ scale: 'n', fmt: count, integer: true }],
+      missing: { none: 'no trajectory has a finding at any step', zero: 'no trajectory has a finding at any step' },
     }),
     chart({
       key: 'prefix',
@@ -249,6 +276,10 @@ export function stepPlots(list: readonly StepSummary[]): { plots: StepPlot[]; ha
         { label: 'prefix breaks', values: of((t) => t.prefixBreakShare), color: KIND_COLOR.prefix_break, fmt: pct },
       ],
       axes: [{ scale: 'pct', fmt: pct }],
+      missing: {
+        none: 'no trajectory has two model calls to compare: a prefix break needs a next prompt',
+        zero: 'no prefix break at any step: every next prompt extends the last prompt and its generation',
+      },
     }),
     chart({
       key: 'placeholder',
@@ -263,7 +294,11 @@ export function stepPlots(list: readonly StepSummary[]): { plots: StepPlot[]; ha
           fmt: count,
         },
       ],
-      axes: [{ scale: 'n', fmt: count }],
+      axes: [{ scale: 'n', fmt: count, integer: true }],
+      missing: {
+        none: 'no trajectory holds an image',
+        zero: 'no placeholder error at any step: every image’s pads fit it',
+      },
     }),
     chart({
       key: 'reward',
@@ -303,6 +338,7 @@ export function stepPlots(list: readonly StepSummary[]): { plots: StepPlot[]; ha
         { scale: 'reward', fmt: num(2) },
         { scale: 'std', fmt: num(2), side: 'right' },
       ],
+      missing: { none: 'the run states no rewards', zero: 'every stated reward is 0 at every step' },
     }),
     chart({
       key: 'length',
@@ -313,7 +349,8 @@ export function stepPlots(list: readonly StepSummary[]): { plots: StepPlot[]; ha
         { label: 'p50', values: of((t) => t.responseTokens.p50), color: ACCENT, fmt: count },
         { label: 'p95', values: of((t) => t.responseTokens.p95), color: SECOND, fmt: count, dash: [4, 3] },
       ],
-      axes: [{ scale: 'tokens', fmt: count }],
+      axes: [{ scale: 'tokens', fmt: count, integer: true }],
+      missing: { none: 'the run states no generated tokens', zero: 'no trajectory generated a token' },
     }),
     chart({
       key: 'truncated',
@@ -322,6 +359,10 @@ export function stepPlots(list: readonly StepSummary[]): { plots: StepPlot[]; ha
       steps,
       lines: [{ label: 'truncated', values: of((t) => t.truncatedShare), color: '#b45f06', fmt: pct }],
       axes: [{ scale: 'pct', fmt: pct }],
+      missing: {
+        none: 'no trajectory states how it stopped (no status, no finish reason)',
+        zero: 'none stopped at the length limit, at any step',
+      },
     }),
     chart({
       key: 'degenerate',
@@ -330,6 +371,10 @@ export function stepPlots(list: readonly StepSummary[]): { plots: StepPlot[]; ha
       steps,
       lines: [{ label: 'degenerate', values: of((t) => t.degenerateShare), color: KIND_COLOR.group, fmt: pct }],
       axes: [{ scale: 'pct', fmt: pct }],
+      missing: {
+        none: 'the run states no GRPO groups at these steps',
+        zero: 'no degenerate group at any step: every group’s rewards differ',
+      },
     }),
   ];
   if (hasLogprobs)
@@ -354,6 +399,10 @@ export function stepPlots(list: readonly StepSummary[]): { plots: StepPlot[]; ha
           { scale: 'nats', fmt: num(3) },
           { scale: 'pct', fmt: pct, side: 'right' },
         ],
+        missing: {
+          none: 'the run states no trainer-side logprobs',
+          zero: 'trainer and rollout logprobs agree exactly',
+        },
       }),
     );
   return { plots, hasLogprobs };
@@ -372,7 +421,8 @@ export function brushPlot(list: readonly StepSummary[]): StepPlot {
       { label: 'trajectories', values: stepped.map((s) => s.trajectories), color: '#8a94a3', fmt: count },
       { label: 'with errors', values: stepped.map((s) => s.health.error), color: KIND_COLOR.prefix_break, fmt: count },
     ],
-    axes: [{ scale: 'n', fmt: count }],
+    axes: [{ scale: 'n', fmt: count, integer: true }],
+    missing: { none: 'no step', zero: 'no trajectory' },
     height: 110,
   });
   // A drag here selects steps (the page lists them), it does not zoom.

@@ -11,6 +11,13 @@ import { api, ApiFailure } from '../api.ts';
 export type CompareTarget = PlaygroundPrefill['target'];
 
 interface PlaygroundState {
+  /**
+   * Where the playground is: `free` (its own page) or a trajectory's id (its tab). Entering another
+   * starts afresh: one trajectory's conversation, result or error never shows on another.
+   */
+  context: string | null;
+  /** The model profile to render with (null: the trajectory's, or the run's). */
+  profile: string | null;
   text: string;
   addGenerationPrompt: boolean;
   /** The stream of the trajectory to diff against (null: no diff). */
@@ -26,8 +33,10 @@ interface PlaygroundState {
   resultFor: string | null;
   error: string | null;
   busy: boolean;
+  /** Enter a context (see `context`); `text` (from the address) replaces the conversation when given. */
+  enter(context: string, text?: string): void;
   setText(text: string): void;
-  set(changes: Partial<Pick<PlaygroundState, 'addGenerationPrompt' | 'target' | 'prefix'>>): void;
+  set(changes: Partial<Pick<PlaygroundState, 'addGenerationPrompt' | 'target' | 'prefix' | 'profile'>>): void;
   /** Fill the text with trajectory `id`'s first-turn messages unless the user has written their own; renders them. */
   prefill(id: string, force?: boolean): Promise<void>;
   render(id: string | null): Promise<void>;
@@ -35,7 +44,7 @@ interface PlaygroundState {
 
 let inflight: AbortController | null = null;
 
-export const usePlayground = create<PlaygroundState>((set, get) => ({
+const FRESH = {
   text: '',
   addGenerationPrompt: true,
   target: null,
@@ -46,7 +55,31 @@ export const usePlayground = create<PlaygroundState>((set, get) => ({
   resultFor: null,
   error: null,
   busy: false,
-  setText: (text) => set({ text, prefilledFrom: null }),
+} as const;
+
+export const usePlayground = create<PlaygroundState>((set, get) => ({
+  context: null,
+  profile: null,
+  text: '',
+  addGenerationPrompt: true,
+  target: null,
+  prefix: true,
+  prefilledFrom: null,
+  prefillNote: null,
+  result: null,
+  resultFor: null,
+  error: null,
+  busy: false,
+  enter(context, text) {
+    if (get().context !== context) {
+      inflight?.abort();
+      set({ ...FRESH, context, profile: null });
+    }
+    // A conversation from the address is the user's own (not a prefill to replace).
+    if (text !== undefined && text !== get().text) set({ text, prefilledFrom: null, error: null });
+  },
+  // An edit makes the last error stale: it is said again only if the next render fails.
+  setText: (text) => set({ text, prefilledFrom: null, error: null }),
   set: (changes) => set(changes),
   async prefill(id, force = false) {
     const { text, prefilledFrom } = get();
@@ -78,13 +111,19 @@ export const usePlayground = create<PlaygroundState>((set, get) => ({
     inflight?.abort();
     const ctrl = new AbortController();
     inflight = ctrl;
-    const { text, addGenerationPrompt, target, prefix } = get();
+    const { text, addGenerationPrompt, target, prefix, profile, context } = get();
     set({ busy: true, error: null });
     try {
       const result = await api.renderConversation(
-        { conversation: text, addGenerationPrompt, target: id && target ? { id, ...target, prefix } : null },
+        {
+          conversation: text,
+          addGenerationPrompt,
+          target: id && target ? { id, ...target, prefix } : null,
+          ...(profile ? { profile } : {}),
+        },
         ctrl.signal,
       );
+      if (get().context !== context) return;
       set({ result, resultFor: id && target ? id : null, busy: false });
     } catch (e) {
       if ((e as Error).name === 'AbortError') return;
@@ -100,6 +139,7 @@ export const usePlaygroundView = () =>
   usePlayground(
     useShallow((s) => ({
       text: s.text,
+      profile: s.profile,
       addGenerationPrompt: s.addGenerationPrompt,
       target: s.target,
       prefix: s.prefix,
@@ -112,4 +152,6 @@ export const usePlaygroundView = () =>
   );
 /** The playground's actions (stable: created once with the store). */
 export const usePlaygroundActions = () =>
-  usePlayground(useShallow((s) => ({ setText: s.setText, set: s.set, prefill: s.prefill, render: s.render })));
+  usePlayground(
+    useShallow((s) => ({ enter: s.enter, setText: s.setText, set: s.set, prefill: s.prefill, render: s.render })),
+  );

@@ -51,13 +51,15 @@ interface RouteState extends Route {
   set(params: Record<string, string | number | undefined>, replace?: boolean): void;
 }
 
-export const useRoute = create<RouteState>((setState, get) => ({
+export const useRoute = create<RouteState>((setState) => ({
   ...parseHash(window.location.hash),
   go(route) {
     window.location.hash = formatHash(route);
   },
   set(changes, replace = false) {
-    const { page, id, params } = get();
+    // From the address as it is now, not as last rendered: a navigation just made (its hashchange
+    // not yet seen) is never overwritten by a param change that follows it.
+    const { page, id, params } = parseHash(window.location.hash);
     const next: Params = { ...params };
     for (const [k, v] of Object.entries(changes)) {
       if (v === undefined || v === '') delete next[k];

@@ -1,7 +1,7 @@
 // The open trajectory: its detail, and the streams and diffs fetched for it (kept per key so
 // switching back and forth does not refetch).
 import { create } from 'zustand';
-import type { DiffResult, LogprobView, TokenStream, TrajectoryDetail } from '../../server/http/api.ts';
+import type { Conversation, DiffResult, LogprobView, TokenStream, TrajectoryDetail } from '../../server/http/api.ts';
 import { api } from '../api.ts';
 
 interface TrajectoryState {
@@ -12,7 +12,10 @@ interface TrajectoryState {
   error: string | null;
   /** Rollout against trainer logprobs, once fetched. */
   logprobs: LogprobView | null;
+  /** The conversation as the engine saw it, once fetched. */
+  messages: Conversation | null;
   open(id: string): Promise<void>;
+  loadMessages(): Promise<void>;
   loadLogprobs(): Promise<void>;
   /**
    * Fetch a stream (a long one head first). `speculative`: asked before the detail says which
@@ -43,11 +46,12 @@ export const useTrajectory = create<TrajectoryState>((set, get) => ({
   diffs: {},
   error: null,
   logprobs: null,
+  messages: null,
   async open(id) {
     if (get().id === id && (get().detail || get().error)) return;
     // Asked for before the first render (main.tsx) and again by the page: one request.
     if (get().id === id && opening?.id === id) return opening.done;
-    set({ id, detail: null, streams: {}, diffs: {}, error: null, logprobs: null });
+    set({ id, detail: null, streams: {}, diffs: {}, error: null, logprobs: null, messages: null });
     const done = (async () => {
       try {
         const detail = await api.detail(id);
@@ -97,6 +101,16 @@ export const useTrajectory = create<TrajectoryState>((set, get) => ({
       inFlight.delete(flight);
     }
   },
+  async loadMessages() {
+    const id = get().id;
+    if (!id || get().messages) return;
+    try {
+      const messages = await api.messages(id);
+      if (get().id === id) set({ messages });
+    } catch (e) {
+      if (get().id === id) set({ error: (e as Error).message });
+    }
+  },
   async loadLogprobs() {
     const id = get().id;
     if (!id || get().logprobs) return;
@@ -134,3 +148,5 @@ export const useLoadStream = () => useTrajectory((s) => s.loadStream);
 export const useLoadDiff = () => useTrajectory((s) => s.loadDiff);
 export const useLogprobs = () => useTrajectory((s) => s.logprobs);
 export const useLoadLogprobs = () => useTrajectory((s) => s.loadLogprobs);
+export const useMessages = () => useTrajectory((s) => s.messages);
+export const useLoadMessages = () => useTrajectory((s) => s.loadMessages);

@@ -5,7 +5,7 @@
 // index where it does (an absolute index into the trained sample's tokens). Pairs that match get none.
 import type { Finding } from '../model/finding.ts';
 import type { GridThw, PlaceholderRange, Trajectory } from '../model/trajectory.ts';
-import type { ModelProfile } from '../profiles/profile.ts';
+import { tokenDisplay, type ModelProfile } from '../profiles/profile.ts';
 import { mropePositionIds, verlPositionIds } from './mrope.ts';
 import type { Alignment } from './realign.ts';
 import { padRuns } from './vision-spans.ts';
@@ -21,6 +21,12 @@ export interface RolloutSide {
 export interface TrainedSide {
   trajectory: Trajectory;
   profile: ModelProfile;
+}
+
+/** A token id with its text, as a person reads it (`151645 <|im_end|>`, `198 "⏎"`). */
+function idText(profile: ModelProfile, id: number): string {
+  const piece = tokenDisplay(profile, id);
+  return piece === `#${id}` ? piece : /^<\|.*\|>$/.test(piece) ? `${id} ${piece}` : `${id} "${piece}"`;
 }
 
 /** Same length and only a few scattered positions differ: later positions still line up. */
@@ -93,7 +99,7 @@ export function compareTrained(rollout: RolloutSide, trained: TrainedSide): Find
         'tokens',
         tokenAt,
         tokenAt < Math.min(expected.tokens.length, sample.tokens.length)
-          ? `the trained tokens differ from the rollout's at token ${tokenAt}: ${sample.tokens[tokenAt]} where the rollout has ${expected.tokens[tokenAt]}`
+          ? `the trained tokens differ from the rollout's at token ${tokenAt}: ${idText(trained.profile, sample.tokens[tokenAt]!)} where the rollout has ${idText(trained.profile, expected.tokens[tokenAt]!)}`
           : `the trained sample has ${sample.tokens.length} tokens, the rollout ${expected.tokens.length}: they part at token ${tokenAt}`,
         expected.tokens[tokenAt],
         sample.tokens[tokenAt],

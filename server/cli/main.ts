@@ -4,16 +4,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { UsageError, type Command } from './command.ts';
+import { COMMANDS, type CommandName } from './command-registry.ts';
 import { FilterError } from '../report/filter.ts';
 import { boundHeapGrowth } from './heap.ts';
 import { parseSharedCacheMb, SHARED_CACHE_ENV, SharedCacheSettingError } from '../util/shared-cache.ts';
 
-const commandsDir = path.join(path.dirname(fileURLToPath(import.meta.url)), 'commands');
+const here = path.dirname(fileURLToPath(import.meta.url));
 
 async function loadCommand(name: string): Promise<Command | undefined> {
-  if (!/^[a-z][a-z-]*$/.test(name) || !fs.existsSync(path.join(commandsDir, `${name}.ts`))) return undefined;
-  const mod = (await import(`./commands/${name}.ts`)) as { command: Command };
-  return mod.command;
+  if (!Object.hasOwn(COMMANDS, name)) return undefined;
+  return (await COMMANDS[name as CommandName]()).command;
 }
 
 /**
@@ -53,11 +53,7 @@ function buildTokenizerMeanwhile(args: readonly string[]): void {
 }
 
 async function allCommands(): Promise<Command[]> {
-  const names = fs
-    .readdirSync(commandsDir)
-    .filter((f) => f.endsWith('.ts'))
-    .map((f) => f.slice(0, -3))
-    .sort();
+  const names = Object.keys(COMMANDS).sort();
   return (await Promise.all(names.map(loadCommand))).filter((c): c is Command => c !== undefined);
 }
 
@@ -83,7 +79,7 @@ export async function main(argv: string[]): Promise<number> {
     return name ? 0 : 2;
   }
   if (name === '--version') {
-    const pkg = JSON.parse(fs.readFileSync(path.join(commandsDir, '../../../package.json'), 'utf8')) as {
+    const pkg = JSON.parse(fs.readFileSync(path.join(here, '../../package.json'), 'utf8')) as {
       version: string;
     };
     process.stdout.write(`${pkg.version}\n`);

@@ -63,8 +63,14 @@ export interface DemoScenario {
   note?: string;
   profile: DemoProfile;
   problem: ProblemName;
-  /** GRPO group: samples that share one prompt. */
+  /** GRPO group: samples that share one prompt (within one step). */
   group?: string;
+  /**
+   * The rollout step (policy version) it was generated at. The demo run spans three: step 1 mostly
+   * clean (and a group whose rewards are all equal), step 2 the image and logprob faults, step 3
+   * the rollout loop that re-renders the chat (the prefix breaks appear there). vLLM call logs state none.
+   */
+  step?: number;
   reward: number;
   /** Rollout status as the framework records it (native records only). */
   status: 'completed' | 'truncated';
@@ -148,8 +154,9 @@ export function imageSize(name: DiagramName | ZoomName): { width: number; height
   return { width: d.width, height: d.height };
 }
 
-const RIGHT_TRIANGLE_GROUP = 'step-12/prompt-0412';
-const TRAPEZOID_GROUP = 'step-12/prompt-0977';
+const RIGHT_TRIANGLE_GROUP = 'prompt-0412';
+const ISOSCELES_GROUP = 'prompt-0388';
+const TRAPEZOID_GROUP = 'prompt-0977';
 
 const pythagoras = (lead: string): ScriptTurn[] => [
   { answer: `${lead}\n${toolCall('calculator', { expression: 'sqrt(6**2 + 8**2)' })}`, observation: tool('10.0') },
@@ -193,6 +200,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
   {
     id: 'geo-001-clean',
     description: 'clean',
+    step: 1,
     profile: 'qwen2.5-vl',
     problem: 'right-triangle',
     group: RIGHT_TRIANGLE_GROUP,
@@ -206,6 +214,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-002-clean-wrong-answer',
     description: 'clean',
     note: 'The tokens are fine; the model added the legs instead of using the Pythagorean theorem, so the reward is 0.',
+    step: 1,
     profile: 'qwen2.5-vl',
     problem: 'right-triangle',
     group: RIGHT_TRIANGLE_GROUP,
@@ -225,6 +234,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-003-dup-eos',
     description:
       'The rollout loop decoded the answer with its special tokens and re-rendered the chat (vime #331), so the next prompt holds `<|im_end|>` twice where the model closed its turn.',
+    step: 3,
     profile: 'qwen2.5-vl',
     problem: 'right-triangle',
     group: RIGHT_TRIANGLE_GROUP,
@@ -263,6 +273,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-006-image-dropped',
     description:
       'The zoom tool returned an image, but the rollout loop tokenized only the text of the tool message: the conversation has 2 images and the tokens 1 vision span, so the trainer gets pixels for an image no token refers to.',
+    step: 2,
     profile: 'qwen2.5-vl',
     problem: 'parallel-lines',
     reward: 1,
@@ -275,6 +286,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-007-missing-newline',
     description:
       'The tool result was appended right after the generated `<|im_end|>` without the `\\n` the chat template puts there, so the next prompt is not what the template renders.',
+    step: 3,
     profile: 'qwen2.5-vl',
     problem: 'circle-area',
     reward: 1,
@@ -287,6 +299,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-008-mask-shifted',
     description:
       'The stored loss mask is shifted one token to the right: the first generated token is left out of training and the `\\n` after the first `<|im_end|>` is trained on.',
+    step: 2,
     profile: 'qwen2.5-vl',
     problem: 'circle-area',
     reward: 1,
@@ -300,6 +313,8 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-009-clean-length-truncated',
     description: 'clean',
     note: 'The first answer hit max_tokens (finish_reason "length", no `<|im_end|>` generated); the loop closed it with `<|im_end|>\\n` before the follow-up, as the template does.',
+    step: 1,
+    group: ISOSCELES_GROUP,
     profile: 'qwen2.5-vl',
     problem: 'isosceles',
     reward: 1,
@@ -323,6 +338,8 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-010-logprobs-short',
     description:
       "The stored rollout logprobs miss the first generated token's entry, one fewer than the response tokens: the trainer pairs each response token with the logprob of the token after it.",
+    step: 1,
+    group: ISOSCELES_GROUP,
     profile: 'qwen2.5-vl',
     problem: 'isosceles',
     reward: 1,
@@ -342,6 +359,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-011-pads-max-pixels',
     description:
       'The trainer processes images with max_pixels=200704 (grid 1×26×36, 234 pad tokens) but the rollout engine expanded the diagram with the model default (391 pad tokens).',
+    step: 2,
     profile: 'qwen2.5-vl',
     problem: 'inscribed-angle',
     reward: 1,
@@ -355,6 +373,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-012-nan-logprob',
     description:
       'The engine returned NaN as the logprob of one sampled token in the final answer; it would poison the importance ratio.',
+    step: 2,
     profile: 'qwen2.5-vl',
     problem: 'inscribed-angle',
     reward: 1,
@@ -368,6 +387,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-013-image-truncated',
     description:
       "The prompt was cut at max_prompt_length=384 tokens, inside the tall diagram's 576 pad tokens: no `<|vision_end|>`, and the model answered from the top of the figure only.",
+    step: 2,
     profile: 'qwen2.5-vl',
     problem: 'tall-figure',
     reward: 0,
@@ -379,6 +399,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
   {
     id: 'geo-014-qwen3-clean',
     description: 'clean',
+    step: 3,
     profile: 'qwen3-vl',
     problem: 'trapezoid',
     group: TRAPEZOID_GROUP,
@@ -398,6 +419,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-015-qwen3-tool-json-reserialized',
     description:
       'The model wrote its tool call as compact JSON; the rollout loop parsed it into tool_calls and the chat template re-serialized it with spaces, so the next prompt rewrites what the model generated.',
+    step: 3,
     profile: 'qwen3-vl',
     problem: 'trapezoid',
     group: TRAPEZOID_GROUP,
@@ -423,6 +445,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-016-qwen3-clean-wrong-answer',
     description: 'clean',
     note: 'The tokens are fine; the model forgot to halve the sum of the bases, so the reward is 0.',
+    step: 3,
     profile: 'qwen3-vl',
     problem: 'trapezoid',
     group: TRAPEZOID_GROUP,
@@ -463,6 +486,8 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-018-qwen3-reasoning-stripped',
     description:
       "The model reasoned inside `<think>…</think>` before answering; the user's follow-up was sent with the chat history rendered the way Qwen3's template renders it, reasoning dropped before the last user turn, so the next prompt no longer holds what the model generated.",
+    step: 3,
+    group: TRAPEZOID_GROUP,
     profile: 'qwen3-vl',
     problem: 'trapezoid',
     reward: 1,
@@ -481,6 +506,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-019-secondary-eos',
     description:
       'The model ended its first answer with `<|endoftext|>`, its secondary stop token; the rollout loop only knew `<|im_end|>`, took the turn for length-truncated and closed it with `<|im_end|>\\n` after the `<|endoftext|>`.',
+    step: 3,
     profile: 'qwen2.5-vl',
     problem: 'isosceles',
     reward: 1,
@@ -501,6 +527,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-020-vision-token-generated',
     description:
       'The model wrote `<|vision_start|><|image_pad|><|vision_end|>` in its own answer to point at the figure: no image stands behind those tokens, but a trainer that counts `<|image_pad|>` tokens pairs them with pixels.',
+    step: 2,
     profile: 'qwen2.5-vl',
     problem: 'circle-area',
     reward: 1,
@@ -519,6 +546,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-021-placeholder-in-text',
     description:
       'The question text holds the literal string `<|image_pad|>` (left over from a dataset export), which the tokenizer turns into the image placeholder token: the prompt has one image and one stray placeholder.',
+    step: 1,
     profile: 'qwen2.5-vl',
     problem: 'parallel-lines',
     reward: 1,
@@ -537,6 +565,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     id: 'geo-022-zero-filled-logprobs',
     description:
       'The rollout logprobs of the final answer were missing and written as 0.0 (zero-filled): every importance ratio of that turn is computed against probability 1.',
+    step: 2,
     profile: 'qwen2.5-vl',
     problem: 'inscribed-angle',
     reward: 1,

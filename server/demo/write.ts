@@ -108,6 +108,8 @@ async function buildScenario(s: DemoScenario, line: number): Promise<TrajectoryT
     source: { file: DEMO_FILE, line, format: 'native' },
     model: DEMO_MODELS[s.profile],
     group: s.group,
+    step: s.step,
+    advantage: s.group === undefined ? undefined : grpoAdvantage(s),
     reward: s.reward,
     status: s.status,
     sample,
@@ -258,6 +260,20 @@ async function vllmCallLines(s: DemoScenario, traj: TrajectoryType): Promise<str
     lines.push(JSON.stringify(line));
   }
   return lines;
+}
+
+/**
+ * The advantage GRPO gives a sample, as verl's `compute_grpo_outcome_advantage` computes it
+ * (docs/reference/frameworks.md#grpo-advantages): its reward against its group's (the samples of
+ * one prompt at one step), (r − mean) / (std + 1e-6) with the sample std (n − 1); a group of one
+ * sample is taken as mean 0, std 1, so its reward passes through as its advantage.
+ */
+export function grpoAdvantage(s: DemoScenario): number {
+  const rewards = DEMO_SCENARIOS.filter((o) => o.group === s.group && o.step === s.step).map((o) => o.reward);
+  const n = rewards.length;
+  const mean = n === 1 ? 0 : rewards.reduce((a, b) => a + b, 0) / n;
+  const std = n === 1 ? 1 : Math.sqrt(rewards.reduce((a, r) => a + (r - mean) ** 2, 0) / (n - 1));
+  return Number(((s.reward - mean) / (std + 1e-6)).toFixed(4));
 }
 
 /** FNV-1a: a stable seed per trajectory id, so each one gets its own logprobs. */

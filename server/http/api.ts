@@ -6,6 +6,8 @@ import { DivergenceCause, Finding, FindingKind, Severity, StreamName } from '../
 import { FormatName, GridThw, ReadError } from '../model/trajectory.ts';
 import { RATIO_BIN_COUNT } from '../analysis/ratio-histogram.ts';
 import { RunPair, DiffRuns } from '../report/diff-runs.ts';
+import { RejectReason as RejectReasonSchema } from '../export/policy.ts';
+import { DEFAULT_SORT, type ListFilterField, SORT_KEYS } from './list-fields.ts';
 
 export type { DiffFinding, RunPair } from '../report/diff-runs.ts';
 
@@ -35,7 +37,10 @@ export const TrajectorySummary = z.object({
   tokens: z.number().int(),
   images: z.number().int(),
   reward: z.number().nullable(),
+  /** The status the data states (slime `status`, AReaL and native records); null when it states none. */
   status: z.string().nullable(),
+  /** The last turn's finish reason as the engine gave it (`stop`, `length`, `tool_calls`); null when unknown. */
+  finishReason: z.string().nullable().default(null),
   /** `error` when any finding is an error, `warning` when only warnings, else `ok`. */
   health: z.enum(['ok', 'warning', 'error']),
   findings: FindingCounts,
@@ -56,6 +61,8 @@ export const TrajectorySummary = z.object({
   /** GRPO group and rollout step, as the data states them (null when it does not). */
   group: z.string().nullable().default(null),
   step: z.number().int().nullable().default(null),
+  /** Its place among its group's samples in the order they were read (null outside a group), as `check --json` counts it. */
+  sample: z.number().int().nullable().default(null),
   advantage: z.number().nullable().default(null),
   /** Generated (response) tokens. */
   responseTokens: z.number().int().nullable().default(null),
@@ -63,12 +70,21 @@ export const TrajectorySummary = z.object({
   truncated: z.boolean().nullable().default(null),
   /** Error findings of the image-pad checks (steps.ts PLACEHOLDER_KINDS). */
   placeholderErrors: z.number().int().default(0),
+  /**
+   * Why `export` rejects it, as decided before re-aligning (its findings and structure, warnings not
+   * included); empty when it is exported (building its row may still fail: an image unreadable).
+   */
+  rejects: z.array(RejectReasonSchema).default([]),
+  /** Kinds of its errors the canonical re-alignment repairs (the export writes it repaired). */
+  repaired: z.array(FindingKind).default([]),
 });
 export type TrajectorySummary = z.infer<typeof TrajectorySummary>;
 
 export const RunFile = z.object({ file: z.string(), format: z.string().nullable(), trajectories: z.number().int() });
 
 export const RunInfo = z.object({
+  /** The paths `serve` was given (files or folders), relative to the working folder when inside it. */
+  paths: z.array(z.string()).default([]),
   /** Files as the user gave them (relative to the working folder when inside it). */
   files: z.array(RunFile),
   trajectories: z.number().int(),
@@ -76,6 +92,8 @@ export const RunInfo = z.object({
   counts: FindingCounts,
   health: z.object({ ok: z.number().int(), warning: z.number().int(), error: z.number().int() }),
   profile: z.object({ name: z.string(), family: z.string() }),
+  /** The built-in model profiles (the playground renders with any of them, or with the run's). */
+  builtinProfiles: z.array(z.string()).default([]),
   /** The model profiles the run's trajectories were checked with, most trajectories first. */
   models: z.array(
     z.object({
@@ -93,28 +111,29 @@ export const RunInfo = z.object({
   demo: z.boolean(),
   /** Still loading (files are checked in the background). */
   loading: z.boolean(),
+  /** Trajectories that state each field (the run table shows a column only when some do). */
+  stated: z
+    .object({
+      step: z.number().int(),
+      group: z.number().int(),
+      advantage: z.number().int(),
+      reward: z.number().int(),
+      status: z.number().int(),
+    })
+    .default({ step: 0, group: 0, advantage: 0, reward: 0, status: 0 }),
   /** Changes whenever a trajectory is added or read again grown (a call log's session took a turn). */
   revision: z.number().int().default(0),
 });
 export type RunInfo = z.infer<typeof RunInfo>;
 
-/** `group`: GRPO groups in the order their first sample was read, each group's samples in read order (ungrouped last). */
-export const SORT_KEYS = [
-  'id',
-  'format',
-  'turns',
-  'tokens',
-  'images',
-  'reward',
-  'status',
-  'findings',
-  'file',
-  'group',
-] as const;
 export const SortKey = z.enum(SORT_KEYS);
 export type SortKey = z.infer<typeof SortKey>;
 
-export const ListQuery = z.object({
+/**
+ * The overview's filter (list-fields.ts names its fields): what the list shows, what its chips and
+ * histograms count, and what "export the current filter" exports. One schema for all of them.
+ */
+const LIST_FILTER_SHAPE = {
   kind: FindingKind.optional(),
   cause: DivergenceCause.optional(),
   severity: Severity.optional(),
@@ -134,7 +153,20 @@ export const ListQuery = z.object({
   group: z.string().max(500).optional(),
   /** A filter expression (docs/filter.md), over the same fields as `check --where`. */
   where: z.string().max(4000).optional(),
-  sort: SortKey.default('findings'),
+  /** What `export` decides before re-aligning (TrajectorySummary `rejects`): the rows it rejects, or writes. */
+  export: z.enum(['rejected', 'exported']).optional(),
+} satisfies Record<ListFilterField, z.ZodType>;
+// Every field list-fields.ts names, and no other: a field added on one side only fails to compile.
+const filterFieldsExact: [Exclude<keyof typeof LIST_FILTER_SHAPE, ListFilterField>] extends [never] ? true : never =
+  true;
+void filterFieldsExact;
+
+export const ListFilter = z.object(LIST_FILTER_SHAPE);
+export type ListFilter = z.infer<typeof ListFilter>;
+export type ListFilterInput = z.input<typeof ListFilter>;
+
+export const ListQuery = ListFilter.extend({
+  sort: SortKey.default(DEFAULT_SORT),
   order: z.enum(['asc', 'desc']).default('desc'),
   offset: z.coerce.number().int().nonnegative().default(0),
   limit: z.coerce.number().int().positive().max(100_000).default(1000),
@@ -142,10 +174,32 @@ export const ListQuery = z.object({
 export type ListQuery = z.infer<typeof ListQuery>;
 export type ListQueryInput = z.input<typeof ListQuery>;
 
+/** What the filtered list holds, counted as the run's header counts the run: the chips follow the filter. */
+export const ListFacets = z.object({
+  counts: FindingCounts,
+  health: z.object({ ok: z.number().int(), warning: z.number().int(), error: z.number().int() }),
+  /**
+   * What an export of them would write, as decided before re-aligning (TrajectorySummary `rejects`):
+   * rows written and rejected, the rejected by their first reason (each counted once), those
+   * rejected only for warnings that doubt them (written with include-warnings), and the written
+   * rows per kind of error the re-alignment repairs.
+   */
+  export: z.object({
+    exported: z.number().int(),
+    rejected: z.number().int(),
+    byFirstReason: z.record(z.string(), z.number().int()),
+    onlyWarnings: z.number().int(),
+    repaired: z.record(z.string(), z.number().int()),
+  }),
+});
+export type ListFacets = z.infer<typeof ListFacets>;
+
 export const TrajectoryList = z.object({
   total: z.number().int(),
   offset: z.number().int(),
   items: z.array(TrajectorySummary),
+  /** Counts over every trajectory the filter selects (not only this page). */
+  facets: ListFacets,
 });
 export type TrajectoryList = z.infer<typeof TrajectoryList>;
 
@@ -186,6 +240,61 @@ export const ImageInfo = z.object({
   storedGrid: GridThw.nullable(),
 });
 export type ImageInfo = z.infer<typeof ImageInfo>;
+
+/** One piece of a message: its text, the model's reasoning, a tool call it wrote, or an image (its pad run). */
+export const MessagePart = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('text'), text: z.string() }),
+  /** `<think>…</think>`: shown folded. */
+  z.object({ type: z.literal('reasoning'), text: z.string() }),
+  /** `<tool_call>{"name", "arguments"}</tool_call>` as the model wrote it (`arguments` as written; null name: not JSON). */
+  z.object({ type: z.literal('tool_call'), name: z.string().nullable(), arguments: z.string() }),
+  /** Image `image` of the trajectory; its pad run in the message's stream (null for a record's message: no tokens). */
+  z.object({
+    type: z.literal('image'),
+    image: z.number().int(),
+    padStart: z.number().int().nullable(),
+    padLength: z.number().int().nullable(),
+    expectedPads: z.number().int().nullable(),
+  }),
+]);
+export type MessagePart = z.infer<typeof MessagePart>;
+
+export const ConversationMessage = z.object({
+  /** `system`, `user`, `assistant`, `tool` (a tool response, as the template wraps it), or what the record says. */
+  role: z.string(),
+  /** The model call whose prompt first held it, or (generated) the call that generated it. */
+  turn: z.number().int(),
+  /** The model's own tokens (a turn's generation). */
+  generated: z.boolean(),
+  /**
+   * Not a whole message: what a re-rendered history put where the last call's tokens stood (a prompt
+   * that stops extending the last one restarts here, mid-message).
+   */
+  fragment: z.boolean(),
+  /** Where its tokens are: [start, end) of a stream (null: the conversation is the record's messages, no ids). */
+  tokens: z
+    .object({ stream: StreamName, turn: z.number().int(), start: z.number().int(), end: z.number().int() })
+    .nullable(),
+  parts: z.array(MessagePart),
+  /** How the generation stopped (its turn's finish reason), for a generated message. */
+  finishReason: z.string().nullable(),
+  /** Findings (indices into the detail's findings) at one of its tokens, or about its turn. */
+  findings: z.array(z.number().int()),
+});
+export type ConversationMessage = z.infer<typeof ConversationMessage>;
+
+/**
+ * The conversation as the engine saw it (`GET /api/trajectories/ID/messages`): each call's new
+ * prompt tokens and its generation, cut into messages (views-messages.ts).
+ */
+export const Conversation = z.object({
+  /** `prompts`: each turn's prompt ids; `canonical`: the re-aligned stream; `messages`: the record's messages (no ids). */
+  source: z.enum(['prompts', 'canonical', 'messages']),
+  /** Why the conversation comes from where it does, when it is not the engine's prompts. */
+  note: z.string().nullable(),
+  messages: z.array(ConversationMessage),
+});
+export type Conversation = z.infer<typeof Conversation>;
 
 /** The streams `/diff` compares: `a` against `b`; for the prefix pair (`prompt`/`prompt`), `turn` is the later turn. */
 export const DiffA = z.enum(['canonical', 'prompt', 'sample']);
@@ -233,6 +342,17 @@ export const TrajectoryDetail = z.object({
   /** Diffs worth showing, best first (`a`/`b` query values for /diff). */
   diffs: z.array(DiffPair.extend({ label: z.string(), diverges: z.boolean() })),
   meta: z.record(z.string(), z.unknown()).nullable(),
+  /**
+   * The findings grouped by the event that caused them, the worst first (analysis/root-cause.ts):
+   * the finding that names it (`root`, an index into `findings`) and those that follow from it,
+   * each with only what the root does not already say.
+   */
+  causes: z.array(
+    z.object({
+      root: z.number().int(),
+      consequences: z.array(z.object({ index: z.number().int(), text: z.string() })),
+    }),
+  ),
 });
 export type TrajectoryDetail = z.infer<typeof TrajectoryDetail>;
 
@@ -363,6 +483,7 @@ export const SharedTrajectory = z.object({
   run: RunInfo,
   list: TrajectoryList,
   detail: TrajectoryDetail,
+  messages: Conversation,
   streams: z.record(z.string(), TokenStream),
   diffs: z.record(z.string(), DiffResult),
   previews: z.record(z.string(), z.string()),
@@ -390,7 +511,14 @@ export const LogprobView = z.object({
   /** False when the trajectory has no trainer logprobs (or no rollout logprobs); `reason` says which. */
   available: z.boolean(),
   reason: z.string().nullable(),
-  /** The training sample's tokens (the index space of every array below). */
+  /**
+   * No trainer side, but the rollout's own logprobs are there: `rollout` holds them (on the
+   * sample's tokens, else the re-aligned stream) and the view shows them alone.
+   */
+  rolloutOnly: z.boolean().default(false),
+  /** Tokens whose rollout logprob no sampler gives (NaN, ±∞, above 0): JSON carries them as null in `rollout`. */
+  invalid: z.array(z.number().int()).default([]),
+  /** The training sample's tokens, or for rollout logprobs alone without a sample the re-aligned stream (the index space of every array below). */
   ids: z.array(z.number().int()),
   ...Pieces.shape,
   /** Per token, null outside the response or where a side has no finite logprob. */
@@ -559,18 +687,6 @@ export type AgainstPair = z.infer<typeof AgainstPair>;
 // ---------------------------------------------------------------------------------------------
 // Export from the browser (server/http/routes-export.ts): POST a selection, poll the job, download.
 
-/** The overview's filter as the list query states it (sort order and paging do not change what is exported). */
-export const ListFilter = ListQuery.pick({
-  kind: true,
-  cause: true,
-  severity: true,
-  status: true,
-  q: true,
-  ratioBin: true,
-  where: true,
-});
-export type ListFilter = z.infer<typeof ListFilter>;
-
 export const ExportSelection = z.discriminatedUnion('kind', [
   /** Every trajectory the filter shows. */
   z.object({ kind: z.literal('filter'), filter: ListFilter.strict() }).strict(),
@@ -620,9 +736,14 @@ export const ExportJob = z.object({
       read: z.number().int(),
       exported: z.number().int(),
       rejected: z.number().int(),
+      /** Rejected entries per reason (an entry may have several: these may add up to more than `rejected`). */
       byReason: z.record(z.string(), z.number().int()),
+      /** Rejected entries by their first reason, each counted once (these add up to `rejected`). */
+      byFirstReason: z.record(z.string(), z.number().int()).default({}),
       /** Exported trajectories per kind of warning they carry (warnings that describe a correct row). */
       exportedWithWarnings: z.record(z.string(), z.number().int()),
+      /** Exported trajectories per kind of error the canonical re-alignment repaired (the CLI's "repaired by re-alignment"). */
+      repaired: z.record(z.string(), z.number().int()).default({}),
     })
     .nullable(),
   /** The batch, its manifest and its rejects, once written (download links). */
@@ -647,6 +768,11 @@ export const PlaygroundRequest = z
     /** An OpenAI-style conversation `{"messages": [...], "tools"?: [...]}` as JSON text (parsed as Python's json.loads would). */
     conversation: z.string().min(1).max(MAX_PLAYGROUND_CHARS),
     addGenerationPrompt: z.boolean().default(true),
+    /**
+     * The model profile to render with: a built-in name or one the run's trajectories were checked
+     * with (RunInfo `models`); default: the target trajectory's, else the run's.
+     */
+    profile: z.string().min(1).max(4096).optional(),
     /** Render with this trajectory's profile and diff the result against one of its streams. */
     target: z
       .object({

@@ -24,7 +24,7 @@ import { dataUrlSizer } from '../images/sizers.ts';
 import { findVisionSpans } from '../analysis/vision-spans.ts';
 import { mergeProcessorSettings, statedProcessor } from '../analysis/context.ts';
 import { streamTokens, type CheckedTrajectory } from '../pipeline.ts';
-import { profileFor, type ModelProfile } from '../profiles/profile.ts';
+import { BUILTIN_PROFILES, profileFor, profileNamed, type ModelProfile } from '../profiles/profile.ts';
 import type { Message, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
 
 /** JSON text of the conversation plus the request's other fields (JSON escapes can double a string). */
@@ -64,11 +64,25 @@ async function targetOf(store: RunStore, id: string): Promise<CheckedTrajectory>
   return checked;
 }
 
+/** A profile the playground may render with: a built-in, or one the run's trajectories were checked with. */
+function chosenProfile(store: RunStore, name: string): ModelProfile {
+  const known = new Set<string>([...BUILTIN_PROFILES, ...store.info().models.map((m) => m.profile)]);
+  if (!known.has(name))
+    throw new RequestError(
+      400,
+      `profile: "${name}" is neither built in nor one of this run's (${[...known].join(', ')})`,
+    );
+  return profileNamed(name);
+}
+
 async function renderForPlayground(store: RunStore, request: PlaygroundRequest): Promise<PlaygroundResult> {
   const runOpts = store.options();
   const target = request.target ? await targetOf(store, request.target.id) : undefined;
-  // The trajectory's own profile when diffing against it (its model may not be the run's default).
-  const profile = target?.profile ?? profileFor(runOpts.model, undefined);
+  // The profile asked for; else the trajectory's own when diffing against it (its model may not be
+  // the run's default); else the run's.
+  const profile = request.profile
+    ? chosenProfile(store, request.profile)
+    : (target?.profile ?? profileFor(runOpts.model, undefined));
   let rendered: RenderResult;
   try {
     const conversation = parseConversation(request.conversation, 'conversation');
@@ -132,11 +146,21 @@ function prefillFor(id: string, c: CheckedTrajectory): PlaygroundPrefill | undef
   const turn = c.trajectory.turns[0];
   if (!turn?.messages || turn.messages.length === 0) return undefined;
   const messages = structuredClone(turn.messages) as Message[];
+  // Rendered as vLLM renders (a vLLM log's trajectory), the conversation is the request vLLM took: an
+  // image part is `image_url`, a part type vLLM's chat endpoint accepts; the model's `{"type": "image",
+  // "image": …}` is what the template sees after it, and vLLM refuses it in a request.
+  const asRequest = renderSemanticsFor(c.trajectory) === 'vllm';
   let k = 0;
   for (const message of messages) {
     if (!Array.isArray(message.content)) continue;
-    for (const part of message.content) {
-      if (typeof part === 'string' || !isImagePart(part)) continue;
+    for (const [i, p] of message.content.entries()) {
+      if (typeof p === 'string' || !isImagePart(p)) continue;
+      let part = p;
+      if (asRequest && part.type === 'image' && typeof part.image === 'string') {
+        const { image, type: _image, ...rest } = part;
+        part = { type: 'image_url', image_url: { url: image }, ...rest };
+        message.content[i] = part;
+      }
       const img = c.trajectory.images[k++];
       if (img?.width && img.height) {
         part.width = img.width;

@@ -26,6 +26,7 @@ import {
 import type { RunStore } from './store.ts';
 import { answer, readJsonBody, RequestError, type ApiRoutes, type RouteTools } from './request-body.ts';
 import { exportEvents, ExportError, type ExportResult } from '../export/run.ts';
+import type { RejectEntry } from '../export/manifest.ts';
 import { checkPaths, type CheckedTrajectory, type RunEvent } from '../pipeline.ts';
 import { TrajectoryKeys, type KeySource } from '../model/trajectory-key.ts';
 
@@ -77,11 +78,6 @@ function describeIds(ids: readonly string[]): string {
   return `${ids.length} selected: ${shown}${ids.length > 10 ? `, … (${ids.length - 10} more)` : ''}`;
 }
 
-/** Everything the run holds, in load order. */
-function allSummaries(store: RunStore, filter: ListFilter = {}): TrajectorySummary[] {
-  return store.list({ ...filter, sort: 'file', order: 'asc', offset: 0, limit: Number.MAX_SAFE_INTEGER }).items;
-}
-
 /**
  * Which checked trajectory is which summary: the pipeline names each trajectory by the key the
  * store gave it (`keyOf` below), so a summary's id is the trajectory's id.
@@ -89,6 +85,17 @@ function allSummaries(store: RunStore, filter: ListFilter = {}): TrajectorySumma
 function selector(selected: readonly TrajectorySummary[]): (c: CheckedTrajectory) => boolean {
   const ids = new Set(selected.map((s) => s.id));
   return (c) => ids.has(c.trajectory.id);
+}
+
+/** The rejects file's entries counted by their first reason (each entry once: these add up to the rejected). */
+function firstReasons(rejectsFile: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const line of fs.readFileSync(rejectsFile, 'utf8').split('\n')) {
+    if (!line) continue;
+    const first = (JSON.parse(line) as Pick<RejectEntry, 'reasons'>).reasons[0];
+    if (first) out[first] = (out[first] ?? 0) + 1;
+  }
+  return out;
 }
 
 function stamp(d: Date): string {
@@ -113,7 +120,7 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
     let selected: TrajectorySummary[];
     let selection: string;
     if (sel.kind === 'filter') {
-      selected = allSummaries(store, sel.filter);
+      selected = store.select(sel.filter);
       selection = describeFilter(sel.filter);
     } else {
       const unknown = sel.ids.filter((id) => !store.summary(id));
@@ -135,7 +142,7 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
     // its keys apply); the progress counts their trajectories.
     const files = [...new Set(selected.map((s) => s.source.file))];
     const inFiles = new Set(files);
-    const toScan = allSummaries(store).filter((s) => inFiles.has(s.source.file)).length;
+    const toScan = store.select({}).filter((s) => inFiles.has(s.source.file)).length;
 
     evictOld();
     // Hidden (a leading dot), so a run served from a folder that holds the temp dir (serving /tmp)
@@ -215,7 +222,9 @@ export function exportRoutes(store: RunStore, tools: RouteTools): ApiRoutes {
             exported: counts.exported,
             rejected: counts.rejected,
             byReason: counts.byReason,
+            byFirstReason: firstReasons(result.rejectsFile),
             exportedWithWarnings: counts.exportedWithWarnings,
+            repaired: counts.repairedByFindingKind,
           },
           files: (
             [

@@ -1,12 +1,13 @@
 // The run and its trajectories, read-only:
 //
 //   GET /api/run                                   → RunInfo
-//   GET /api/run/ratios                            → RatioHistogram (importance ratios of the run)
+//   GET /api/run/ratios?ListFilter                 → RatioHistogram (importance ratios of what the filter selects)
 //   GET /api/trajectories?ListQuery                → TrajectoryList
 //   GET /api/trajectories/ID                       → TrajectoryDetail
 //   GET /api/trajectories/ID/stream?StreamQuery    → TokenStream
 //   GET /api/trajectories/ID/diff?DiffQuery        → DiffResult
 //   GET /api/trajectories/ID/logprobs              → LogprobView (rollout against trainer logprobs)
+//   GET /api/trajectories/ID/messages              → Conversation (the conversation as the engine saw it)
 //   GET /api/trajectories/ID/images/K              → ImageInfo
 //   GET /api/trajectories/ID/images/K/preview?w=W  → PNG, resized with sharp
 //   GET /api/trajectories/ID/share                 → the trajectory as one self-contained HTML file
@@ -17,9 +18,11 @@
 import type http from 'node:http';
 import { z } from 'zod';
 import {
+  Conversation,
   DiffQuery,
   DiffResult,
   ImageInfo,
+  ListFilter,
   ListQuery,
   LogprobView,
   PreviewQuery,
@@ -37,6 +40,7 @@ import { imageInfos, tokenDiff, tokenStream, trajectoryDetail, withGroupFindings
 import { previewPng } from './preview.ts';
 import { APP_DIR, AppNotBuilt, shareFileName, shareHtml, sharedTrajectory } from './share-page.ts';
 import { logprobView, ratioHistogram } from './views-logprobs.ts';
+import { conversation } from './views-messages.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 
 /** What a view of one trajectory is computed from. */
@@ -135,6 +139,7 @@ export const TRAJECTORY_VIEWS: readonly TrajectoryView[] = [
   jsonView(['stream'], StreamQuery, TokenStream, (v, q) => tokenStream(v.checked, q.name, q.turn, v.opts, q.head)),
   jsonView(['diff'], DiffQuery, DiffResult, (v, q) => tokenDiff(v.checked, q)),
   jsonView(['logprobs'], NoQuery, LogprobView, (v) => logprobView(v.checked, v.opts)),
+  jsonView(['messages'], NoQuery, Conversation, (v) => conversation(v.checked, v.opts)),
   jsonView(['images', ':n'], NoQuery, ImageInfo, imageInfo),
   imagePreview,
   sharePageView,
@@ -185,8 +190,10 @@ export function trajectoryRoutes(store: RunStore, tools: RouteTools, appDir = AP
       if (req.method !== 'GET' && req.method !== 'HEAD')
         throw new RequestError(405, `no ${req.method} route ${url.pathname}`);
       if (runRatios) {
-        const all = store.list(ListQuery.parse({ limit: 100_000 })).items;
-        tools.sendJson(res, RatioHistogram, ratioHistogram(all, store.options()));
+        // The trajectories the overview's filter selects, but for the ratio bin it may have picked
+        // (the histogram keeps every bar, the picked one marked).
+        const { ratioBin: _, ...filter } = parseQuery(ListFilter, url);
+        tools.sendJson(res, RatioHistogram, ratioHistogram(store.select(filter), store.options()));
       } else if (parts[1] === 'run') tools.sendJson(res, RunInfo, store.info());
       else if (parts.length === 2) tools.sendJson(res, TrajectoryList, store.list(parseQuery(ListQuery, url)));
       else await answerView(parts[2]!, parts.slice(3), url, res);

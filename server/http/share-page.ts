@@ -10,6 +10,8 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SharedTrajectory, type RunInfo } from './api.ts';
 import type { RunStore } from './store.ts';
+import { facetsOf } from './serve/list-query.ts';
+import { conversation } from './views-messages.ts';
 import { NotFound, tokenDiff, tokenStream, trajectoryDetail, withGroupFindings } from './views.ts';
 import { previewPng } from './preview.ts';
 
@@ -69,6 +71,7 @@ export async function sharedTrajectory(store: RunStore, id: string): Promise<Sha
       if (!(e instanceof NotFound)) throw e;
     }
   }
+  const messages = conversation(checked, opts);
   const previews: SharedTrajectory['previews'] = {};
   for (const img of detail.images) {
     if (!img.hasPreview) continue;
@@ -83,6 +86,7 @@ export async function sharedTrajectory(store: RunStore, id: string): Promise<Sha
   const one = (counts: Record<string, number>) => Object.fromEntries(Object.keys(counts).map((k) => [k, 1]));
   // The shared page's run is this one trajectory.
   const run: RunInfo = {
+    paths: [summary.source.file],
     files: [{ file: summary.source.file, format: summary.format, trajectories: 1 }],
     trajectories: 1,
     counts: {
@@ -91,7 +95,15 @@ export async function sharedTrajectory(store: RunStore, id: string): Promise<Sha
       severity: one(summary.findings.severity),
     },
     health: { ok: 0, warning: 0, error: 0, [summary.health]: 1 },
+    stated: {
+      step: summary.step === null ? 0 : 1,
+      group: summary.group === null ? 0 : 1,
+      advantage: summary.advantage === null ? 0 : 1,
+      reward: summary.reward === null ? 0 : 1,
+      status: summary.status === null && summary.finishReason === null ? 0 : 1,
+    },
     profile: info.profile,
+    builtinProfiles: [],
     models: [
       {
         ...(info.models.find((m) => m.profile === detail.profile) ?? { limitation: null, notes: [] }),
@@ -111,8 +123,9 @@ export async function sharedTrajectory(store: RunStore, id: string): Promise<Sha
     id,
     createdAt: new Date().toISOString(),
     run,
-    list: { total: 1, offset: 0, items: [summary] },
+    list: { total: 1, offset: 0, items: [summary], facets: facetsOf([summary]) },
     detail,
+    messages,
     streams,
     diffs,
     previews,

@@ -22,15 +22,57 @@ function unavailable(c: CheckedTrajectory): string | undefined {
   return undefined;
 }
 
+/** A rollout logprob no sampler can give: NaN, ±∞, or above 0 (a probability over 1). */
+const invalidLogprob = (x: number | null | undefined) => typeof x === 'number' && !(Number.isFinite(x) && x <= 0);
+
+/**
+ * Where the rollout's own logprobs are when the trainer's are not: the stored sample's (on its
+ * tokens), else each turn's generated logprobs on the re-aligned stream. Undefined when neither.
+ */
+function rolloutOnly(
+  c: CheckedTrajectory,
+): { ids: number[]; values: (number | undefined)[]; mask: (number | null)[] } | undefined {
+  const traj = c.trajectory;
+  const s = traj.sample;
+  if (s?.logprobs) {
+    const n = s.tokens.length;
+    const offset = s.maskScope === 'full' ? 0 : n - (s.responseLength ?? s.logprobs.length);
+    const values = new Array<number | undefined>(n).fill(undefined);
+    const mask = new Array<number | null>(n).fill(null);
+    for (let i = 0; i < s.logprobs.length && offset + i < n; i++) {
+      values[offset + i] = s.logprobs[i] ?? undefined;
+      mask[offset + i] = s.lossMask ? (s.lossMask[i] ?? 0) : 1;
+    }
+    return { ids: s.tokens, values, mask };
+  }
+  const ids = c.alignment.tokens;
+  if (ids.length === 0 || !traj.turns.some((t) => t.generatedLogprobs)) return undefined;
+  const values = new Array<number | undefined>(ids.length).fill(undefined);
+  const mask = new Array<number | null>(ids.length).fill(null);
+  for (const span of c.alignment.turns) {
+    const lps = traj.turns[span.turn]?.generatedLogprobs;
+    for (let i = span.generated[0]; i < span.generated[1]; i++) {
+      values[i] = lps?.[i - span.generated[0]] ?? undefined;
+      mask[i] = c.alignment.lossMask[i] ?? 1;
+    }
+  }
+  return { ids, values, mask };
+}
+
 export function logprobView(c: CheckedTrajectory, opts: RunOptions): LogprobView {
   const t = opts.mismatch ?? DEFAULT_THRESHOLDS;
   const traj = c.trajectory;
-  const ids = traj.sample?.tokens ?? [];
+  const reason = unavailable(c) ?? null;
+  // Without the trainer's logprobs, the rollout's alone (a NaN or a zero-filled turn is seen there).
+  const alone = reason ? rolloutOnly(c) : undefined;
+  const ids = alone?.ids ?? traj.sample?.tokens ?? [];
   const n = ids.length;
   const nulls = () => new Array<number | null>(n).fill(null);
   const view: LogprobView = {
     available: false,
-    reason: unavailable(c) ?? null,
+    reason,
+    rolloutOnly: alone !== undefined,
+    invalid: [],
     ids: ids.slice(),
     ...pieces(c.profile, ids),
     rollout: nulls(),
@@ -41,38 +83,56 @@ export function logprobView(c: CheckedTrajectory, opts: RunOptions): LogprobView
     pastThreshold: [],
     turns: [],
     images: [],
-    responseStart: n - (traj.sample?.responseLength ?? 0),
+    responseStart: alone
+      ? Math.max(
+          0,
+          alone.mask.findIndex((m) => m !== null),
+        )
+      : n - (traj.sample?.responseLength ?? 0),
     thresholds: t,
     stats: null,
   };
-  const a = alignedLogprobs(traj);
-  if (view.reason || !a) return view;
-  view.available = true;
-  for (let i = 0; i < a.rollout.length && a.offset + i < n; i++) {
-    const at = a.offset + i;
-    const r = finite(a.rollout[i]);
-    const p = finite(a.trainer[i]);
-    view.rollout[at] = r;
-    view.trainer[at] = p;
-    view.mask[at] = a.mask ? (a.mask[i] ?? 0) : 1;
-    if (r === null || p === null) continue;
-    const d = p - r;
-    view.delta[at] = d;
-    view.ratio[at] = Math.exp(d);
-    if (view.mask[at] !== 0 && Math.abs(d) > t.maxDelta) view.pastThreshold.push(at);
+  const a = reason ? undefined : alignedLogprobs(traj);
+  if (alone) {
+    alone.values.forEach((x, i) => {
+      view.rollout[i] = finite(x);
+      if (invalidLogprob(x)) view.invalid.push(i);
+    });
+    view.mask = alone.mask;
+  } else if (reason || !a) return view;
+  else {
+    view.available = true;
+    for (let i = 0; i < a.rollout.length && a.offset + i < n; i++) {
+      const at = a.offset + i;
+      const r = finite(a.rollout[i]);
+      const p = finite(a.trainer[i]);
+      view.rollout[at] = r;
+      view.trainer[at] = p;
+      view.mask[at] = a.mask ? (a.mask[i] ?? 0) : 1;
+      if (invalidLogprob(a.rollout[i])) view.invalid.push(at);
+      if (r === null || p === null) continue;
+      const d = p - r;
+      view.delta[at] = d;
+      view.ratio[at] = Math.exp(d);
+      if (view.mask[at] !== 0 && Math.abs(d) > t.maxDelta) view.pastThreshold.push(at);
+    }
   }
-  traj.turns.forEach((turn, k) => {
-    const start = turn.promptIds?.length;
-    const length = turn.generatedIds?.length ?? 0;
-    if (start !== undefined && length > 0 && start < n)
-      view.turns.push({ turn: k, start, end: Math.min(n, start + length) });
-  });
+  if (alone && !traj.sample?.logprobs)
+    for (const span of c.alignment.turns)
+      view.turns.push({ turn: span.turn, start: span.generated[0], end: span.generated[1] });
+  else
+    traj.turns.forEach((turn, k) => {
+      const start = turn.promptIds?.length;
+      const length = turn.generatedIds?.length ?? 0;
+      if (start !== undefined && length > 0 && start < n)
+        view.turns.push({ turn: k, start, end: Math.min(n, start + length) });
+    });
   let image = 0;
   for (const s of findVisionSpans(ids, c.profile.special)) {
     if (s.kind !== 'image') continue;
     view.images.push({ image: image++, start: s.start >= 0 ? s.start : s.padStart, end: s.end >= 0 ? s.end + 1 : n });
   }
-  view.stats = logprobMismatch(traj, t) ?? null;
+  if (view.available) view.stats = logprobMismatch(traj, t) ?? null;
   return view;
 }
 

@@ -13,6 +13,7 @@ import { turnCloseIds, turnStopIds } from '../analysis/render.ts';
 import { closedCanonical, expectedNextPrompt } from '../analysis/expected-streams.ts';
 import { followsChatFormat } from '../analysis/sources.ts';
 import { padCountFromGrid } from '../analysis/image-math.ts';
+import { rootCauses } from '../analysis/root-cause.ts';
 import { partialByteJoins, visiblePiece } from '../profiles/tokenizer.ts';
 import { textDisplay, tokenDisplay, type ModelProfile } from '../profiles/profile.ts';
 import type {
@@ -35,7 +36,7 @@ import type {
 
 export class NotFound extends Error {}
 
-function contextOf(c: CheckedTrajectory, opts: RunOptions): AnalysisContext {
+export function contextOf(c: CheckedTrajectory, opts: RunOptions): AnalysisContext {
   return analysisContext(c.trajectory, c.profile, opts.processor);
 }
 
@@ -130,7 +131,8 @@ export function findingTarget(
 /** The detail with its GRPO group's findings after the trajectory's own: the group's, seen in no stream (no target). */
 export function withGroupFindings(detail: TrajectoryDetail, group: readonly Finding[]): TrajectoryDetail {
   if (group.length === 0) return detail;
-  return { ...detail, findings: [...detail.findings, ...group.map((f) => ({ ...f, target: null }))] };
+  const findings = [...detail.findings, ...group.map((f) => ({ ...f, target: null }))];
+  return { ...detail, findings, causes: rootCauses(findings) };
 }
 
 export function trajectoryDetail(summary: TrajectorySummary, c: CheckedTrajectory, opts: RunOptions): TrajectoryDetail {
@@ -148,6 +150,7 @@ export function trajectoryDetail(summary: TrajectorySummary, c: CheckedTrajector
     images: imageInfos(c, opts),
     diffs,
     meta: c.trajectory.meta ?? null,
+    causes: rootCauses(findings),
   };
 }
 
@@ -167,7 +170,7 @@ export function pieces(profile: ModelProfile, ids: readonly number[]): Pieces {
   return { pieces: out, specialIds, joins: partialByteJoins(tok, ids) };
 }
 
-function visionSpans(
+export function visionSpans(
   ids: readonly number[],
   c: CheckedTrajectory,
   ctx: AnalysisContext,

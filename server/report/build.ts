@@ -46,6 +46,7 @@ export function reportEntry(c: CheckedTrajectory, facts: ReportFacts, sample: nu
     step: t.step ?? null,
     sample,
     reward: t.reward ?? null,
+    advantage: t.advantage ?? null,
     turns: t.turns.length,
     images: t.images.length,
     response_tokens: facts.responseTokens,

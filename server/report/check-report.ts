@@ -63,6 +63,8 @@ export const ReportEntry = z.object({
   /** Its index among the samples of its group, as the data states it. */
   sample: z.number().int().nullable().default(null),
   reward: z.number().nullable().default(null),
+  /** The sample's advantage where the trainer stored one (per-token advantages: the first trained token's). */
+  advantage: z.number().nullable().default(null),
   /** Model calls (turns) of the trajectory; null only in reports written before the field existed. */
   turns: z.number().int().nullable().default(null),
   images: z.number().int().nullable().default(null),

@@ -52,6 +52,8 @@ export const RunPair = z.object({
   findings_added: z.array(DiffFinding),
   findings_removed: z.array(DiffFinding),
   findings_moved: z.array(MovedFinding),
+  /** Findings both sides have at the same token (B's): what the change did not fix. Absent from older reports. */
+  findings_kept: z.array(DiffFinding).default([]),
   reward_a: z.number().nullable(),
   reward_b: z.number().nullable(),
   /** reward_b − reward_a, null when either is unstated. */
@@ -145,7 +147,12 @@ function findingsOf(e: Entry): DiffFinding[] {
 export function diffFindings(
   a: readonly DiffFinding[],
   b: readonly DiffFinding[],
-): { added: DiffFinding[]; removed: DiffFinding[]; moved: z.infer<typeof MovedFinding>[] } {
+): {
+  added: DiffFinding[];
+  removed: DiffFinding[];
+  moved: z.infer<typeof MovedFinding>[];
+  kept: DiffFinding[];
+} {
   const key = (f: DiffFinding) => `${identity(f)}@${f.index}`;
   const counted = (list: readonly DiffFinding[]) => {
     const m = new Map<string, number>();
@@ -179,10 +186,12 @@ export function diffFindings(
       paired.add(bs[k]!);
     }
   }
+  const restOfB = new Set(restB);
   return {
     added: restB.filter((f) => !paired.has(f)),
     removed: restA.filter((f) => !paired.has(f)),
     moved,
+    kept: b.filter((f) => !restOfB.has(f)),
   };
 }
 
@@ -220,6 +229,7 @@ function pairOf(a: Entry, b: Entry, pairedBy: RunPair['paired_by'], samples: Run
     findings_added: f.added,
     findings_removed: f.removed,
     findings_moved: f.moved,
+    findings_kept: f.kept,
     reward_a: a.reward,
     reward_b: b.reward,
     reward_delta: delta(a.reward, b.reward),

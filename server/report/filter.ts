@@ -39,6 +39,7 @@ export const FILTER_FIELDS = {
   sample: 'number',
   turns: 'number',
   response_tokens: 'number',
+  advantage: 'number',
   images: 'number',
   format: 'string',
   model: 'string',
@@ -374,6 +375,7 @@ export type FilterEntry = Pick<
   | 'step'
   | 'sample'
   | 'reward'
+  | 'advantage'
   | 'turns'
   | 'images'
   | 'response_tokens'
@@ -393,6 +395,7 @@ export interface FilterSubject {
 /** Every field of a subject, as the filter reads it (undefined read as null). */
 const READ_FIELD: Record<FilterField, (s: FilterSubject) => FilterValue | undefined> = {
   reward: (s) => s.entry.reward,
+  advantage: (s) => s.entry.advantage,
   step: (s) => s.entry.step,
   group: (s) => s.entry.group,
   sample: (s) => s.entry.sample,

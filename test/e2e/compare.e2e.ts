@@ -3,7 +3,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { compareRuns } from '../../server/pipeline/compare-runs.ts';
-import { SCREENSHOT_DIR, openInspector, type InspectorSession, rowsDrawn } from './support.ts';
+import { SCREENSHOT_DIR, axeViolations, openInspector, type InspectorSession, rowsDrawn } from './support.ts';
 
 const ROLLOUT = path.join('test', 'fixtures', 'torch', 'rollout_data_0.pt');
 const TRAIN = path.join('test', 'fixtures', 'torch', 'train_data_0.pt');
@@ -32,6 +32,8 @@ describe('compare view', () => {
     expect(await page.locator('[data-testid=cmp-pair]').count()).toBe(expected.pairs.length);
     const differing = expected.pairs.filter((p) => p.findings.length > 0).length;
     expect(await page.locator('[data-testid=cmp-run-summary]').textContent()).toContain(`${differing} different`);
+    // axe-core: no serious or critical accessibility violation on the slime pairs' page.
+    expect(await axeViolations(page)).toEqual([]);
   });
 
   it('shows the duplicated-EOS pair side by side with the first difference in words', async () => {
@@ -52,11 +54,13 @@ describe('compare view', () => {
     expect(await page.locator('[data-testid=cmp-image]').first().textContent()).toMatch(/sha256 [0-9a-f]{16}…/);
     await rowsDrawn(page);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'compare.png'), fullPage: true });
+    expect(await axeViolations(page)).toEqual([]);
   });
 
-  it('a rollout trajectory has no logprob view and says why', async () => {
+  it('a rollout trajectory shows its own logprobs and says why there is no trainer side to compare (issue 33 #13)', async () => {
     await page.goto(`${session.server.url}#/t/${encodeURIComponent(DUPLICATED_EOS)}?view=logprobs`);
-    await page.waitForSelector('[data-testid=lp-unavailable]');
-    expect(await page.locator('[data-testid=lp-unavailable]').textContent()).toContain('no trainer logprobs');
+    await page.waitForSelector('[data-testid=lp-rollout-only]');
+    expect(await page.locator('[data-testid=lp-summary]').textContent()).toContain('no trainer logprobs');
+    expect(await page.locator('[data-testid=lp-rollout-only] .tok[class*=" lp"]').count()).toBeGreaterThan(0);
   });
 });

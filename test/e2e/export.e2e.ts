@@ -31,7 +31,7 @@ async function downloaded(d: Download): Promise<Buffer> {
 
 /** The number the overview says it shows ("12 shown"). */
 async function shownCount(): Promise<number> {
-  const text = (await page.locator('.filters').textContent()) ?? '';
+  const text = (await page.locator('[data-testid=shown-count]').textContent()) ?? '';
   const m = /([\d,]+) shown/.exec(text);
   expect(m, text).not.toBeNull();
   return Number(m![1]!.replace(/,/g, ''));
@@ -93,7 +93,7 @@ describe('export from the browser', () => {
     await page.locator('tr.trow td.pick input').first().check();
     expect(page.url()).not.toContain('#/t/');
     await page.locator('[data-testid=select-all]').check();
-    expect(await page.locator('[data-testid=picked-count]').textContent()).toContain(`${all.total} selected`);
+    expect(await page.locator('[data-testid=picked-count]').textContent()).toContain(`${all.total} ticked`);
     await page.click('[data-testid=open-export]');
     expect(await page.locator('.export-dialog .choice:has(input:checked)').textContent()).toContain(
       `${all.total} ticked`,
@@ -121,5 +121,64 @@ describe('export from the browser', () => {
     await page.click('[data-testid=download-rejects]');
     const rejects = (await downloaded(await rejectsDownload)).toString('utf8').split('\n').filter(Boolean);
     expect(rejects.length).toBe(Number(m![3]));
+  });
+
+  it('promises what it writes: rows, rejects by reason (adding up), what re-alignment repairs (issue 33 #6)', async () => {
+    await page.goto(server.url);
+    await page.waitForSelector('tr.trow');
+    await page.click('[data-testid=open-export]');
+    const promise = page.locator('[data-testid=export-promise]');
+    await promise.waitFor();
+    const promisedRows = Number(await page.locator('[data-testid=promise-exported]').textContent());
+    const promisedRejects = Number(await page.locator('[data-testid=promise-rejected]').textContent());
+    const reasonCount = async (sel: string) =>
+      (await page.locator(`${sel} li`).allTextContents()).reduce((n, t) => n + Number(/^(\d+) ×/.exec(t)![1]), 0);
+    expect(await reasonCount('[data-testid=promise-reasons]')).toBe(promisedRejects);
+    expect(await page.locator('[data-testid=promise-repaired]').textContent()).toMatch(
+      /repaired by re-alignment: .*prefix break/,
+    );
+    // The button says how many rows it writes, not how many trajectories it reads.
+    expect(await page.locator('[data-testid=export-start]').textContent()).toContain(
+      `Write ${promisedRows} rows of ${promisedRows + promisedRejects}`,
+    );
+    const download = page.waitForEvent('download');
+    await page.click('[data-testid=export-start]');
+    await download;
+    await page.locator('[data-testid=export-done]').waitFor();
+    const manifestDownload = page.waitForEvent('download');
+    await page.click('[data-testid=download-manifest]');
+    const manifest = Manifest.parse(JSON.parse((await downloaded(await manifestDownload)).toString('utf8')));
+    expect(manifest.counts.exported).toBe(promisedRows);
+    expect(manifest.counts.rejected).toBe(promisedRejects);
+    expect(await page.locator('[data-testid=export-surprise]').count()).toBe(0);
+    expect(await reasonCount('[data-testid=export-reasons]')).toBe(manifest.counts.rejected);
+    expect(await page.locator('[data-testid=export-repaired]').textContent()).toContain('repaired by re-alignment');
+    await page.click('.modal button.primary:has-text("Close")');
+  });
+
+  it('"the current filter" narrowed to a step exports that step only (issue 33 #16)', async () => {
+    // Narrowed as a user narrows: By step, then a click on step 3 opens the overview at that step.
+    await page.goto(server.url);
+    await page.click('[data-testid=open-run]');
+    await page.click('table.steps tr[data-step="3"] .step-link');
+    await expect.poll(() => page.url(), { timeout: 20_000 }).toContain('step=3');
+    await page.locator('[data-testid=shown-count]').waitFor();
+    const step3 = (await (await fetch(`${server.url}api/trajectories?step=3`)).json()) as TrajectoryList;
+    const all = (await (await fetch(`${server.url}api/trajectories`)).json()) as TrajectoryList;
+    expect(step3.total).toBeGreaterThan(0);
+    expect(step3.total).toBeLessThan(all.total);
+    await expect.poll(shownCount).toBe(step3.total);
+    await page.click('[data-testid=open-export]');
+    expect(await page.locator('.export-dialog').textContent()).toContain('step 3');
+    const download = page.waitForEvent('download');
+    await page.click('[data-testid=export-start]');
+    await download;
+    await page.locator('[data-testid=export-done]').waitFor();
+    const manifestDownload = page.waitForEvent('download');
+    await page.click('[data-testid=download-manifest]');
+    const manifest = Manifest.parse(JSON.parse((await downloaded(await manifestDownload)).toString('utf8')));
+    expect(manifest.counts.read).toBe(step3.total);
+    expect(manifest.settings.selection).toBe('filter step=3');
+    await page.click('.modal button.primary:has-text("Close")');
   });
 });

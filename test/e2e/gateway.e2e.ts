@@ -61,8 +61,8 @@ describe('serve on a live gateway capture', () => {
     await rowsDrawn(page);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'gateway-live.png') });
 
-    // The trajectory opens at the break the gateway flagged.
-    await row.click();
+    // The trajectory opens at the break the gateway flagged (its id opens its page; a row click, the drawer).
+    await row.locator('td.id a').click();
     await page.waitForFunction(() => window.location.hash.startsWith('#/t/live-geo-1'));
     await page.waitForSelector("text=turn 1's prompt stops extending turn 0", { timeout: 20_000 });
   });

@@ -144,7 +144,11 @@ describe('the run page', () => {
     ]);
     // A chart per trend, its x axis labelled with the run's steps.
     await page.waitForSelector('[data-testid="trend-reward"] canvas');
-    expect(await page.locator('.trends .uplot').count()).toBeGreaterThanOrEqual(8);
+    // A panel per trend: a chart, or the sentence that says what the run does not give it (never an empty plot).
+    const panels = page.locator('.trends figure.trend-panel:not(.brush-panel)');
+    expect(await panels.count()).toBeGreaterThanOrEqual(8);
+    for (const panel of await panels.all())
+      expect((await panel.locator('.uplot').count()) + (await panel.locator('.trend-none').count())).toBe(1);
     const ticks = (await page.locator('[data-testid="trend-reward"] .uplot').getAttribute('data-axis-0'))!.split(' ');
     expect(ticks.map(Number).every((s) => s >= 0 && s <= 3)).toBe(true);
     expect(ticks).toEqual(expect.arrayContaining(['0', '3']));

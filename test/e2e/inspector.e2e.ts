@@ -56,7 +56,12 @@ describe('run overview', () => {
     for (const [kind, n] of Object.entries(perKind)) {
       expect(await page.locator(`button.count[data-kind="${kind}"] b`).textContent(), kind).toBe(String(n));
     }
-    expect(await page.locator('button.count[data-kind]').count()).toBe(Object.keys(perKind).length);
+    // The group findings are the run's (a group's samples judged together), not one trajectory's checks.
+    const grouped = await api<TrajectoryList>('/api/trajectories?kind=group');
+    expect(await page.locator('button.count[data-kind="group"] b').textContent()).toBe(String(grouped.total));
+    expect(await page.locator('button.count[data-kind]:not([data-kind="group"])').count()).toBe(
+      Object.keys(perKind).length,
+    );
     await rowsDrawn(page);
     await page.screenshot({ path: path.join(SHOTS, 'overview.png') });
     // A click on a count filters the table to exactly those trajectories.
@@ -74,7 +79,7 @@ describe('diff', () => {
     const detail = await api<TrajectoryDetail>(`/api/trajectories/${encodeURIComponent(id)}`);
     const finding = detail.findings.find((f) => f.cause === 'duplicated_eos')!;
     await page.goto(`${server.url}#/t/${encodeURIComponent(id)}`);
-    await page.click('nav.tabs button:has-text("Diff")');
+    await page.click('.tabs button:has-text("Diff")');
     await page.waitForSelector('[data-testid=divergence]');
     expect(await page.locator('.div-title').textContent()).toContain('duplicated <|im_end|>');
     await page.click('[data-testid=first-divergence]');
@@ -174,7 +179,7 @@ describe('deep links', () => {
 });
 
 describe('keyboard', () => {
-  it('j/k/Enter walk the run, n jumps to the next finding', async () => {
+  it('j/k/Enter walk the run in the same view, n/N walk the findings', async () => {
     const list = await api<TrajectoryList>('/api/trajectories');
     const ids = list.items.map((s) => s.id);
     await page.goto(server.url);
@@ -184,7 +189,7 @@ describe('keyboard', () => {
     const at = (id: string, step: string) =>
       expect
         .poll(() => decodeURIComponent(new URL(page.url()).hash), { timeout: 10_000, message: step })
-        .toBe(`#/t/${id}?view=stream`);
+        .toMatch(new RegExp(`^#/t/${id}(\\?|$)`));
     await at(ids[1]!, 'j then Enter in the overview');
     await page.keyboard.press('j');
     await at(ids[2]!, 'j on a trajectory');
@@ -193,9 +198,12 @@ describe('keyboard', () => {
     // The first trajectory in the default order has findings (errors sort first).
     await page.goto(`${server.url}#/t/${encodeURIComponent(ids[0]!)}`);
     await page.waitForSelector('.finding');
+    // It opens at its root cause; n goes on to the next finding, N back.
     await page.keyboard.press('n');
+    await expect.poll(() => page.url(), { timeout: 10_000 }).toContain('finding=1');
     await expect.poll(() => page.locator('.finding.active').count()).toBe(1);
-    expect(page.url()).toContain('finding=0');
+    await page.keyboard.press('N');
+    await expect.poll(() => page.url(), { timeout: 10_000 }).toContain('finding=0');
   });
 });
 

@@ -9,7 +9,7 @@ import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { TrajectoryList } from '../../server/http/api.ts';
 import { LONG_RUN, writeLongRun } from '../fixtures/generate-long-run.ts';
-import { SCREENSHOT_DIR, openInspector, type InspectorSession, type ServerProcess } from './support.ts';
+import { SCREENSHOT_DIR, axeViolations, openInspector, type InspectorSession, type ServerProcess } from './support.ts';
 
 let dir: string;
 let session: InspectorSession;
@@ -72,6 +72,8 @@ describe('the run page at 1,000 steps', () => {
     // At 1,000 steps the step table lists the first 200 and says so.
     expect(await page.locator('table.steps tbody tr').count()).toBe(200);
     await expect.poll(() => page.locator('[data-testid=steps-table-note]').textContent()).toContain('1000 steps');
+    // axe-core: no serious or critical accessibility violation on the page at 1,000 steps.
+    expect(await axeViolations(page)).toEqual([]);
   });
 
   it('reads out the step under the cursor and its value on every trend at once', async () => {
@@ -156,5 +158,32 @@ describe('the run page at 1,000 steps', () => {
     await page.waitForFunction(() => /[?&]step=\d+/.test(window.location.hash));
     const step = Number(new URLSearchParams(new URL(page.url()).hash.split('?')[1]).get('step'));
     expect(Math.abs(step - 620)).toBeLessThanOrEqual(3);
+  });
+
+  it('names a ratio filter by its range, labels both IS caps and gives the axis room for 100,000 (issue 33 #11)', async () => {
+    const hist = (await (await fetch(`${server.url}api/run/ratios`)).json()) as {
+      bins: { bin: number; lo: number; hi: number | null; trajectories: number }[];
+    };
+    const bin = hist.bins.find((b) => b.trajectories > 0 && b.lo >= 1 && b.hi !== null)!;
+    await page.goto(`${server.url}#/?ratioBin=${bin.bin}`);
+    const line = page.locator('[data-testid=shown-line]');
+    await expect.poll(() => line.textContent()).toMatch(/importance ratio \d+(\.\d+)? – \d+(\.\d+)?/);
+    expect(await line.textContent()).not.toContain('bar');
+    const caps = await page.locator('[data-testid=ratio-cap] .ratio-cap-label').allTextContents();
+    expect(caps.sort()).toEqual(['1/2', 'IS cap 2']);
+    // The widest tick label of the token axis fits the room left of the plot.
+    const measure = () =>
+      page.$eval('[data-testid=ratio-plot]', (el) => {
+        const root = el.querySelector('.uplot')!;
+        const over = el.querySelector('.u-over')!;
+        const labels = (root.getAttribute('data-axis-1') ?? '').split(' ').filter(Boolean);
+        const ctx = document.createElement('canvas').getContext('2d')!;
+        ctx.font = '11px system-ui, sans-serif';
+        const widest = Math.max(...labels.map((l) => ctx.measureText(l).width));
+        return { widest, room: over.getBoundingClientRect().left - root.getBoundingClientRect().left, labels };
+      });
+    await expect.poll(async () => (await measure()).labels.some((l) => l.length >= 7)).toBe(true);
+    const fit = await measure();
+    expect(fit.room).toBeGreaterThan(fit.widest);
   });
 });

@@ -53,7 +53,7 @@ describe('a long token stream', () => {
     page.on('request', (r) => {
       if (r.url().includes('/stream')) requests.push(new URL(r.url()).search);
     });
-    await page.goto(`${server.url}#/t/${encodeURIComponent(ID)}`);
+    await page.goto(`${server.url}#/t/${encodeURIComponent(ID)}?view=stream`);
     // The first chips are the whole stream's.
     await page.locator('.tok[data-i="1"]').waitFor();
     expect(await page.locator('.tok[data-i="1"]').getAttribute('title')).toContain(`id ${whole.ids[1]}`);
@@ -75,7 +75,7 @@ describe('a long token stream', () => {
 
   it('scrolled fast, shows rows as text first and ends with every row in view drawn as chips', async () => {
     const { page, server } = session;
-    await page.goto(`${server.url}#/t/${encodeURIComponent(ID)}`);
+    await page.goto(`${server.url}#/t/${encodeURIComponent(ID)}?view=stream`);
     const toolbar = page.locator('.stream .toolbar');
     await expect.poll(() => toolbar.textContent()).not.toContain('loading the rest');
     await rowsDrawn(page);

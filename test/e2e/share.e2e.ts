@@ -9,7 +9,14 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import type { RunInfo, SharedTrajectory } from '../../server/http/api.ts';
-import { launchChromium, openInspector, SCREENSHOT_DIR, type InspectorSession, rowsDrawn } from './support.ts';
+import {
+  axeViolations,
+  launchChromium,
+  openInspector,
+  SCREENSHOT_DIR,
+  type InspectorSession,
+  rowsDrawn,
+} from './support.ts';
 
 const ID = 'geo-003-dup-eos';
 let session: InspectorSession;
@@ -73,9 +80,11 @@ describe('rollscope share', () => {
       expect(await page.locator('[data-testid=share]').count()).toBe(0);
       await rowsDrawn(page);
       await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'share.png') });
+      // axe-core: no serious or critical accessibility violation on the shared page.
+      expect(await axeViolations(page)).toEqual([]);
 
       // The token stream, from the embedded data: split characters drawn across their chips.
-      await page.click('nav.tabs button:has-text("Token stream")');
+      await page.click('.tabs button:has-text("Tokens")');
       const joined = page.locator('.tok.join-first').first();
       await joined.waitFor();
       expect(await joined.textContent()).toBe('·√');
@@ -88,15 +97,23 @@ describe('rollscope share', () => {
       await rowsDrawn(page);
       await chipRow.screenshot({ path: path.resolve('test-results/screenshots/joined-chips.png') });
 
-      // The page's run is the one trajectory; what needs a server is not offered.
-      await page.evaluate(() => {
-        window.location.hash = '#/';
-      });
-      await page.waitForSelector('tr.trow');
-      expect(await page.locator('tr.trow').count()).toBe(1);
-      expect(await page.locator('[data-testid=run-models]').textContent()).toBe('model qwen2.5-vl');
+      // What needs a server is not offered (issue 33 #8): no Logprobs, Playground or Trained side
+      // tab, no way "back" to a run the page does not hold; the page's views all work offline.
+      const tabs = await page.locator('.tabs[role=tablist] button').allTextContents();
+      expect(tabs.map((t) => t.replace(' ●', ''))).toEqual(['Messages', 'Tokens', 'Diff']);
+      expect(await page.locator('[data-testid=back-to-list]').count()).toBe(0);
       expect(await page.locator('[data-testid=open-export]').count()).toBe(0);
-      expect(await page.locator('a.toplink[href="#/playground"]').count()).toBe(0);
+      await page.click('.tabs button:has-text("Messages")');
+      await page.locator('[data-testid=message]').first().waitFor();
+      expect(await page.locator('[data-testid=message]').first().getAttribute('data-role')).toBe('system');
+      // Esc and an address of the run stay on the one trajectory the page holds.
+      await page.keyboard.press('Escape');
+      await page.evaluate(() => {
+        window.location.hash = '#/run';
+      });
+      await expect.poll(() => new URL(page.url()).hash).toBe(`#/t/${ID}`);
+      await page.locator('[data-testid=headline]').waitFor();
+      expect(await page.locator('.trends, tr.trow, [data-testid=where-input]').count()).toBe(0);
 
       const file = pathToFileURL(sharedFile).href;
       expect(requests.map((u) => u.split('#')[0])).toEqual([file]);

@@ -64,11 +64,12 @@ describe('the overview filter expression', () => {
   });
 
   it.each([
-    // A group's fields: the demo's two groups of three, each with one wrong answer.
-    ['group.size = 3 and group.reward_mean < 1 and reward >= 1', 4],
-    // As the run page's brush writes it: the demo states no steps, so none is in the range.
-    ['step >= 10 and step <= 20', 0],
-    ['step = null and reward < 1', null],
+    // A group's fields: the demo's group of four at step 3, one wrong answer among them.
+    ['group.size = 4 and group.reward_mean < 1 and reward >= 1', 3],
+    // As the run page's brush writes it.
+    ['step >= 3 and step <= 3', 7],
+    // The vLLM call logs state no step.
+    ['step = null and reward >= 1', 3],
   ])('opens from a link: %s', async (where, count) => {
     const expected = (await listed(`where=${encodeURIComponent(where)}`)).sort();
     if (count !== null) expect(expected).toHaveLength(count);
@@ -80,9 +81,22 @@ describe('the overview filter expression', () => {
     expect(await page.locator('[data-testid=where-error]').count()).toBe(0);
   });
 
-  it('an expression that does not parse: the message, the offending character marked, no rows', async () => {
+  it('an expression that does not parse: the message, the offending character marked, the last rows kept, the bar in place (issue 33 #9)', async () => {
     await page.goto(server.url);
     await page.waitForSelector('tr.trow');
+    const before = await rowIds();
+    const shownBefore = await page.locator('[data-testid=shown-count]').textContent();
+    const bar = await page.locator('.filters').boundingBox();
+    // The placeholder fits its input: no word cut.
+    const fits = await page.$eval('[data-testid=where-input]', (el) => {
+      const input = el as HTMLInputElement;
+      const style = getComputedStyle(input);
+      const ctx = document.createElement('canvas').getContext('2d')!;
+      ctx.font = `${style.fontSize} ${style.fontFamily}`;
+      const room = input.clientWidth - Number.parseFloat(style.paddingLeft) - Number.parseFloat(style.paddingRight);
+      return ctx.measureText(input.placeholder).width <= room;
+    });
+    expect(fits).toBe(true);
     const where = 'reward >= 1 and kind:prefix_brake';
     await typeWhere(where);
     const error = page.locator('[data-testid=where-error]');
@@ -96,9 +110,14 @@ describe('the overview filter expression', () => {
     expect(where[body.offset]).toBe('p');
     expect(body.offset).toBe(where.indexOf('prefix_brake'));
     expect(await page.locator('.where-expr').textContent()).toBe(where);
-    expect(await rowIds()).toEqual([]);
+    // The table keeps the last list it could show, and the bar does not move.
+    expect(await rowIds()).toEqual(before);
+    expect(await page.locator('[data-testid=shown-count]').textContent()).toContain(
+      shownBefore!.replace(' · loading…', ''),
+    );
+    expect(await page.locator('.filters').boundingBox()).toEqual(bar);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'overview-where-error.png') });
-    // Fixed and applied again, the error goes and the rows come back.
+    // Fixed and applied again, the error goes and the rows follow.
     await typeWhere('reward >= 1 and kind:prefix_break');
     await expect.poll(() => error.count()).toBe(0);
     await expect

@@ -33,17 +33,28 @@ async function writeDemo(): Promise<string> {
   return dir;
 }
 
+/**
+ * Open `url` in the desktop's browser; when there is none to open (no display, no opener: a
+ * server, a container, CI), say so on stderr with the address to open instead.
+ */
 function openBrowser(url: string): void {
-  // Best effort: no browser (a server, CI) is fine, the URL is printed.
+  const opener = process.platform === 'darwin' ? 'open' : process.platform === 'win32' ? 'explorer.exe' : 'xdg-open';
+  const cannot = (why: string) => {
+    process.stderr.write(`rollscope: no browser opened (${why}): open ${url} in a browser\n`);
+  };
+  if (process.platform === 'linux' && !process.env.DISPLAY && !process.env.WAYLAND_DISPLAY) {
+    cannot('no display: DISPLAY and WAYLAND_DISPLAY are unset');
+    return;
+  }
   try {
-    const child = spawn(process.platform === 'darwin' ? 'open' : 'xdg-open', [url], {
-      stdio: 'ignore',
-      detached: true,
+    const child = spawn(opener, [url], { stdio: 'ignore', detached: true });
+    child.on('error', (e) => cannot(`${opener}: ${(e as NodeJS.ErrnoException).code ?? e.message}`));
+    child.on('exit', (code) => {
+      if (code !== 0 && code !== null) cannot(`${opener} exited with status ${code}`);
     });
-    child.on('error', () => undefined);
     child.unref();
-  } catch {
-    /* ignore */
+  } catch (e) {
+    cannot(`${opener}: ${(e as Error).message}`);
   }
 }
 
@@ -103,7 +114,10 @@ ${TRAINER_USAGE}
     if (portArg > 65535) throw new UsageError(`--port must be at most 65535, got ${portArg}`);
     const appDir = path.join(repoRoot, 'dist/app');
     if (!fs.existsSync(path.join(appDir, 'index.html'))) {
-      process.stderr.write('rollscope: the app is not built yet: run `npm run build` in the rollscope folder first\n');
+      // Only a checkout can lack it: the package carries the built app (package.json `files`).
+      process.stderr.write(
+        `rollscope: the app is not built in ${repoRoot}: run \`npm run build\` there first (npm ci builds it too)\n`,
+      );
       return 2;
     }
     const demo = positionals.length === 0;
