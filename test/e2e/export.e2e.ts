@@ -161,7 +161,7 @@ describe('export from the browser', () => {
     await page.goto(server.url);
     await page.click('[data-testid=open-run]');
     await page.click('table.steps tr[data-step="3"] .step-link');
-    await expect.poll(() => page.url(), { timeout: 20_000 }).toContain('step=3');
+    await expect.poll(() => page.url()).toContain('step=3');
     await page.locator('[data-testid=shown-count]').waitFor();
     const step3 = (await (await fetch(`${server.url}api/trajectories?step=3`)).json()) as TrajectoryList;
     const all = (await (await fetch(`${server.url}api/trajectories`)).json()) as TrajectoryList;

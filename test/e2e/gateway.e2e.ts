@@ -46,7 +46,7 @@ describe('serve on a live gateway capture', () => {
     const first = await post(url, { model: MODEL, messages }, { 'x-session-id': 'live-geo-1' });
     expect(first.status).toBe(200);
     const row = page.locator('tr.trow[data-id="live-geo-1"]');
-    await row.waitFor({ timeout: 20_000 });
+    await row.waitFor();
     expect(await row.getAttribute('class')).not.toMatch(/health-row-error/);
 
     messages.push(
@@ -55,8 +55,8 @@ describe('serve on a live gateway capture', () => {
     );
     const second = await post(url, { model: MODEL, messages }, { 'x-session-id': 'live-geo-1' });
     expect(second.headers.get('x-rollscope-findings')).not.toBe('0');
-    await page.waitForSelector('tr.trow[data-id="live-geo-1"].health-row-error', { timeout: 20_000 });
-    await page.waitForSelector('button.count[data-kind="prefix_break"]', { timeout: 20_000 });
+    await page.waitForSelector('tr.trow[data-id="live-geo-1"].health-row-error');
+    await page.waitForSelector('button.count[data-kind="prefix_break"]');
     expect(await page.locator('button.count[data-kind="prefix_break"] b').textContent()).toBe('1');
     await rowsDrawn(page);
     await page.screenshot({ path: path.join(SCREENSHOT_DIR, 'gateway-live.png') });
@@ -64,6 +64,6 @@ describe('serve on a live gateway capture', () => {
     // The trajectory opens at the break the gateway flagged (its id opens its page; a row click, the drawer).
     await row.locator('td.id a').click();
     await page.waitForFunction(() => window.location.hash.startsWith('#/t/live-geo-1'));
-    await page.waitForSelector("text=turn 1's prompt stops extending turn 0", { timeout: 20_000 });
+    await page.waitForSelector("text=turn 1's prompt stops extending turn 0");
   });
 });

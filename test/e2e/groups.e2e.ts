@@ -60,14 +60,10 @@ describe('a live run by group', () => {
     fs.appendFileSync(file, `${SLIME.slice(8, 12).join('\n')}\n${SLIME[12]!.slice(0, 500)}`);
     fs.mkdirSync(path.join(dir, 'verl', 'step_3'), { recursive: true });
     fs.writeFileSync(path.join(dir, 'verl', 'step_3', 'agent_loop.jsonl'), `${VERL.join('\n')}\n`);
-    await page.waitForFunction((n) => document.querySelectorAll('.member').length === n, 12 + VERL.length, {
-      timeout: 15_000,
-    });
+    await page.waitForFunction((n) => document.querySelectorAll('.member').length === n, 12 + VERL.length);
     expect(await page.$$('.banner.warning')).toHaveLength(0);
     fs.appendFileSync(file, `${SLIME[12]!.slice(500)}\n${SLIME.slice(13).join('\n')}\n`);
-    await page.waitForFunction((n) => document.querySelectorAll('.member').length === n, SLIME.length + VERL.length, {
-      timeout: 15_000,
-    });
+    await page.waitForFunction((n) => document.querySelectorAll('.member').length === n, SLIME.length + VERL.length);
     const after = await memberIds();
     expect(after.slice(0, before.length)).toEqual(before);
     expect(await page.$$('.banner.warning')).toHaveLength(0);
@@ -134,9 +130,7 @@ describe('a trajectory page opened from the grouped overview', () => {
 describe('the run page', () => {
   it('draws a trend per step and opens the overview filtered to a clicked step', async () => {
     await page.goto(`${server.url}#/run`);
-    await page.waitForFunction(() => document.querySelectorAll('table.steps tbody tr').length === 3, undefined, {
-      timeout: 10_000,
-    });
+    await page.waitForFunction(() => document.querySelectorAll('table.steps tbody tr').length === 3);
     expect(await page.$$eval('table.steps tbody tr', (els) => els.map((e) => e.getAttribute('data-step')))).toEqual([
       '0',
       '1',
@@ -155,9 +149,7 @@ describe('the run page', () => {
     expect(await page.$$eval('table.steps svg.hist', (els) => els.length)).toBe(6);
     await page.click('table.steps tr[data-step="1"] .step-link');
     await page.waitForFunction(() => window.location.hash.includes('step=1'));
-    await page.waitForFunction(() => document.querySelectorAll('.member').length === 11, undefined, {
-      timeout: 10_000,
-    });
+    await page.waitForFunction(() => document.querySelectorAll('.member').length === 11);
     expect(await page.$$eval('.group', (els) => els.map((e) => e.getAttribute('data-step')))).toEqual(['1', '1', '1']);
   });
 });

@@ -188,7 +188,7 @@ describe('keyboard', () => {
     await page.keyboard.press('Enter');
     const at = (id: string, step: string) =>
       expect
-        .poll(() => decodeURIComponent(new URL(page.url()).hash), { timeout: 10_000, message: step })
+        .poll(() => decodeURIComponent(new URL(page.url()).hash), { message: step })
         .toMatch(new RegExp(`^#/t/${id}(\\?|$)`));
     await at(ids[1]!, 'j then Enter in the overview');
     await page.keyboard.press('j');
@@ -200,10 +200,10 @@ describe('keyboard', () => {
     await page.waitForSelector('.finding');
     // It opens at its root cause; n goes on to the next finding, N back.
     await page.keyboard.press('n');
-    await expect.poll(() => page.url(), { timeout: 10_000 }).toContain('finding=1');
+    await expect.poll(() => page.url()).toContain('finding=1');
     await expect.poll(() => page.locator('.finding.active').count()).toBe(1);
     await page.keyboard.press('N');
-    await expect.poll(() => page.url(), { timeout: 10_000 }).toContain('finding=0');
+    await expect.poll(() => page.url()).toContain('finding=0');
   });
 });
 

@@ -55,7 +55,7 @@ async function plotArea(testId: string) {
 describe('the run page at 1,000 steps', () => {
   it('draws every trend with values on both axes', async () => {
     await page.goto(`${server.url}#/run`);
-    for (const key of TRENDS) await page.waitForSelector(`[data-testid="trend-${key}"] canvas`, { timeout: 30_000 });
+    for (const key of TRENDS) await page.waitForSelector(`[data-testid="trend-${key}"] canvas`);
     for (const key of TRENDS) {
       const root = page.locator(`[data-testid="trend-${key}"] .uplot`);
       const steps = (await root.getAttribute('data-axis-0'))!.split(' ').map(Number);

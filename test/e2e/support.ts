@@ -20,8 +20,22 @@ export const CHROMIUM_ARGS = [
   '--disable-dev-shm-usage',
 ];
 
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', args: CHROMIUM_ARGS });
+/** How long a locator or navigation waits: a hang bound, not a budget (a loaded CI machine is slow). */
+const PAGE_WAIT_MS = 90_000;
+
+/** Debian's chromium; every page it opens waits up to PAGE_WAIT_MS instead of Playwright's 30 s. */
+export async function launchChromium(): Promise<Browser> {
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium',
+    args: CHROMIUM_ARGS,
+  });
+  const newPage = browser.newPage.bind(browser);
+  browser.newPage = async (options) => {
+    const page = await newPage(options);
+    page.setDefaultTimeout(PAGE_WAIT_MS);
+    return page;
+  };
+  return browser;
 }
 
 /** The demo run when it is part of this build, else the small fixture run. */

@@ -18,7 +18,7 @@ async function api<T>(p: string): Promise<T> {
 }
 
 /** expect.poll with room for a machine under load (its own default gives up after one second). */
-const poll = <T>(fn: () => T | Promise<T>) => expect.poll(fn, { timeout: 20_000 });
+const poll = <T>(fn: () => T | Promise<T>) => expect.poll(fn);
 const hash = () => decodeURIComponent(new URL(page.url()).hash);
 
 beforeAll(async () => {
