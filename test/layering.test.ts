@@ -14,6 +14,7 @@ const LAYERS = {
   model: ['server/model/'],
   util: ['server/util/'],
   profiles: ['server/profiles/'],
+  families: ['server/families/'],
   analysis: ['server/analysis/'],
   report: ['server/report/'],
   images: ['server/images/'],
@@ -36,6 +37,8 @@ const DEPS_ALLOWLIST: Record<Layer, readonly Layer[]> = {
   model: [],
   util: ['model'],
   profiles: ['model', 'util'],
+  // One folder per model family: its facts and formulas (docs/reference/models/).
+  families: ['model', 'util', 'profiles'],
   analysis: ['model', 'util', 'profiles'],
   // The report of a run (check --json) is built from analysis results, and read by every command.
   report: ['model', 'util', 'profiles', 'analysis'],
