@@ -1,0 +1,122 @@
+// GLM-4.xV (server/families/glm/): smart_resize with its temporal factor against a Python port of
+// transformers' (test/support/glm_reference.py) over thousands of sizes, frame counts and the
+// settings GLM checkpoints and RL recipes use; the duplicated role token; the two video layouts.
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { duplicatedStop, GLM_TOKENS, videoPlaceholder } from '../server/families/glm/tokens.ts';
+import {
+  GLM4V_CLASS_DEFAULTS,
+  GLM4V_MODEL_DEFAULTS,
+  type GlmVision,
+  glmImageTokens,
+  glmSmartResize,
+} from '../server/families/glm/vision.ts';
+import { mulberry32 } from '../server/util/random.ts';
+
+const REFERENCE = fileURLToPath(new URL('./support/glm_reference.py', import.meta.url));
+
+function python(input: unknown): { resize: ([number, number] | null)[][] } {
+  const r = spawnSync('python3', [REFERENCE], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 256 << 20 });
+  if (r.status !== 0) throw new Error(`glm_reference.py failed: ${r.stderr}`);
+  return JSON.parse(r.stdout);
+}
+
+const SETTINGS: [string, GlmVision][] = [
+  ['class defaults (12544 … 11760000)', GLM4V_CLASS_DEFAULTS],
+  ['checkpoint defaults (12544 … 9633792)', GLM4V_MODEL_DEFAULTS],
+  ['max_pixels 1280·28·28 (RL recipes)', { ...GLM4V_MODEL_DEFAULTS, maxPixels: 1280 * 28 * 28 }],
+  ['min 3136, max 12845056', { ...GLM4V_MODEL_DEFAULTS, minPixels: 3136, maxPixels: 12845056 }],
+];
+
+function cases(): [number, number, number][] {
+  const out: [number, number, number][] = [
+    [2, 480, 640],
+    [2, 1080, 1920],
+    [2, 3024, 4032],
+    [2, 70, 700],
+    [2, 10, 10],
+    [2, 27, 5000],
+    [2, 1, 300],
+    [2, 42, 1400],
+    [1, 480, 640],
+    [3, 480, 640],
+    [16, 720, 1280],
+  ];
+  const rnd = mulberry32(0x61a);
+  const frames = [2, 2, 2, 2, 4, 8, 16, 32, 3, 5];
+  for (let i = 0; i < 4000; i++) {
+    const side = () => 1 + Math.floor(rnd.next() * [100, 1500, 6000][Math.floor(rnd.next() * 3)]!);
+    out.push([frames[Math.floor(rnd.next() * frames.length)]!, side(), side()]);
+  }
+  // Sides at half a factor (the half-to-even trap).
+  for (let k = 1; k < 60; k++) out.push([2, 14 + 28 * k, 1400]);
+  return out;
+}
+
+describe('smart_resize (GLM) against transformers (Python)', () => {
+  const all = cases();
+  const got = python({
+    cases: all,
+    settings: SETTINGS.map(([, s]) => ({
+      patch: s.patchSize,
+      merge: s.mergeSize,
+      temporal: s.temporalPatchSize,
+      min: s.minPixels,
+      max: s.maxPixels,
+    })),
+  });
+  SETTINGS.forEach(([name, s], si) => {
+    it(`${name}: ${all.length} (frames, h, w)`, () => {
+      const bad: string[] = [];
+      all.forEach(([t, h, w], i) => {
+        let have: [number, number] | null;
+        try {
+          const r = glmSmartResize(t, h, w, s);
+          have = [r.height, r.width];
+        } catch {
+          have = null;
+        }
+        const want = got.resize[si]![i]!;
+        if (JSON.stringify(have) !== JSON.stringify(want)) bad.push(`${t}×${h}×${w}: ${have} vs ${want}`);
+      });
+      expect(bad.slice(0, 10)).toEqual([]);
+    });
+  });
+
+  it('a still image counts as two frames against max_pixels', () => {
+    // 3024×4032 is 12.2 MP: within 9633792 as one frame? No, and as two even less so; a
+    // 2200×2200 image (4.84 MP) fits once but not twice, so GLM shrinks it where Qwen would not.
+    const r = glmImageTokens(2200, 2200, GLM4V_MODEL_DEFAULTS);
+    expect(2 * 2212 * 2212).toBeGreaterThan(GLM4V_MODEL_DEFAULTS.maxPixels);
+    expect(r.resizedHeight).toBeLessThan(2200);
+    expect(r.padCount).toBe((r.gridThw[1] * r.gridThw[2]) / 4);
+    expect(glmImageTokens(640, 480, GLM4V_MODEL_DEFAULTS)).toEqual({
+      resizedHeight: 476,
+      resizedWidth: 644,
+      gridThw: [1, 34, 46],
+      padCount: 391,
+    });
+  });
+});
+
+describe('turns and video placeholders', () => {
+  it('the stop token written again as the next opener is found at its second occurrence', () => {
+    const USER = 151336;
+    const OBS = 151338;
+    const stops = new Set([USER, OBS, 151329]);
+    expect(duplicatedStop([1, 2, OBS, 3, USER], stops)).toBeUndefined();
+    expect(duplicatedStop([1, 2, OBS, OBS, 3], stops)).toBe(3);
+    expect(duplicatedStop([1, 2, 2, 3], stops)).toBeUndefined();
+  });
+
+  it('transformers repeats <|image|> in a video, vLLM writes <|video|>; frames carry their whole second', () => {
+    const hf = videoPlaceholder([0, 1.5, 3.9], 2, 'transformers');
+    const vllm = videoPlaceholder([0, 1.5, 3.9], 2, 'vllm');
+    const frame = (pad: string, t: number) => `${GLM_TOKENS.beginOfImage}${pad}${pad}${GLM_TOKENS.endOfImage}${t}`;
+    expect(hf).toBe(
+      `${GLM_TOKENS.beginOfVideo}${frame('<|image|>', 0)}${frame('<|image|>', 1)}${frame('<|image|>', 3)}${GLM_TOKENS.endOfVideo}`,
+    );
+    expect(vllm).toBe(hf.replaceAll('<|image|>', '<|video|>'));
+  });
+});
