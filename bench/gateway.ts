@@ -16,7 +16,7 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import sharp from 'sharp';
 import { renderTokens, renderText } from '../server/analysis/render.ts';
-import { imageTokens } from '../server/analysis/image-math.ts';
+import { imageTokens } from '../server/families/qwen/image-math.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import type { Message } from '../server/model/trajectory.ts';
 import {

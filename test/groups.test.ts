@@ -69,7 +69,7 @@ describe('group checks', () => {
 
   // A multi-turn sample: prompt (with one image) ⧺ response; a tool in the response returns a second image.
   const vision = visionIdsOf(loadProfile('qwen2.5-vl'))!;
-  const { visionStart: VS, imagePad: PAD } = vision;
+  const { imageBegin: VS, imagePad: PAD } = vision;
   const VE = loadProfile('qwen2.5-vl').special.visionEnd;
   const prompt = [1, 2, VS, PAD, PAD, VE, 3];
   const member = (o: { answer: number[]; images: string[]; mask?: number[]; promptIds?: number[] }) =>

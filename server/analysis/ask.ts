@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { Message, type ProcessorSettings } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { parsePythonJson, PyFloat } from '../profiles/python-literal.ts';
-import { imageTokens, type VisionConfig } from './image-math.ts';
+import { imageTokens, type VisionConfig } from '../families/qwen/image-math.ts';
 import { visionConfigFor } from './context.ts';
 import { countToken, expandImagePads } from './vision-spans.ts';
 import { requestForTemplate, type RenderSemantics, type RequestRejection } from './render.ts';

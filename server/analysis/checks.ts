@@ -13,7 +13,7 @@ import { closedCanonical, expectedNextPrompt, extendsTurn } from './expected-str
 import { firstDivergence } from './classify.ts';
 import { commonPrefixLength, startsWith } from './diff.ts';
 import { padRuns } from './vision-spans.ts';
-import { padCountFromGrid } from './image-math.ts';
+import { padCountFromGrid } from '../families/qwen/image-math.ts';
 import { expectedMask } from './mask.ts';
 import { checkZeroFilledLogprobs } from './zero-logprobs.ts';
 import { checkSources, checkStatedPromptTokens, followsChatFormat } from './sources.ts';

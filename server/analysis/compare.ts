@@ -6,7 +6,7 @@
 import type { Finding } from '../model/finding.ts';
 import type { GridThw, PlaceholderRange, Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
-import { mropePositionIds, verlPositionIds } from './mrope.ts';
+import { mropePositionIds, verlPositionIds } from '../families/qwen/mrope.ts';
 import type { Alignment } from './realign.ts';
 import { padRuns } from './vision-spans.ts';
 

@@ -6,7 +6,7 @@
 import type { ImageRef, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import type { MismatchThresholds } from './logprob-mismatch.ts';
-import { imageTokens, type ImageTokens, type VisionConfig } from './image-math.ts';
+import { imageTokens, type ImageTokens, type VisionConfig } from '../families/qwen/image-math.ts';
 
 export interface ImageExpectation {
   /** Token math for the image, when its size is known and valid. */

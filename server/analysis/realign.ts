@@ -19,7 +19,7 @@ import {
 import { renderSemanticsFor } from './render.ts';
 import { startsWithParts } from './diff.ts';
 import { findVisionSpans, padRuns } from './vision-spans.ts';
-import { padCountFromGrid } from './image-math.ts';
+import { padCountFromGrid } from '../families/qwen/image-math.ts';
 import { StepFailures } from './analysis-failed.ts';
 import { followsChatFormat } from './sources.ts';
 

@@ -7,7 +7,7 @@ import type { Finding, StreamName } from '../model/finding.ts';
 import type { Trajectory } from '../model/trajectory.ts';
 import { imagesInMessages } from '../model/message-images.ts';
 import type { AnalysisContext } from './context.ts';
-import { padCountFromGrid } from './image-math.ts';
+import { padCountFromGrid } from '../families/qwen/image-math.ts';
 import { findVisionSpans } from './vision-spans.ts';
 
 /** `image_truncated` at token 0 of every stream that starts inside an image's pad run. */

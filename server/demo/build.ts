@@ -18,7 +18,7 @@ import {
   turnCloseIds,
   turnStopIds,
 } from '../analysis/render.ts';
-import { imageTokens } from '../analysis/image-math.ts';
+import { imageTokens } from '../families/qwen/image-math.ts';
 import { mulberry32 } from '../util/random.ts';
 
 export interface ScriptTurn {

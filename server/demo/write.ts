@@ -7,7 +7,7 @@ import type { TrainingSample, Trajectory as TrajectoryType } from '../model/traj
 import { Trajectory } from '../model/trajectory.ts';
 import { nativeJsonLine } from '../model/native-jsonl.ts';
 import { loadProfile, type ModelProfile } from '../profiles/profile.ts';
-import { imageTokens } from '../analysis/image-math.ts';
+import { imageTokens } from '../families/qwen/image-math.ts';
 import { buildTrajectory, trainingSample, type Script } from './build.ts';
 import { DIAGRAMS, ZOOMS, renderDiagram, renderZoom, type DiagramName, type ZoomName } from './diagrams.ts';
 import {

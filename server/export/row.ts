@@ -10,7 +10,7 @@ import { inferProfileName, uncoveredLimitation, type ModelProfile } from '../pro
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
 import { padRuns } from '../analysis/vision-spans.ts';
-import { mropePositionIds, verlPositionIds } from '../analysis/mrope.ts';
+import { mropePositionIds, verlPositionIds } from '../families/qwen/mrope.ts';
 import type { CheckedTrajectory } from '../analysis/checked.ts';
 import { exportImages, type ImageMode, type RecentImages } from './images.ts';
 import { originalRejections, warningDoubtsRow, type RejectReason } from './policy.ts';

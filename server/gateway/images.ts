@@ -7,7 +7,7 @@ import type { Message, ProcessorSettings } from '../model/trajectory.ts';
 import { imagesInMessages } from '../model/message-images.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { visionConfigFor } from '../analysis/context.ts';
-import { imageTokens } from '../analysis/image-math.ts';
+import { imageTokens } from '../families/qwen/image-math.ts';
 import { imageBytes, imageSize, ImageUnavailable } from '../images/resolve.ts';
 import { fetchRemoteImage } from '../images/remote.ts';
 import type { SessionImage } from './sessions.ts';

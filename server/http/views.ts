@@ -12,7 +12,7 @@ import { firstDivergence } from '../analysis/classify.ts';
 import { turnCloseIds, turnStopIds } from '../analysis/render.ts';
 import { closedCanonical, expectedNextPrompt } from '../analysis/expected-streams.ts';
 import { followsChatFormat } from '../analysis/sources.ts';
-import { padCountFromGrid } from '../analysis/image-math.ts';
+import { padCountFromGrid } from '../families/qwen/image-math.ts';
 import { partialByteJoins, visiblePiece } from '../profiles/tokenizer.ts';
 import { textDisplay, tokenDisplay, type ModelProfile } from '../profiles/profile.ts';
 import type {

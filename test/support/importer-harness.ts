@@ -23,7 +23,7 @@ import { Trajectory, type FormatName, type ReadError } from '../../server/model/
 import { Finding } from '../../server/model/finding.ts';
 import { asNativeRecord, nativeJsonl } from '../../server/model/native-jsonl.ts';
 import { padRuns } from '../../server/analysis/vision-spans.ts';
-import { padCountFromGrid } from '../../server/analysis/image-math.ts';
+import { padCountFromGrid } from '../../server/families/qwen/image-math.ts';
 
 const TEST_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const FIXTURES_DIR = path.join(TEST_DIR, 'fixtures');

@@ -94,7 +94,11 @@ export function writeMovedFolder(
       video_token_id: mapped(perm, s.videoPad),
       vision_start_token_id: mapped(perm, s.visionStart),
       vision_end_token_id: mapped(perm, s.visionEnd),
-      vision_config: { patch_size: profile.vision.patchSize, spatial_merge_size: profile.vision.mergeSize },
+      vision_config: {
+        patch_size: profile.vision.patchSize,
+        spatial_merge_size: profile.vision.mergeSize,
+        ...(profile.vision.tokensPerSecond !== undefined ? { tokens_per_second: profile.vision.tokensPerSecond } : {}),
+      },
     }),
   );
   const v = profile.vision;
@@ -109,6 +113,12 @@ export function writeMovedFolder(
         : { min_pixels: v.minPixels, max_pixels: v.maxPixels }),
     }),
   );
+  // Qwen3-VL's repository ships its video processor's bounds in their own file.
+  if (v.video)
+    write(
+      'video_preprocessor_config.json',
+      JSON.stringify({ size: { shortest_edge: v.video.minPixels, longest_edge: v.video.maxPixels } }),
+    );
   write('generation_config.json', JSON.stringify({ eos_token_id: [mapped(perm, s.eos), mapped(perm, s.endOfText)] }));
 }
 
