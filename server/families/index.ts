@@ -2,9 +2,10 @@
 // (docs/contributing.md, "Adding a model family"). One line per family; profiles, the checks and
 // the CLI find families here and nowhere else.
 import type { BuiltinModel, ModelFamily } from './family.ts';
+import { gemma3 } from './gemma3/index.ts';
 import { qwen } from './qwen/index.ts';
 
-export const FAMILIES = [qwen] as const satisfies readonly ModelFamily[];
+export const FAMILIES = [qwen, gemma3] as const satisfies readonly ModelFamily[];
 
 export type { ModelFamily };
 

@@ -119,13 +119,21 @@ function builtinTokenizer(name: string): { json: Buffer; keep?: (id: number) => 
   return { json, keep: (id) => id <= last };
 }
 
+/** A built-in's chat template: a template file, or the `chat_template` of a tokenizer_config.json. */
+function builtinTemplate(file: string): string {
+  if (!file.endsWith('.json')) return fs.readFileSync(file, 'utf8');
+  const template = (readJson(file) as { chat_template?: unknown }).chat_template;
+  if (typeof template !== 'string') throw new Error(`${file}: field chat_template is not a string`);
+  return template;
+}
+
 function loadBuiltin(name: BuiltinProfileName): ModelProfile {
   const found = builtinNamed(name);
   if (!found) throw new Error(`unknown built-in profile "${name}"`);
   const { family, model } = found;
   const { json, keep } = builtinTokenizer(name);
   const tokenizer = TokenizerHandle.fromJson(json, keep);
-  const templateSource = fs.readFileSync(model.templateFile, 'utf8');
+  const templateSource = builtinTemplate(model.templateFile);
   const notes: string[] = [];
   const ids = family.ids(tokenizer, model.files, name, notes);
   const vision = family.processor(model.files, name, notes);

@@ -228,6 +228,11 @@ export class TokenizerHandle {
   private readonly addedContent = new Map<number, string>();
   private readonly addedIds = new Map<string, number>();
   private readonly byteLevel: boolean;
+  /**
+   * SentencePiece-style pieces (Gemma): `▁` stands for a space and `<0xNN>` for one byte (the
+   * decoder's Replace and ByteFallback steps), so a piece's bytes are not its text's.
+   */
+  private readonly metaspace: boolean;
   private readonly asciiAdded: boolean;
   // Per-id caches as arrays the size of the vocabulary, allocated up front: an array filled at
   // scattered ids up to 151k would fall back to dictionary elements (a hash lookup per token).
@@ -292,7 +297,9 @@ export class TokenizerHandle {
       this.addedIds.set(t.content, t.id);
       if (t.id >= 0 && t.id < this.vocabSize) this.addedFlags[t.id] = 1;
     }
-    this.byteLevel = JSON.stringify(parsed.decoder ?? {}).includes('ByteLevel');
+    const decoder = JSON.stringify(parsed.decoder ?? {});
+    this.byteLevel = decoder.includes('ByteLevel');
+    this.metaspace = !this.byteLevel && decoder.includes('ByteFallback') && decoder.includes('\u2581');
     // The ByteLevel decoder maps a token's characters through the byte alphabet, in which
     // printable ASCII stands for itself: only then are an added token's bytes its UTF-8 content.
     this.asciiAdded = added.every((t) => /^[\x21-\x7e]*$/.test(t.content));
@@ -508,10 +515,15 @@ export class TokenizerHandle {
     if (cached) return cached;
     let bytes: Uint8Array;
     const added = this.addedContent.get(id);
-    if (added !== undefined) bytes = new TextEncoder().encode(added);
+    // The decoder's Replace step applies to added tokens too (Gemma's whitespace runs are added tokens).
+    if (added !== undefined)
+      bytes = new TextEncoder().encode(this.metaspace ? added.replaceAll('\u2581', ' ') : added);
     else {
       const raw = this.vocabulary.idToToken(id) ?? '';
-      if (!this.byteLevel) bytes = new TextEncoder().encode(raw);
+      const byte = this.metaspace ? /^<0x([0-9A-F]{2})>$/.exec(raw) : null;
+      if (byte) bytes = Uint8Array.of(Number.parseInt(byte[1]!, 16));
+      else if (this.metaspace) bytes = new TextEncoder().encode(raw.replaceAll('\u2581', ' '));
+      else if (!this.byteLevel) bytes = new TextEncoder().encode(raw);
       else {
         const out: number[] = [];
         for (const ch of raw) out.push(CHAR_TO_BYTE.get(ch) ?? 0x3f);
