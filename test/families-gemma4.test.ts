@@ -25,6 +25,8 @@ import {
   SUPPORTED_SOFT_TOKENS,
   vllmSoftTokens,
 } from '../server/families/gemma4/vision.ts';
+import { familyOfModelName } from '../server/families/index.ts';
+import { loadProfile, type ModelProfile } from '../server/profiles/profile.ts';
 import { mulberry32 } from '../server/util/random.ts';
 import { GEMMA4_SPECIAL_IDS, GEMMA4_TEMPLATE, writeGemma4Folder } from './support/gemma4-folder.ts';
 
@@ -35,6 +37,19 @@ function python(script: string, input: unknown): unknown {
   const r = spawnSync('python3', [script], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 256 << 20 });
   if (r.status !== 0) throw new Error(`${script} failed: ${r.stderr}`);
   return JSON.parse(r.stdout);
+}
+
+const TEMPLATE = fs.readFileSync(GEMMA4_TEMPLATE, 'utf8');
+/** Renders each variables object with the public Gemma 4 template by Python jinja2 (as transformers does). */
+function render(variables: Record<string, unknown>[]): string[] {
+  const out = python(
+    RENDER,
+    variables.map((v) => ({ template: TEMPLATE, input: JSON.stringify({ bos_token: '<bos>', ...v }) })),
+  ) as { ok?: string; error?: string }[];
+  return out.map((r) => {
+    if (r.error) throw new Error(r.error);
+    return r.ok!;
+  });
 }
 
 function sizes(): [number, number][] {
@@ -113,21 +128,6 @@ describe('turns and images with the built model folder', () => {
   let dir: string;
   let tok: InstanceType<typeof Tokenizer>;
   const encode = async (text: string) => (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
-  const template = fs.readFileSync(GEMMA4_TEMPLATE, 'utf8');
-  const render = (variables: Record<string, unknown>[]) =>
-    (
-      python(
-        RENDER,
-        variables.map((v) => ({ template, input: JSON.stringify({ bos_token: '<bos>', ...v }) })),
-      ) as {
-        ok?: string;
-        error?: string;
-      }[]
-    ).map((r) => {
-      if (r.error) throw new Error(r.error);
-      return r.ok!;
-    });
-
   beforeAll(() => {
     dir = writeGemma4Folder(fs.mkdtempSync(path.join(os.tmpdir(), 'gemma4-')));
     tok = Tokenizer.fromFile(path.join(dir, 'tokenizer.json'));
@@ -211,5 +211,69 @@ describe('turns and images with the built model folder', () => {
     const start = ids.indexOf(255999);
     expect(ids.slice(start, start + n + 2)).toEqual([255999, ...Array(n).fill(258880), 258882]);
     expect(ids.filter((id) => id === 258880)).toHaveLength(n);
+  });
+});
+
+describe('Gemma 4 as a registered family, from the built model folder', () => {
+  let dir: string;
+  let p: ModelProfile;
+  beforeAll(() => {
+    dir = writeGemma4Folder(fs.mkdtempSync(path.join(os.tmpdir(), 'gemma4-family-')));
+    p = loadProfile(dir);
+  });
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  it('is recognized by its config.json and model names, with the ids config.json states', () => {
+    expect(p.modelFamily.name).toBe('gemma4');
+    expect(familyOfModelName('google/gemma-4-31B-it')?.name).toBe('gemma4');
+    expect(familyOfModelName('google/gemma-3-4b-it')?.name).toBe('gemma3');
+    expect(p.ids.media.image).toEqual({ begin: 255999, header: [], pad: 258880, end: 258882 });
+    expect(p.ids.eos).toBe(106);
+    expect(p.ids.grammar.stops).toEqual([106, 1]);
+    expect(p.vision.extra?.maxSoftTokens).toBe(280);
+  });
+
+  it('renders conversations byte for byte as Python jinja2 (thinking on and off, images, history with thoughts)', () => {
+    const I = { type: 'image' };
+    const cases = [
+      { messages: [{ role: 'user', content: 'Hi' }], add_generation_prompt: true },
+      { messages: [{ role: 'user', content: 'Hi' }], add_generation_prompt: true, enable_thinking: true },
+      {
+        messages: [
+          { role: 'system', content: ' Be brief. ' },
+          { role: 'user', content: [I, { type: 'text', text: 'What is it?' }] },
+          { role: 'assistant', content: '<|channel>thought\nA cat, surely.<channel|>A cat.' },
+          { role: 'user', content: 'Sure?' },
+        ],
+        add_generation_prompt: true,
+      },
+    ];
+    const py = render(cases);
+    cases.forEach((c, i) => expect(p.template.render({ ...c, bos_token: '<bos>' }), `case ${i}`).toBe(py[i]));
+  });
+
+  it('expands each <|image|> placeholder to its run, as the processor text tokenizes', async () => {
+    const text = p.template.render({
+      messages: [{ role: 'user', content: [{ type: 'image' }, { type: 'text', text: 'A' }, { type: 'image' }] }],
+      add_generation_prompt: true,
+      bos_token: '<bos>',
+    });
+    const ids = await p.tokenizer.encode(text);
+    expect(p.modelFamily.countPlaceholders(ids, p.ids)).toEqual({ images: 2, videos: 0 });
+    const items = [
+      { kind: 'image' as const, tokens: p.modelFamily.imageTokens(640, 480, p.vision) },
+      { kind: 'image' as const, tokens: p.modelFamily.imageTokens(3, 900, p.vision) },
+    ];
+    const expanded = await p.modelFamily.expandMedia({ text, ids }, items, 0, p.ids, p.tokenizer);
+    const parts = text.split(GEMMA4_TOKENS.image);
+    const hfText = parts[0]! + imageRun(266) + parts[1]! + imageRun(280) + parts[2]!;
+    expect(expanded).toEqual(await p.tokenizer.encodeDirect(hfText));
+    expect(p.modelFamily.findMediaSpans(expanded, p.ids).map((s) => [s.kind, s.padLength, s.end > s.padStart])).toEqual(
+      [
+        ['image', 266, true],
+        ['image', 280, true],
+      ],
+    );
+    expect(p.modelFamily.countPlaceholders(expanded, p.ids)).toEqual({ images: 0, videos: 0 });
   });
 });

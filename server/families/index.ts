@@ -3,9 +3,10 @@
 // the CLI find families here and nowhere else.
 import type { BuiltinModel, ModelFamily } from './family.ts';
 import { gemma3 } from './gemma3/index.ts';
+import { gemma4 } from './gemma4/family.ts';
 import { qwen } from './qwen/index.ts';
 
-export const FAMILIES = [qwen, gemma3] as const satisfies readonly ModelFamily[];
+export const FAMILIES = [qwen, gemma3, gemma4] as const satisfies readonly ModelFamily[];
 
 export type { ModelFamily };
 

@@ -53,7 +53,7 @@ export async function expandGemma3Media(
     if (ids[i] !== t.startOfImage || ids[i + 1] === t.imageSoftToken) continue;
     placeholders++;
     const item = media[k++];
-    if (!item || item.kind !== 'image') {
+    if (item?.kind !== 'image') {
       replacements.push([t.startOfImage]);
       continue;
     }
