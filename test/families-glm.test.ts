@@ -2,8 +2,14 @@
 // transformers' (test/support/glm_reference.py) over thousands of sizes, frame counts and the
 // settings GLM checkpoints and RL recipes use; the duplicated role token; the two video layouts.
 import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { familyOfModelName } from '../server/families/index.ts';
+import { loadProfile, type ModelProfile } from '../server/profiles/profile.ts';
+import { GLM_SPECIAL_IDS, GLM_TEMPLATE, writeGlmFolder } from './support/glm-folder.ts';
 import { duplicatedStop, GLM_TOKENS, videoPlaceholder } from '../server/families/glm/tokens.ts';
 import {
   GLM4V_CLASS_DEFAULTS,
@@ -15,6 +21,7 @@ import {
 import { mulberry32 } from '../server/util/random.ts';
 
 const REFERENCE = fileURLToPath(new URL('./support/glm_reference.py', import.meta.url));
+const RENDER = fileURLToPath(new URL('./support/render_jinja2.py', import.meta.url));
 
 function python(input: unknown): { resize: ([number, number] | null)[][] } {
   const r = spawnSync('python3', [REFERENCE], { input: JSON.stringify(input), encoding: 'utf8', maxBuffer: 256 << 20 });
@@ -118,5 +125,80 @@ describe('turns and video placeholders', () => {
       `${GLM_TOKENS.beginOfVideo}${frame('<|image|>', 0)}${frame('<|image|>', 1)}${frame('<|image|>', 3)}${GLM_TOKENS.endOfVideo}`,
     );
     expect(vllm).toBe(hf.replaceAll('<|image|>', '<|video|>'));
+  });
+});
+
+describe('GLM-4.1V as a registered family, from the built model folder', () => {
+  let dir: string;
+  let p: ModelProfile;
+  const template = fs.readFileSync(GLM_TEMPLATE, 'utf8');
+  beforeAll(() => {
+    dir = writeGlmFolder(fs.mkdtempSync(path.join(os.tmpdir(), 'glm-')));
+    p = loadProfile(dir);
+  });
+  afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  const user = { role: 'user', content: [{ type: 'image' }, { type: 'text', text: 'What is x?' }] };
+
+  it('is recognized by config.json and model names; the ids are the ones config.json and the tokenizer state', () => {
+    expect(p.modelFamily.name).toBe('glm');
+    for (const n of ['zai-org/GLM-4.1V-9B-Thinking', 'zai-org/GLM-4.5V', 'zai-org/GLM-4.6V-Flash'])
+      expect(familyOfModelName(n)?.name, n).toBe('glm');
+    expect(familyOfModelName('zai-org/GLM-4.5')?.name).toBeUndefined();
+    for (const [content, id] of GLM_SPECIAL_IDS) expect(p.tokenizer.tokenOfText(content), content).toBe(id);
+    expect(p.ids.media.image).toEqual({ begin: 151339, header: [], pad: 151343, end: 151340 });
+    expect(p.ids.grammar.endOfTurn).toBeUndefined();
+    expect(p.ids.grammar.stopOpensTurn).toBe(true);
+    expect(p.ids.grammar.stops).toEqual([151336, 151338, 151329]);
+    expect(p.vision.maxPixels).toBe(9633792);
+  });
+
+  it('renders byte for byte as Python jinja2 and expands each image to its smart_resize count', async () => {
+    const messages = [user, { role: 'assistant', content: 'x = 10' }, { role: 'user', content: 'Why?' }];
+    const r = spawnSync('python3', [RENDER], {
+      input: JSON.stringify([{ template, input: JSON.stringify({ messages, add_generation_prompt: true }) }]),
+      encoding: 'utf8',
+    });
+    const text = (JSON.parse(r.stdout) as { ok: string }[])[0]!.ok;
+    expect(p.template.render({ messages, add_generation_prompt: true })).toBe(text);
+    expect(text).toBe(
+      '[gMASK]<sop><|user|>\n<|begin_of_image|><|image|><|end_of_image|>What is x?<|assistant|>\nx = 10<|user|>\nWhy?<|assistant|>\n',
+    );
+    const ids = await p.tokenizer.encode(text);
+    expect(p.modelFamily.countPlaceholders(ids, p.ids)).toEqual({ images: 1, videos: 0 });
+    const image = p.modelFamily.imageTokens(640, 480, p.vision);
+    expect(image.padCount).toBe(391);
+    const expanded = await p.modelFamily.expandMedia(
+      { text, ids },
+      [{ kind: 'image', tokens: image }],
+      0,
+      p.ids,
+      p.tokenizer,
+    );
+    const hf = await p.tokenizer.encodeDirect(text.replace('<|image|>', '<|image|>'.repeat(391)));
+    expect(expanded).toEqual(hf);
+    const [span] = p.modelFamily.findMediaSpans(expanded, p.ids);
+    expect(span).toMatchObject({ kind: 'image', padLength: 391 });
+    expect(expanded[span!.end]).toBe(151340);
+    // mRoPE: the image block holds t = const, rows over the 17×23 merged grid; text resumes after it.
+    const pos = p.modelFamily.positionIds(expanded, [{ kind: 'image', grid: image.gridThw }], p.ids, p.vision);
+    const at = span!.padStart;
+    expect(pos.rows[0]!.slice(at, at + 391).every((v) => v === at)).toBe(true);
+    expect(Math.max(...pos.rows[1]!.slice(at, at + 391))).toBe(at + 16);
+    expect(Math.max(...pos.rows[2]!.slice(at, at + 391))).toBe(at + 22);
+    expect(pos.rows[0]![at + 392]).toBe(at + 23 + 1);
+  });
+
+  it('the stop token kept in the response and written again by the template is found at its second occurrence', async () => {
+    const prompt = await p.tokenizer.encode(p.template.render({ messages: [user], add_generation_prompt: true }));
+    const answer = await p.tokenizer.encode('x = 10');
+    const stop = p.ids.grammar.stops[0]!;
+    const next = await p.tokenizer.encode('<|user|>\nWhy?<|assistant|>\n');
+    const stops = new Set(p.ids.grammar.stops);
+    // Right: the model's stop token opens the next turn; the template's continuation adds only what follows it.
+    expect(duplicatedStop([...prompt, ...answer, stop, ...next.slice(1)], stops)).toBeUndefined();
+    // Wrong: the continuation re-renders the role token after the kept stop token.
+    const broken = [...prompt, ...answer, stop, ...next];
+    expect(duplicatedStop(broken, stops)).toBe(prompt.length + answer.length + 1);
   });
 });

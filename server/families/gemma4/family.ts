@@ -190,4 +190,9 @@ export const gemma4: ModelFamily = {
     imageClose: 'image end',
     video: 'video soft token',
   },
+  explain(cause, token) {
+    return cause === 'reasoning_stripped' && token === GEMMA4_TOKENS.channelOpen
+      ? `the generation prompt pre-filled an empty thought channel (${token}thought, ${GEMMA4_TOKENS.channelClose}) that the template does not write when it renders the turn as history`
+      : undefined;
+  },
 };
