@@ -267,6 +267,16 @@ export interface ModelFamily {
   // --- where its models come from -------------------------------------------------------------
   readonly builtins: readonly BuiltinModel[];
 
+  /**
+   * A family whose tokenizer is tiktoken (Kimi): the pre-tokenizer pattern and the special tokens
+   * a folder's `tiktoken.model` needs (its tokenization file states them), for a folder without a
+   * `tokenizer.json`. `baseTokens` is the number of ranks; the special ids follow them.
+   */
+  readonly tiktoken?: {
+    pattern: string;
+    specialTokens(files: ModelFiles, baseTokens: number, where: string): { id: number; content: string }[];
+  };
+
   // --- ids --------------------------------------------------------------------------------------
   /**
    * A built-in's placeholder ids read from its tokenizer.json's added tokens alone (the ids it

@@ -5,9 +5,10 @@ import type { BuiltinModel, ModelFamily } from './family.ts';
 import { gemma3 } from './gemma3/index.ts';
 import { gemma4 } from './gemma4/family.ts';
 import { glm } from './glm/family.ts';
+import { kimi } from './kimi/family.ts';
 import { qwen } from './qwen/index.ts';
 
-export const FAMILIES = [qwen, gemma3, gemma4, glm] as const satisfies readonly ModelFamily[];
+export const FAMILIES = [qwen, gemma3, gemma4, glm, kimi] as const satisfies readonly ModelFamily[];
 
 export type { ModelFamily };
 

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { TokenizerHandle, visiblePiece } from './tokenizer.ts';
 import { ChatTemplate } from './template.ts';
+import { readTiktokenRanks, tiktokenTokenizerJson } from './tiktoken.ts';
 import type { VisionConfig } from '../model/vision.ts';
 import {
   placeholderIdsOf,
@@ -235,11 +236,25 @@ function folderFamily(files: ModelFiles, dir: string, tokenizer: TokenizerHandle
 
 function loadFolder(dir: string): ModelProfile {
   const notes: string[] = [];
-  const tokFile = path.join(dir, 'tokenizer.json');
-  if (!fs.existsSync(tokFile)) throw new Error(`${dir}: no tokenizer.json in the model folder`);
-  const tokenizer = TokenizerHandle.fromJson(fs.readFileSync(tokFile));
-  const templateSource = folderTemplate(dir);
   const files = folderFiles(dir);
+  let tokFile = path.join(dir, 'tokenizer.json');
+  let tokenizer: TokenizerHandle;
+  if (fs.existsSync(tokFile)) tokenizer = TokenizerHandle.fromJson(fs.readFileSync(tokFile));
+  else {
+    // A tiktoken model (Kimi): its ranks with the pattern and special tokens its family states.
+    tokFile = path.join(dir, 'tiktoken.model');
+    const modelType = typeof files.config?.model_type === 'string' ? files.config.model_type : undefined;
+    const tiktoken = (modelType !== undefined ? familyOfModelType(modelType) : undefined)?.tiktoken;
+    if (!fs.existsSync(tokFile) || !tiktoken)
+      throw new Error(
+        `${dir}: no tokenizer.json in the model folder (nor a tiktoken.model of a family that reads one)`,
+      );
+    const ranks = readTiktokenRanks(fs.readFileSync(tokFile, 'utf8'), tokFile);
+    tokenizer = TokenizerHandle.fromJson(
+      tiktokenTokenizerJson(ranks, tiktoken.pattern, tiktoken.specialTokens(files, ranks.size, tokFile)),
+    );
+  }
+  const templateSource = folderTemplate(dir);
   const family = folderFamily(files, dir, tokenizer);
   const ids = family.ids(tokenizer, files, tokFile, notes);
   const modelType = typeof files.config?.model_type === 'string' ? files.config.model_type : undefined;

