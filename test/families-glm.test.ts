@@ -11,6 +11,7 @@ import { familyOfModelName } from '../server/families/index.ts';
 import { loadProfile, type ModelProfile } from '../server/profiles/profile.ts';
 import { GLM_SPECIAL_IDS, GLM_TEMPLATE, writeGlmFolder } from './support/glm-folder.ts';
 import { duplicatedStop, GLM_TOKENS, videoPlaceholder } from '../server/families/glm/tokens.ts';
+import { glm45ToolCalls } from '../server/families/glm/tool-calls.ts';
 import {
   GLM4V_CLASS_DEFAULTS,
   GLM4V_MODEL_DEFAULTS,
@@ -200,5 +201,41 @@ describe('GLM-4.1V as a registered family, from the built model folder', () => {
     // Wrong: the continuation re-renders the role token after the kept stop token.
     const broken = [...prompt, ...answer, stop, ...next];
     expect(duplicatedStop(broken, stops)).toBe(prompt.length + answer.length + 1);
+  });
+});
+
+describe("vLLM's glm45 tool parser", () => {
+  it('parses calls, deserializes values as json.loads / literal_eval would, and dumps them as json.dumps', () => {
+    const text =
+      'Let me look.<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>北京</arg_value>\n<arg_key>n</arg_key>\n<arg_value>3</arg_value>\n' +
+      '<arg_key>f</arg_key>\n<arg_value>2.50</arg_value>\n<arg_key>b</arg_key>\n<arg_value>True</arg_value>\n' +
+      '<arg_key>l</arg_key>\n<arg_value>[1, "a"]</arg_value>\n<arg_key>o</arg_key>\n<arg_value>{"k": null}</arg_value>\n' +
+      '<arg_key>s</arg_key>\n<arg_value> plain text </arg_value>\n</tool_call>';
+    // Python's json.dumps of what vLLM's _deserialize makes of each value (json.loads, else ast.literal_eval).
+    const py = spawnSync(
+      'python3',
+      [
+        '-c',
+        `import json, ast, re, sys
+def deser(v):
+    try: return json.loads(v)
+    except Exception: pass
+    try: return ast.literal_eval(v)
+    except Exception: return v
+pairs = re.findall(r"<arg_key>(.*?)</arg_key>\\s*<arg_value>(.*?)</arg_value>", sys.stdin.read(), re.DOTALL)
+print(json.dumps({k.strip(): deser(v.strip()) for k, v in pairs}), end="")`,
+      ],
+      { input: text, encoding: 'utf8' },
+    );
+    const pythonDumps = py.stdout;
+    expect(pythonDumps).toContain('\\u5317');
+    expect(glm45ToolCalls.parse(text)).toEqual({
+      content: 'Let me look.',
+      calls: [{ name: 'get_weather', arguments: pythonDumps }],
+    });
+    expect(glm45ToolCalls.parse('no call here')).toEqual({ content: 'no call here', calls: [] });
+    // A call without the newline after its name does not match: no calls, the whole text as content.
+    const bad = '<tool_call>get_weather<arg_key>city</arg_key><arg_value>x</arg_value></tool_call>';
+    expect(glm45ToolCalls.parse(bad)).toEqual({ content: bad, calls: [] });
   });
 });

@@ -7,6 +7,7 @@ import type { ImageTokens, MediaSpan, ModelFamily, ModelFiles, VisionConfig } fr
 import { mropePositionIds } from '../qwen/mrope.ts';
 import { glmFamilyIds, glmNamed, glmTokens, type GlmIds, isGlmTokenizer } from './ids.ts';
 import { GLM_TOKENS } from './tokens.ts';
+import { glm45ToolCalls } from './tool-calls.ts';
 import { GLM4V_MODEL_DEFAULTS, glmImageTokens } from './vision.ts';
 
 const GLM_V_NAME = /glm-?4(\.[156])?v|glm-4\.[156]v/;
@@ -150,7 +151,7 @@ export const glm: ModelFamily = {
     );
     return { rows: r.rows, delta: r.delta };
   },
-  toolCalls: { name: 'none', open: '', close: '', parse: (text) => ({ content: text, calls: [] }) },
+  toolCalls: glm45ToolCalls,
   labels: {
     gmask: 'gMASK',
     sop: 'start of prompt',
