@@ -25,14 +25,10 @@ import {
   familyOfModelName,
   familyOfModelType,
 } from '../families/index.ts';
-import type { QwenTokens } from '../families/qwen/ids.ts';
 
 /** Every built-in profile's name, family by family (`qwen2.5-vl`, …). */
 export const BUILTIN_PROFILES: readonly string[] = BUILTIN_MODELS.map((b) => b.model.name);
 export type BuiltinProfileName = string;
-
-/** @deprecated Qwen's names of a Qwen model's ids; generic code reads `ModelProfile.ids`. */
-export type SpecialTokens = QwenTokens;
 
 /** The placeholder ids an importer needs to cut records apart before any check runs. */
 export type VisionIds = PlaceholderIds;
@@ -49,8 +45,6 @@ export interface ModelProfile {
   tokenizer: TokenizerHandle;
   template: ChatTemplate;
   templateSource: string;
-  /** @deprecated Qwen's names of the ids (`ids.named`); kept while callers move to `ids`. */
-  special: SpecialTokens;
   /** Model defaults from `preprocessor_config.json` (docs/reference/image-math.md#processor-parameters). */
   vision: VisionConfig;
   hashes: { tokenizer: string; template: string; preprocessor: string };
@@ -137,7 +131,6 @@ function loadBuiltin(name: BuiltinProfileName): ModelProfile {
     tokenizer,
     template: new ChatTemplate(templateSource),
     templateSource,
-    special: ids.named as unknown as SpecialTokens,
     vision,
     // The tokenizer's hash is computed on first read (an export's manifest): hashing the filtered
     // tokenizer.json costs as much as building a profile otherwise does.
@@ -250,7 +243,6 @@ function loadFolder(dir: string): ModelProfile {
     tokenizer,
     template: new ChatTemplate(templateSource),
     templateSource,
-    special: ids.named as unknown as SpecialTokens,
     vision,
     hashes: {
       tokenizer: tokenizer.sha256,
@@ -279,18 +271,6 @@ function builtinProfile(name: BuiltinProfileName): ModelProfile {
 
 const UNCOVERED_PREFIX = 'none:';
 /** Ids no token has: code that reads a stand-in's ids by mistake finds nothing. */
-const NO_IDS: SpecialTokens = {
-  endOfText: -1,
-  imStart: -1,
-  imEnd: -1,
-  eos: -1,
-  newline: -1,
-  visionStart: -1,
-  visionEnd: -1,
-  imagePad: -1,
-  videoPad: -1,
-  assistantRole: -1,
-};
 const NO_FAMILY_IDS: FamilyIds = {
   eos: -1,
   grammar: {
@@ -316,7 +296,6 @@ function uncoveredProfile(model: string): ModelProfile {
       name: `${UNCOVERED_PREFIX}${model}`,
       family: 'none',
       ids: NO_FAMILY_IDS,
-      special: NO_IDS,
       hashes: { tokenizer: '', template: '', preprocessor: '' },
       notes: [uncoveredLimitation(model)],
       uncoveredModel: model,
@@ -393,7 +372,7 @@ export function prewarmProfile(explicit: string | undefined): void {
 /** A profile's placeholder ids; undefined for the stand-in of a model no profile covers. */
 export function visionIdsOf(profile: ModelProfile): VisionIds | undefined {
   if (profile.uncoveredModel !== undefined) return undefined;
-  return placeholderIdsOf(profile.ids);
+  return placeholderIdsOf(profile.ids, profile.tokenizer);
 }
 
 const builtinVision = new Map<BuiltinProfileName, VisionIds>();
