@@ -14,6 +14,7 @@ import { gemma3Named } from '../server/families/gemma3/ids.ts';
 import { expandImagesInText } from '../server/families/gemma3/vision.ts';
 import { inferProfileName, loadProfile, type ModelProfile } from '../server/profiles/profile.ts';
 import { mulberry32 } from '../server/util/random.ts';
+import { imageRuns, NO_EARLIER_MEDIA } from './support/media-runs.ts';
 
 const require = createRequire(import.meta.url);
 const RENDER = fileURLToPath(new URL('./support/render_jinja2.py', import.meta.url));
@@ -78,7 +79,7 @@ describe('the built-in profile', () => {
   let p: ModelProfile;
   beforeAll(() => {
     p = loadProfile('gemma3');
-  });
+  }, 300_000);
 
   it('renders every conversation byte for byte as Python jinja2, errors included', () => {
     const cases = CONVERSATIONS.flatMap((messages) =>
@@ -150,7 +151,13 @@ describe('the built-in profile', () => {
         { kind: 'image' as const, tokens: p.modelFamily.imageTokens(640, 480, vision) },
       ];
       const crops = items.map((m) => m.tokens.padCount / 256 - 1);
-      const expanded = await p.modelFamily.expandMedia({ text, ids }, items, 0, p.ids, p.tokenizer);
+      const expanded = await p.modelFamily.expandMedia(
+        { text, ids },
+        imageRuns(items),
+        NO_EARLIER_MEDIA,
+        p.ids,
+        p.tokenizer,
+      );
       expect(expanded).toEqual(await p.tokenizer.encodeDirect(expandImagesInText(text, crops)));
       const spans = p.modelFamily.findMediaSpans(expanded, p.ids);
       expect(spans.map((s) => s.padLength)).toEqual(Array(crops.reduce((a, c) => a + c + 1, 0)).fill(256));
@@ -160,12 +167,18 @@ describe('the built-in profile', () => {
       expect(p.modelFamily.countPlaceholders(expanded, p.ids)).toEqual({ images: 0, videos: 0 });
     }
     // A prompt cut through an image: the last run has no end.
-    const expanded = await p.modelFamily.expandMedia({ text, ids }, [undefined, undefined], 0, p.ids, p.tokenizer);
+    const expanded = await p.modelFamily.expandMedia(
+      { text, ids },
+      imageRuns([undefined, undefined]),
+      NO_EARLIER_MEDIA,
+      p.ids,
+      p.tokenizer,
+    );
     expect(expanded).toEqual(ids);
     const full = await p.modelFamily.expandMedia(
       { text, ids },
-      [{ kind: 'image', tokens: p.modelFamily.imageTokens(640, 480, p.vision) }],
-      0,
+      imageRuns([{ tokens: p.modelFamily.imageTokens(640, 480, p.vision) }]),
+      NO_EARLIER_MEDIA,
       p.ids,
       p.tokenizer,
     );

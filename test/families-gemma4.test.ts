@@ -29,6 +29,7 @@ import { familyOfModelName } from '../server/families/index.ts';
 import { loadProfile, type ModelProfile } from '../server/profiles/profile.ts';
 import { mulberry32 } from '../server/util/random.ts';
 import { GEMMA4_SPECIAL_IDS, GEMMA4_TEMPLATE, writeGemma4Folder } from './support/gemma4-folder.ts';
+import { imageRuns, NO_EARLIER_MEDIA } from './support/media-runs.ts';
 
 const REFERENCE = fileURLToPath(new URL('./support/gemma4_reference.py', import.meta.url));
 const RENDER = fileURLToPath(new URL('./support/render_jinja2.py', import.meta.url));
@@ -131,7 +132,7 @@ describe('turns and images with the built model folder', () => {
   beforeAll(() => {
     dir = writeGemma4Folder(fs.mkdtempSync(path.join(os.tmpdir(), 'gemma4-')));
     tok = Tokenizer.fromFile(path.join(dir, 'tokenizer.json'));
-  });
+  }, 300_000);
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('the special tokens are single tokens at the ids config.json states', async () => {
@@ -220,7 +221,7 @@ describe('Gemma 4 as a registered family, from the built model folder', () => {
   beforeAll(() => {
     dir = writeGemma4Folder(fs.mkdtempSync(path.join(os.tmpdir(), 'gemma4-family-')));
     p = loadProfile(dir);
-  });
+  }, 300_000);
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   it('is recognized by its config.json and model names, with the ids config.json states', () => {
@@ -264,7 +265,13 @@ describe('Gemma 4 as a registered family, from the built model folder', () => {
       { kind: 'image' as const, tokens: p.modelFamily.imageTokens(640, 480, p.vision) },
       { kind: 'image' as const, tokens: p.modelFamily.imageTokens(3, 900, p.vision) },
     ];
-    const expanded = await p.modelFamily.expandMedia({ text, ids }, items, 0, p.ids, p.tokenizer);
+    const expanded = await p.modelFamily.expandMedia(
+      { text, ids },
+      imageRuns(items),
+      NO_EARLIER_MEDIA,
+      p.ids,
+      p.tokenizer,
+    );
     const parts = text.split(GEMMA4_TOKENS.image);
     const hfText = parts[0]! + imageRun(266) + parts[1]! + imageRun(280) + parts[2]!;
     expect(expanded).toEqual(await p.tokenizer.encodeDirect(hfText));

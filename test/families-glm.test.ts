@@ -20,6 +20,7 @@ import {
   glmSmartResize,
 } from '../server/families/glm/vision.ts';
 import { mulberry32 } from '../server/util/random.ts';
+import { imageRuns, NO_EARLIER_MEDIA } from './support/media-runs.ts';
 
 const REFERENCE = fileURLToPath(new URL('./support/glm_reference.py', import.meta.url));
 const RENDER = fileURLToPath(new URL('./support/render_jinja2.py', import.meta.url));
@@ -136,7 +137,7 @@ describe('GLM-4.1V as a registered family, from the built model folder', () => {
   beforeAll(() => {
     dir = writeGlmFolder(fs.mkdtempSync(path.join(os.tmpdir(), 'glm-')));
     p = loadProfile(dir);
-  });
+  }, 300_000);
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   const user = { role: 'user', content: [{ type: 'image' }, { type: 'text', text: 'What is x?' }] };
@@ -171,8 +172,8 @@ describe('GLM-4.1V as a registered family, from the built model folder', () => {
     expect(image.padCount).toBe(391);
     const expanded = await p.modelFamily.expandMedia(
       { text, ids },
-      [{ kind: 'image', tokens: image }],
-      0,
+      imageRuns([{ tokens: image }]),
+      NO_EARLIER_MEDIA,
       p.ids,
       p.tokenizer,
     );

@@ -18,6 +18,7 @@ import {
   navitResizeImage,
 } from '../server/families/kimi/vision.ts';
 import { mulberry32 } from '../server/util/random.ts';
+import { imageRuns, NO_EARLIER_MEDIA } from './support/media-runs.ts';
 
 const REFERENCE = fileURLToPath(new URL('./support/kimi_reference.py', import.meta.url));
 const RENDER = fileURLToPath(new URL('./support/render_jinja2.py', import.meta.url));
@@ -166,7 +167,7 @@ describe('Kimi K2.5 as a registered family, from the built model folder (tiktoke
   beforeAll(() => {
     dir = writeKimiFolder(fs.mkdtempSync(path.join(os.tmpdir(), 'kimi-')));
     p = loadProfile(dir);
-  });
+  }, 300_000);
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
   const user = { role: 'user', content: [{ type: 'image' }, { type: 'text', text: 'what is shown here' }] };
@@ -220,8 +221,14 @@ describe('Kimi K2.5 as a registered family, from the built model folder (tiktoke
       { kind: 'image' as const, tokens: a },
       { kind: 'image' as const, tokens: b },
     ];
-    const vllm = await p.modelFamily.expandMedia({ text, ids }, items, 0, p.ids, p.tokenizer);
-    const hf = await p.modelFamily.expandMedia({ text, ids }, [undefined, undefined], 0, p.ids, p.tokenizer);
+    const vllm = await p.modelFamily.expandMedia({ text, ids }, imageRuns(items), NO_EARLIER_MEDIA, p.ids, p.tokenizer);
+    const hf = await p.modelFamily.expandMedia(
+      { text, ids },
+      imageRuns([undefined, undefined]),
+      NO_EARLIER_MEDIA,
+      p.ids,
+      p.tokenizer,
+    );
     expect(hf).toEqual(ids);
     const runs = (tokens: number[]) =>
       p.modelFamily
@@ -229,7 +236,13 @@ describe('Kimi K2.5 as a registered family, from the built model folder (tiktoke
         .map((s, k) => ({ pads: s.padLength, expected: items[k]!.tokens.padCount }));
     expect(sequenceSpace(runs(vllm))).toEqual({ space: 'expanded', wrong: [] });
     expect(sequenceSpace(runs(hf))).toEqual({ space: 'collapsed', wrong: [] });
-    const mixed = await p.modelFamily.expandMedia({ text, ids }, [items[0], undefined], 0, p.ids, p.tokenizer);
+    const mixed = await p.modelFamily.expandMedia(
+      { text, ids },
+      imageRuns([items[0], undefined]),
+      NO_EARLIER_MEDIA,
+      p.ids,
+      p.tokenizer,
+    );
     expect(sequenceSpace(runs(mixed))).toEqual({ mixed: { collapsed: [1], expanded: [0] } });
     const [span] = p.modelFamily.findMediaSpans(vllm, p.ids);
     expect(vllm.slice(span!.start, span!.padStart)).toEqual([163602, p.tokenizer.tokenOfText('image'), 163603]);

@@ -12,13 +12,14 @@ import { analysisContext } from '../server/analysis/context.ts';
 import { realign } from '../server/analysis/realign.ts';
 import { renderText, turnCloseIds } from '../server/analysis/render.ts';
 import { continuationIds, tokenizeExtending } from '../server/gateway/prompt.ts';
-import { parseHermesToolCalls } from '../server/gateway/tool-calls.ts';
+import { parseHermesToolCalls } from '../server/families/qwen/hermes.ts';
 import { checkCall } from '../server/gateway/guard.ts';
 import { CaptureWriter } from '../server/gateway/capture.ts';
 import { isSecretName, withoutSecrets } from '../server/gateway/secrets.ts';
 import { CaptureLine } from '../server/gateway/protocol.ts';
 import { PythonRenderer } from './support/engine-reference.ts';
 import { tempDir } from './support/gateway-harness.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 
@@ -77,7 +78,7 @@ describe('the canonical continuation', () => {
       renderText(profile, first, { as: 'vllm', addGenerationPrompt: true }),
     );
     for (const generatedIds of [
-      [40, 289, 483, 990, 432, 13, profile.special.imEnd], // a non-canonical split, ended by the model
+      [40, 289, 483, 990, 432, 13, qwenNamed(profile.ids).imEnd], // a non-canonical split, ended by the model
       [40, 289, 483, 990], // cut by the length limit: the suffix must close the turn
     ]) {
       const observation: Message[] = [{ role: 'user', content: 'Go on.' }];
@@ -102,7 +103,7 @@ describe('the canonical continuation', () => {
             messages: first,
             promptIds,
             generatedIds,
-            finishReason: generatedIds.at(-1) === profile.special.imEnd ? 'stop' : 'length',
+            finishReason: generatedIds.at(-1) === qwenNamed(profile.ids).imEnd ? 'stop' : 'length',
           },
           { messages: next },
         ],
@@ -136,7 +137,7 @@ describe('hermes tool calls', () => {
 });
 
 describe('the per-call check', () => {
-  const { special } = profile;
+  const special = qwenNamed(profile.ids);
   const prompt = (pads: number) => [
     special.imStart,
     872,

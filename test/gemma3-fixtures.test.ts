@@ -8,6 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { gemma3Named } from '../server/families/gemma3/ids.ts';
 import { loadProfile, type ModelProfile } from '../server/profiles/profile.ts';
 import { CUT_AT, GEMMA3_SAMPLES } from './fixtures/generate-gemma3.ts';
+import { imageRuns, NO_EARLIER_MEDIA } from './support/media-runs.ts';
 
 const DIR = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'gemma3');
 const lines = (name: string) =>
@@ -21,7 +22,7 @@ describe('Gemma 3 fixtures', () => {
   let p: ModelProfile;
   beforeAll(() => {
     p = loadProfile('gemma3');
-  });
+  }, 300_000);
 
   it('slime and verl: clean samples are canonical renders; each break sits at its token', async () => {
     const t = gemma3Named(p.ids);
@@ -71,7 +72,13 @@ describe('Gemma 3 fixtures', () => {
     });
     const ids = await p.tokenizer.encode(text);
     const image = { kind: 'image' as const, tokens: p.modelFamily.imageTokens(280, 210, p.vision) };
-    const canonical = await p.modelFamily.expandMedia({ text, ids }, [image], 0, p.ids, p.tokenizer);
+    const canonical = await p.modelFamily.expandMedia(
+      { text, ids },
+      imageRuns([image]),
+      NO_EARLIER_MEDIA,
+      p.ids,
+      p.tokenizer,
+    );
     // The render ends with `<end_of_turn>\n`; the sample ends at the model's `<end_of_turn>`.
     expect(clean).toEqual(canonical.slice(0, -1));
   });

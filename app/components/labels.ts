@@ -28,16 +28,16 @@ export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
 };
 
 export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {
-  duplicated_eos: 'duplicated <|im_end|>',
-  missing_eos: 'missing <|im_end|>',
-  missing_newline: 'missing \\n after <|im_end|>',
+  duplicated_eos: 'duplicated end of turn',
+  missing_eos: 'missing end of turn',
+  missing_newline: 'missing \\n after end of turn',
   retokenized: 're-tokenized',
   template_changed: 'template changed history',
   image_tokens_changed: 'image pads changed',
   other: 'other',
   reasoning_stripped: 'reasoning stripped',
   tool_call_reserialized: 'tool call re-serialized',
-  secondary_eos: 'ended by <|endoftext|>',
+  secondary_eos: 'ended by secondary EOS',
   vision_token_generated: 'model wrote vision tokens',
   placeholder_in_text: 'placeholder typed as text',
   zero_filled_logprobs: 'logprobs zero-filled',

@@ -6,7 +6,8 @@
 import type { ImageRef, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import type { MismatchThresholds } from './logprob-mismatch.ts';
-import { imageTokens, type ImageTokens, type VisionConfig } from '../families/qwen/image-math.ts';
+import type { ImageTokens, VisionConfig } from '../model/vision.ts';
+import type { MediaRuns } from '../families/family.ts';
 
 export interface ImageExpectation {
   /** Token math for the image, when its size is known and valid. */
@@ -58,6 +59,8 @@ export function visionConfigFor(
   stated: ProcessorSettings | undefined,
   overrides: ProcessorSettings | undefined,
 ): VisionConfig {
+  // Min/max pixels bound the resize only where the family's processor has them (ModelFamily.pixelBounds).
+  if (!profile.modelFamily.pixelBounds) return { ...profile.vision };
   return {
     ...profile.vision,
     minPixels: image?.minPixels ?? stated?.minPixels ?? overrides?.minPixels ?? profile.vision.minPixels,
@@ -75,7 +78,7 @@ export function analysisContext(
     const vision = visionConfigFor(profile, img, stated, overrides);
     if (!img.width || !img.height) return { vision, problem: img.unavailable ?? 'image size unknown' };
     try {
-      return { vision, tokens: imageTokens(img.width, img.height, vision) };
+      return { vision, tokens: profile.modelFamily.imageTokens(img.width, img.height, vision) };
     } catch (e) {
       return { vision, problem: (e as Error).message };
     }
@@ -85,4 +88,12 @@ export function analysisContext(
 
 export function expectedPadCounts(ctx: AnalysisContext): (number | undefined)[] {
   return ctx.images.map((i) => i.tokens?.padCount);
+}
+
+/** What each media item's placeholder expands to, where its size is known (the family's run). */
+export function expectedMedia(ctx: AnalysisContext): MediaRuns {
+  return {
+    images: ctx.images.map((i) => (i.tokens ? { pads: i.tokens.padCount, tokens: i.tokens } : undefined)),
+    videos: [],
+  };
 }

@@ -8,7 +8,7 @@ import { startsWithParts } from './diff.ts';
 /**
  * What the next turn's prompt must start with: this turn's prompt ⧺ its generated ids ⧺ the
  * EOS-aware boundary (`closeIds` from `turnCloseIds`, `stopIds` from `turnStopIds`). Ids outside the
- * chat format (`plain`: no `<|im_start|>` anywhere) continue by plain concatenation. Undefined when
+ * chat format (`plain`: no turn opener anywhere) continue by plain concatenation. Undefined when
  * the turn has no prompt ids.
  */
 export function expectedNextPrompt(

@@ -110,7 +110,7 @@ export const WARNING_ROLE: Readonly<Record<FindingKind, WarningRole | RefinedRol
   // A warning when the pads agree with the stored grid but not with the processor settings in force:
   // the row is right only if the run used other settings, which nothing here states.
   placeholder_count: 'doubts',
-  // A warning only for a lone <|vision_start|>/<|vision_end|> the model generated: its own text, kept verbatim.
+  // A warning only for a lone vision begin/end token the model generated: its own text, kept verbatim.
   image_count: { role: 'doubts', byCause: { vision_token_generated: 'describes' } },
   image_truncated: 'doubts',
   // A warning when the data does not settle which sample an image's range belongs to (prime-rl MMRef offsets).

@@ -12,17 +12,18 @@
 //    `ids()` from the tokenizer and the model folder's files, as the `FamilyIds` a profile carries.
 //    Generic code (server/analysis) reads `FamilyIds` as data and never looks an id up by its text.
 //
-// Shapes the interface holds (docs/reference/models/):
-//  * Qwen (ChatML): `<|im_start|>role\n … <|im_end|>\n`; `<|vision_start|>` + pads + `<|vision_end|>`;
-//    Qwen3-VL videos one run per frame pair with `<t seconds>` text between runs.
-//  * Gemma 3: `<start_of_turn>role\n … <end_of_turn>\n`; the template writes `<start_of_image>` alone
-//    and the processor replaces it by `\n\n<start_of_image>` + 256 soft tokens + `<end_of_image>\n\n`
+// Shapes the interface holds (each family's tokens are in its folder and in
+// docs/reference/models/<family>.md, never here):
+//  * Qwen (ChatML): turn start + role + newline … end of turn + newline; vision start + pads +
+//    vision end; Qwen3-VL videos one run per frame pair with `<t seconds>` text between runs.
+//  * Gemma 3: the same turn shape with its own tokens; the template writes the image's begin token
+//    alone and the processor replaces it by two newlines, begin, 256 soft tokens, end, two newlines
 //    (text-level expansion: `expandMedia` gets the rendered text, not only its ids).
-//  * Kimi: one opener per role (`<|im_assistant|>assistant<|im_middle|>`), no newline after
-//    `<|im_end|>`; `<|media_begin|>image<|media_content|>` + pads + `<|media_end|>` (a header
-//    between the begin token and the pads); two token spaces, one `<|media_pad|>` or the run.
-//  * GLM-4.xV: no end-of-turn token; the next role token (`<|user|>`, `<|observation|>`) is the stop
-//    token and the next turn's opener (`stopOpensTurn`).
+//  * Kimi: one opener per role, a role word and a middle token as the header, no newline after the
+//    end of turn; begin + `image` + a content token (a header between begin and pads) + pads + end;
+//    two token spaces, one pad per image or the expanded run (`collapsible`).
+//  * GLM-4.xV: no end-of-turn token; the next role token (user, observation) is the stop token and
+//    the next turn's opener (`stopOpensTurn`).
 import type { DivergenceCause } from '../model/finding.ts';
 import type { GridThw, Message } from '../model/trajectory.ts';
 import type { ImageTokens, VideoTokens, VisionConfig } from '../model/vision.ts';
@@ -88,21 +89,21 @@ export interface TurnGrammar {
   openers: readonly number[];
   /**
    * The header of the turn the opener at `tokens[at]` starts (its role, where its content begins),
-   * or undefined when `tokens[at]` opens no turn. Qwen: `<|im_start|>` + role word + `\n`.
+   * or undefined when `tokens[at]` opens no turn. Qwen: the turn start, the role word, the newline.
    */
   header(tokens: readonly number[], at: number): TurnHeader | undefined;
-  /** The end-of-turn id the template writes and the model emits (`<|im_end|>`); undefined for GLM. */
+  /** The end-of-turn id the template writes and the model emits; undefined for GLM. */
   endOfTurn: number | undefined;
   /** Ids the template writes right after the end of turn (Qwen, Gemma: the newline; Kimi: none). */
   afterEnd: readonly number[];
   /**
    * Ids a generation stops at, the chat EOS first (docs/reference/vllm-api.md#what-the-ids-are):
-   * Qwen `<|im_end|>` then `<|endoftext|>`; GLM its next-role tokens.
+   * Qwen its end of turn then its end of text; GLM its next-role tokens.
    */
   stops: readonly number[];
   /**
    * Stop ids after which the template writes only `afterEnd` (not the end of turn again): Qwen's
-   * `<|endoftext|>`, a turn the model ended with a secondary EOS. Empty when none.
+   * end of text, a turn the model ended with a secondary EOS. Empty when none.
    */
   secondaryStops: readonly number[];
   /** The stop token is also the next turn's opener (GLM): an observation that opens with it again duplicates it. */
@@ -111,19 +112,19 @@ export interface TurnGrammar {
 
 /** One kind of media placeholder: begin, [header], a run of pads, end. */
 export interface MediaTokens {
-  /** Opens each run (`<|vision_start|>`, `<start_of_image>`, `<|begin_of_image|>`, `<|media_begin|>`). */
+  /** Opens each run (Qwen's vision start, Gemma's start of image). */
   begin: number;
-  /** Ids the template writes between `begin` and the pads (Kimi `image<|media_content|>`); usually none. */
+  /** Ids the template writes between `begin` and the pads (Kimi's `image` and content token); usually none. */
   header: readonly number[];
-  /** The pad id a run repeats (`<|image_pad|>`, `<image_soft_token>`, `<|image|>`, `<|media_pad|>`). */
+  /** The pad id a run repeats (Qwen's image pad, Gemma's soft token). */
   pad: number;
-  /** Closes the run (`<|vision_end|>`, `<end_of_image>`). */
+  /** Closes the run. */
   end: number;
 }
 
 export interface MediaShape {
   image: MediaTokens;
-  /** Video placeholders (Qwen: the same begin/end with `<|video_pad|>`); undefined when the family has none. */
+  /** Video placeholders (Qwen: the same begin/end with its video pad); undefined when the family has none. */
   video?: MediaTokens;
   /**
    * The engine's token space may hold one pad per item instead of the expanded run (Kimi's
@@ -154,16 +155,24 @@ export interface PlaceholderIds {
   imageHeader: readonly number[];
   imagePad: number;
   pads: readonly number[];
+  /** The image span's tokens as text (what a dump decoded with special tokens kept holds). */
+  imageText: { begin: string; header: string; pad: string; end: string };
 }
 
-/** A model's placeholder ids from its FamilyIds. */
-export function placeholderIdsOf(ids: FamilyIds): PlaceholderIds {
+/** A model's placeholder ids from its FamilyIds, their texts from its tokenizer. */
+export function placeholderIdsOf(ids: FamilyIds, tok: Pick<TokenizerHandle, 'piece'>): PlaceholderIds {
   const { image, video } = ids.media;
   return {
     imageBegin: image.begin,
     imageHeader: image.header,
     imagePad: image.pad,
     pads: video && video.pad !== image.pad ? [image.pad, video.pad] : [image.pad],
+    imageText: {
+      begin: tok.piece(image.begin),
+      header: image.header.map((id) => tok.piece(id)).join(''),
+      pad: tok.piece(image.pad),
+      end: tok.piece(image.end),
+    },
   };
 }
 
@@ -193,8 +202,26 @@ export interface VideoInput {
   timestamps?: readonly number[];
 }
 
-/** What the template's one placeholder of a media item becomes in the engine's token stream. */
-export type MediaExpansion = { kind: 'image'; tokens: ImageTokens } | { kind: 'video'; tokens: VideoTokens };
+/** An image's run: its pad count, with its layout when its size is known (a count alone when only a stored range states it). */
+export interface ImageRun {
+  pads: number;
+  tokens?: ImageTokens;
+}
+
+/**
+ * What the template's one placeholder per media item becomes in the engine's token stream, per
+ * kind in order of appearance (as processors take `images` and `videos`); undefined: unknown.
+ */
+export interface MediaRuns {
+  images: readonly (ImageRun | undefined)[];
+  videos: readonly (VideoTokens | undefined)[];
+}
+
+/** How many items of each kind earlier texts of the conversation held (where a text's media start in MediaRuns). */
+export interface MediaOffsets {
+  images: number;
+  videos: number;
+}
 
 // ---------------------------------------------------------------------------------------------
 // The family
@@ -220,7 +247,7 @@ export interface ParsedToolCalls {
 export interface ToolCallParser {
   /** vLLM's `--tool-call-parser` name (`hermes`, `kimi_k2`, `glm45`). */
   name: string;
-  /** The text that opens a call in generated text (`<tool_call>`), to find one around a token. */
+  /** The text that opens a call in generated text (hermes: its tool-call tag), to find one around a token. */
   open: string;
   close: string;
   parse(text: string): ParsedToolCalls;
@@ -297,6 +324,11 @@ export interface ModelFamily {
   readonly pixelBounds: boolean;
   /** The token run of one still image of `width`×`height` px. Throws naming the size when the processor would refuse it. */
   imageTokens(width: number, height: number, vision: VisionConfig): ImageTokens;
+  /**
+   * The run when the family's training frameworks resize before the processor with a helper of
+   * their own (Qwen: qwen-vl-utils' `smart_resize`, which verl and slime call), where it can differ.
+   */
+  preResizedImageTokens?(width: number, height: number, vision: VisionConfig): ImageTokens;
   /** The token runs of one video; undefined when the family has no video placeholder. */
   videoTokens?(video: VideoInput, vision: VisionConfig): VideoTokens;
   /** Pads a stored grid implies (`t·h·w / merge²`). Throws on a grid no processor of the family makes. */
@@ -304,14 +336,15 @@ export interface ModelFamily {
 
   // --- rendering ----------------------------------------------------------------------------------
   /**
-   * The engine's ids for a rendered text: each media placeholder the template wrote, counted from
-   * `first`, replaced by its run (`media[k]`; undefined: one pad kept). `ids` are `text` tokenized;
-   * a family whose processor expands text (Gemma 3) re-tokenizes with `tok`.
+   * The engine's ids for a rendered text: each media placeholder the template wrote replaced by
+   * its run (the k-th image placeholder by `media.images[first.images + k]`, videos alike;
+   * undefined: one pad kept). `ids` are `text` tokenized; a family whose processor expands text
+   * (Gemma 3) re-tokenizes with `tok`.
    */
   expandMedia(
     rendered: { text: string; ids: readonly number[] },
-    media: readonly (MediaExpansion | undefined)[],
-    first: number,
+    media: MediaRuns,
+    first: MediaOffsets,
     ids: FamilyIds,
     tok: TokenizerHandle,
   ): Promise<number[]> | number[];
@@ -338,6 +371,8 @@ export interface ModelFamily {
     vision: VisionConfig,
   ): PositionIds;
   readonly toolCalls: ToolCallParser;
+  /** The text around the reasoning a model writes before its answer (its think tags), when it has any. */
+  readonly reasoningTags?: { open: string; close: string };
 
   // --- words --------------------------------------------------------------------------------------
   /**
@@ -347,7 +382,7 @@ export interface ModelFamily {
   readonly labels: Readonly<Record<string, string>>;
   /**
    * A cause's explanation in the family's words where the generic one (built from the token's
-   * own piece, "`<|im_end|>` appears twice") does not fit: GLM's "the role token `<|user|>` appears twice".
+   * own piece, "`X` appears twice") does not fit: GLM's duplicated role token is not an end of turn.
    */
   explain?(cause: DivergenceCause, token: string): string | undefined;
 }

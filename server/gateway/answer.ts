@@ -1,12 +1,13 @@
 // What the client gets: the answer it would have had from the engine directly. The ids and
 // logprobs the gateway asked for on its own behalf are taken out again (set to null, as vLLM
 // writes them when not asked) unless the client asked for them too; a token-in answer is given
-// the chat shape the client asked for, tool calls parsed as vLLM's hermes parser would.
+// the chat shape the client asked for, tool calls parsed as the model family's vLLM tool parser would (hermes for Qwen).
 import { randomUUID } from 'node:crypto';
 import type { EngineAnswer } from './engines.ts';
 import type { ChatRequest } from './protocol.ts';
 import { EngineChunk } from './protocol.ts';
-import { parseHermesToolCalls, toolCallId } from './tool-calls.ts';
+import { toolCallId } from './tool-calls.ts';
+import type { ToolCallParser } from '../families/family.ts';
 
 export interface ClientAsked {
   ids: boolean;
@@ -62,11 +63,11 @@ export interface ChatOutcome {
   finishReason: string;
 }
 
-/** The assistant message of a token-in answer: tool calls parsed when the request offered tools. */
-export function chatOutcome(req: ChatRequest, answer: EngineAnswer): ChatOutcome {
+/** The assistant message of a token-in answer: tool calls parsed (the model family's parser) when the request offered tools. */
+export function chatOutcome(req: ChatRequest, answer: EngineAnswer, toolCalls: ToolCallParser): ChatOutcome {
   const text = answer.text ?? '';
   const offered = Array.isArray(req.tools) && req.tools.length > 0 && req.tool_choice !== 'none';
-  const parsed = offered ? parseHermesToolCalls(text) : { content: text, calls: [] };
+  const parsed = offered ? toolCalls.parse(text) : { content: text, calls: [] };
   const finish = answer.finishReason ?? 'stop';
   return {
     content: parsed.content,

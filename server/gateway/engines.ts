@@ -8,7 +8,7 @@
 //   and, for later versions, `return_prompt_token_ids` and `return_meta_info`
 //   (python/sglang/srt/entrypoints/openai/serving_chat.py; the generated ids are then in
 //   `meta_info.output_token_logprobs`), never streamed; `/generate` with `input_ids` for token-in. With images
-//   SGLang wants one `<|image_pad|>` per image in `input_ids` and keeps the ids verbatim only with
+//   SGLang wants one image pad per image in `input_ids` and keeps the ids verbatim only with
 //   `SGLANG_MM_AVOID_RETOKENIZE` set on the engine; otherwise it decodes them and tokenizes again
 //   (python/sglang/srt/multimodal/processors/base_processor.py `load_mm_data`,
 //   `process_and_combine_mm_data`, `_expand_input_ids`).
@@ -296,7 +296,7 @@ const sglang: EngineAdapter = {
     };
   },
   imagesWithIds:
-    'SGLang takes token ids with images (one <|image_pad|> per image, expanded by its processor) but keeps them verbatim only when the engine runs with SGLANG_MM_AVOID_RETOKENIZE=1 (tell the gateway with --sglang-keeps-image-ids); otherwise it decodes and re-tokenizes them, so calls of sessions with images are rendered by the engine (its chat endpoint) and checked',
+    'SGLang takes token ids with images (one image pad per image, expanded by its processor) but keeps them verbatim only when the engine runs with SGLANG_MM_AVOID_RETOKENIZE=1 (tell the gateway with --sglang-keeps-image-ids); otherwise it decodes and re-tokenizes them, so calls of sessions with images are rendered by the engine (its chat endpoint) and checked',
 };
 
 export const ENGINES: Record<EngineKind, EngineAdapter> = { vllm, sglang };

@@ -14,6 +14,7 @@ import { profileFor, type ModelProfile } from '../profiles/profile.ts';
 import { turnCloseIds } from '../analysis/render.ts';
 import { commonPrefixLength } from '../analysis/diff.ts';
 import { collapseRuns } from '../import/chain.ts';
+import { padIdsOf } from '../analysis/vision-spans.ts';
 import type { GatewayConfig } from './config.ts';
 import { CaptureWriter } from './capture.ts';
 import {
@@ -316,7 +317,7 @@ export class Gateway {
           tokenIn = {
             model: body.model,
             promptIds: cont.ids,
-            collapsedIds: collapseRuns(cont.ids, [profile.special.imagePad, profile.special.videoPad]),
+            collapsedIds: collapseRuns(cont.ids, padIdsOf(profile.ids)),
             imageUrls: imagesInMessages(body.messages).flatMap((r) => (r.url ? [r.url] : [])),
             sampling,
             ...(maxTokens !== undefined ? { maxTokens } : {}),
@@ -351,7 +352,7 @@ export class Gateway {
           last?.text !== undefined && last.textIds ? { text: last.text, ids: last.textIds } : undefined,
           rendered.text,
         );
-        predicted = expandPads(profile, textState.ids, padCounts);
+        predicted = await expandPads(profile, textState, padCounts);
       } else ctx.notes.push(`the prompt was not predicted: ${rendered.unknown}`);
     }
     const early = predicted
@@ -370,7 +371,7 @@ export class Gateway {
         ctx.upstreamPath = plan.path;
         const raw = await postJson(upstream, plan.path, plan.body);
         answer = this.engine.readTokenIn(raw, tokenIn);
-        const outcome = chatOutcome(body, answer);
+        const outcome = chatOutcome(body, answer, profile.modelFamily.toolCalls);
         client = chatFromTokenIn(answer, outcome, asked, body.model ?? this.servedModel ?? profile.name);
         answer.toolCalls = outcome.toolCalls;
         answer.text = outcome.content;

@@ -2,8 +2,6 @@
 // (`ModelFamily.toolCalls`, server/families/).
 import { randomUUID } from 'node:crypto';
 
-export { parseHermesToolCalls } from '../families/qwen/hermes.ts';
-
 /** An id in vLLM's form (`make_tool_call_id`: `chatcmpl-tool-` and random hex). */
 export function toolCallId(): string {
   return `chatcmpl-tool-${randomUUID().replace(/-/g, '')}`;

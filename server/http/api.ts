@@ -681,7 +681,7 @@ export const PlaygroundResult = z.object({
   /** The model profile the conversation was rendered with. */
   profile: z.string(),
   text: z.string(),
-  /** The text tokenized: one `<|image_pad|>` per image, as the template writes it. */
+  /** The text tokenized: one placeholder per image, as the template writes it. */
   tokenIds: z.array(z.number().int()),
   /** What the model sees: each image's pad expanded to its count. */
   ids: z.array(z.number().int()),

@@ -45,7 +45,7 @@ export function turnsFromMask(s: MaskedStream): TurnInput[] {
   if (s.mask) while (firstTrained < n && !masked(firstTrained)) firstTrained++;
   // Frameworks write logprob 0.0 for the tokens they append (observations, turn closes): a token
   // after the first trained one whose mask is 0 but whose logprob is the sampler's (finite, not
-  // 0) was generated, and its 0 is a mask fault (a generated <|im_end|> left out of training).
+  // 0) was generated, and its 0 is a mask fault (a generated end of turn left out of training).
   // The checks report the stored mask against the canonical one, which trains it.
   const sampled = (i: number): boolean => {
     const lp = s.logprobs?.[i - offset];

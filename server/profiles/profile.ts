@@ -26,14 +26,10 @@ import {
   familyOfModelName,
   familyOfModelType,
 } from '../families/index.ts';
-import type { QwenTokens } from '../families/qwen/ids.ts';
 
 /** Every built-in profile's name, family by family (`qwen2.5-vl`, …). */
 export const BUILTIN_PROFILES: readonly string[] = BUILTIN_MODELS.map((b) => b.model.name);
 export type BuiltinProfileName = string;
-
-/** @deprecated Qwen's names of a Qwen model's ids; generic code reads `ModelProfile.ids`. */
-export type SpecialTokens = QwenTokens;
 
 /** The placeholder ids an importer needs to cut records apart before any check runs. */
 export type VisionIds = PlaceholderIds;
@@ -50,8 +46,6 @@ export interface ModelProfile {
   tokenizer: TokenizerHandle;
   template: ChatTemplate;
   templateSource: string;
-  /** @deprecated Qwen's names of the ids (`ids.named`); kept while callers move to `ids`. */
-  special: SpecialTokens;
   /** Model defaults from `preprocessor_config.json` (docs/reference/image-math.md#processor-parameters). */
   vision: VisionConfig;
   hashes: { tokenizer: string; template: string; preprocessor: string };
@@ -128,6 +122,20 @@ function builtinTemplate(file: string): string {
   return template;
 }
 
+/**
+ * The special tokens a tokenizer_config.json names (`bos_token`, `eos_token`, `unk_token`,
+ * `pad_token`; a string or `{ content }`), which transformers hands every template render.
+ */
+function templateSpecialTokens(tokenizerConfig: Record<string, unknown> | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of ['bos_token', 'eos_token', 'unk_token', 'pad_token']) {
+    const v = tokenizerConfig?.[name];
+    const text = typeof v === 'string' ? v : (v as { content?: unknown } | null | undefined)?.content;
+    if (typeof text === 'string') out[name] = text;
+  }
+  return out;
+}
+
 function loadBuiltin(name: BuiltinProfileName): ModelProfile {
   const found = builtinNamed(name);
   if (!found) throw new Error(`unknown built-in profile "${name}"`);
@@ -144,9 +152,13 @@ function loadBuiltin(name: BuiltinProfileName): ModelProfile {
     modelFamily: family,
     ids,
     tokenizer,
-    template: new ChatTemplate(templateSource),
+    template: new ChatTemplate(
+      templateSource,
+      model.templateFile.endsWith('.json')
+        ? templateSpecialTokens(readJson(model.templateFile) as Record<string, unknown>)
+        : {},
+    ),
     templateSource,
-    special: ids.named as unknown as SpecialTokens,
     vision,
     // The tokenizer's hash is computed on first read (an export's manifest): hashing the filtered
     // tokenizer.json costs as much as building a profile otherwise does.
@@ -271,9 +283,8 @@ function loadFolder(dir: string): ModelProfile {
     modelFamily: family,
     ids,
     tokenizer,
-    template: new ChatTemplate(templateSource),
+    template: new ChatTemplate(templateSource, templateSpecialTokens(files.tokenizerConfig)),
     templateSource,
-    special: ids.named as unknown as SpecialTokens,
     vision,
     hashes: {
       tokenizer: tokenizer.sha256,
@@ -302,18 +313,6 @@ function builtinProfile(name: BuiltinProfileName): ModelProfile {
 
 const UNCOVERED_PREFIX = 'none:';
 /** Ids no token has: code that reads a stand-in's ids by mistake finds nothing. */
-const NO_IDS: SpecialTokens = {
-  endOfText: -1,
-  imStart: -1,
-  imEnd: -1,
-  eos: -1,
-  newline: -1,
-  visionStart: -1,
-  visionEnd: -1,
-  imagePad: -1,
-  videoPad: -1,
-  assistantRole: -1,
-};
 const NO_FAMILY_IDS: FamilyIds = {
   eos: -1,
   grammar: {
@@ -339,7 +338,6 @@ function uncoveredProfile(model: string): ModelProfile {
       name: `${UNCOVERED_PREFIX}${model}`,
       family: 'none',
       ids: NO_FAMILY_IDS,
-      special: NO_IDS,
       hashes: { tokenizer: '', template: '', preprocessor: '' },
       notes: [uncoveredLimitation(model)],
       uncoveredModel: model,
@@ -416,7 +414,7 @@ export function prewarmProfile(explicit: string | undefined): void {
 /** A profile's placeholder ids; undefined for the stand-in of a model no profile covers. */
 export function visionIdsOf(profile: ModelProfile): VisionIds | undefined {
   if (profile.uncoveredModel !== undefined) return undefined;
-  return placeholderIdsOf(profile.ids);
+  return placeholderIdsOf(profile.ids, profile.tokenizer);
 }
 
 const builtinVision = new Map<BuiltinProfileName, VisionIds>();

@@ -314,7 +314,7 @@ export class TokenizerHandle {
   }
 
   /**
-   * @param keepAddedToken drop added tokens this model's tokenizer does not have (Qwen2-VL lacks Qwen3's `<think>`),
+   * @param keepAddedToken drop added tokens this model's tokenizer does not have (an older generation lacks a newer one's reasoning tags),
    *   so a shared vocabulary file serves several model generations exactly.
    * @param json the file's text, or its bytes as read (UTF-8)
    */
@@ -481,7 +481,7 @@ export class TokenizerHandle {
     return this.specialIds.has(id);
   }
 
-  /** Any added token (special or not: `<tool_call>`, `<think>` are added but not special in Qwen's vocabulary). */
+  /** Any added token (special or not: tool-call and reasoning tags can be added but not special, as in Qwen's vocabulary). */
   isAdded(id: number): boolean {
     // Every added token this model has is inside its vocabulary (vocabSize counts them).
     return this.isValid(id) && this.addedFlags[id] === 1;

@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { decode, encode } from '@msgpack/msgpack';
 import type { ModelProfile } from '../../server/profiles/profile.ts';
 import { TokenizerHandle } from '../../server/profiles/tokenizer.ts';
+import { qwenNamed } from '../../server/families/qwen/ids.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
 
@@ -72,7 +73,7 @@ export function writeMovedFolder(
   for (const t of tok.added_tokens) t.id = mapped(perm, t.id);
   for (const [piece, id] of Object.entries(tok.model.vocab)) tok.model.vocab[piece] = mapped(perm, id);
   write('tokenizer.json', JSON.stringify(tok));
-  const s = profile.special;
+  const s = qwenNamed(profile.ids);
   const decoder = Object.fromEntries(
     tok.added_tokens.map((t) => [String(t.id), { content: t.content, special: t.content.startsWith('<|') }]),
   );

@@ -42,7 +42,14 @@ export const gemma3: ModelFamily = {
       return t.id;
     };
     const imagePad = id(GEMMA3_TOKENS.imageSoftToken);
-    return { imageBegin: id(GEMMA3_TOKENS.startOfImage), imageHeader: [], imagePad, pads: [imagePad] };
+    const t = GEMMA3_TOKENS;
+    return {
+      imageBegin: id(t.startOfImage),
+      imageHeader: [],
+      imagePad,
+      pads: [imagePad],
+      imageText: { begin: t.startOfImage, header: '', pad: t.imageSoftToken, end: t.endOfImage },
+    };
   },
   ids: (tok, files, where, notes) => gemma3FamilyIds(gemma3Tokens(tok, files, where, notes)),
   processor: gemma3Processor,
@@ -56,7 +63,7 @@ export const gemma3: ModelFamily = {
     return (t * h * w) / (vision.mergeSize * vision.mergeSize);
   },
   expandMedia: (rendered, media, first, ids, tok) =>
-    expandGemma3Media(rendered.ids, media, first, gemma3Named(ids), seqLengthOf(GEMMA3_VISION), tok),
+    expandGemma3Media(rendered.ids, media.images, first.images, gemma3Named(ids), seqLengthOf(GEMMA3_VISION), tok),
   countPlaceholders: (ids, family) => countGemma3Placeholders(ids, gemma3Named(family)),
   findMediaSpans: (tokens, ids) => findGemma3Spans(tokens, gemma3Named(ids)),
   trainerFields: { grids: false, positionIds: 'plain', mmTokenTypeIds: false, tokenTypeIds: true },

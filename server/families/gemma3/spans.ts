@@ -2,7 +2,7 @@
 // placeholders (docs/reference/models/gemma3.md#images). A run is `<start_of_image>`, soft tokens,
 // `<end_of_image>`; the newlines around it are ordinary tokens (and merge with the text's).
 import type { TokenizerHandle } from '../../profiles/tokenizer.ts';
-import type { MediaExpansion, MediaSpan } from '../family.ts';
+import type { ImageRun, MediaSpan } from '../family.ts';
 import type { Gemma3Ids } from './ids.ts';
 import { expandImagesInIds, imageReplacement } from './vision.ts';
 
@@ -39,7 +39,7 @@ export function countGemma3Placeholders(ids: readonly number[], t: Gemma3Ids): {
  */
 export async function expandGemma3Media(
   ids: readonly number[],
-  media: readonly (MediaExpansion | undefined)[],
+  media: readonly (ImageRun | undefined)[],
   first: number,
   t: Gemma3Ids,
   seqLength: number,
@@ -53,11 +53,11 @@ export async function expandGemma3Media(
     if (ids[i] !== t.startOfImage || ids[i + 1] === t.imageSoftToken) continue;
     placeholders++;
     const item = media[k++];
-    if (item?.kind !== 'image') {
+    if (!item) {
       replacements.push([t.startOfImage]);
       continue;
     }
-    const crops = Math.max(0, Math.round(item.tokens.padCount / seqLength) - 1);
+    const crops = Math.max(0, Math.round(item.pads / seqLength) - 1);
     let r = cache.get(crops);
     if (!r) {
       r = await tok.encode(imageReplacement(crops, seqLength));

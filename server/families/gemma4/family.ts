@@ -2,7 +2,7 @@
 // thinking channel stripped from history, `<|image>` + N × `<|image|>` + `<image|>` per image with N
 // from the aspect-preserving resize. From a model folder only (no npm package ships its tokenizer).
 import { z } from 'zod';
-import type { ImageTokens, MediaExpansion, MediaSpan, ModelFamily, ModelFiles, VisionConfig } from '../family.ts';
+import type { ImageRun, ImageTokens, MediaSpan, ModelFamily, ModelFiles, VisionConfig } from '../family.ts';
 import { gemma4FamilyIds, gemma4Named, gemma4Tokens, type Gemma4Ids, isGemma4Tokenizer } from './ids.ts';
 import { GEMMA4_TOKENS } from './tokens.ts';
 import { aspectRatioPreservingSize, GEMMA4_IMAGE_DEFAULTS, SUPPORTED_SOFT_TOKENS } from './vision.ts';
@@ -108,7 +108,7 @@ function findSpans(tokens: readonly number[], t: Gemma4Ids): MediaSpan[] {
 
 function expand(
   ids: readonly number[],
-  media: readonly (MediaExpansion | undefined)[],
+  media: readonly (ImageRun | undefined)[],
   first: number,
   t: Gemma4Ids,
 ): number[] {
@@ -125,7 +125,7 @@ function expand(
       continue;
     }
     out.push(t.imageOpen);
-    for (let n = 0; n < item.tokens.padCount; n++) out.push(t.image);
+    for (let n = 0; n < item.pads; n++) out.push(t.image);
     out.push(t.imageClose);
   }
   return out;
@@ -152,6 +152,12 @@ export const gemma4: ModelFamily = {
       imageHeader: [],
       imagePad: image,
       pads: [image, id(GEMMA4_TOKENS.video)],
+      imageText: {
+        begin: GEMMA4_TOKENS.imageOpen,
+        header: '',
+        pad: GEMMA4_TOKENS.image,
+        end: GEMMA4_TOKENS.imageClose,
+      },
     };
   },
   ids: (tok, files, where, notes) => gemma4FamilyIds(gemma4Tokens(tok, files, where, notes)),
@@ -162,7 +168,7 @@ export const gemma4: ModelFamily = {
     const [t, h, w] = grid;
     return (t * h * w) / (vision.mergeSize * vision.mergeSize);
   },
-  expandMedia: (rendered, media, first, ids) => expand(rendered.ids, media, first, gemma4Named(ids)),
+  expandMedia: (rendered, media, first, ids) => expand(rendered.ids, media.images, first.images, gemma4Named(ids)),
   countPlaceholders(ids, family) {
     const t = gemma4Named(family);
     let images = 0;

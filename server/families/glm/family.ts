@@ -100,6 +100,7 @@ export const glm: ModelFamily = {
       imageHeader: [],
       imagePad: image,
       pads: [image, id(GLM_TOKENS.video)],
+      imageText: { begin: GLM_TOKENS.beginOfImage, header: '', pad: GLM_TOKENS.image, end: GLM_TOKENS.endOfImage },
     };
   },
   ids: (tok, files, where, notes) => glmFamilyIds(glmTokens(tok, files, where, notes)),
@@ -115,7 +116,7 @@ export const glm: ModelFamily = {
   expandMedia(rendered, media, first, ids) {
     const t = glmNamed(ids);
     const out: number[] = [];
-    let k = first;
+    let k = first.images;
     const src = rendered.ids;
     for (let i = 0; i < src.length; i++) {
       const placeholder = src[i] === t.image && src[i - 1] === t.beginOfImage && src[i + 1] === t.endOfImage;
@@ -123,8 +124,7 @@ export const glm: ModelFamily = {
         out.push(src[i]!);
         continue;
       }
-      const item = media[k++];
-      const n = item?.kind === 'image' ? item.tokens.padCount : 1;
+      const n = media.images[k++]?.pads ?? 1;
       for (let c = 0; c < n; c++) out.push(t.image);
     }
     return out;

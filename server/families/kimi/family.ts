@@ -217,7 +217,14 @@ export const kimi: ModelFamily = {
       return t.id;
     };
     const pad = id(KIMI_TOKENS.mediaPad);
-    return { imageBegin: id(KIMI_TOKENS.mediaBegin), imageHeader: [], imagePad: pad, pads: [pad] };
+    const t = KIMI_TOKENS;
+    return {
+      imageBegin: id(t.mediaBegin),
+      imageHeader: [],
+      imagePad: pad,
+      pads: [pad],
+      imageText: { begin: t.mediaBegin, header: `image${t.mediaContent}`, pad: t.mediaPad, end: t.mediaEnd },
+    };
   },
   ids(tok, files, where) {
     const t = kimiTokens(tok, files, where);
@@ -264,7 +271,7 @@ export const kimi: ModelFamily = {
   expandMedia(rendered, media, first, ids) {
     const t = kimiNamed(ids);
     const out: number[] = [];
-    let k = first;
+    let k = first.images;
     const src = rendered.ids;
     for (let i = 0; i < src.length; i++) {
       const placeholder = src[i] === t.mediaPad && src[i - 1] === t.mediaContent && src[i + 1] === t.mediaEnd;
@@ -272,8 +279,7 @@ export const kimi: ModelFamily = {
         out.push(src[i]!);
         continue;
       }
-      const item = media[k++];
-      const n = item?.kind === 'image' ? item.tokens.padCount : 1;
+      const n = media.images[k++]?.pads ?? 1;
       for (let c = 0; c < n; c++) out.push(t.mediaPad);
     }
     return out;

@@ -104,11 +104,13 @@ export const qwen: ModelFamily = {
       imageHeader: [],
       imagePad,
       pads: [imagePad, id(QWEN_TEXT.videoPad)],
+      imageText: { begin: QWEN_TEXT.visionStart, header: '', pad: QWEN_TEXT.imagePad, end: QWEN_TEXT.visionEnd },
     };
   },
   processor: qwenProcessor,
   pixelBounds: true,
   imageTokens: (width, height, vision) => imageTokens(width, height, vision),
+  preResizedImageTokens: (width, height, vision) => imageTokens(width, height, vision, 'qwen-vl-utils'),
   videoTokens: qwenVideoTokens,
   padCountFromGrid: (grid, vision) => padCountFromGrid(grid, vision.mergeSize),
   expandMedia: (rendered, media, first, ids, tok) => expandQwenMedia(rendered.ids, media, first, qwenNamed(ids), tok),
@@ -117,6 +119,12 @@ export const qwen: ModelFamily = {
   trainerFields: { grids: true, positionIds: 'mrope', mmTokenTypeIds: true, tokenTypeIds: false },
   positionIds: (tokens, media, ids, vision) => qwenPositionIds(tokens, media, qwenNamed(ids), vision),
   toolCalls: hermesToolCalls,
+  reasoningTags: { open: '<think>', close: '</think>' },
+  explain(cause, token) {
+    if (cause === 'reasoning_stripped')
+      return `the reasoning the model generated (${token}) is missing from the history: the chat template dropped it (Qwen3's template keeps \`<think>…</think>\` only after the last user turn) or the loop re-rendered the answer without it`;
+    return undefined;
+  },
   labels: {
     imStart: 'turn start',
     imEnd: 'end of turn',

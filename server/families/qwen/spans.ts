@@ -3,7 +3,7 @@
 // pad a chat template writes per item. A Qwen3-VL video is one span per temporal slice, each after
 // its `<t seconds>` text (docs/reference/image-math.md#video). A span cut by truncation has no end.
 import type { TokenizerHandle } from '../../profiles/tokenizer.ts';
-import type { MediaExpansion, MediaSpan } from '../family.ts';
+import type { MediaOffsets, MediaRuns, MediaSpan } from '../family.ts';
 import type { QwenTokens } from './ids.ts';
 
 export function findQwenSpans(tokens: readonly number[], t: QwenTokens): MediaSpan[] {
@@ -49,14 +49,15 @@ export function countQwenPlaceholders(ids: readonly number[], t: QwenTokens): { 
  */
 export function expandQwenMedia(
   ids: readonly number[],
-  media: readonly (MediaExpansion | undefined)[],
-  first: number,
+  media: MediaRuns,
+  first: MediaOffsets,
   t: QwenTokens,
   tok?: TokenizerHandle,
 ): number[] | Promise<number[]> {
   const out: number[] = [];
   const texts: { at: number; text: string }[] = [];
-  let k = first;
+  let image = first.images;
+  let video = first.videos;
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i]!;
     const placeholder = (id === t.imagePad || id === t.videoPad) && ids[i - 1] === t.visionStart;
@@ -64,9 +65,13 @@ export function expandQwenMedia(
       out.push(id);
       continue;
     }
-    const item = media[k++];
-    if (item?.kind === 'video' && id === t.videoPad) {
-      const runs = item.tokens.runs;
+    if (id === t.videoPad) {
+      const item = media.videos[video++];
+      if (!item) {
+        out.push(id);
+        continue;
+      }
+      const runs = item.runs;
       const timed = runs.some((r) => r.textBefore !== '');
       if (timed && ids[i + 1] === t.visionEnd && tok) {
         // Replace the whole triple: drop the `<|vision_start|>` already written.
@@ -80,10 +85,10 @@ export function expandQwenMedia(
         i++;
         continue;
       }
-      for (let n = 0; n < item.tokens.padCount; n++) out.push(id);
+      for (let n = 0; n < item.padCount; n++) out.push(id);
       continue;
     }
-    const n = item ? item.tokens.padCount : 1;
+    const n = media.images[image++]?.pads ?? 1;
     for (let c = 0; c < n; c++) out.push(id);
   }
   if (texts.length === 0) return out;
