@@ -12,7 +12,10 @@ export default defineConfig({
   test: {
     root: '.',
     include: ['test/**/*.test.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
+    // One fast-check seed for every property (test/support/property-seed.ts).
+    setupFiles: ['test/support/property-seed.ts'],
+    // Hang bounds, not budgets: a loaded 2-core machine runs some integration tests for minutes.
+    testTimeout: 300_000,
+    hookTimeout: 300_000,
   },
 });

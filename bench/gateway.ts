@@ -146,7 +146,7 @@ async function instantEngine(): Promise<void> {
 
 // --- the figure ----------------------------------------------------------------------------------
 
-function startChild(args: string[], ready: RegExp): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
+export function startChild(args: string[], ready: RegExp): Promise<{ child: ChildProcess; match: RegExpExecArray }> {
   const child = spawn(process.execPath, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
@@ -170,7 +170,7 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-function status(pid: number): { rssMB: number; hwmMB: number } {
+export function status(pid: number): { rssMB: number; hwmMB: number } {
   const text = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
   const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+) kB`).exec(text)?.[1] ?? NaN);
   return { rssMB: kb('VmRSS') / 1024, hwmMB: kb('VmHWM') / 1024 };
@@ -295,7 +295,7 @@ function heldBytes(line: unknown, mode: Combo['mode']): number {
   return messages + 8 * (prompt + generated) + (mode === 'guard-refuse' ? messages + 8 * prompt : 0);
 }
 
-function percentile(sorted: readonly number[], p: number): number {
+export function percentile(sorted: readonly number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }

@@ -28,7 +28,9 @@ import { browserFigure } from './browser.ts';
 import { shardFigure } from './shard.ts';
 import { standardFigure } from './standard.ts';
 import { gatewayFigure } from './gateway.ts';
+import { gatewayStreamFigure } from './gateway-stream.ts';
 import { plotsFigure } from './plots.ts';
+import { fuzzFigure } from './fuzz.ts';
 
 const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   load: loadFigure,
@@ -40,7 +42,9 @@ const FIGURES: Record<string, (quick: boolean) => Promise<Figure>> = {
   browser: browserFigure,
   shard: shardFigure,
   gateway: gatewayFigure,
+  'gateway-stream': gatewayStreamFigure,
   plots: plotsFigure,
+  fuzz: fuzzFigure,
 };
 
 const args = benchArgs();

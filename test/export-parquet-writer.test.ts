@@ -12,6 +12,8 @@ import { EXPORT_SCHEMA_VERSION, type ExportRow } from '../server/export/row-sche
 import { dictionaryTooLarge, rejectionSize } from '../server/export/parquet-column.ts';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-parquet-writer-'));
+/** Files written, numbered in order (each test's file its own). */
+let written = 0;
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 /** A deterministic pseudo-random source, so a failure reproduces. */
@@ -145,10 +147,7 @@ function skip(els: typeof PARQUET_SCHEMA, i: number): number {
 }
 
 function streamed(all: ExportRow[], groupRows: number, groupBytes: number): Uint8Array {
-  const file = path.join(
-    dir,
-    `${groupRows}-${groupBytes}-${all.length}-${Math.random().toString(36).slice(2)}.parquet`,
-  );
+  const file = path.join(dir, `${groupRows}-${groupBytes}-${all.length}-${++written}.parquet`);
   const w = ParquetRowWriter.create(file, { createdBy: 'test', rowGroupRows: groupRows, rowGroupBytes: groupBytes });
   for (const row of all) w.write(row);
   w.close();
@@ -157,7 +156,7 @@ function streamed(all: ExportRow[], groupRows: number, groupBytes: number): Uint
 
 /** The rows shredded where they were built (an analysis worker) and sent across threads, then written under their ids. */
 function shreddedAcrossThreads(all: ExportRow[], groupRows: number, groupBytes: number): Uint8Array {
-  const file = path.join(dir, `shredded-${groupRows}-${Math.random().toString(36).slice(2)}.parquet`);
+  const file = path.join(dir, `shredded-${groupRows}-${++written}.parquet`);
   const w = ParquetRowWriter.create(file, { createdBy: 'test', rowGroupRows: groupRows, rowGroupBytes: groupBytes });
   // Built under a stated id the writing thread replaces by the run-wide key (pipeline.ts keyed).
   for (const row of all) w.writeShredded(structuredClone(shredRow({ ...row, id: 'stated' })), row.id);

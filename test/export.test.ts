@@ -26,6 +26,7 @@ import { command as exportCommand } from '../server/cli/commands/export.ts';
 import { UsageError } from '../server/cli/command.ts';
 import { writeDemoRun, DEMO_DESCRIPTION } from '../server/demo/write.ts';
 import { buildTrajectory, geometryScript, type Script } from './support/build.ts';
+import { waitFor } from './support/wait.ts';
 
 /** A warning the export does not reject for (it describes a correct row). */
 const describesRow = (f: Finding) => f.severity === 'warning' && !warningDoubtsRow(f);
@@ -621,16 +622,16 @@ describe('an export killed midway', () => {
     const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
       child.on('exit', (code, sig) => resolve({ code, signal: sig })),
     );
-    let tempSeen = '';
-    for (;;) {
-      const temp = fs.readdirSync(outDir).find((f) => TEMP(name).test(f));
-      if (temp && fs.statSync(path.join(outDir, temp)).size > 0) {
-        tempSeen = temp;
-        break;
-      }
-      if (child.exitCode !== null) throw new Error(`export ended before it could be interrupted: ${stderr}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    const tempSeen = await waitFor(
+      'the export to write its temporary file',
+      () => {
+        const temp = fs.readdirSync(outDir).find((f) => TEMP(name).test(f));
+        if (temp && fs.statSync(path.join(outDir, temp)).size > 0) return temp;
+        if (child.exitCode !== null) throw new Error(`export ended before it could be interrupted: ${stderr}`);
+        return undefined;
+      },
+      { everyMs: 5 },
+    );
     child.kill(signal);
     const end = await ended;
     return { ...end, tempSeen: path.join(outDir, tempSeen) };

@@ -33,6 +33,7 @@ import { analyzeTrajectory } from '../server/pipeline/analyze.ts';
 import { checkPaths } from '../server/pipeline.ts';
 import { Finding } from '../server/model/finding.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
+import { replayingOneCase } from './support/property-seed.ts';
 
 interface FuzzTarget {
   /** Shown in the test name and the printed figures (a format may be fuzzed on several layouts). */
@@ -172,6 +173,8 @@ const TARGETS: FuzzTarget[] = [
 ];
 
 const RUNS_PER_TARGET = Number(process.env.ROLLSCOPE_FUZZ_RUNS ?? 250);
+/** A target's cases take tens of seconds on a loaded 2-core machine, minutes under `npm run fuzz`: a hang bound, not a budget. */
+const FUZZ_TIMEOUT_MS = 30 * 60_000;
 /** Trajectories made from hostile records that are analyzed per target (analysis costs more than loading). */
 const ANALYSES_PER_TARGET = Number(process.env.ROLLSCOPE_FUZZ_ANALYSES ?? 60);
 
@@ -368,134 +371,139 @@ function comparable(t: Trajectory, validIndexOf: (line: number) => number | unde
 }
 
 describe.each(TARGETS)('fuzzing the $label importer', (target) => {
-  it('random and mutated records: no crash, an error or a trajectory per record, valid records unaffected', async () => {
-    const valid = await target.validRecords();
-    expect(valid.length).toBeGreaterThan(0);
-    const validText = valid.map((r) => pythonJson(r));
-    // What the valid records load as on their own.
-    const alone = path.join(dir, `alone-${target.fileName}`);
-    fs.writeFileSync(alone, `${validText.join('\n')}\n`);
-    const baseline = await loadFile(alone, { format: target.format });
-    expect(baseline.errors).toEqual([]);
-    expect(baseline.trajectories.length).toBeGreaterThan(0);
-    const baselineComparable = baseline.trajectories.map((t) => ({
-      lines: linesOf(t).map((l) => l - 1),
-      value: comparable(t, (l) => l - 1),
-    }));
-    // Every valid record yields or joins a trajectory.
-    expect(new Set(baselineComparable.flatMap((b) => b.lines)).size).toBe(valid.length);
+  it(
+    'random and mutated records: no crash, an error or a trajectory per record, valid records unaffected',
+    async () => {
+      const valid = await target.validRecords();
+      expect(valid.length).toBeGreaterThan(0);
+      const validText = valid.map((r) => pythonJson(r));
+      // What the valid records load as on their own.
+      const alone = path.join(dir, `alone-${target.fileName}`);
+      fs.writeFileSync(alone, `${validText.join('\n')}\n`);
+      const baseline = await loadFile(alone, { format: target.format });
+      expect(baseline.errors).toEqual([]);
+      expect(baseline.trajectories.length).toBeGreaterThan(0);
+      const baselineComparable = baseline.trajectories.map((t) => ({
+        lines: linesOf(t).map((l) => l - 1),
+        value: comparable(t, (l) => l - 1),
+      }));
+      // Every valid record yields or joins a trajectory.
+      expect(new Set(baselineComparable.flatMap((b) => b.lines)).size).toBe(valid.length);
 
-    let cases = 0;
-    let hostileRecords = 0;
-    let analyzed = 0;
-    let failedSteps = 0;
-    const outcomes = { error: 0, trajectory: 0, blank: 0, joinedValid: 0, regrouped: 0 };
-    const file = path.join(dir, target.fileName);
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(fc.tuple(hostileLine(valid), fc.nat()), { minLength: 1, maxLength: 4 }),
-        fc.boolean(),
-        async (hostile, endWithNewline) => {
-          cases++;
-          // Interleave: each hostile line goes before a valid line of its choosing (or at the end).
-          const lines: { bytes: Buffer; valid?: number; how?: string }[] = validText.map((t, i) => ({
-            bytes: Buffer.from(t),
-            valid: i,
-          }));
-          for (const [h, where] of hostile) lines.splice(where % (lines.length + 1), 0, { bytes: h.bytes, how: h.how });
-          const body = Buffer.concat(
-            lines.flatMap((l, i) =>
-              i < lines.length - 1 || endWithNewline ? [l.bytes, Buffer.from('\n')] : [l.bytes],
-            ),
-          );
-          fs.writeFileSync(file, body);
+      let cases = 0;
+      let hostileRecords = 0;
+      let analyzed = 0;
+      let failedSteps = 0;
+      const outcomes = { error: 0, trajectory: 0, blank: 0, joinedValid: 0, regrouped: 0 };
+      const file = path.join(dir, target.fileName);
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.tuple(hostileLine(valid), fc.nat()), { minLength: 1, maxLength: 4 }),
+          fc.boolean(),
+          async (hostile, endWithNewline) => {
+            cases++;
+            // Interleave: each hostile line goes before a valid line of its choosing (or at the end).
+            const lines: { bytes: Buffer; valid?: number; how?: string }[] = validText.map((t, i) => ({
+              bytes: Buffer.from(t),
+              valid: i,
+            }));
+            for (const [h, where] of hostile)
+              lines.splice(where % (lines.length + 1), 0, { bytes: h.bytes, how: h.how });
+            const body = Buffer.concat(
+              lines.flatMap((l, i) =>
+                i < lines.length - 1 || endWithNewline ? [l.bytes, Buffer.from('\n')] : [l.bytes],
+              ),
+            );
+            fs.writeFileSync(file, body);
 
-          const loaded = await loadFile(file, { format: target.format });
+            const loaded = await loadFile(file, { format: target.format });
 
-          const lineOf = (i: number) => i + 1;
-          const validIndexOf = (line: number) => lines[line - 1]?.valid;
-          const context = () =>
-            `next to ${lines
-              .filter((x) => x.how)
-              .map((x) => x.how)
-              .join(', ')}`;
-          const validLines = new Set(lines.flatMap((l, i) => (l.valid !== undefined ? [lineOf(i)] : [])));
-          for (const e of loaded.errors) {
-            expect(e.file).toBe(file);
-            expect(e.message.length).toBeGreaterThan(0);
-            expect(e.message).not.toMatch(/\n\s+at .+:\d+:\d+/); // never a stack trace
-            expect(validLines.has(e.line), `error on valid line ${e.line}: ${e.message} (${context()})`).toBe(false);
-          }
-
-          // Valid records unaffected (see the header). Valid records are linked when a trajectory
-          // holds both, alone or mixed; a link group that holds a record a hostile one joined may be
-          // regrouped (a duplicated call can take another's place in a chain, and that one a third's).
-          // Every other group must load exactly as alone.
-          const parent = valid.map((_, i) => i);
-          const find = (i: number): number => (parent[i] === i ? i : (parent[i] = find(parent[i]!)));
-          const link = (xs: readonly number[]) => xs.forEach((x) => (parent[find(x)] = find(xs[0]!)));
-          const validIndices = (t: Trajectory) =>
-            linesOf(t).flatMap((l) => (validLines.has(l) ? [validIndexOf(l)!] : []));
-          for (const b of baselineComparable) link(b.lines);
-          for (const t of loaded.trajectories) link(validIndices(t));
-          const joined = loaded.trajectories
-            .filter((t) => linesOf(t).some((l) => !validLines.has(l)))
-            .flatMap(validIndices);
-          const tainted = new Set(joined.map(find));
-          const untainted = (xs: readonly number[]) => xs.every((x) => !tainted.has(find(x)));
-          outcomes.joinedValid += new Set(joined).size;
-          outcomes.regrouped += valid.filter((_, i) => tainted.has(find(i))).length;
-          const validOnly = loaded.trajectories.filter((t) => linesOf(t).every((l) => validLines.has(l)));
-          const mixedComparable = validOnly.map((t) => comparable(t, validIndexOf));
-          validOnly.forEach((t, k) => {
-            if (!untainted(validIndices(t))) return;
-            expect(
-              baselineComparable.map((b) => b.value),
-              `a trajectory of valid records only that they do not make alone (${context()})`,
-            ).toContainEqual(mixedComparable[k]);
-          });
-          for (const b of baselineComparable) {
-            if (!untainted(b.lines)) continue;
-            expect(mixedComparable, `valid records ${b.lines.join(',')} (${context()})`).toContainEqual(b.value);
-          }
-          const covered = new Set(loaded.trajectories.flatMap((t) => linesOf(t)));
-          for (const l of validLines) expect(covered.has(l), `valid line ${l} lost (${context()})`).toBe(true);
-
-          // Analysis: what the hostile records load as checks without raising (spread over the cases).
-          for (const t of loaded.trajectories) {
-            if (cases % 4 !== 0 || analyzed >= ANALYSES_PER_TARGET || linesOf(t).every((l) => validLines.has(l)))
-              continue;
-            analyzed++;
-            const checked = await analyzeTrajectory(t, {}, [dir]);
-            for (const f of checked.findings) expect(Finding.safeParse(f).success, JSON.stringify(f)).toBe(true);
-            failedSteps += checked.findings.filter((f) => f.kind === 'analysis_failed').length;
-          }
-
-          lines.forEach((l, i) => {
-            if (l.valid !== undefined) return;
-            const line = lineOf(i);
-            hostileRecords++;
-            const from = loaded.trajectories.filter((t) => linesOf(t).includes(line));
-            const errors = loaded.errors.filter((e) => e.line === line);
-            if (l.bytes.toString('latin1').trim() === '') outcomes.blank++;
-            else if (errors.length > 0) outcomes.error++;
-            else {
-              expect(
-                from.length,
-                `hostile line ${line} (${l.how}) neither failed nor loaded; errors: ${JSON.stringify(loaded.errors)}`,
-              ).toBeGreaterThan(0);
-              outcomes.trajectory++;
+            const lineOf = (i: number) => i + 1;
+            const validIndexOf = (line: number) => lines[line - 1]?.valid;
+            const context = () =>
+              `next to ${lines
+                .filter((x) => x.how)
+                .map((x) => x.how)
+                .join(', ')}`;
+            const validLines = new Set(lines.flatMap((l, i) => (l.valid !== undefined ? [lineOf(i)] : [])));
+            for (const e of loaded.errors) {
+              expect(e.file).toBe(file);
+              expect(e.message.length).toBeGreaterThan(0);
+              expect(e.message).not.toMatch(/\n\s+at .+:\d+:\d+/); // never a stack trace
+              expect(validLines.has(e.line), `error on valid line ${e.line}: ${e.message} (${context()})`).toBe(false);
             }
-          });
-        },
-      ),
-      { numRuns: RUNS_PER_TARGET },
-    );
-    console.log(
-      `[fuzz] ${target.label}: ${cases} cases, ${hostileRecords} hostile records (${outcomes.error} errors, ${outcomes.trajectory} still valid trajectories, ${outcomes.blank} blank); valid records: ${outcomes.joinedValid} joined by a hostile one, ${outcomes.regrouped} in a group one joined; ${analyzed} hostile trajectories analyzed, ${failedSteps} analysis_failed findings`,
-    );
-    expect(cases).toBeGreaterThanOrEqual(RUNS_PER_TARGET);
-  });
+
+            // Valid records unaffected (see the header). Valid records are linked when a trajectory
+            // holds both, alone or mixed; a link group that holds a record a hostile one joined may be
+            // regrouped (a duplicated call can take another's place in a chain, and that one a third's).
+            // Every other group must load exactly as alone.
+            const parent = valid.map((_, i) => i);
+            const find = (i: number): number => (parent[i] === i ? i : (parent[i] = find(parent[i]!)));
+            const link = (xs: readonly number[]) => xs.forEach((x) => (parent[find(x)] = find(xs[0]!)));
+            const validIndices = (t: Trajectory) =>
+              linesOf(t).flatMap((l) => (validLines.has(l) ? [validIndexOf(l)!] : []));
+            for (const b of baselineComparable) link(b.lines);
+            for (const t of loaded.trajectories) link(validIndices(t));
+            const joined = loaded.trajectories
+              .filter((t) => linesOf(t).some((l) => !validLines.has(l)))
+              .flatMap(validIndices);
+            const tainted = new Set(joined.map(find));
+            const untainted = (xs: readonly number[]) => xs.every((x) => !tainted.has(find(x)));
+            outcomes.joinedValid += new Set(joined).size;
+            outcomes.regrouped += valid.filter((_, i) => tainted.has(find(i))).length;
+            const validOnly = loaded.trajectories.filter((t) => linesOf(t).every((l) => validLines.has(l)));
+            const mixedComparable = validOnly.map((t) => comparable(t, validIndexOf));
+            validOnly.forEach((t, k) => {
+              if (!untainted(validIndices(t))) return;
+              expect(
+                baselineComparable.map((b) => b.value),
+                `a trajectory of valid records only that they do not make alone (${context()})`,
+              ).toContainEqual(mixedComparable[k]);
+            });
+            for (const b of baselineComparable) {
+              if (!untainted(b.lines)) continue;
+              expect(mixedComparable, `valid records ${b.lines.join(',')} (${context()})`).toContainEqual(b.value);
+            }
+            const covered = new Set(loaded.trajectories.flatMap((t) => linesOf(t)));
+            for (const l of validLines) expect(covered.has(l), `valid line ${l} lost (${context()})`).toBe(true);
+
+            // Analysis: what the hostile records load as checks without raising (spread over the cases).
+            for (const t of loaded.trajectories) {
+              if (cases % 4 !== 0 || analyzed >= ANALYSES_PER_TARGET || linesOf(t).every((l) => validLines.has(l)))
+                continue;
+              analyzed++;
+              const checked = await analyzeTrajectory(t, {}, [dir]);
+              for (const f of checked.findings) expect(Finding.safeParse(f).success, JSON.stringify(f)).toBe(true);
+              failedSteps += checked.findings.filter((f) => f.kind === 'analysis_failed').length;
+            }
+
+            lines.forEach((l, i) => {
+              if (l.valid !== undefined) return;
+              const line = lineOf(i);
+              hostileRecords++;
+              const from = loaded.trajectories.filter((t) => linesOf(t).includes(line));
+              const errors = loaded.errors.filter((e) => e.line === line);
+              if (l.bytes.toString('latin1').trim() === '') outcomes.blank++;
+              else if (errors.length > 0) outcomes.error++;
+              else {
+                expect(
+                  from.length,
+                  `hostile line ${line} (${l.how}) neither failed nor loaded; errors: ${JSON.stringify(loaded.errors)}`,
+                ).toBeGreaterThan(0);
+                outcomes.trajectory++;
+              }
+            });
+          },
+        ),
+        { numRuns: RUNS_PER_TARGET },
+      );
+      console.log(
+        `[fuzz] ${target.label}: ${cases} cases, ${hostileRecords} hostile records (${outcomes.error} errors, ${outcomes.trajectory} still valid trajectories, ${outcomes.blank} blank); valid records: ${outcomes.joinedValid} joined by a hostile one, ${outcomes.regrouped} in a group one joined; ${analyzed} hostile trajectories analyzed, ${failedSteps} analysis_failed findings`,
+      );
+      if (!replayingOneCase) expect(cases).toBeGreaterThanOrEqual(RUNS_PER_TARGET);
+    },
+    FUZZ_TIMEOUT_MS,
+  );
 });
 
 // ---- messages as agents send them ----------------------------------------------------------
@@ -558,35 +566,39 @@ const MESSAGE_TARGETS = [
 ];
 
 describe.each(MESSAGE_TARGETS)('messages as agents send them: $label', (target) => {
-  it('every record that loads is checked as a trajectory; the analysis adds no read error', async () => {
-    const valid = fixtureRecords(target.fixture) as { request?: { messages?: Record<string, unknown>[] } }[];
-    const file = path.join(dir, `messages-${target.label.replace(/\W+/g, '-')}.jsonl`);
-    let failed = 0;
-    await fc.assert(
-      fc.asyncProperty(fc.array(messageMutation, { minLength: 1, maxLength: 3 }), async (mutations) => {
-        const records = structuredClone(valid);
-        for (const m of mutations) {
-          const messages = records[m.record % records.length]!.request?.messages;
-          if (!messages || messages.length === 0) continue;
-          messages[m.message % messages.length]![m.what] = m.value;
-        }
-        fs.writeFileSync(file, `${records.map((r) => pythonJson(r)).join('\n')}\n`);
-        const loaded = await loadFile(file, { format: target.format });
-        const readErrors = new Set(loaded.errors.map((e) => `${e.line}\u0000${e.message}`));
-        let trajectories = 0;
-        for await (const ev of checkPaths([file], { format: target.format, workers: 0 })) {
-          if (ev.type === 'error')
-            expect(readErrors.has(`${ev.error.line}\u0000${ev.error.message}`), ev.error.message).toBe(true);
-          if (ev.type !== 'trajectory') continue;
-          trajectories++;
-          failed += ev.checked.findings.filter((f) => f.kind === 'analysis_failed').length;
-        }
-        expect(trajectories).toBe(loaded.trajectories.length);
-      }),
-      { numRuns: Number(process.env.ROLLSCOPE_FUZZ_MESSAGE_RUNS ?? 40) },
-    );
-    console.log(`[fuzz] messages ${target.label}: ${failed} analysis_failed findings (none lost)`);
-  });
+  it(
+    'every record that loads is checked as a trajectory; the analysis adds no read error',
+    async () => {
+      const valid = fixtureRecords(target.fixture) as { request?: { messages?: Record<string, unknown>[] } }[];
+      const file = path.join(dir, `messages-${target.label.replace(/\W+/g, '-')}.jsonl`);
+      let failed = 0;
+      await fc.assert(
+        fc.asyncProperty(fc.array(messageMutation, { minLength: 1, maxLength: 3 }), async (mutations) => {
+          const records = structuredClone(valid);
+          for (const m of mutations) {
+            const messages = records[m.record % records.length]!.request?.messages;
+            if (!messages || messages.length === 0) continue;
+            messages[m.message % messages.length]![m.what] = m.value;
+          }
+          fs.writeFileSync(file, `${records.map((r) => pythonJson(r)).join('\n')}\n`);
+          const loaded = await loadFile(file, { format: target.format });
+          const readErrors = new Set(loaded.errors.map((e) => `${e.line}\u0000${e.message}`));
+          let trajectories = 0;
+          for await (const ev of checkPaths([file], { format: target.format, workers: 0 })) {
+            if (ev.type === 'error')
+              expect(readErrors.has(`${ev.error.line}\u0000${ev.error.message}`), ev.error.message).toBe(true);
+            if (ev.type !== 'trajectory') continue;
+            trajectories++;
+            failed += ev.checked.findings.filter((f) => f.kind === 'analysis_failed').length;
+          }
+          expect(trajectories).toBe(loaded.trajectories.length);
+        }),
+        { numRuns: Number(process.env.ROLLSCOPE_FUZZ_MESSAGE_RUNS ?? 40) },
+      );
+      console.log(`[fuzz] messages ${target.label}: ${failed} analysis_failed findings (none lost)`);
+    },
+    FUZZ_TIMEOUT_MS,
+  );
 });
 
 // ---- binary: prime-rl ----------------------------------------------------------------------
@@ -671,83 +683,87 @@ const foreignFile: fc.Arbitrary<{ how: string; bytes: Buffer }> = fc.oneof(
 );
 
 describe.each(BINARY_TARGETS)('fuzzing the prime-rl importer on mutated bytes of %s', (rel) => {
-  it('no crash, clear errors, and every micro-batch before the first damaged byte loads as before', async () => {
-    // The fixture's elements three times over: more micro-batches for damage to land between.
-    const fixture = fs.readFileSync(path.join(FIXTURES, rel));
-    const fixtureEnds = elementEnds(fixture);
-    const bodyStart = fixture[0]! >= 0x90 && fixture[0]! <= 0x9f ? 1 : 3;
-    const count = fixtureEnds.length * 3;
-    const header = count < 16 ? Buffer.from([0x90 | count]) : Buffer.from([0xdc, count >> 8, count & 0xff]);
-    const body = fixture.subarray(bodyStart, fixtureEnds.at(-1));
-    const original = Buffer.concat([header, body, body, body]);
-    // The file name identifies the format (rank_<r>.bin); one folder per fixture keeps them apart.
-    const folder = path.join(dir, 'prime-rl', rel.replace(/[/.]/g, '_'), 'rollouts', 'step_0');
-    fs.mkdirSync(folder, { recursive: true });
-    const file = path.join(folder, 'rank_0.bin');
-    fs.writeFileSync(file, original);
-    const baseline = await loadFile(file);
-    expect(baseline.format).toBe('prime-rl');
-    expect(baseline.errors).toEqual([]);
-    const ends = elementEnds(original);
-    // Trajectories read from the first k elements: line ordinals count samples, so a file cut after element k-1 says.
-    const before: number[] = [0];
-    for (let k = 1; k <= ends.length; k++) {
-      fs.writeFileSync(file, original.subarray(0, ends[k - 1]));
-      before.push((await loadFile(file)).trajectories.length);
-    }
-    expect(before.at(-1)).toBe(baseline.trajectories.length);
-
-    let cases = 0;
-    const outcomes = { clean: 0, partial: 0, nothing: 0, keptBeforeDamage: 0 };
-    const check = (loaded: Awaited<ReturnType<typeof loadFile>>) => {
-      for (const e of loaded.errors) {
-        expect(e.message.length).toBeGreaterThan(0);
-        expect(e.message).not.toMatch(/\n\s+at .+:\d+:\d+/);
-        expect(e.file).toBe(file);
+  it(
+    'no crash, clear errors, and every micro-batch before the first damaged byte loads as before',
+    async () => {
+      // The fixture's elements three times over: more micro-batches for damage to land between.
+      const fixture = fs.readFileSync(path.join(FIXTURES, rel));
+      const fixtureEnds = elementEnds(fixture);
+      const bodyStart = fixture[0]! >= 0x90 && fixture[0]! <= 0x9f ? 1 : 3;
+      const count = fixtureEnds.length * 3;
+      const header = count < 16 ? Buffer.from([0x90 | count]) : Buffer.from([0xdc, count >> 8, count & 0xff]);
+      const body = fixture.subarray(bodyStart, fixtureEnds.at(-1));
+      const original = Buffer.concat([header, body, body, body]);
+      // The file name identifies the format (rank_<r>.bin); one folder per fixture keeps them apart.
+      const folder = path.join(dir, 'prime-rl', rel.replace(/[/.]/g, '_'), 'rollouts', 'step_0');
+      fs.mkdirSync(folder, { recursive: true });
+      const file = path.join(folder, 'rank_0.bin');
+      fs.writeFileSync(file, original);
+      const baseline = await loadFile(file);
+      expect(baseline.format).toBe('prime-rl');
+      expect(baseline.errors).toEqual([]);
+      const ends = elementEnds(original);
+      // Trajectories read from the first k elements: line ordinals count samples, so a file cut after element k-1 says.
+      const before: number[] = [0];
+      for (let k = 1; k <= ends.length; k++) {
+        fs.writeFileSync(file, original.subarray(0, ends[k - 1]));
+        before.push((await loadFile(file)).trajectories.length);
       }
-    };
-    await fc.assert(
-      fc.asyncProperty(fc.array(byteMutation, { minLength: 1, maxLength: 3 }), async (mutations) => {
-        cases++;
-        let bytes: Buffer = Buffer.from(original);
-        let from = bytes.length;
-        for (const m of mutations) {
-          const r = m.apply(bytes);
-          bytes = r.bytes;
-          from = Math.min(from, r.from);
+      expect(before.at(-1)).toBe(baseline.trajectories.length);
+
+      let cases = 0;
+      const outcomes = { clean: 0, partial: 0, nothing: 0, keptBeforeDamage: 0 };
+      const check = (loaded: Awaited<ReturnType<typeof loadFile>>) => {
+        for (const e of loaded.errors) {
+          expect(e.message.length).toBeGreaterThan(0);
+          expect(e.message).not.toMatch(/\n\s+at .+:\d+:\d+/);
+          expect(e.file).toBe(file);
         }
-        fs.writeFileSync(file, bytes);
-        const loaded = await loadFile(file);
-        check(loaded);
-        // Elements that end before the first changed byte are untouched: their samples load as before.
-        const intact = ends.filter((e) => e <= from).length;
-        const keep = before[intact]!;
-        expect(
-          loaded.trajectories.length,
-          `${mutations.map((m) => m.how).join(', ')} from byte ${from}`,
-        ).toBeGreaterThanOrEqual(keep);
-        expect(loaded.trajectories.slice(0, keep)).toEqual(baseline.trajectories.slice(0, keep));
-        outcomes.keptBeforeDamage += keep;
-        if (loaded.errors.length === 0) outcomes.clean++;
-        else if (loaded.trajectories.length > 0) outcomes.partial++;
-        else outcomes.nothing++;
-      }),
-      { numRuns: RUNS_PER_TARGET },
-    );
-    let foreign = 0;
-    await fc.assert(
-      fc.asyncProperty(foreignFile, async ({ bytes }) => {
-        foreign++;
-        fs.writeFileSync(file, bytes);
-        const loaded = await loadFile(file);
-        check(loaded);
-        if (loaded.trajectories.length === 0) expect(loaded.errors.length).toBeGreaterThan(0);
-      }),
-      { numRuns: Math.ceil(RUNS_PER_TARGET / 2) },
-    );
-    console.log(
-      `[fuzz] prime-rl ${rel}: ${cases} mutated files (${outcomes.clean} still clean, ${outcomes.partial} partly read with errors, ${outcomes.nothing} nothing read), ${outcomes.keptBeforeDamage} samples before the damage kept; ${foreign} foreign files`,
-    );
-    expect(cases).toBeGreaterThanOrEqual(RUNS_PER_TARGET);
-  });
+      };
+      await fc.assert(
+        fc.asyncProperty(fc.array(byteMutation, { minLength: 1, maxLength: 3 }), async (mutations) => {
+          cases++;
+          let bytes: Buffer = Buffer.from(original);
+          let from = bytes.length;
+          for (const m of mutations) {
+            const r = m.apply(bytes);
+            bytes = r.bytes;
+            from = Math.min(from, r.from);
+          }
+          fs.writeFileSync(file, bytes);
+          const loaded = await loadFile(file);
+          check(loaded);
+          // Elements that end before the first changed byte are untouched: their samples load as before.
+          const intact = ends.filter((e) => e <= from).length;
+          const keep = before[intact]!;
+          expect(
+            loaded.trajectories.length,
+            `${mutations.map((m) => m.how).join(', ')} from byte ${from}`,
+          ).toBeGreaterThanOrEqual(keep);
+          expect(loaded.trajectories.slice(0, keep)).toEqual(baseline.trajectories.slice(0, keep));
+          outcomes.keptBeforeDamage += keep;
+          if (loaded.errors.length === 0) outcomes.clean++;
+          else if (loaded.trajectories.length > 0) outcomes.partial++;
+          else outcomes.nothing++;
+        }),
+        { numRuns: RUNS_PER_TARGET },
+      );
+      let foreign = 0;
+      await fc.assert(
+        fc.asyncProperty(foreignFile, async ({ bytes }) => {
+          foreign++;
+          fs.writeFileSync(file, bytes);
+          const loaded = await loadFile(file);
+          check(loaded);
+          if (loaded.trajectories.length === 0) expect(loaded.errors.length).toBeGreaterThan(0);
+        }),
+        { numRuns: Math.ceil(RUNS_PER_TARGET / 2) },
+      );
+      console.log(
+        `[fuzz] prime-rl ${rel}: ${cases} mutated files (${outcomes.clean} still clean, ${outcomes.partial} partly read with errors, ${outcomes.nothing} nothing read), ${outcomes.keptBeforeDamage} samples before the damage kept; ${foreign} foreign files`,
+      );
+      if (!replayingOneCase) expect(cases).toBeGreaterThanOrEqual(RUNS_PER_TARGET);
+    },
+    FUZZ_TIMEOUT_MS,
+  );
 });

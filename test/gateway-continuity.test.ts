@@ -11,6 +11,7 @@ import { REFERENCE_IDS } from './support/engine-reference.ts';
 import {
   assistantMessage,
   checkJson,
+  engineRender,
   MODEL,
   post,
   readCapture,
@@ -31,18 +32,6 @@ afterEach(async () => {
 });
 
 const generations = (r: Rig): ReceivedCall[] => r.engine.calls.filter((c) => c.generated);
-
-/** What the engine itself renders for `messages` (its own template and tokenizer), asked directly. */
-async function engineRender(r: Rig, model: string, messages: unknown[], tools?: unknown[]): Promise<number[]> {
-  const res = await post(`${r.engine.url}/v1/chat/completions`, {
-    model,
-    messages,
-    ...(tools ? { tools } : {}),
-    max_tokens: 1,
-    return_token_ids: true,
-  });
-  return res.json.prompt_token_ids;
-}
 
 describe('continuity', () => {
   it('sends the previous prompt ⧺ generated ids ⧺ the canonical suffix, and the capture checks clean', async () => {
@@ -81,7 +70,7 @@ describe('continuity', () => {
     // The suffix is the engine's own rendering of the new messages: after the first answer's
     // `<|im_end|>`, the engine's render of the whole conversation and the gateway's ids agree.
     const secondMessages = messages.slice(0, 3);
-    const rendered = await engineRender(rig, MODEL, secondMessages);
+    const rendered = await engineRender(rig.engine, { model: MODEL, messages: secondMessages });
     const firstPrompt = gens[0]!.promptIds;
     const closeAt = rendered.indexOf(REFERENCE_IDS.imEnd, firstPrompt.length);
     expect((gens[1]!.body as { prompt: number[] }).prompt.slice(firstPrompt.length + NON_CANONICAL.length)).toEqual(
@@ -160,7 +149,7 @@ describe('continuity', () => {
     const head = [...gens[0]!.promptIds, ...gens[0]!.generated!.ids];
     expect(gens[1]!.promptIds.slice(0, head.length)).toEqual(head);
     // The tool result renders as the engine renders it (the template's <tool_response> turn).
-    const rendered = await engineRender(rig, QWEN3, messages.slice(0, 3), tools);
+    const rendered = await engineRender(rig.engine, { model: QWEN3, messages: messages.slice(0, 3), tools });
     const closeAt = rendered.indexOf(REFERENCE_IDS.imEnd, gens[0]!.promptIds.length);
     expect(gens[1]!.promptIds.slice(gens[0]!.promptIds.length + gens[0]!.generated!.ids.length)).toEqual(
       rendered.slice(closeAt + 1),

@@ -185,16 +185,21 @@ describe('sessions', () => {
   });
 
   it('are forgotten after the TTL and past the cap, and a known id that returns with history says so', async () => {
+    // The sessions' clock is the test's: it moves past the TTL instead of sleeping through it.
+    let now = 1_000_000;
     rig = await startRig(
       { engine: 'vllm', script: () => ({ text: 'ok' }) },
       { mode: 'guard', maxSessions: 2, sessionTtlMs: 400 },
+      { now: () => now },
     );
     const q = [{ role: 'user', content: 'q' }];
     for (const id of ['s1', 's2', 's3']) await turn(rig, q, { 'x-session-id': id });
     expect(rig.gateway.gateway.sessions.size).toBe(2);
     expect(await fetch(`${rig.url}/rollscope/sessions/s1`).then((r) => r.status)).toBe(404);
     expect(await fetch(`${rig.url}/rollscope/sessions/s3`).then((r) => r.status)).toBe(200);
-    await new Promise((r) => setTimeout(r, 500));
+    now += 399;
+    expect(await fetch(`${rig.url}/rollscope/sessions/s3`).then((r) => r.status)).toBe(200);
+    now += 400;
     expect(await fetch(`${rig.url}/rollscope/sessions/s3`).then((r) => r.status)).toBe(404);
     expect(rig.gateway.gateway.sessions.size).toBe(0);
     await turn(rig, [...q, { role: 'assistant', content: 'ok' }, { role: 'user', content: 'again' }], {

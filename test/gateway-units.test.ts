@@ -60,7 +60,7 @@ describe('prompt ids extending the previous call', () => {
               const anchor = prev.text.lastIndexOf('<|im_start|>');
               expect(got.tokenizedChars).toBe(rendered.length - anchor);
             }
-            prev = got;
+            prev = { text: got.text, ids: got.ids! };
             messages.push({ role: 'assistant', content: answer });
           }
         },
@@ -83,17 +83,17 @@ describe('the canonical continuation', () => {
     ]) {
       const observation: Message[] = [{ role: 'user', content: 'Go on.' }];
       const next = [...first, { role: 'assistant', content: 'I will use' }, ...observation];
-      const cont = await continuationIds(
-        profile,
-        { promptIds, generatedIds },
-        first,
+      const cont = await continuationIds(profile, {
+        last: { promptIds, generatedIds },
+        history: first,
         observation,
-        undefined,
+        tools: undefined,
+        templateArgs: {},
         closeIds,
-        [],
-        0,
-        'vllm',
-      );
+        padCounts: [],
+        imagesBefore: 0,
+        as: 'vllm',
+      });
       if ('unknown' in cont) throw new Error(cont.unknown);
       const traj = {
         id: 't',

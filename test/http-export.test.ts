@@ -21,6 +21,7 @@ import { readParquetRows } from '../server/export/parquet.ts';
 import { imageTokensFor } from '../server/analysis/ask.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { IDS, writeFixtureRun } from './e2e/fixture.ts';
+import { waitFor } from './support/wait.ts';
 
 const appDir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-app-'));
 fs.writeFileSync(path.join(appDir, 'index.html'), '<!doctype html><title>app</title>');
@@ -72,12 +73,11 @@ async function startExport(s: Served, request: ExportRequestInput): Promise<Expo
 }
 
 async function finished(s: Served, job: ExportJob): Promise<ExportJob> {
-  let j = job;
-  while (j.state === 'running') {
-    await new Promise((r) => setTimeout(r, 50));
-    j = ExportJob.parse((await call(s, `/api/exports/${job.id}`)).body);
-  }
-  return j;
+  if (job.state !== 'running') return job;
+  return waitFor('the export', async () => {
+    const j = ExportJob.parse((await call(s, `/api/exports/${job.id}`)).body);
+    return j.state !== 'running' && j;
+  });
 }
 
 async function download(s: Served, job: ExportJob, role: 'batch' | 'manifest' | 'rejects'): Promise<Buffer> {

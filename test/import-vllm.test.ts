@@ -294,6 +294,35 @@ describe('n > 1: the choices of one request are samples of one group', () => {
     expect(ts[1]!.sourceFindings![0]!.message).toContain('continues this sample and sample 0 of the request on line 1');
   });
 
+  // Issue 30's counterexample (fuzz seed 196499190): a copy of ro-wrong-pads' first call with its
+  // choice duplicated (n = 2) written before the rollout. The fork used to leave the rollout's own
+  // calls continuing no branch, each a one-turn trajectory: the planted pad break vanished.
+  it('a resampled first call with the rollout’s id: the rollout keeps its turns and its break is still found', async () => {
+    const text = fs.readFileSync(fixture('chat-by-id.jsonl'), 'utf8').trim().split('\n');
+    const first = JSON.parse(text[2]!) as { response: { choices: unknown[] } };
+    first.response.choices = [first.response.choices[0], first.response.choices[0]];
+    const lines = [JSON.stringify(first), ...text];
+    const { trajectories: ts, errors } = vllmImporter.importRecords(
+      lines.map((l, i) => ({ line: i + 1, offset: 0, length: 0, value: JSON.parse(l) })),
+      fileContext('resampled.jsonl'),
+    );
+    expect(errors).toEqual([]);
+    const rollout = ts.filter((t) => t.id.startsWith('ro-wrong-pads'));
+    // Lines 4 and 7 are the rollout's own two calls: the second stays on a branch with a first call.
+    const second = rollout.find((t) => (t.source.lines ?? [t.source.line]).includes(7))!;
+    expect(second.turns).toHaveLength(2);
+    expect(rollout.every((t) => t.turns.length >= 1 && t.source.line !== 7)).toBe(true);
+    // Its break is still checked: the second prompt has 35 pads where the first had 80.
+    const { analyzeTrajectory } = await import('../server/pipeline/analyze.ts');
+    const checked = await analyzeTrajectory(second as Trajectory, {}, [VLLM_DIR]);
+    expect(checked.findings.find((f) => f.kind === 'prefix_break')).toMatchObject({
+      cause: 'image_tokens_changed',
+      turn: 1,
+    });
+    // The resampled call's own copy of the rollout's first prompt starts a branch beside it.
+    expect(rollout.map((t) => t.source.lines ?? [t.source.line])).toEqual([[1, 7], [1], [4]]);
+  });
+
   it('check --json: the group of two samples with the same reward is flagged, on the group and on both samples', async () => {
     let text = '';
     const status = await runCheck(

@@ -13,9 +13,11 @@ import { junitClassName, junitXml, xmlText } from '../server/report/junit.ts';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const XSD = path.join(ROOT, 'test/support/junit-10.xsd');
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-junit-'));
+/** Files written for xmllint and ElementTree, numbered in order. */
+let written = 0;
 
 function validate(xml: string): { status: number | null; stderr: string } {
-  const file = path.join(tmp, `r${Math.random().toString(36).slice(2)}.xml`);
+  const file = path.join(tmp, `r${++written}.xml`);
   fs.writeFileSync(file, xml);
   const r = spawnSync('xmllint', ['--noout', '--schema', XSD, file], { encoding: 'utf8' });
   if (r.error) throw r.error;
@@ -24,7 +26,7 @@ function validate(xml: string): { status: number | null; stderr: string } {
 
 /** The test cases as ElementTree reads them: suite name, case name, classname, failures (type, message), error, system-out. */
 function parsed(xml: string) {
-  const file = path.join(tmp, `p${Math.random().toString(36).slice(2)}.xml`);
+  const file = path.join(tmp, `p${++written}.xml`);
   fs.writeFileSync(file, xml);
   const py = `
 import json, sys, xml.etree.ElementTree as ET

@@ -20,6 +20,7 @@ import { publicFinding } from '../server/model/public-finding.ts';
 import { DEMO_FILE, DEMO_VLLM_FILE, writeDemoRun } from '../server/demo/write.ts';
 import { checkPaths } from '../server/pipeline.ts';
 import { exportRun } from '../server/pipeline/export-run.ts';
+import { waitFor } from './support/wait.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const FIXTURES = path.join(ROOT, 'test', 'fixtures');
@@ -103,11 +104,11 @@ async function browserExport(
 ): Promise<{ rows: ExportRow[]; rejects: RejectEntry[] }> {
   const start = await api('/api/exports', { format: 'jsonl', selection }, at);
   expect(start.status, JSON.stringify(start.body)).toBe(202);
-  let job = ExportJob.parse(start.body);
-  while (job.state === 'running') {
-    await new Promise((r) => setTimeout(r, 50));
-    job = ExportJob.parse((await api(`/api/exports/${job.id}`, undefined, at)).body);
-  }
+  const started = ExportJob.parse(start.body);
+  const job = await waitFor('the export', async () => {
+    const j = ExportJob.parse((await api(`/api/exports/${started.id}`, undefined, at)).body);
+    return j.state !== 'running' && j;
+  });
   expect(job.state, job.error ?? '').toBe('done');
   const file = async (role: 'batch' | 'rejects') =>
     (await api(job.files.find((f) => f.role === role)!.url, undefined, at)).bytes

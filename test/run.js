@@ -25,6 +25,14 @@ const tally = (file) => {
   }
 };
 
+// Every fast-check property runs from one seed (test/support/property-seed.ts): say which.
+const fixedSeed = /FIXED_SEED = ([\d_]+)/.exec(fs.readFileSync('test/support/property-seed.ts', 'utf8'))?.[1];
+console.log(
+  process.env.ROLLSCOPE_FUZZ_SEED
+    ? `property seed: ${process.env.ROLLSCOPE_FUZZ_SEED} (ROLLSCOPE_FUZZ_SEED)`
+    : `property seed: ${fixedSeed?.replaceAll('_', '')} (fixed; npm run fuzz tries fresh ones)`,
+);
+
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-test-'));
 if (run(bin('tsc'), ['--noEmit', '-p', 'tsconfig.json']) !== 0) {
   console.error('typecheck failed');

@@ -17,6 +17,7 @@ import { needsToken, servedHosts } from '../server/http/gate.ts';
 import { openRunStore } from '../server/http/store.ts';
 import { startServer, type RunningServer } from '../server/http/server.ts';
 import { IDS, writeFixtureRun } from './e2e/fixture.ts';
+import { waitFor } from './support/wait.ts';
 
 const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..');
 /** Text only the file outside the served folders holds: seeing it in any response means a leak. */
@@ -185,12 +186,10 @@ function startCli(args: string[]): Promise<Served> {
 }
 
 async function untilLoaded(p: number, address: string, headers: Record<string, string> = {}): Promise<void> {
-  for (let i = 0; i < 600; i++) {
+  await waitFor('the run to finish loading', async () => {
     const r = await raw(p, { target: '/api/run', headers }, address);
-    if (r.status === 200 && !RunInfo.parse(json(r)).loading) return;
-    await new Promise((res) => setTimeout(res, 100));
-  }
-  throw new Error('the run did not finish loading');
+    return r.status === 200 && !RunInfo.parse(json(r)).loading;
+  });
 }
 
 // ---- the tests -----------------------------------------------------------------------------
@@ -260,9 +259,7 @@ describe('with a token (bound beyond the loopback names: 127.0.0.2 here)', () =>
 
   it('prints a random token in the URL and says it is needed', async () => {
     expect(s.printed).toMatch(new RegExp(`^http://127\\.0\\.0\\.2:${s.port}/\\?token=[0-9a-f]{48}$`));
-    for (let i = 0; i < 50 && !s.stderr().includes('needs the token'); i++)
-      await new Promise((r) => setTimeout(r, 100));
-    expect(s.stderr()).toContain('needs the token');
+    await waitFor('the token notice', () => s.stderr().includes('needs the token'));
     const other = await startCli([runDir, '--host', '127.0.0.2']);
     await other.stop();
     expect(other.token).not.toBe(s.token);

@@ -84,15 +84,12 @@ describe('stepTrends', () => {
 });
 
 describe('quantile', () => {
-  it.skipIf(!hasTorch)(
+  it.skipIf(!hasTorch && !process.env.CI)(
     'agrees with torch.quantile (linear interpolation) on random samples',
     () => {
       const samples = fc.sample(
         fc.array(fc.double({ min: -1e3, max: 1e3, noNaN: true }), { minLength: 1, maxLength: 40 }),
-        {
-          numRuns: 60,
-          seed: 7,
-        },
+        { numRuns: 60 },
       );
       const qs = [0, 0.1, 0.5, 0.9, 0.95, 1];
       const script = [

@@ -30,6 +30,7 @@ import { arealRecord, slimeRecord, verlRecord, type FullSample } from './fixture
 import { pngDataUrl, trainingSampleFields, wire } from './fixtures/generate-prime-rl.ts';
 import { textExportRow } from './support/export-row.ts';
 import { qwenNamed } from '../server/families/qwen/ids.ts';
+import { replayingOneCase } from './support/property-seed.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const VOCAB = profile.tokenizer.vocabSize;
@@ -763,7 +764,7 @@ describe('every finding about a call’s response is at its token and its call, 
       { numRuns: RUNS },
     );
     // Every run planted a value in each of its two or three calls, in every format.
-    expect(verified - before).toBeGreaterThanOrEqual(RUNS * CALL_FORMATS.length * 2);
+    if (!replayingOneCase) expect(verified - before).toBeGreaterThanOrEqual(RUNS * CALL_FORMATS.length * 2);
   });
 
   it('n > 1 at the first call (vLLM chat, SGLang /generate): each sample a trajectory of the group, its values at its tokens and calls', async () => {
@@ -819,7 +820,7 @@ describe('every finding about a call’s response is at its token and its call, 
       }),
       { numRuns: RUNS },
     );
-    expect(verified - before).toBeGreaterThanOrEqual(RUNS * 2 * 2);
+    if (!replayingOneCase) expect(verified - before).toBeGreaterThanOrEqual(RUNS * 2 * 2);
   });
 
   it('stored samples: slime, verl, AReaL, prime-rl, export rows', async () => {
@@ -845,12 +846,12 @@ describe('every finding about a call’s response is at its token and its call, 
       }),
       { numRuns: RUNS },
     );
-    expect(verified - before).toBeGreaterThanOrEqual(RUNS * 4 * 2);
+    if (!replayingOneCase) expect(verified - before).toBeGreaterThanOrEqual(RUNS * 4 * 2);
   });
 
   it.skipIf(!hasTorch && !process.env.CI)('slime train dumps written by the real torch.save', async () => {
     // One Python process writes every dump (importing torch takes seconds), then each is checked.
-    const cases = fc.sample(Case, { numRuns: RUNS, seed: 25 });
+    const cases = fc.sample(Case, { numRuns: RUNS });
     const written: { file: string; calls: number; plants: Plant[]; object: unknown }[] = [];
     for (const c of cases) {
       const b = await build(c);
@@ -868,6 +869,6 @@ describe('every finding about a call’s response is at its token and its call, 
     const before = verified;
     for (const [i, w] of written.entries())
       await verify(`slime-train case ${i} (${JSON.stringify(cases[i])})`, w.file, 'slime-train', w.calls, w.plants);
-    expect(verified - before).toBeGreaterThanOrEqual(RUNS * 2);
+    if (!replayingOneCase) expect(verified - before).toBeGreaterThanOrEqual(RUNS * 2);
   });
 });

@@ -24,6 +24,11 @@ export interface RenderOptions {
   as?: RenderSemantics;
   /** Told what the server of `as` would refuse in the request (it is rendered as written). */
   onRejected?: NormalizeOptions['onRejected'];
+  /**
+   * More template variables: a request's `chat_template_kwargs` (`enable_thinking`, …) and vLLM's
+   * `documents`, as the engine passes them to the template; they override `add_vision_id`.
+   */
+  templateArgs?: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -78,8 +83,9 @@ export function renderText(profile: ModelProfile, messages: readonly Message[], 
     return profile.template.render({
       messages: request.messages,
       ...(request.tools && request.tools.length > 0 ? { tools: request.tools } : {}),
-      add_generation_prompt: opts.addGenerationPrompt ?? false,
       add_vision_id: opts.addVisionId ?? false,
+      ...opts.templateArgs,
+      add_generation_prompt: opts.addGenerationPrompt ?? false,
     });
   });
 }

@@ -251,6 +251,12 @@ export interface ToolCallParser {
   open: string;
   close: string;
   parse(text: string): ParsedToolCalls;
+  /**
+   * SGLang's detector for the family where it reads a text otherwise than vLLM's parser (Qwen: the
+   * `qwen25` detector keeps only calls naming one of the request's tools); `found`: the text holds a
+   * call's opening at all. Without it, SGLang is taken to read as `parse`.
+   */
+  sglang?(text: string, toolNames: readonly string[]): ParsedToolCalls & { found: boolean };
 }
 
 /** One media item of a sequence as its position ids need it, in order of appearance. */

@@ -1,29 +1,40 @@
 // What the client gets: the answer it would have had from the engine directly. The ids and
 // logprobs the gateway asked for on its own behalf are taken out again (set to null, as vLLM
 // writes them when not asked) unless the client asked for them too; a token-in answer is given
-// the chat shape the client asked for, tool calls parsed as the model family's vLLM tool parser would (hermes for Qwen).
+// the chat shape the client asked for, every choice, tool calls read as the engine's chat endpoint
+// reads them (the model family's parser; tool-calls.ts), logprobs in the chat shape with the client's top_logprobs. Streams
+// are relayed chunk by chunk, folded into the whole answer the capture records by the one
+// streamed-chunk fold (server/import/call-log/chunks.ts).
 import { randomUUID } from 'node:crypto';
-import type { EngineAnswer } from './engines.ts';
-import type { ChatRequest } from './protocol.ts';
-import { EngineChunk } from './protocol.ts';
-import { toolCallId } from './tool-calls.ts';
+import { ChunkFold } from '../import/call-log/chunks.ts';
+import { isObject } from '../import/importer.ts';
+import { type ChoiceAnswer, type EngineAnswer, legacyTop, type ToolMode } from './engines.ts';
+import { namedToolCall, parseRequiredToolCalls, type ParsedToolCalls, ToolCallHold, toolCallId } from './tool-calls.ts';
 import type { ToolCallParser } from '../families/family.ts';
 
 export interface ClientAsked {
   ids: boolean;
   logprobs: boolean;
   usageInStream: boolean;
+  /** `return_tokens_as_token_ids`: logprob tokens written `token_id:N`. */
+  tokenIds: boolean;
+  /** Chat `top_logprobs` (0 when not asked). */
+  topLogprobs: number;
 }
 
 export function clientAsked(req: {
   return_token_ids?: boolean | null;
   logprobs?: unknown;
+  top_logprobs?: unknown;
+  return_tokens_as_token_ids?: boolean | null;
   stream_options?: { include_usage?: boolean | null } | null;
 }): ClientAsked {
   return {
     ids: req.return_token_ids === true,
     logprobs: req.logprobs === true || (typeof req.logprobs === 'number' && req.logprobs >= 0),
     usageInStream: req.stream_options?.include_usage === true,
+    tokenIds: req.return_tokens_as_token_ids === true,
+    topLogprobs: typeof req.top_logprobs === 'number' ? req.top_logprobs : 0,
   };
 }
 
@@ -38,7 +49,7 @@ function unset(o: Record<string, unknown>, field: string, unasked: 'null' | 'omi
   else delete o[field];
 }
 
-/** The engine's JSON answer with what the gateway added for itself taken out. */
+/** The engine's JSON answer (or one streamed chunk of it) with what the gateway added for itself taken out. */
 export function stripAnswer(
   raw: Record<string, unknown>,
   asked: ClientAsked,
@@ -58,38 +69,95 @@ export function stripAnswer(
 }
 
 export interface ChatOutcome {
+  index: number;
   content: string | null;
   toolCalls: { id: string; name: string; arguments: string }[];
   finishReason: string;
 }
 
-/** The assistant message of a token-in answer: tool calls parsed (the model family's parser) when the request offered tools. */
-export function chatOutcome(req: ChatRequest, answer: EngineAnswer, toolCalls: ToolCallParser): ChatOutcome {
-  const text = answer.text ?? '';
-  const offered = Array.isArray(req.tools) && req.tools.length > 0 && req.tool_choice !== 'none';
-  const parsed = offered ? toolCalls.parse(text) : { content: text, calls: [] };
-  const finish = answer.finishReason ?? 'stop';
+/**
+ * Whose reading of a free ("auto") tool call: the model family's parser (`ModelFamily.toolCalls`) as
+ * the engine runs it: vLLM's parser, or SGLang's detector for the family where it differs.
+ */
+export interface ToolReader {
+  parser: ToolCallParser;
+  engine: 'vllm' | 'sglang';
+}
+
+/** How the engine's chat endpoint reads a generated text for the request's tool choice. */
+export function readTools(text: string, tools: ToolMode, reader: ToolReader): ParsedToolCalls & { found: boolean } {
+  switch (tools.mode) {
+    case 'none':
+      return { content: text, calls: [], found: false };
+    case 'required':
+      return { ...parseRequiredToolCalls(text), found: true };
+    case 'named':
+      return { ...namedToolCall(tools.name, text), found: true };
+    case 'auto':
+      if (reader.engine === 'sglang' && reader.parser.sglang) return reader.parser.sglang(text, tools.names);
+      {
+        const parsed = reader.parser.parse(text);
+        return { ...parsed, found: parsed.calls.length > 0 };
+      }
+  }
+}
+
+/** The assistant message of a token-in choice, as the engine's chat endpoint would have answered it. */
+export function tokenInOutcome(
+  choice: ChoiceAnswer,
+  tools: ToolMode,
+  reader: ToolReader,
+  parallelToolCalls: boolean,
+): ChatOutcome {
+  const parsed = readTools(choice.text ?? '', tools, reader);
+  // parallel_tool_calls: false keeps the first call (vLLM `maybe_filter_parallel_tool_calls`).
+  const calls = parallelToolCalls ? parsed.calls : parsed.calls.slice(0, 1);
+  const finish = choice.finishReason ?? 'stop';
+  // "tool_calls" for auto and required calls that stopped, "stop" for a named one (serving.py).
+  const toolFinish = tools.mode === 'auto' ? parsed.found && calls.length > 0 : tools.mode === 'required';
   return {
+    index: choice.index,
     content: parsed.content,
-    toolCalls: parsed.calls.map((c) => ({ id: toolCallId(), ...c })),
-    // vLLM reports a parsed tool call as the finish (serving_chat.py: `auto_tools_called`).
-    finishReason: parsed.calls.length > 0 && finish === 'stop' ? 'tool_calls' : finish,
+    toolCalls: calls.map((c) => ({ id: toolCallId(), ...c })),
+    finishReason: toolFinish && finish === 'stop' ? 'tool_calls' : finish,
   };
 }
 
-function chatLogprobs(answer: EngineAnswer): { content: unknown[] } {
-  const ids = answer.generatedIds ?? [];
-  return {
-    content: (answer.logprobs ?? []).map((lp, i) => {
-      const token = answer.tokens?.[i] ?? `token_id:${ids[i]}`;
-      return { token, logprob: lp ?? -9999, bytes: [...Buffer.from(token, 'utf8')], top_logprobs: [] };
-    }),
-  };
+/** One logprob token as the chat endpoint writes it: `token_id:N` when asked, else the token's text. */
+function tokenText(token: string | null | undefined, asked: ClientAsked, decode: (id: number) => string): string {
+  const t = token ?? '';
+  const m = /^token_id:(\d+)$/.exec(t);
+  if (!m || asked.tokenIds) return t;
+  return decode(Number(m[1]));
+}
+
+function chatLogprobEntry(token: string, logprob: number | null | undefined) {
+  return { token, logprob: Math.max(logprob ?? -9999, -9999), bytes: [...Buffer.from(token, 'utf8')] };
+}
+
+/** Chat logprobs of positions `from..to` of a choice (the top candidates the first `top_logprobs` the engine wrote). */
+export function chatLogprobs(
+  choice: Pick<ChoiceAnswer, 'logprobs' | 'tokens' | 'top' | 'generatedIds'>,
+  asked: ClientAsked,
+  decode: (id: number) => string,
+  from = 0,
+  to = choice.logprobs?.length ?? 0,
+): { content: unknown[] } {
+  const content: unknown[] = [];
+  for (let i = from; i < to; i++) {
+    const raw = choice.tokens?.[i] ?? (choice.generatedIds ? `token_id:${choice.generatedIds[i]}` : '');
+    const token = tokenText(raw, asked, decode);
+    const top = (choice.top?.[i] ?? [])
+      .slice(0, Math.max(0, asked.topLogprobs))
+      .map((c) => chatLogprobEntry(tokenText(c.token, asked, decode), c.logprob));
+    content.push({ ...chatLogprobEntry(token, choice.logprobs?.[i]), top_logprobs: top });
+  }
+  return { content };
 }
 
 function usageOf(answer: EngineAnswer): Record<string, number> {
   const prompt = answer.promptTokens ?? answer.promptIds?.length ?? 0;
-  const completion = answer.completionTokens ?? answer.generatedIds?.length ?? 0;
+  const completion = answer.completionTokens ?? answer.choices.reduce((s, c) => s + (c.generatedIds?.length ?? 0), 0);
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
 }
 
@@ -105,34 +173,38 @@ function messageOf(o: ChatOutcome): Record<string, unknown> {
   };
 }
 
-/** A chat completion built from a token-in answer. */
+const chatId = () => `chatcmpl-${randomUUID().replace(/-/g, '')}`;
+
+/** A chat completion built from a token-in answer: every choice. */
 export function chatFromTokenIn(
   answer: EngineAnswer,
-  o: ChatOutcome,
+  outcomes: readonly ChatOutcome[],
   asked: ClientAsked,
   model: string,
+  decode: (id: number) => string,
 ): Record<string, unknown> {
   return {
-    id: `chatcmpl-${randomUUID().replace(/-/g, '')}`,
+    id: chatId(),
     object: 'chat.completion',
     created: Math.floor(Date.now() / 1000),
     model,
-    choices: [
-      {
-        index: 0,
+    choices: answer.choices.map((choice, i) => {
+      const o = outcomes[i]!;
+      return {
+        index: choice.index,
         message: messageOf(o),
-        logprobs: asked.logprobs ? chatLogprobs(answer) : null,
+        logprobs: asked.logprobs ? chatLogprobs(choice, asked, decode) : null,
         finish_reason: o.finishReason,
-        stop_reason: null,
-        token_ids: asked.ids ? (answer.generatedIds ?? null) : null,
-      },
-    ],
+        stop_reason: choice.stopReason ?? null,
+        token_ids: asked.ids ? (choice.generatedIds ?? null) : null,
+      };
+    }),
     usage: usageOf(answer),
     prompt_token_ids: asked.ids ? (answer.promptIds ?? null) : null,
   };
 }
 
-/** A whole chat answer as the stream of chunks an engine would have sent (one content delta). */
+/** A whole chat answer as the stream of chunks an engine would have sent (one content delta per choice). */
 export function chatChunks(answer: Record<string, unknown>, asked: ClientAsked): string[] {
   const choices = (answer.choices as Record<string, unknown>[] | undefined) ?? [];
   const head = { id: answer.id, object: 'chat.completion.chunk', created: answer.created, model: answer.model };
@@ -195,146 +267,170 @@ export function completionChunks(answer: Record<string, unknown>, asked: ClientA
   return events;
 }
 
-/**
- * A vLLM stream read chunk by chunk: each chunk goes on to the client (ids and logprobs taken out
- * unless asked) and is folded into the whole answer the capture records.
- */
-export class StreamFold {
-  private promptIds: number[] | undefined;
-  private readonly ids: number[] = [];
-  private readonly logprobs: (number | null)[] = [];
-  private readonly tokens: (string | null)[] = [];
-  private text = '';
-  private finish: string | null = null;
-  private head: Record<string, unknown> = {};
-  private usage: Record<string, unknown> | undefined;
-  private readonly calls = new Map<number, { id?: string; name: string; arguments: string }>();
-  private sawIds = false;
+/** A server-sent event's data as a chunk, or undefined (`[DONE]`, an error event, text that is not JSON). */
+function chunkOf(data: string): Record<string, unknown> | undefined {
+  if (data === '[DONE]') return undefined;
+  try {
+    const v = JSON.parse(data) as unknown;
+    return isObject(v) && Array.isArray(v.choices) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
-  constructor(
-    private readonly kind: 'chat' | 'completion',
-    private readonly asked: ClientAsked,
-  ) {}
+/**
+ * The engine's own stream (its chat or completions endpoint) relayed: each chunk goes on to the
+ * client with what the gateway asked for itself taken out, and is folded into the whole answer.
+ */
+export class RelayedStream {
+  readonly fold = new ChunkFold();
+
+  constructor(private readonly asked: ClientAsked) {}
 
   /** Fold one event; returns what the client gets (undefined: nothing to send). */
   take(data: string): string | undefined {
-    if (data === '[DONE]') return data;
-    let raw: unknown;
-    try {
-      raw = JSON.parse(data);
-    } catch {
-      return data;
-    }
-    const chunk = EngineChunk.safeParse(raw);
-    if (!chunk.success) return data;
-    const c = chunk.data;
-    this.head = { id: c.id, model: c.model, created: (raw as { created?: unknown }).created };
-    if (c.prompt_token_ids) this.promptIds = c.prompt_token_ids;
-    if (c.usage) this.usage = c.usage;
-    for (const choice of c.choices) {
-      if ((choice.index ?? 0) !== 0) continue;
-      if (choice.prompt_token_ids) this.promptIds = choice.prompt_token_ids;
-      if (choice.token_ids) {
-        this.sawIds = true;
-        this.ids.push(...choice.token_ids);
-      }
-      const lp = choice.logprobs as
-        | {
-            content?: { token?: string | null; logprob?: number | null }[] | null;
-            token_logprobs?: (number | null)[] | null;
-            tokens?: (string | null)[] | null;
-          }
-        | null
-        | undefined;
-      for (const e of lp?.content ?? []) {
-        this.logprobs.push(e.logprob ?? null);
-        this.tokens.push(e.token ?? null);
-      }
-      for (const v of lp?.token_logprobs ?? []) this.logprobs.push(v);
-      for (const t of lp?.tokens ?? []) this.tokens.push(t);
-      this.text += choice.delta?.content ?? choice.text ?? '';
-      for (const d of (choice.delta?.tool_calls ?? []) as {
-        index?: number;
-        id?: string;
-        function?: { name?: string; arguments?: string };
-      }[]) {
-        const at = d.index ?? 0;
-        const call = this.calls.get(at) ?? { name: '', arguments: '' };
-        if (d.id) call.id = d.id;
-        if (d.function?.name) call.name += d.function.name;
-        if (d.function?.arguments) call.arguments += d.function.arguments;
-        this.calls.set(at, call);
-      }
-      if (choice.finish_reason) this.finish = choice.finish_reason;
-    }
-    const out = raw as Record<string, unknown>;
+    const chunk = chunkOf(data);
+    if (!chunk) return data;
+    this.fold.add(chunk);
     // The usage chunk the gateway asked for on its own behalf.
-    if (!this.asked.usageInStream && c.choices.length === 0 && c.usage) return undefined;
-    const client = { ...out };
-    if (!this.asked.ids && 'prompt_token_ids' in client) client.prompt_token_ids = null;
-    if (Array.isArray(out.choices))
-      client.choices = (out.choices as Record<string, unknown>[]).map((ch) => {
-        const x = { ...ch };
-        if (!this.asked.ids) for (const f of ID_FIELDS) if (f in x) x[f] = null;
-        if (!this.asked.logprobs && 'logprobs' in x) x.logprobs = null;
-        return x;
-      });
-    return JSON.stringify(client);
+    if (!this.asked.usageInStream && (chunk.choices as unknown[]).length === 0 && isObject(chunk.usage))
+      return undefined;
+    return JSON.stringify(stripAnswer(chunk, this.asked));
+  }
+}
+
+interface ChoiceStream {
+  hold?: ToolCallHold;
+  text: string;
+  /** Positions of this choice seen so far. */
+  tokens: number;
+}
+
+/**
+ * A token-in stream (vLLM `/v1/completions`) relayed as the chat stream the client asked for: a
+ * role chunk per choice, then each engine chunk as a content delta with its logprobs and ids, the
+ * text held back from the first call opening (the family's, `ToolCallParser.open`) on when tools are offered (or whole, for a forced
+ * tool call) and read as the chat endpoint reads it when the choice finishes. Folded, it is the
+ * completions answer the capture records.
+ */
+export class TokenInChatStream {
+  readonly fold = new ChunkFold();
+  readonly outcomes = new Map<number, ChatOutcome>();
+  private readonly choices = new Map<number, ChoiceStream>();
+  private readonly head: Record<string, unknown>;
+  private promptIds: unknown;
+
+  constructor(
+    private readonly asked: ClientAsked,
+    private readonly tools: ToolMode,
+    private readonly reader: ToolReader,
+    private readonly parallelToolCalls: boolean,
+    model: string,
+    private readonly decode: (id: number) => string,
+  ) {
+    this.head = { id: chatId(), object: 'chat.completion.chunk', created: Math.floor(Date.now() / 1000), model };
   }
 
-  /** The folded answer, in the shape the engine's whole answer has. */
-  answer(): EngineAnswer {
-    const toolCalls = [...this.calls.entries()].sort((a, b) => a[0] - b[0]).map(([, c]) => c);
-    const promptIds = this.promptIds;
-    const generatedIds = this.sawIds ? this.ids : undefined;
-    const logprobs = this.logprobs.length > 0 ? this.logprobs : undefined;
-    const usage = this.usage as { prompt_tokens?: number; completion_tokens?: number } | undefined;
-    const choice =
-      this.kind === 'chat'
-        ? {
-            index: 0,
-            message: {
-              role: 'assistant',
-              content: this.text === '' && toolCalls.length > 0 ? null : this.text,
-              tool_calls: toolCalls.map((c) => ({
-                id: c.id,
-                type: 'function',
-                function: { name: c.name, arguments: c.arguments },
-              })),
+  /** One engine event in; the client's events out. */
+  take(data: string): string[] {
+    if (data === '[DONE]') return ['[DONE]'];
+    const chunk = chunkOf(data);
+    if (!chunk) return [data];
+    this.fold.add(chunk);
+    const out: string[] = [];
+    const choices = chunk.choices as Record<string, unknown>[];
+    if (choices.length === 0 && isObject(chunk.usage)) {
+      if (this.asked.usageInStream) out.push(JSON.stringify({ ...this.head, choices: [], usage: chunk.usage }));
+      return out;
+    }
+    for (const [k, c] of choices.entries()) {
+      const index = typeof c.index === 'number' ? c.index : k;
+      if (this.promptIds === undefined && Array.isArray(c.prompt_token_ids)) this.promptIds = c.prompt_token_ids;
+      let state = this.choices.get(index);
+      if (!state) {
+        state = {
+          text: '',
+          tokens: 0,
+          ...(this.tools.mode === 'auto' && this.reader.engine === 'vllm'
+            ? { hold: new ToolCallHold(this.reader.parser.open) }
+            : {}),
+        };
+        this.choices.set(index, state);
+        out.push(
+          JSON.stringify({
+            ...this.head,
+            choices: [{ index, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null }],
+            prompt_token_ids: this.asked.ids ? (this.promptIds ?? null) : null,
+          }),
+        );
+      }
+      const text = typeof c.text === 'string' ? c.text : '';
+      state.text += text;
+      const content = this.tools.mode === 'none' ? text : state.hold ? state.hold.push(text) : '';
+      const lp = isObject(c.logprobs) ? c.logprobs : undefined;
+      const count = Array.isArray(lp?.token_logprobs) ? lp.token_logprobs.length : 0;
+      const logprobs =
+        this.asked.logprobs && lp
+          ? chatLogprobs(
+              {
+                logprobs: lp.token_logprobs as (number | null)[],
+                tokens: lp.tokens as (string | null)[] | undefined,
+                top: legacyTop(lp.top_logprobs),
+              },
+              this.asked,
+              this.decode,
+              0,
+              count,
+            )
+          : null;
+      state.tokens += count;
+      const ids = this.asked.ids ? { token_ids: Array.isArray(c.token_ids) ? c.token_ids : null } : {};
+      const finish = typeof c.finish_reason === 'string' ? c.finish_reason : null;
+      if (!finish) {
+        out.push(
+          JSON.stringify({
+            ...this.head,
+            choices: [{ index, delta: content !== '' ? { content } : {}, logprobs, finish_reason: null, ...ids }],
+          }),
+        );
+        continue;
+      }
+      // The choice is whole: read it as the chat endpoint would, send what was held and the tool calls.
+      const outcome = tokenInOutcome(
+        { index, text: state.text, toolCalls: [], finishReason: finish },
+        this.tools,
+        this.reader,
+        this.parallelToolCalls,
+      );
+      this.outcomes.set(index, outcome);
+      let rest = content;
+      if (outcome.toolCalls.length === 0 && this.tools.mode !== 'none')
+        rest += state.hold ? state.hold.held : (outcome.content ?? '');
+      const delta: Record<string, unknown> = {};
+      if (rest !== '') delta.content = rest;
+      if (outcome.toolCalls.length > 0)
+        delta.tool_calls = outcome.toolCalls.map((t, i) => ({
+          index: i,
+          id: t.id,
+          type: 'function',
+          function: { name: t.name, arguments: t.arguments },
+        }));
+      out.push(
+        JSON.stringify({
+          ...this.head,
+          choices: [
+            {
+              index,
+              delta,
+              logprobs,
+              finish_reason: outcome.finishReason,
+              stop_reason: c.stop_reason ?? null,
+              ...ids,
             },
-            logprobs: logprobs
-              ? { content: logprobs.map((lp, i) => ({ token: this.tokens[i] ?? null, logprob: lp })) }
-              : null,
-            finish_reason: this.finish,
-            token_ids: generatedIds ?? null,
-          }
-        : {
-            index: 0,
-            text: this.text,
-            logprobs: logprobs ? { token_logprobs: logprobs, tokens: this.tokens } : null,
-            finish_reason: this.finish,
-            token_ids: generatedIds ?? null,
-            prompt_token_ids: promptIds ?? null,
-          };
-    const raw: Record<string, unknown> = {
-      ...this.head,
-      object: this.kind === 'chat' ? 'chat.completion' : 'text_completion',
-      choices: [choice],
-      ...(usage ? { usage } : {}),
-      ...(this.kind === 'chat' ? { prompt_token_ids: promptIds ?? null } : {}),
-    };
-    return {
-      promptIds,
-      generatedIds,
-      logprobs,
-      tokens: this.tokens.length > 0 ? this.tokens : undefined,
-      text: this.kind === 'chat' && this.text === '' && toolCalls.length > 0 ? null : this.text,
-      toolCalls,
-      finishReason: this.finish,
-      promptTokens: usage?.prompt_tokens,
-      completionTokens: usage?.completion_tokens,
-      raw,
-      capture: raw,
-    };
+          ],
+        }),
+      );
+    }
+    return out;
   }
 }

@@ -48,11 +48,20 @@ export const GatewayConfig = z
       .int()
       .positive()
       .default(256 * 1024 * 1024),
+    /**
+     * Largest request body. A conversation is at most its context of text (a few MB at 128k tokens)
+     * plus its images as data URLs; the gateway holds a body, its parse and the session's copy at
+     * once, so the cap bounds its memory per call (docs/gateway.md "Bounded work").
+     */
     maxBodyBytes: z
       .number()
       .int()
       .positive()
-      .default(64 * 1024 * 1024),
+      .default(32 * 1024 * 1024),
+    /** Prompts past this many tokens are never tokenized by the gateway (default: the engine's max_model_len). */
+    maxPromptTokens: z.number().int().positive().optional(),
+    /** On SIGTERM, how long calls in flight may take to finish before they are cut. */
+    graceMs: z.number().int().positive().default(30_000),
     upstreamTimeoutMs: z.number().int().positive().default(600_000),
     /** Bearer token every client request must carry (required off loopback). */
     token: z.string().min(16, 'must be at least 16 characters').optional(),

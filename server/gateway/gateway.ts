@@ -1,46 +1,43 @@
 // One gateway: sessions, the capture, the engine, and what happens to each call (docs/gateway.md).
 // record: the engine renders and returns its ids; guard: record, and each call checked against
 // its session's previous turn; continuity: the gateway builds the prompt ids itself (previous
-// prompt ⧺ generated ids ⧺ the canonical suffix of the new messages) and sends ids, falling back
-// to the engine's rendering, checked, where it cannot (and saying why in the capture).
+// prompt ⧺ generated ids ⧺ the canonical suffix of the new messages, continuity.ts) and sends ids,
+// falling back to the engine's rendering, checked, where it cannot (and saying why in the capture
+// and on /metrics). Chat and completions calls go through one lifecycle (`call`): the session,
+// the plan, the prediction a check needs before the answer, the exchange with the engine (whole or
+// streamed), the checks on the engine's ids, the capture line, the session's next state.
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import type http from 'node:http';
 import { performance } from 'node:perf_hooks';
 import type { Finding } from '../model/finding.ts';
 import type { Message } from '../model/trajectory.ts';
-import { imagesInMessages } from '../model/message-images.ts';
 import { profileFor, type ModelProfile } from '../profiles/profile.ts';
 import { turnCloseIds } from '../analysis/render.ts';
 import { commonPrefixLength } from '../analysis/diff.ts';
-import { collapseRuns } from '../import/chain.ts';
-import { padIdsOf } from '../analysis/vision-spans.ts';
 import type { GatewayConfig } from './config.ts';
 import { CaptureWriter } from './capture.ts';
-import {
-  answerKey,
-  conversationKeys,
-  SessionStore,
-  type AnsweredToolCall,
-  type Session,
-  type SessionSource,
-} from './sessions.ts';
+import { conversationKeys, SessionStore, type AnsweredToolCall, type Session, type SessionSource } from './sessions.ts';
 import { GatewayMetrics } from './metrics.ts';
-import { ENGINES, CARRIED_SAMPLING, type EngineAdapter, type EngineAnswer, type TokenInRequest } from './engines.ts';
+import { ENGINES, type EngineAdapter, type EngineAnswer, type TokenInRequest } from './engines.ts';
 import { conversationImages, processorSettingsOf } from './images.ts';
-import { continuationIds, expandPads, renderChatPrompt, tokenizeExtending, type TextTokens } from './prompt.ts';
+import { expandPads, renderChatPrompt, tokenizeExtending, type TextTokens } from './prompt.ts';
+import { planContinuity, type ContinuityPlan, type FallbackReason } from './continuity.ts';
 import { checkCall } from './guard.ts';
 import {
+  type ChatOutcome,
   chatChunks,
   chatFromTokenIn,
-  chatOutcome,
+  type ClientAsked,
   clientAsked,
   completionChunks,
-  StreamFold,
+  RelayedStream,
   stripAnswer,
-  type ClientAsked,
+  TokenInChatStream,
+  tokenInOutcome,
+  type ToolReader,
 } from './answer.ts';
-import { getRaw, postJson, postSse, UpstreamError, type UpstreamOptions } from './upstream.ts';
+import { getRaw, postJson, postSse, UpstreamAgents, UpstreamError, type UpstreamOptions } from './upstream.ts';
 import type { CallOutcome, CaptureLine, ChatRequest, CompletionRequest } from './protocol.ts';
 import { withoutSecrets } from './secrets.ts';
 
@@ -58,6 +55,11 @@ export interface StreamSink {
   end(findings: number): void;
 }
 
+/** A client call: the endpoint and its request. */
+type ClientCall = { kind: 'chat'; body: ChatRequest } | { kind: 'completion'; body: CompletionRequest };
+
+const ENDPOINT = { chat: '/v1/chat/completions', completion: '/v1/completions' } as const;
+
 interface CallContext {
   id: string;
   started: number;
@@ -69,6 +71,16 @@ interface CallContext {
   notes: string[];
   findings: Finding[];
   prompt?: string;
+  fallback?: { reason: FallbackReason; detail: string };
+}
+
+/** What the exchange with the engine gave: the answer, and the client's reply unless it was streamed already. */
+interface Exchanged {
+  answer: EngineAnswer;
+  reply?: ClientReply;
+  streamed?: StreamSink;
+  /** The request as the capture writes it (a token-in call adds the ids it sent). */
+  captured: Record<string, unknown>;
 }
 
 function replicaName(config: GatewayConfig): string {
@@ -103,13 +115,25 @@ export class Gateway {
   readonly metrics: GatewayMetrics;
   readonly replica: string;
   private readonly engine: EngineAdapter;
+  private readonly agents = new UpstreamAgents();
   private profile: ModelProfile;
   private closeIds: number[] = [];
   private servedModel: string | undefined;
   private maxModelLen: number | undefined;
+  /** The engine answered with reasoning split from the content: it runs a reasoning parser continuity does not reproduce. */
+  private reasoningSplit = false;
   private readonly upstreamHeaders: Record<string, string>;
 
-  constructor(readonly config: GatewayConfig) {
+  /** A free tool call read with the model family's parser as the engine runs it. */
+  private get toolReader(): ToolReader {
+    return { parser: this.profile.modelFamily.toolCalls, engine: this.engine.toolParser };
+  }
+
+  /** `clock.now`: the time sessions expire by (tests pass a clock they move instead of sleeping). */
+  constructor(
+    readonly config: GatewayConfig,
+    clock: { now?: () => number } = {},
+  ) {
     this.replica = replicaName(config);
     this.engine = ENGINES[config.engine];
     this.capture = new CaptureWriter(config.out, { replica: this.replica, rotateBytes: config.rotateBytes });
@@ -120,6 +144,7 @@ export class Gateway {
       release: (f) => this.capture.release(f),
       idPrefix: this.replica,
       sessionHeader: config.sessionHeader,
+      ...(clock.now ? { now: clock.now } : {}),
     });
     this.metrics = new GatewayMetrics({ replica: this.replica, engine: config.engine }, () => ({
       open: this.sessions.size,
@@ -147,6 +172,12 @@ export class Gateway {
     this.closeIds = await turnCloseIds(this.profile);
     if (this.config.mode === 'continuity')
       notes.push(`continuity with ${this.config.engine}: ${this.engine.imagesWithIds}`);
+    const limit = this.promptLimit();
+    notes.push(
+      limit === undefined
+        ? 'no prompt limit known (the engine listed no max_model_len and --max-prompt-tokens is not set): prompts the gateway predicts are tokenized whole'
+        : `prompts over ${limit} tokens are not tokenized by the gateway (${this.config.maxPromptTokens !== undefined ? '--max-prompt-tokens' : "the engine's max_model_len"})`,
+    );
     return notes;
   }
 
@@ -154,18 +185,26 @@ export class Gateway {
     return this.profile.name;
   }
 
+  /** Flush and close the capture and drop the engine connections (after the last call finished). */
   close(): void {
     this.sessions.clear();
     this.capture.close();
+    this.agents.destroy();
   }
 
-  /** `GET /v1/models`, passed through. */
-  async models(signal: AbortSignal): Promise<ClientReply> {
+  /** The most prompt tokens the gateway tokenizes: --max-prompt-tokens, else the engine's max_model_len. */
+  private promptLimit(): number | undefined {
+    const limits = [this.config.maxPromptTokens, this.maxModelLen].filter((n): n is number => n !== undefined);
+    return limits.length > 0 ? Math.min(...limits) : undefined;
+  }
+
+  /** `GET /v1/models` and the like, passed through. */
+  async passThrough(path: string, signal: AbortSignal): Promise<ClientReply> {
     try {
-      const got = await getRaw(this.upstreamOptions({}, signal), '/v1/models');
+      const got = await getRaw(this.upstreamOptions({}, signal), path);
       let body: unknown;
       try {
-        body = JSON.parse(got.body);
+        body = got.body === '' ? {} : JSON.parse(got.body);
       } catch {
         body = { error: { message: got.body.slice(0, 2000) } };
       }
@@ -173,6 +212,21 @@ export class Gateway {
     } catch (e) {
       const err = e instanceof UpstreamError ? e : new UpstreamError('unreachable', 502, (e as Error).message);
       return { kind: 'json', status: err.status, body: err.clientBody(this.config.upstream), findings: 0 };
+    }
+  }
+
+  /** `GET /v1/models`, passed through. */
+  models(signal: AbortSignal): Promise<ClientReply> {
+    return this.passThrough('/v1/models', signal);
+  }
+
+  /** The engine's own health (`GET /health`): its status, or why it could not be asked. */
+  async engineHealth(signal: AbortSignal): Promise<{ ok: boolean; status?: number; error?: string }> {
+    try {
+      const got = await getRaw({ ...this.upstreamOptions({}, signal), timeoutMs: 5000 }, '/health');
+      return { ok: got.status === 200, status: got.status };
+    } catch (e) {
+      return { ok: false, error: (e as Error).message };
     }
   }
 
@@ -209,6 +263,8 @@ export class Gateway {
       base: this.config.upstream,
       timeoutMs: this.config.upstreamTimeoutMs,
       headers: h,
+      agents: this.agents,
+      onRetry: () => this.metrics.retries.inc(),
       ...(signal ? { signal } : {}),
     };
   }
@@ -225,210 +281,51 @@ export class Gateway {
     return undefined;
   }
 
-  // --- chat --------------------------------------------------------------------------------------
-
-  /** `started`: when the request arrived (its body's reading is the gateway's own time too). */
-  async chat(
+  /** `POST /v1/chat/completions`; `started`: when the request arrived (its body's reading is the gateway's own time too). */
+  chat(
     headers: http.IncomingHttpHeaders,
     body: ChatRequest,
     signal: AbortSignal,
     sink: () => StreamSink,
     started = performance.now(),
   ): Promise<ClientReply | undefined> {
-    const identified = this.sessions.identify(this.explicitSession(headers, body), body.messages);
-    const session = identified.session;
-    session.calls++;
-    const ctx: CallContext = {
-      id: randomUUID(),
-      started,
-      upstreamMs: 0,
-      endpoint: '/v1/chat/completions',
-      upstreamPath: '/v1/chat/completions',
-      session,
-      sessionFrom: identified.created ? identified.session.from : session.from,
-      notes: [],
-      findings: [...identified.findings],
-    };
-    const { config, profile } = this;
-    const turn = session.turns;
-    const asked = clientAsked(body);
-    const images = await conversationImages(
-      body.messages,
-      profile,
-      processorSettingsOf(body.mm_processor_kwargs),
-      session.images,
-      {
-        roots: config.imageRoots.length > 0 ? config.imageRoots : [process.cwd()],
-        baseDir: process.cwd(),
-        allowRemote: config.allowRemoteImages,
-      },
-    );
-    images.forEach((img, i) => {
-      if (img.problem && i >= session.images.length)
-        ctx.notes.push(`image ${i}: ${img.problem}; its pad run is not checked`);
-    });
-    const padCounts = images.map((i) => i.padCount);
-    const last = session.last;
-    // Continuity compares the messages with the previous call's; the other modes need no keys.
-    const keys = config.mode === 'continuity' ? conversationKeys(body.messages) : [];
-    const n = last?.messageKeys?.length ?? 0;
-    const extendsLast =
-      !!last?.messageKeys &&
-      keys.length > n + 1 &&
-      last.messageKeys.every((k, i) => k === keys[i]) &&
-      keys[n] === answerKey(last.answer);
-    if ((body.n ?? 1) > 1) ctx.notes.push(`n=${body.n}: the session continues with choice 0`);
-
-    // Continuity: the canonical next prompt, where it can be built and sent.
-    let tokenIn: TokenInRequest | undefined;
-    if (config.mode === 'continuity') {
-      const fallback = (why: string) => {
-        ctx.prompt = `rendered by the engine: ${why}`;
-      };
-      if (!last) fallback('the first call of the session');
-      else if (!extendsLast)
-        fallback(
-          last.messageKeys && keys.slice(0, n).every((k, i) => k === last.messageKeys![i])
-            ? "the assistant message is not the gateway's answer (edited or re-serialized)"
-            : 'the messages do not extend the previous call (history edited or compressed)',
-        );
-      else if ((body.n ?? 1) > 1) fallback('n > 1 is not sent as ids');
-      else if (last.generatedIds.length === 0) fallback('the previous answer has no generated ids');
-      else {
-        const cont = await continuationIds(
-          profile,
-          last,
-          last.messages ?? [],
-          body.messages.slice(n + 1) as Message[],
-          body.tools ?? undefined,
-          this.closeIds,
-          padCounts,
-          imagesInMessages(body.messages.slice(0, n + 1)).length,
-          config.engine,
-        );
-        if ('unknown' in cont) fallback(cont.unknown);
-        else {
-          const sampling: Record<string, unknown> = {};
-          for (const k of CARRIED_SAMPLING) if (body[k] !== undefined && body[k] !== null) sampling[k] = body[k];
-          const maxTokens =
-            body.max_completion_tokens ??
-            body.max_tokens ??
-            (this.maxModelLen ? this.engine.room(this.maxModelLen, cont.ids.length) : undefined);
-          tokenIn = {
-            model: body.model,
-            promptIds: cont.ids,
-            collapsedIds: collapseRuns(cont.ids, padIdsOf(profile.ids)),
-            imageUrls: imagesInMessages(body.messages).flatMap((r) => (r.url ? [r.url] : [])),
-            sampling,
-            ...(maxTokens !== undefined ? { maxTokens } : {}),
-            sessionId: session.id,
-            imagesKeepIds: config.sglangKeepsImageIds,
-          };
-          const plan = this.engine.tokenIn(tokenIn);
-          if ('unsupported' in plan) {
-            fallback(plan.unsupported);
-            tokenIn = undefined;
-          } else {
-            this.metrics.tokenizedChars.inc(cont.suffixChars);
-            ctx.prompt = `ids: previous prompt (${last.promptIds.length}) ⧺ generated (${last.generatedIds.length}) ⧺ canonical suffix (${cont.suffixIds.length})`;
-            if (images.length > 0)
-              ctx.notes.push(
-                'sent as ids with images: the engine is trusted to keep them (--sglang-keeps-image-ids); usage.prompt_tokens is compared',
-              );
-          }
-        }
-      }
-    }
-
-    // The prompt the engine will render, predicted where a check must come before the answer.
-    let textState: TextTokens | undefined;
-    let predicted: number[] | undefined;
-    const checks = config.mode !== 'record';
-    if (checks && !tokenIn && (config.onBreak === 'refuse' || body.stream)) {
-      const rendered = renderChatPrompt(profile, body, config.engine);
-      if ('text' in rendered) {
-        textState = await this.tokenizeCounted(
-          profile,
-          last?.text !== undefined && last.textIds ? { text: last.text, ids: last.textIds } : undefined,
-          rendered.text,
-        );
-        predicted = await expandPads(profile, textState, padCounts);
-      } else ctx.notes.push(`the prompt was not predicted: ${rendered.unknown}`);
-    }
-    const early = predicted
-      ? checkCall(profile, this.closeIds, { turn, promptIds: predicted, previous: last, images })
-      : [];
-    const refused = this.refuseOnBreak(ctx, body, early);
-    if (refused) return refused;
-
-    let answer: EngineAnswer;
-    let client: Record<string, unknown> | undefined;
-    const upstream = this.upstreamOptions(headers, signal, session.id);
-    const asks = Date.now();
-    try {
-      if (tokenIn) {
-        const plan = this.engine.tokenIn(tokenIn) as { path: string; body: Record<string, unknown> };
-        ctx.upstreamPath = plan.path;
-        const raw = await postJson(upstream, plan.path, plan.body);
-        answer = this.engine.readTokenIn(raw, tokenIn);
-        const outcome = chatOutcome(body, answer, profile.modelFamily.toolCalls);
-        client = chatFromTokenIn(answer, outcome, asked, body.model ?? this.servedModel ?? profile.name);
-        answer.toolCalls = outcome.toolCalls;
-        answer.text = outcome.content;
-      } else if (body.stream && this.engine.streamsChatIds) {
-        const fold = new StreamFold('chat', asked);
-        const out = sink();
-        answer = await relayStream(
-          fold,
-          postSse(upstream, '/v1/chat/completions', this.engine.chatBody(streamed(body))),
-          out,
-          ctx.findings.length + early.length,
-        );
-        ctx.upstreamMs = Date.now() - asks;
-        const findings = this.afterAnswer(ctx, turn, answer, undefined, predicted, images, last);
-        this.finish(ctx, 'ok', body, answer.capture, findings);
-        this.remember(session, ctx, turn, answer, body, keys, images, textState);
-        out.end(findings.length);
-        return undefined;
-      } else {
-        const raw = (await postJson(upstream, '/v1/chat/completions', this.engine.chatBody(whole(body)))) as Record<
-          string,
-          unknown
-        >;
-        answer = this.engine.readChat(raw);
-        client = stripAnswer(raw, asked, this.engine.unasked);
-      }
-    } catch (e) {
-      ctx.upstreamMs = Date.now() - asks;
-      return this.failed(ctx, body, e);
-    }
-    ctx.upstreamMs = Date.now() - asks;
-    const findings = this.afterAnswer(ctx, turn, answer, tokenIn, predicted, images, last);
-    this.finish(ctx, 'ok', tokenIn ? { ...body, prompt: tokenIn.promptIds } : body, answer.capture, findings);
-    this.remember(session, ctx, turn, answer, body, keys, images, textState);
-    if (body.stream) return { kind: 'sse', events: chatChunks(client, asked), findings: findings.length };
-    return { kind: 'json', status: 200, body: client, findings: findings.length };
+    return this.call({ kind: 'chat', body }, headers, signal, sink, started);
   }
 
-  // --- completions ---------------------------------------------------------------------------------
-
-  async completion(
+  /** `POST /v1/completions`: the client's prompt, passed through (recorded and checked) in every mode. */
+  completion(
     headers: http.IncomingHttpHeaders,
     body: CompletionRequest,
     signal: AbortSignal,
     sink: () => StreamSink,
     started = performance.now(),
   ): Promise<ClientReply | undefined> {
-    const promptText = typeof body.prompt === 'string' ? body.prompt : undefined;
-    const identified = this.sessions.identify(this.explicitSession(headers, body), undefined, promptText);
+    return this.call({ kind: 'completion', body }, headers, signal, sink, started);
+  }
+
+  // --- the lifecycle -------------------------------------------------------------------------------
+
+  private async call(
+    call: ClientCall,
+    headers: http.IncomingHttpHeaders,
+    signal: AbortSignal,
+    sink: () => StreamSink,
+    started: number,
+  ): Promise<ClientReply | undefined> {
+    const { config, profile } = this;
+    const chat = call.kind === 'chat' ? call.body : undefined;
+    const body = call.body;
+    const promptText =
+      call.kind === 'completion' && typeof call.body.prompt === 'string' ? call.body.prompt : undefined;
+    const identified = this.sessions.identify(this.explicitSession(headers, body), chat?.messages, promptText);
     const session = identified.session;
     session.calls++;
     const ctx: CallContext = {
       id: randomUUID(),
       started,
       upstreamMs: 0,
-      endpoint: '/v1/completions',
-      upstreamPath: '/v1/completions',
+      endpoint: ENDPOINT[call.kind],
+      upstreamPath: ENDPOINT[call.kind],
       session,
       sessionFrom: session.from,
       notes: [],
@@ -437,69 +334,251 @@ export class Gateway {
     const turn = session.turns;
     const last = session.last;
     const asked = clientAsked(body);
-    const checks = this.config.mode !== 'record';
-    let textState: TextTokens | undefined;
-    let predicted: number[] | undefined;
-    if (checks && (this.config.onBreak === 'refuse' || body.stream)) {
-      if (promptText !== undefined) {
-        textState = await this.tokenizeCounted(
-          this.profile,
-          last?.text !== undefined && last.textIds ? { text: last.text, ids: last.textIds } : undefined,
-          promptText,
-        );
-        predicted = textState.ids;
-      } else predicted = body.prompt as number[];
+    const images = chat ? await this.imagesOf(chat, session, ctx) : [];
+    const padCounts = images.map((i) => i.padCount);
+    // Continuity compares the messages with the previous call's; the other modes need no keys.
+    const keys = chat && config.mode === 'continuity' ? conversationKeys(chat.messages) : [];
+    if ((body.n ?? 1) > 1) ctx.notes.push(`n=${body.n}: every choice is captured; the session continues with choice 0`);
+
+    // Continuity: the canonical next prompt, where it can be built and sent with every field's meaning.
+    let plan: ContinuityPlan | undefined;
+    if (chat && config.mode === 'continuity') {
+      plan = await planContinuity({
+        profile,
+        engineKind: config.engine,
+        engine: this.engine,
+        body: chat,
+        last,
+        keys,
+        padCounts,
+        closeIds: this.closeIds,
+        maxModelLen: this.maxModelLen,
+        sessionId: session.id,
+        imagesKeepIds: config.sglangKeepsImageIds,
+        reasoningSplit: this.reasoningSplit,
+      });
+      if (plan.kind === 'fallback') {
+        ctx.prompt = `rendered by the engine: ${plan.detail}`;
+        ctx.fallback = { reason: plan.reason, detail: plan.detail };
+        this.metrics.fallbacks.inc({ reason: plan.reason });
+      } else {
+        this.metrics.tokenizedChars.inc(plan.suffixChars);
+        ctx.prompt = plan.description;
+        if (images.length > 0)
+          ctx.notes.push(
+            'sent as ids with images: the engine is trusted to keep them (--sglang-keeps-image-ids); usage.prompt_tokens is compared',
+          );
+      }
     }
+    const tokenIn = plan?.kind === 'ids' ? plan.request : undefined;
+
+    // The prompt the engine will render, predicted where a check must come before the answer.
+    const { predicted, textState } = tokenIn
+      ? { predicted: undefined, textState: undefined }
+      : await this.predict(call, last, padCounts, ctx);
     const early = predicted
-      ? checkCall(this.profile, this.closeIds, { turn, promptIds: predicted, previous: last, images: [] })
+      ? checkCall(profile, this.closeIds, { turn, promptIds: predicted, previous: last, images })
       : [];
     const refused = this.refuseOnBreak(ctx, body, early);
     if (refused) return refused;
+
     const upstream = this.upstreamOptions(headers, signal, session.id);
     const asks = Date.now();
-    let answer: EngineAnswer;
-    let client: Record<string, unknown>;
+    let done: Exchanged;
     try {
-      if (body.stream && this.engine.streamsChatIds) {
-        const fold = new StreamFold('completion', asked);
-        const out = sink();
-        answer = await relayStream(
-          fold,
-          postSse(upstream, '/v1/completions', this.engine.completionBody(streamed(body))),
-          out,
-          ctx.findings.length + early.length,
-        );
-        ctx.upstreamMs = Date.now() - asks;
-        const findings = this.afterAnswer(ctx, turn, answer, undefined, predicted, [], last);
-        this.finish(ctx, 'ok', body, answer.capture, findings);
-        this.remember(session, ctx, turn, answer, undefined, undefined, [], textState, promptText);
-        out.end(findings.length);
-        return undefined;
-      }
-      const raw = (await postJson(upstream, '/v1/completions', this.engine.completionBody(whole(body)))) as Record<
-        string,
-        unknown
-      >;
-      answer = this.engine.readCompletion(raw);
-      client = stripAnswer(raw, asked, this.engine.unasked);
+      done = tokenIn
+        ? await this.exchangeTokenIn(call.body as ChatRequest, tokenIn, asked, upstream, sink, ctx, early.length)
+        : await this.exchangeEngine(call, asked, upstream, sink, ctx.findings.length + early.length, ctx);
     } catch (e) {
       ctx.upstreamMs = Date.now() - asks;
       return this.failed(ctx, body, e);
     }
     ctx.upstreamMs = Date.now() - asks;
-    const findings = this.afterAnswer(ctx, turn, answer, undefined, predicted, [], last);
-    this.finish(ctx, 'ok', body, answer.capture, findings);
-    this.remember(session, ctx, turn, answer, undefined, undefined, [], textState, promptText);
-    if (body.stream) return { kind: 'sse', events: completionChunks(client, asked), findings: findings.length };
-    return { kind: 'json', status: 200, body: client, findings: findings.length };
+    const { answer } = done;
+    if (!tokenIn && chat && answer.choices.some((c) => c.reasoning)) this.reasoningSplit = true;
+    const findings = this.afterAnswer(ctx, turn, answer, tokenIn, predicted, images, last);
+    this.finish(ctx, 'ok', done.captured, answer.capture, findings);
+    this.remember(session, ctx, turn, answer, chat, keys, images, textState, promptText);
+    if (done.streamed) {
+      done.streamed.end(findings.length);
+      return undefined;
+    }
+    return { ...done.reply!, findings: findings.length };
   }
 
-  // --- shared ------------------------------------------------------------------------------------
+  private async imagesOf(chat: ChatRequest, session: Session, ctx: CallContext): Promise<Session['images']> {
+    const images = await conversationImages(
+      chat.messages,
+      this.profile,
+      processorSettingsOf(chat.mm_processor_kwargs),
+      session.images,
+      {
+        roots: this.config.imageRoots.length > 0 ? this.config.imageRoots : [process.cwd()],
+        baseDir: process.cwd(),
+        allowRemote: this.config.allowRemoteImages,
+      },
+    );
+    images.forEach((img, i) => {
+      if (img.problem && i >= session.images.length)
+        ctx.notes.push(`image ${i}: ${img.problem}; its pad run is not checked`);
+    });
+    return images;
+  }
 
-  private async tokenizeCounted(...args: Parameters<typeof tokenizeExtending>): Promise<TextTokens> {
-    const got = await tokenizeExtending(...args);
+  /**
+   * The prompt ids a check before the answer needs (`--on-break refuse`, or a stream whose header
+   * carries the findings): the chat template's render or the completions prompt, tokenized past
+   * what the session's previous call already holds, and never past the prompt limit.
+   */
+  private async predict(
+    call: ClientCall,
+    last: Session['last'],
+    padCounts: readonly (number | undefined)[],
+    ctx: CallContext,
+  ): Promise<{ predicted?: number[]; textState?: TextTokens }> {
+    const checks = this.config.mode !== 'record';
+    if (!checks || !(this.config.onBreak === 'refuse' || call.body.stream)) return {};
+    const limit = this.promptLimit();
+    // A prompt whose text alone cannot fit (each token spells at most a few bytes) is not even rendered.
+    const chars =
+      call.kind === 'completion'
+        ? typeof call.body.prompt === 'string'
+          ? call.body.prompt.length
+          : 0
+        : textLength(call.body.messages);
+    if (limit !== undefined && chars > limit && chars > (limit + 1) * this.profile.tokenizer.maxPieceBytes()) {
+      ctx.notes.push(
+        `the prompt was not predicted: its ${chars} characters cannot fit the prompt limit of ${limit} tokens (the engine decides)`,
+      );
+      return {};
+    }
+    let text: string;
+    if (call.kind === 'completion') {
+      if (typeof call.body.prompt !== 'string') return { predicted: call.body.prompt };
+      text = call.body.prompt;
+    } else {
+      const rendered = renderChatPrompt(this.profile, call.body, this.config.engine);
+      if ('unknown' in rendered) {
+        ctx.notes.push(`the prompt was not predicted: ${rendered.unknown}`);
+        return {};
+      }
+      text = rendered.text;
+    }
+    const got = await tokenizeExtending(
+      this.profile,
+      last?.text !== undefined && last.textIds ? { text: last.text, ids: last.textIds } : undefined,
+      text,
+      limit,
+    );
     this.metrics.tokenizedChars.inc(got.tokenizedChars);
-    return got;
+    if (!got.ids) {
+      ctx.notes.push(
+        `the prompt was not predicted: its ${text.length} characters cannot fit the prompt limit of ${limit} tokens (the engine decides)`,
+      );
+      return {};
+    }
+    const textState = { text, ids: got.ids };
+    return {
+      predicted: call.kind === 'chat' ? await expandPads(this.profile, textState, padCounts) : got.ids,
+      textState,
+    };
+  }
+
+  /** The engine renders (record, guard, a continuity fallback): its chat or completions endpoint, streamed where it streams ids. */
+  private async exchangeEngine(
+    call: ClientCall,
+    asked: ClientAsked,
+    upstream: UpstreamOptions,
+    sink: () => StreamSink,
+    findingsSoFar: number,
+    ctx: CallContext,
+  ): Promise<Exchanged> {
+    const path = ENDPOINT[call.kind];
+    const request =
+      call.kind === 'chat'
+        ? (b: ChatRequest) => this.engine.chatBody(b)
+        : (b: CompletionRequest) => this.engine.completionBody(b);
+    const read = (raw: unknown) => (call.kind === 'chat' ? this.engine.readChat(raw) : this.engine.readCompletion(raw));
+    const body = call.body;
+    if (body.stream && this.engine.streamsChatIds) {
+      const relayed = new RelayedStream(asked);
+      const out = sink();
+      await relay(
+        postSse(upstream, path, (request as (b: typeof body) => unknown)(streamed(body))),
+        out,
+        findingsSoFar,
+        (d) => {
+          const forward = relayed.take(d);
+          return forward === undefined ? [] : [forward];
+        },
+      );
+      ctx.upstreamPath = path;
+      return { answer: read(relayed.fold.response()), streamed: out, captured: body };
+    }
+    const raw = (await postJson(upstream, path, (request as (b: typeof body) => unknown)(whole(body)))) as Record<
+      string,
+      unknown
+    >;
+    const answer = read(raw);
+    const client = stripAnswer(raw, asked, this.engine.unasked);
+    const reply: ClientReply = body.stream
+      ? {
+          kind: 'sse',
+          events: call.kind === 'chat' ? chatChunks(client, asked) : completionChunks(client, asked),
+          findings: 0,
+        }
+      : { kind: 'json', status: 200, body: client, findings: 0 };
+    return { answer, reply, captured: body };
+  }
+
+  /** Continuity: the ids go to the token-in endpoint, the answer comes back in the chat shape, streamed as it comes where the engine streams it. */
+  private async exchangeTokenIn(
+    body: ChatRequest,
+    tokenIn: TokenInRequest,
+    asked: ClientAsked,
+    upstream: UpstreamOptions,
+    sink: () => StreamSink,
+    ctx: CallContext,
+    early: number,
+  ): Promise<Exchanged> {
+    const route = this.engine.tokenIn(tokenIn);
+    if ('unsupported' in route) throw new UpstreamError('bad_response', 502, route.unsupported);
+    ctx.upstreamPath = route.path;
+    const model = body.model ?? this.servedModel ?? this.profile.name;
+    const decode = (id: number) => this.profile.tokenizer.decodeSync([id]);
+    const captured = { ...body, prompt: tokenIn.promptIds };
+    const outcome = (c: EngineAnswer['choices'][number]): ChatOutcome =>
+      tokenInOutcome(c, tokenIn.tools, this.toolReader, tokenIn.parallelToolCalls);
+    let answer: EngineAnswer;
+    let outcomes: ChatOutcome[];
+    let reply: ClientReply | undefined;
+    let out: StreamSink | undefined;
+    if (route.streams) {
+      const stream = new TokenInChatStream(
+        asked,
+        tokenIn.tools,
+        this.toolReader,
+        tokenIn.parallelToolCalls,
+        model,
+        decode,
+      );
+      out = sink();
+      await relay(postSse(upstream, route.path, route.body), out, ctx.findings.length + early, (d) => stream.take(d));
+      answer = this.engine.readTokenIn(stream.fold.response(), tokenIn);
+      outcomes = answer.choices.map((c) => stream.outcomes.get(c.index) ?? outcome(c));
+    } else {
+      const raw = await postJson(upstream, route.path, route.body);
+      answer = this.engine.readTokenIn(raw, tokenIn);
+      outcomes = answer.choices.map(outcome);
+      const client = chatFromTokenIn(answer, outcomes, asked, model, decode);
+      reply = body.stream
+        ? { kind: 'sse', events: chatChunks(client, asked), findings: 0 }
+        : { kind: 'json', status: 200, body: client, findings: 0 };
+    }
+    // The session goes on with choice 0 as the client received it.
+    answer.toolCalls = outcomes[0]?.toolCalls ?? [];
+    answer.text = outcomes[0]?.content ?? null;
+    return { answer, captured, ...(reply ? { reply } : {}), ...(out ? { streamed: out } : {}) };
   }
 
   /** The checks on the engine's own ids (the truth the capture holds), and notes on what differs. */
@@ -545,10 +624,10 @@ export class Gateway {
     turn: number,
     answer: EngineAnswer,
     chat: ChatRequest | undefined,
-    keys: string[] | undefined,
+    keys: string[],
     images: Session['images'],
     textState: TextTokens | undefined,
-    promptText?: string,
+    promptText: string | undefined,
   ): void {
     const toolCalls: AnsweredToolCall[] = answer.toolCalls.map((c) => ({ name: c.name, arguments: c.arguments }));
     this.sessions.recordTurn(session, {
@@ -558,7 +637,7 @@ export class Gateway {
       ...(chat
         ? {
             messages: chat.messages as Message[],
-            ...(keys && keys.length > 0 ? { messageKeys: keys } : {}),
+            ...(keys.length > 0 ? { messageKeys: keys } : {}),
             tools: chat.tools ?? undefined,
           }
         : {}),
@@ -569,6 +648,8 @@ export class Gateway {
           ? { text: promptText }
           : {}),
     });
+    // Only continuity renders after the history: the other modes keep no messages (they can be long).
+    if (this.config.mode !== 'continuity' && session.last) session.last.messages = undefined;
     session.images = images;
     this.sessions.addFindings(session, ctx.id, turn, ctx.findings);
   }
@@ -654,6 +735,7 @@ export class Gateway {
         ...(turn !== undefined ? { turn } : {}),
         sessionFrom: ctx.sessionFrom,
         ...(ctx.prompt ? { prompt: ctx.prompt } : {}),
+        ...(ctx.fallback ? { fallback: ctx.fallback } : {}),
         findings,
         notes: ctx.notes,
         ...(status !== undefined ? { status } : {}),
@@ -670,25 +752,37 @@ export class Gateway {
 
 export type { ClientAsked };
 
+/** Characters of text in messages (their string contents and text parts), a lower bound of the prompt's bytes. */
+function textLength(messages: readonly unknown[]): number {
+  let n = 0;
+  const walk = (v: unknown, depth: number): void => {
+    if (typeof v === 'string') n += v.length;
+    else if (depth < 8 && Array.isArray(v)) for (const x of v) walk(x, depth + 1);
+    else if (depth < 8 && v && typeof v === 'object')
+      for (const [k, x] of Object.entries(v)) if (k !== 'image_url' && k !== 'url') walk(x, depth + 1);
+  };
+  walk(messages, 0);
+  return n;
+}
+
 /**
- * Relay an engine's stream to the client event by event while folding it into the whole answer;
- * the client's stream starts (with the findings known so far) at the first event, or at the end.
+ * Relay an engine's stream to the client event by event (each engine event becomes zero or more
+ * client events); the client's stream starts (with the findings known so far) at the first event,
+ * or at the end.
  */
-async function relayStream(
-  fold: StreamFold,
+async function relay(
   events: AsyncGenerator<string>,
   out: StreamSink,
   findingsSoFar: number,
-): Promise<EngineAnswer> {
+  convert: (data: string) => string[],
+): Promise<void> {
   let begun = false;
   for await (const data of events) {
     if (!begun) {
       out.start(findingsSoFar);
       begun = true;
     }
-    const forward = fold.take(data);
-    if (forward !== undefined) out.event(forward);
+    for (const e of convert(data)) out.event(e);
   }
   if (!begun) out.start(findingsSoFar);
-  return fold.answer();
 }

@@ -14,6 +14,8 @@ export class GatewayMetrics {
   readonly own: client.Histogram<'endpoint'>;
   readonly upstream: client.Histogram<'endpoint'>;
   readonly tokenizedChars: client.Counter;
+  readonly fallbacks: client.Counter<'reason'>;
+  readonly retries: client.Counter;
   readonly sessions: client.Gauge;
   readonly evicted: client.Gauge;
 
@@ -51,6 +53,17 @@ export class GatewayMetrics {
     this.tokenizedChars = new client.Counter({
       name: 'rollscope_gateway_tokenized_chars_total',
       help: 'Characters of prompt text the gateway tokenized itself (only what each call adds to its session)',
+      registers,
+    });
+    this.fallbacks = new client.Counter({
+      name: 'rollscope_gateway_fallbacks_total',
+      help: 'Continuity calls rendered by the engine instead of sent as ids, by reason (first_call, answer_edited, history_edited, field:<name>, field:unknown, tool_choice, template, image_size, engine_images, reasoning_parser, no_generated_ids)',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.retries = new client.Counter({
+      name: 'rollscope_gateway_upstream_retries_total',
+      help: 'Requests sent to the engine again after a kept-alive connection failed before any byte of the answer',
       registers,
     });
     this.sessions = new client.Gauge({

@@ -18,6 +18,7 @@ import {
 } from '../analysis/render.ts';
 import { padCountExpansions } from '../analysis/render.ts';
 import type { ChatRequest } from './protocol.ts';
+import { RESERVED_TEMPLATE_KWARGS } from './fields.ts';
 
 /** The prompt text the engine's chat endpoint renders (`as`: whose request handling: the engine's), or why it cannot be predicted. */
 export function renderChatPrompt(
@@ -27,14 +28,17 @@ export function renderChatPrompt(
 ): { text: string } | { unknown: string } {
   if (req.chat_template) return { unknown: 'the request brings its own chat_template' };
   if (req.continue_final_message) return { unknown: 'continue_final_message is not predicted' };
-  if (req.chat_template_kwargs && Object.keys(req.chat_template_kwargs).length > 0)
-    return { unknown: 'chat_template_kwargs are not predicted' };
+  const kwargs = req.chat_template_kwargs ?? {};
+  const reserved = RESERVED_TEMPLATE_KWARGS.find((k) => k in kwargs);
+  if (reserved) return { unknown: `chat_template_kwargs.${reserved} names a template argument the engine sets` };
+  const documents = as === 'vllm' && Array.isArray(req.documents) ? { documents: req.documents } : {};
   try {
     return {
       text: renderText(profile, req.messages, {
         as,
         addGenerationPrompt: req.add_generation_prompt ?? true,
         ...(req.tools && req.tools.length > 0 ? { tools: req.tools } : {}),
+        templateArgs: { ...kwargs, ...documents },
       }),
     };
   } catch (e) {
@@ -57,13 +61,16 @@ function nthIndex(ids: readonly number[], id: number, n: number): number {
 
 /**
  * `text`'s ids, reusing `prev`'s up to the last turn opener inside the prefix both texts share.
- * `tokenizedChars` is how much was tokenized now (the tests check it stays the new part).
+ * `tokenizedChars` is how much was tokenized now (the tests check it stays the new part). With
+ * `maxTokens`, a text whose ids would pass it is not tokenized past the point that shows it
+ * (`ids` undefined): a prompt the engine refuses costs the gateway no more than the limit.
  */
 export async function tokenizeExtending(
   profile: ModelProfile,
   prev: TextTokens | undefined,
   text: string,
-): Promise<TextTokens & { tokenizedChars: number }> {
+  maxTokens?: number,
+): Promise<{ text: string; ids: number[] | undefined; tokenizedChars: number }> {
   let cut = 0;
   let reuse = 0;
   if (prev) {
@@ -90,8 +97,15 @@ export async function tokenizeExtending(
       }
     }
   }
-  const tail = await profile.tokenizer.encode(text.slice(cut));
-  const ids = prev && reuse > 0 ? [...prev.ids.slice(0, reuse), ...tail] : tail;
+  const reused = prev && reuse > 0 ? reuse : 0;
+  const tail =
+    maxTokens === undefined
+      ? await profile.tokenizer.encode(text.slice(cut))
+      : maxTokens < reused
+        ? undefined
+        : await profile.tokenizer.encodeUpTo(text.slice(cut), maxTokens - reused);
+  if (!tail) return { text, ids: undefined, tokenizedChars: text.length - cut };
+  const ids = reused > 0 ? [...prev!.ids.slice(0, reused), ...tail] : tail;
   return { text, ids, tokenizedChars: text.length - cut };
 }
 
@@ -119,35 +133,55 @@ export interface Continuation {
   suffixChars: number;
 }
 
+export interface ContinuationInput {
+  last: { promptIds: readonly number[]; generatedIds: readonly number[] };
+  /** The previous request's messages. */
+  history: readonly Message[];
+  /** The messages after the previous answer. */
+  observation: readonly Message[];
+  tools: unknown[] | undefined;
+  /** `chat_template_kwargs` (and vLLM's `documents`) as the engine passes them to the template. */
+  templateArgs: Readonly<Record<string, unknown>>;
+  closeIds: readonly number[];
+  /** Every image of the conversation, in order. */
+  padCounts: readonly (number | undefined)[];
+  /** Images in the history and the previous answer. */
+  imagesBefore: number;
+  as: RenderSemantics;
+}
+
 /**
  * The canonical next prompt: `promptIds ⧺ generatedIds ⧺ boundary ⧺ suffix(observation)`, the
- * suffix rendered after the real `history` (the previous request's messages) and tokenized alone.
- * Why not, when the template rewrites the history (its longer render does not extend the shorter) or refuses it.
+ * suffix rendered after the real `history` (the previous request's messages) with the request's
+ * template arguments and tokenized alone. Why not, when the template rewrites the history (its
+ * longer render does not extend the shorter) or refuses it, or an image's size is unknown.
  */
 export async function continuationIds(
   profile: ModelProfile,
-  last: { promptIds: readonly number[]; generatedIds: readonly number[] },
-  history: readonly Message[],
-  observation: readonly Message[],
-  tools: unknown[] | undefined,
-  closeIds: readonly number[],
-  padCounts: readonly (number | undefined)[],
-  imagesBefore: number,
-  as: RenderSemantics,
-): Promise<Continuation | { unknown: string }> {
+  input: ContinuationInput,
+): Promise<Continuation | { unknown: string; reason: 'template' | 'image_size' }> {
   let parts: ReturnType<typeof observationSuffixText>;
   try {
-    parts = observationSuffixText(profile, history, observation, { tools, as });
+    parts = observationSuffixText(profile, input.history, input.observation, {
+      tools: input.tools,
+      as: input.as,
+      templateArgs: input.templateArgs,
+    });
   } catch (e) {
-    return { unknown: `the profile's template refuses the conversation (${(e as Error).message})` };
+    return { unknown: `the profile's template refuses the conversation (${(e as Error).message})`, reason: 'template' };
   }
-  if (!parts) return { unknown: 'the template rewrites the history, so the conversation has no canonical suffix' };
-  const boundary = boundaryIds(last.generatedIds, closeIds, turnStopIds(profile));
+  if (!parts)
+    return {
+      unknown: 'the template rewrites the history, so the conversation has no canonical suffix',
+      reason: 'template',
+    };
+  const { last, padCounts, imagesBefore } = input;
+  const boundary = boundaryIds(last.generatedIds, input.closeIds, turnStopIds(profile));
   const rendered = await tokenizeExpanded(profile, parts.delta, padCountExpansions(padCounts), {
     images: imagesBefore,
   });
   if (padCounts.slice(imagesBefore).some((n) => n === undefined) && rendered.imageCount > 0)
-    return { unknown: "an image's size is unknown, so its pad run cannot be built" };
+    return { unknown: "an image's size is unknown, so its pad run cannot be built", reason: 'image_size' };
   const suffixIds = [...boundary, ...rendered.expanded];
   return { ids: [...last.promptIds, ...last.generatedIds, ...suffixIds], suffixIds, suffixChars: parts.delta.length };
 }

@@ -203,7 +203,7 @@ export type CallOutcome = (typeof CALL_OUTCOMES)[number];
 
 /**
  * One capture line: a vLLM call-log record (`request`, `response`), grouped by its top-level
- * `session_id` (`explicitId` in server/import/vllm.ts), with what the gateway did under `gateway`.
+ * `session_id` (`explicitId` in server/import/call-log/read.ts), with what the gateway did under `gateway`.
  * A call that failed or was cancelled has an error `response` (no `choices`): importers skip it,
  * so it is never a turn.
  */
@@ -229,6 +229,8 @@ export const CaptureLine = z
       sessionFrom: z.string(),
       /** How this call's prompt ids were built (continuity) or why they were not. */
       prompt: z.string().optional(),
+      /** Continuity: why the call was rendered by the engine (the reason /metrics counts it under). */
+      fallback: z.object({ reason: z.string(), detail: z.string() }).optional(),
       findings: z.array(Finding),
       notes: z.array(z.string()),
       status: z.number().int().optional(),

@@ -2,7 +2,10 @@
 // error body when it answered, else 502 (unreachable, connection reset, an answer that is not
 // JSON) or 504 (no answer in time), always with a JSON error that names the upstream. Plain
 // node:http with kept-alive connections: a call is a few hundred microseconds of the gateway's own
-// time, and fetch's web streams cost more than that (bench/gateway.ts).
+// time, and fetch's web streams cost more than that (bench/gateway.ts). A kept-alive connection the
+// engine closed while it sat idle (uvicorn closes idle connections after 5 s) fails the next request
+// before any byte of an answer: such a request is sent once more on a new connection, and never a
+// request the engine had begun to answer.
 import http from 'node:http';
 import https from 'node:https';
 
@@ -34,15 +37,27 @@ export class UpstreamError extends Error {
   }
 }
 
+/** One gateway's connections to its engine (kept alive; destroyed when the gateway closes). */
+export class UpstreamAgents {
+  readonly http = new http.Agent({ keepAlive: true });
+  readonly https = new https.Agent({ keepAlive: true });
+
+  destroy(): void {
+    this.http.destroy();
+    this.https.destroy();
+  }
+}
+
 export interface UpstreamOptions {
   base: string;
   timeoutMs: number;
   headers: Record<string, string>;
+  agents: UpstreamAgents;
   /** Aborted when the client goes away. */
   signal?: AbortSignal;
+  /** Told when a request is sent again after a kept-alive connection failed before answering. */
+  onRetry?: () => void;
 }
-
-const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
 
 function classify(e: unknown, base: string): UpstreamError {
   if (e instanceof UpstreamError) return e;
@@ -56,7 +71,7 @@ function classify(e: unknown, base: string): UpstreamError {
   )
     return new UpstreamError('unreachable', 502, `cannot connect to the engine (${code})`);
   if (code === 'ECONNRESET' || code === 'EPIPE' || /socket hang up|aborted/i.test(String((e as Error)?.message)))
-    return new UpstreamError('reset', 502, `the engine closed the connection mid-answer (${code || 'reset'})`);
+    return new UpstreamError('reset', 502, `the engine closed the connection (${code || 'reset'})`);
   return new UpstreamError(
     'unreachable',
     502,
@@ -69,10 +84,11 @@ interface Opened {
 }
 
 /**
- * Send a request; resolves with the response head, rejects with an UpstreamError. `onBody` then
- * reads the body; a timeout, a reset or the client going away while it reads rejects `done`.
+ * Send a request; resolves once `onBody` has read the answer, rejects with an UpstreamError. A
+ * timeout, a reset or the client going away while it reads rejects too. A request that fails on a
+ * reused connection before any byte of the answer arrived is sent once more on a new one.
  */
-function exchange(
+async function exchange(
   opts: UpstreamOptions,
   method: 'GET' | 'POST',
   path: string,
@@ -80,16 +96,44 @@ function exchange(
   headers: Record<string, string>,
   onBody: (o: Opened, fail: (e: UpstreamError) => void) => Promise<void>,
 ): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
+  const first = await attempt(opts, method, path, body, headers, onBody, false);
+  if (first.ok) return;
+  if (!first.retry) throw first.error;
+  opts.onRetry?.();
+  const second = await attempt(opts, method, path, body, headers, onBody, true);
+  if (second.ok) return;
+  throw new UpstreamError(
+    second.error.failure,
+    second.error.status,
+    `${second.error.message}; the request had been sent again after the engine closed an idle kept-alive connection before answering (${first.error.message})`,
+    second.error.body,
+  );
+}
+
+type Attempt = { ok: true } | { ok: false; error: UpstreamError; retry: boolean };
+
+function attempt(
+  opts: UpstreamOptions,
+  method: 'GET' | 'POST',
+  path: string,
+  body: string | undefined,
+  headers: Record<string, string>,
+  onBody: (o: Opened, fail: (e: UpstreamError) => void) => Promise<void>,
+  retried: boolean,
+): Promise<Attempt> {
+  return new Promise<Attempt>((resolve) => {
     const url = new URL(`${opts.base}${path}`);
     const transport = url.protocol === 'https:' ? https : http;
     let settled = false;
+    let answered = false;
     const fail = (e: UpstreamError) => {
       if (settled) return;
       settled = true;
       cleanup();
       req.destroy();
-      reject(e);
+      // A kept-alive connection that failed before the answer began: the engine had closed it.
+      const retry = !retried && !answered && req.reusedSocket && e.failure === 'reset';
+      resolve({ ok: false, error: retry ? e : withWhen(e, answered), retry });
     };
     const timer = setTimeout(
       () => fail(new UpstreamError('timeout', 504, 'the engine did not answer in time')),
@@ -104,7 +148,7 @@ function exchange(
       url,
       {
         method,
-        agent: url.protocol === 'https:' ? agents.https : agents.http,
+        agent: url.protocol === 'https:' ? opts.agents.https : opts.agents.http,
         headers: {
           ...opts.headers,
           ...headers,
@@ -112,6 +156,7 @@ function exchange(
         },
       },
       (response) => {
+        answered = true;
         response.on('aborted', () =>
           fail(classify(Object.assign(new Error('aborted'), { code: 'ECONNRESET' }), opts.base)),
         );
@@ -121,7 +166,7 @@ function exchange(
             if (settled) return;
             settled = true;
             cleanup();
-            resolve();
+            resolve({ ok: true });
           },
           (e: unknown) => fail(classify(e, opts.base)),
         );
@@ -132,6 +177,19 @@ function exchange(
     opts.signal?.addEventListener('abort', onClientGone, { once: true });
     req.end(body);
   });
+}
+
+/** A reset's message says whether the engine had begun to answer (then the request is never sent again). */
+function withWhen(e: UpstreamError, answered: boolean): UpstreamError {
+  if (e.failure !== 'reset') return e;
+  return new UpstreamError(
+    e.failure,
+    e.status,
+    answered
+      ? `${e.message} after it began to answer (not sent again: the engine may have acted on it)`
+      : `${e.message} before answering`,
+    e.body,
+  );
 }
 
 async function readAll(response: http.IncomingMessage): Promise<string> {
@@ -229,7 +287,7 @@ export async function* postSse(opts: UpstreamOptions, path: string, body: unknow
       if (data.length > 0) queue.push(data.join('\n'));
       // A stream that stops without its [DONE] was cut.
       if (!queue.includes('[DONE]') && !response.complete)
-        throw new UpstreamError('reset', 502, 'the engine closed the connection mid-answer (reset)');
+        throw new UpstreamError('reset', 502, 'the engine closed the connection (the stream ended without [DONE])');
     },
   ).then(
     () => {

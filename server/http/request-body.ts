@@ -33,13 +33,36 @@ export class RequestError extends Error {
 }
 
 /**
- * Read a request body of at most `maxBytes` as JSON and validate it with `schema`. Throws
- * RequestError: 413 when too large, 400 for bad JSON or a body the schema refuses (naming the field).
+ * How deep arrays and objects nest in JSON text, or the offset where they first pass `max` (so a
+ * body of 200k `[` never reaches a recursive reader). Brackets inside strings do not count.
+ */
+export function jsonNestingPast(bytes: Uint8Array, max: number): number | undefined {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i]!;
+    if (inString) {
+      if (b === 0x5c)
+        i++; // a backslash escapes the next byte
+      else if (b === 0x22) inString = false;
+    } else if (b === 0x22) inString = true;
+    else if (b === 0x5b || b === 0x7b) {
+      if (++depth > max) return i;
+    } else if (b === 0x5d || b === 0x7d) depth--;
+  }
+  return undefined;
+}
+
+/**
+ * Read a request body of at most `maxBytes` as JSON, nested at most `maxDepth` deep, and validate
+ * it with `schema`. Throws RequestError: 413 when too large, 400 for bad JSON, nesting past the
+ * limit, or a body the schema refuses (naming the field).
  */
 export async function readJsonBody<S extends z.ZodType>(
   req: http.IncomingMessage,
   schema: S,
   maxBytes: number,
+  maxDepth = 128,
 ): Promise<z.output<S>> {
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > maxBytes)
@@ -51,9 +74,16 @@ export async function readJsonBody<S extends z.ZodType>(
     if (size > maxBytes) throw new RequestError(413, `request body is over the ${maxBytes}-byte limit`);
     chunks.push(chunk);
   }
+  const bytes = Buffer.concat(chunks);
+  const past = jsonNestingPast(bytes, maxDepth);
+  if (past !== undefined)
+    throw new RequestError(
+      400,
+      `request body nests arrays and objects deeper than the limit of ${maxDepth} levels (at byte ${past})`,
+    );
   let value: unknown;
   try {
-    value = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    value = JSON.parse(bytes.toString('utf8'));
   } catch (e) {
     throw new RequestError(400, `request body is not valid JSON: ${(e as Error).message}`);
   }

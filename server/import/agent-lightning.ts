@@ -23,7 +23,7 @@ import { zodErrors } from './read/validate.ts';
 import { chainCalls, padIdsOf, uniqueIds, type Chain } from './chain.ts';
 import { LogprobValues, TokenIdValues } from './turns-from-mask.ts';
 import type { Finding } from '../model/finding.ts';
-import { imagesOfTurns, readVllmCall } from './vllm.ts';
+import { imagesOfTurns, readLoggedCall } from './call-log/read.ts';
 
 type TurnInput = TrajectoryInput['turns'][number];
 
@@ -315,7 +315,7 @@ function readEvent(value: Record<string, unknown>, at: Where, out: Collected): v
     if ('prompt_token_ids' in data || 'response_token_ids' in data)
       return readTrimmed(data, { ...here, within: join(at.within, 'data') }, true, out);
     if (failedCall(data)) return;
-    const { calls, errors } = readVllmCall(data, at.file, at.line, join(at.within, 'data'));
+    const { calls, errors } = readLoggedCall(data, at.file, at.line, join(at.within, 'data'));
     out.errors.push(...errors);
     // Agent Lightning trains on the first choice only (events.py `_trim_model_request`).
     const first = calls[0];

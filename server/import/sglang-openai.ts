@@ -1,6 +1,6 @@
 // SGLang's OpenAI-compatible `/v1/chat/completions` and `/v1/completions` logs
 // (docs/reference/sglang.md): JSONL, `{"request", "response"}` per call, read with vLLM's call
-// reader (vllm.ts `readVllmCall`) because the shapes agree, grouped like vLLM's logs. What tells
+// reader (call-log/read.ts `readLoggedCall`) because the shapes agree, grouped like vLLM's logs. What tells
 // SGLang apart (sgl-project/sglang `python/sglang/srt/entrypoints/openai/protocol.py`): token ids
 // are per choice (`CompletionResponseChoice` / `ChatCompletionResponseChoice.prompt_token_ids`,
 // `.token_ids` with `return_token_ids: true`; vLLM's chat response has `prompt_token_ids` at the
@@ -14,7 +14,8 @@
 import type { ReadError } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
-import { readVllmCall, trajectoriesFromCalls, type CallLogFormat, type VllmCall } from './vllm.ts';
+import { readLoggedCall, type LoggedCall } from './call-log/read.ts';
+import { trajectoriesFromCalls, type CallLogFormat } from './call-log/group.ts';
 
 const SGLANG_OPENAI_LOG: CallLogFormat = {
   format: 'sglang-openai',
@@ -55,9 +56,9 @@ export const sglangOpenAiImporter: Importer = {
   importRecords(records, ctx): ImportResult {
     const { file } = ctx;
     const errors: ReadError[] = [];
-    const calls: VllmCall[] = [];
+    const calls: LoggedCall[] = [];
     for (const r of records) {
-      const read = readVllmCall(r.value, file, r.line, '', { statedSettings: false });
+      const read = readLoggedCall(r.value, file, r.line, '', { statedSettings: false });
       calls.push(...read.calls);
       // Say whose output it is, so a half-logged SGLang line is not taken for a vLLM problem.
       errors.push(...read.errors.map((e) => ({ ...e, message: `SGLang OpenAI-compatible log: ${e.message}` })));

@@ -11,7 +11,7 @@
 //   `output_token_logprobs` as `[logprob, token_id, text | null]` triples (`input_token_logprobs`
 //   likewise for the prompt). With `n > 1` or a batch the response is a list of outputs.
 // This is what slime (`slime/rollout/sglang_rollout.py`) and AReaL (`areal/engine/sglang_remote.py`)
-// read. Calls are grouped like vLLM's (vllm.ts `trajectoriesFromCalls`: explicit ids, including
+// read. Calls are grouped like vLLM's (call-log/group.ts `trajectoriesFromCalls`: explicit ids, including
 // `session_params.id`, else prefix chaining with ambiguities reported).
 import { z } from 'zod';
 import type { ImageRef, ReadError, TrajectoryInput } from '../model/trajectory.ts';
@@ -19,13 +19,8 @@ import type { Importer, ImportResult } from './importer.ts';
 import { isObject } from './importer.ts';
 import { zodErrors } from './read/validate.ts';
 import { bytesUrl, LogprobValues, TokenIdValues } from './turns-from-mask.ts';
-import {
-  explicitId,
-  markSamplesOfOneRequest,
-  trajectoriesFromCalls,
-  type CallLogFormat,
-  type VllmCall,
-} from './vllm.ts';
+import { explicitId, markSamplesOfOneRequest, type LoggedCall } from './call-log/read.ts';
+import { trajectoriesFromCalls, type CallLogFormat } from './call-log/group.ts';
 
 type TurnInput = TrajectoryInput['turns'][number];
 
@@ -111,7 +106,11 @@ function imagesOf(value: unknown, index: number, batch: boolean): ImageRef[] {
 }
 
 /** Read one line into calls (one per output), or errors that say it is SGLang output and what is missing. */
-export function readSglangCall(value: unknown, file: string, line: number): { calls: VllmCall[]; errors: ReadError[] } {
+export function readSglangCall(
+  value: unknown,
+  file: string,
+  line: number,
+): { calls: LoggedCall[]; errors: ReadError[] } {
   const fail = (field: string | undefined, message: string) => ({
     calls: [],
     errors: [{ file, line, ...(field ? { field } : {}), message: `${field ?? 'record'}: ${message}` }],
@@ -132,7 +131,7 @@ export function readSglangCall(value: unknown, file: string, line: number): { ca
   const outputs = Array.isArray(responseValue) ? responseValue : [responseValue];
   const at = (i: number) => (bare ? '' : 'response') + (Array.isArray(responseValue) ? `${bare ? '' : '.'}${i}` : '');
   const key = explicitId(value);
-  const calls: VllmCall[] = [];
+  const calls: LoggedCall[] = [];
   const errors: ReadError[] = [];
   const req = request.data;
   outputs.forEach((o, i) => {
@@ -213,7 +212,7 @@ export const sglangImporter: Importer = {
   importRecords(records, ctx): ImportResult {
     const { file } = ctx;
     const out: ImportResult = { trajectories: [], errors: [] };
-    const calls: VllmCall[] = [];
+    const calls: LoggedCall[] = [];
     for (const r of records) {
       const { calls: c, errors } = readSglangCall(r.value, file, r.line);
       calls.push(...c);

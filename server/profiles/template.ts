@@ -708,3 +708,14 @@ function compareCodePoints(a: string, b: string): number {
     if (d !== 0) return d;
   }
 }
+
+let dumpsTemplate: ChatTemplate | undefined;
+/**
+ * Python's `json.dumps(value, ensure_ascii=False)` of a value read as `json.loads` reads it
+ * (`parsePythonJson`): the template engine's `tojson`, whose separators and escaping are the ones
+ * transformers' templates use. The tool-call parsers write arguments with it.
+ */
+export function jsonDumpsLikePython(value: unknown): string {
+  dumpsTemplate ??= new ChatTemplate('{{ messages[0] | tojson }}');
+  return dumpsTemplate.render({ messages: [value] });
+}

@@ -31,6 +31,8 @@ for (const [ch, b] of CHAR_TO_BYTE) BYTE_TO_CHAR[b] = ch;
  * what GRPO groups and turns share is re-cached at once, and memory stays flat on any run size.
  */
 const SEGMENT_CACHE_CHARS = 8 * 1024 * 1024;
+/** Characters `encodeUpTo` tokenizes at a time before it looks at the count again. */
+const BOUNDED_PIECE = 64 * 1024;
 
 export interface TokenizerJson {
   added_tokens?: {
@@ -440,6 +442,50 @@ export class TokenizerHandle {
     }
     texts.forEach((t, i) => this.segmentCache.set(t, ids[i]!));
     this.segmentCacheChars += adding;
+  }
+
+  /**
+   * `encode(text)`, or undefined as soon as the ids are known to number more than `max`: a long
+   * text is tokenized a piece at a time, cut where lines encode on their own (so the pieces' ids
+   * are the text's), and a piece too long to fit (each token spells at most `maxPieceBytes` bytes)
+   * is not tokenized at all. What a gateway in front of an engine needs for a prompt the engine
+   * will refuse anyway: no more work than the limit.
+   */
+  async encodeUpTo(text: string, max: number): Promise<number[] | undefined> {
+    if (text.length <= BOUNDED_PIECE || !this.addedSplitter || !this.linesEncodeAlone) {
+      if (!this.linesEncodeAlone && Buffer.byteLength(text) > (max + 1) * this.maxPieceBytes()) return undefined;
+      const ids = await this.encode(text);
+      return ids.length > max ? undefined : ids;
+    }
+    const out: number[] = [];
+    for (let from = 0; from < text.length; ) {
+      // The next cut at a line start at least BOUNDED_PIECE characters on (or the end).
+      LINE_START.lastIndex = Math.min(text.length, from + BOUNDED_PIECE);
+      const m = LINE_START.exec(text);
+      const to = m ? m.index + 1 : text.length;
+      const piece = text.slice(from, to);
+      if (Buffer.byteLength(piece) > (max - out.length + 1) * this.maxPieceBytes()) return undefined;
+      for (const id of await this.encode(piece)) out.push(id);
+      if (out.length > max) return undefined;
+      from = to;
+    }
+    return out;
+  }
+
+  private maxPieceBytesValue: number | undefined;
+
+  /** The most bytes one token spells (a run of spaces, for Qwen: 128). */
+  maxPieceBytes(): number {
+    if (this.maxPieceBytesValue === undefined) {
+      let most = 0;
+      for (const [piece, id] of Object.entries(this.vocabulary.getVocab(true))) {
+        // Byte-level pieces spell one byte per character; an added token its UTF-8 content.
+        const bytes = this.byteLevel && !this.addedFlags[id] ? piece.length : Buffer.byteLength(piece);
+        if (bytes > most) most = bytes;
+      }
+      this.maxPieceBytesValue = Math.max(1, most);
+    }
+    return this.maxPieceBytesValue;
   }
 
   /**

@@ -110,7 +110,8 @@ describe('a trajectory page opened from the grouped overview', () => {
       groups[0]![0]!,
     );
     await page.keyboard.press('k'); // the group's first sample: nowhere to go back to
-    await page.waitForTimeout(200);
+    // Two frames after the key: a move would have reached the URL by now (no guessed delay).
+    await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
     expect(idInUrl()).toBe(groups[0]![0]);
     await page.keyboard.press('j');
     await page.waitForFunction(

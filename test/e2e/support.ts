@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { writeFixtureRun } from './fixture.ts';
+import { waitFor } from '../support/wait.ts';
 
 export const CHROMIUM_ARGS = [
   '--headless',
@@ -79,11 +80,10 @@ export async function rowsDrawn(page: Page): Promise<void> {
 }
 
 export async function waitForLoaded(url: string): Promise<void> {
-  for (;;) {
+  await waitFor('the run to finish loading', async () => {
     const info = (await (await fetch(`${url}api/run`)).json()) as { loading: boolean };
-    if (!info.loading) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
+    return !info.loading;
+  });
 }
 
 /**

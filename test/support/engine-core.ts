@@ -1,7 +1,6 @@
 // The parts of the engine stand-in both engines share: the scripted generation with the request's
 // limits applied, the call log entry, logprob tokens, incremental text deltas
 // (docs/reference/engine-protocols.md).
-import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import {
   decodeIds,
@@ -45,12 +44,19 @@ export interface ReceivedCall {
   choices?: (ScriptedGeneration & { ids: number[]; promptIds: number[] })[];
   /** The rendered prompt text, for chat requests. */
   promptText?: string;
+  /** vLLM: the SamplingParams the request became (engine_render.py `sampling`). */
+  sampling?: Record<string, unknown>;
   /** The response status sent (undefined while pending or when a fault answered nothing). */
   status?: number;
   fault?: FaultMode;
 }
 
-export type FaultMode = '500' | '503' | 'timeout' | 'reset' | 'slow';
+/**
+ * 'reset': the answer starts, then the connection is cut; 'drop': the connection is closed as the
+ * request arrives, before any byte of an answer (what a kept-alive connection the engine had
+ * closed while idle does to the next request); 'hold': answered once released (`hold()`).
+ */
+export type FaultMode = '500' | '503' | 'timeout' | 'reset' | 'drop' | 'hold';
 
 export function versionAtLeast(version: string, minimum: string): boolean {
   const parts = (v: string) => v.split(/[.+-]/).map((p) => Number.parseInt(p, 10) || 0);
@@ -197,7 +203,9 @@ export interface EngineContext {
 }
 
 export const nowSeconds = () => Math.floor(Date.now() / 1000);
-export const randomHex = () => randomUUID().replace(/-/g, '');
+/** Response ids are random in vLLM and SGLang; here they are numbered, so a run is the same every time. */
+let responseNumber = 0;
+export const randomHex = () => (++responseNumber).toString(16).padStart(32, '0');
 
 /** The image `mm_processor_kwargs` the Qwen-VL processor takes (`min_pixels`, `max_pixels`, or `size`). */
 export function pixelOverrides(kwargs: Record<string, unknown> | null | undefined): {

@@ -14,7 +14,13 @@ const require = createRequire(import.meta.url);
 const SCRIPT = fileURLToPath(new URL('./engine_render.py', import.meta.url));
 const TEMPLATES = new URL('../../server/families/qwen/templates/', import.meta.url);
 
-export type ReferenceProfile = 'qwen2-vl' | 'qwen2.5-vl' | 'qwen3-vl';
+export type ReferenceProfile =
+  | 'qwen2-vl'
+  | 'qwen2.5-vl'
+  | 'qwen3-vl'
+  | 'qwen3'
+  | 'qwen3-instruct-2507'
+  | 'qwen3-thinking-2507';
 
 interface VisionParams {
   patchSize: number;
@@ -40,6 +46,22 @@ const PROFILES: Record<ReferenceProfile, { lastAddedToken: number; template: str
     template: 'qwen3-vl.jinja',
     vision: { patchSize: 16, mergeSize: 2, minPixels: 65536, maxPixels: 16777216 },
   },
+  // Text-only models (no image processor: their vision parameters are never used).
+  qwen3: {
+    lastAddedToken: 151668,
+    template: 'qwen3.jinja',
+    vision: { patchSize: 16, mergeSize: 2, minPixels: 65536, maxPixels: 16777216 },
+  },
+  'qwen3-instruct-2507': {
+    lastAddedToken: 151668,
+    template: 'qwen3-instruct-2507.jinja',
+    vision: { patchSize: 16, mergeSize: 2, minPixels: 65536, maxPixels: 16777216 },
+  },
+  'qwen3-thinking-2507': {
+    lastAddedToken: 151668,
+    template: 'qwen3-thinking-2507.jinja',
+    vision: { patchSize: 16, mergeSize: 2, minPixels: 65536, maxPixels: 16777216 },
+  },
 };
 
 export const REFERENCE_IDS = {
@@ -59,7 +81,9 @@ export function referenceProfileOf(name: string): ReferenceProfile {
   if (/qwen3[-.]?vl/.test(m)) return 'qwen3-vl';
   if (/qwen2\.5[-.]?vl|qwen2-5-vl|qwen25-vl/.test(m)) return 'qwen2.5-vl';
   if (/qwen2[-.]?vl/.test(m)) return 'qwen2-vl';
-  throw new Error(`engine stand-in: no Qwen-VL profile for model ${JSON.stringify(name)}`);
+  if (/qwen3.*2507/.test(m)) return /thinking/.test(m) ? 'qwen3-thinking-2507' : 'qwen3-instruct-2507';
+  if (/qwen3(?![0-9])/.test(m)) return 'qwen3';
+  throw new Error(`engine stand-in: no Qwen profile for model ${JSON.stringify(name)}`);
 }
 
 type RustTokenizer = InstanceType<typeof tokenizers.Tokenizer>;
@@ -168,6 +192,19 @@ export class PythonRenderer {
 
   hermes(text: string): Promise<HermesResult> {
     return this.call<HermesResult>({ op: 'hermes', text });
+  }
+
+  /**
+   * The SamplingParams vLLM builds from a chat or completions request body (as received), with the
+   * structured output its chat endpoint derives from a forced tool_choice.
+   */
+  samplingParams(kind: 'chat' | 'completion', bodyText: string, maxTokens: number): Promise<Record<string, unknown>> {
+    return this.call({ op: 'sampling', kind, body: bodyText, max_tokens: maxTokens });
+  }
+
+  /** vLLM's reading of a forced tool call's output ("required": a JSON list; named: the arguments as generated). */
+  forcedToolCalls(text: string, toolChoice: unknown): Promise<HermesResult> {
+    return this.call<HermesResult>({ op: 'forced_tools', text, tool_choice: toolChoice });
   }
 
   smartResize(

@@ -47,9 +47,22 @@ export interface EngineStandin {
   calls: ReceivedCall[];
   /**
    * Faults for the next `count` requests of any path (default 1), recorded on the call as `fault`;
-   * connection refused is modelled by close(). 'slow' waits `delayMs` (default 1000) then answers.
+   * connection refused is modelled by close(), a slow engine by hold().
    */
-  fail(mode: FaultMode, opts?: { count?: number; delayMs?: number }): void;
+  fail(mode: Exclude<FaultMode, 'hold'>, opts?: { count?: number }): void;
+  /**
+   * Holds the next `count` requests (default 1) unanswered until `release()`: `arrived` resolves
+   * once all of them have reached the engine. A test of what happens while the engine is busy
+   * (a client gone, a SIGTERM, a SIGKILL) acts on `arrived`, never after a guessed delay.
+   */
+  hold(count?: number): { arrived: Promise<void>; release(): void };
+  /** Resolves once the engine has received `count` requests in all. */
+  received(count: number): Promise<void>;
+  /**
+   * Streams written from now on stop before their last event (`[DONE]`) until `release()`: a test
+   * sees what reached the client while the engine's stream is still open.
+   */
+  holdStreams(): { release(): void; open(): number };
   close(): Promise<void>;
 }
 
@@ -59,7 +72,15 @@ const DEFAULT_VLLM_VERSION = '0.11.0';
 
 interface Fault {
   mode: FaultMode;
-  delayMs: number;
+  /** For 'hold': the gate the request waits at. */
+  gate?: Gate;
+}
+
+interface Gate {
+  count: number;
+  held: number;
+  arrived: () => void;
+  released: Promise<void>;
 }
 
 export async function startEngineStandin(opts: StandinOptions): Promise<EngineStandin> {
@@ -72,6 +93,9 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
   const vllmVersion = opts.vllmVersion ?? DEFAULT_VLLM_VERSION;
   const maxModelLen = opts.maxModelLen ?? 32768;
   let generationIndex = 0;
+  const receivedWaiters: { count: number; resolve: () => void }[] = [];
+  /** Every hold's release: close() lets held requests go. */
+  const releases: (() => void)[] = [];
 
   const engine = {
     profile,
@@ -120,17 +144,28 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
     }
     const call: ReceivedCall = { path: url.pathname, method: req.method ?? 'GET', headers, body, promptIds: [] };
     calls.push(call);
+    for (const w of receivedWaiters.filter((x) => calls.length >= x.count)) {
+      receivedWaiters.splice(receivedWaiters.indexOf(w), 1);
+      w.resolve();
+    }
 
     const fault = faults.shift();
     if (fault) call.fault = fault.mode;
     if (fault?.mode === 'timeout') return;
+    if (fault?.mode === 'drop') {
+      req.socket.destroy();
+      return;
+    }
     if (fault?.mode === '500' || fault?.mode === '503') {
       const status = Number(fault.mode);
       call.status = status;
       sendJson(res, status, errorBody(opts.engine, call.path, status, 'stand-in fault', faultType(status)));
       return;
     }
-    if (fault?.mode === 'slow') await new Promise((r) => setTimeout(r, fault.delayMs));
+    if (fault?.gate) {
+      if (++fault.gate.held === fault.gate.count) fault.gate.arrived();
+      await fault.gate.released;
+    }
 
     const reply: Reply =
       fault?.mode === 'reset'
@@ -142,7 +177,7 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
             },
             sse: (events) => {
               call.status = 200;
-              sendSse(res, events);
+              sendSse(res, events, hold);
             },
             empty: (status) => {
               call.status = status;
@@ -168,6 +203,7 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
     }
   }
 
+  let hold: StreamHold | undefined;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
 
@@ -175,9 +211,34 @@ export async function startEngineStandin(opts: StandinOptions): Promise<EngineSt
     url: `http://127.0.0.1:${port}`,
     calls,
     fail(mode, o = {}) {
-      for (let i = 0; i < (o.count ?? 1); i++) faults.push({ mode, delayMs: o.delayMs ?? 1000 });
+      for (let i = 0; i < (o.count ?? 1); i++) faults.push({ mode });
+    },
+    hold(count = 1) {
+      let arrived!: () => void;
+      let release!: () => void;
+      const arrival = new Promise<void>((r) => (arrived = r));
+      const gate: Gate = { count, held: 0, arrived, released: new Promise<void>((r) => (release = r)) };
+      for (let i = 0; i < count; i++) faults.push({ mode: 'hold', gate });
+      releases.push(release);
+      return { arrived: arrival, release };
+    },
+    received(count) {
+      if (calls.length >= count) return Promise.resolve();
+      return new Promise<void>((resolve) => receivedWaiters.push({ count, resolve }));
+    },
+    holdStreams() {
+      const h: StreamHold = { waiting: [], open: 0 };
+      hold = h;
+      return {
+        release() {
+          if (hold === h) hold = undefined;
+          for (const w of h.waiting.splice(0)) w();
+        },
+        open: () => h.open,
+      };
     },
     async close() {
+      for (const release of releases) release();
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
       for (const s of sockets) s.destroy();
       await closed;
@@ -205,10 +266,23 @@ function sendJson(res: http.ServerResponse, status: number, value: unknown): voi
   res.end(text);
 }
 
-function sendSse(res: http.ServerResponse, events: string[]): void {
+interface StreamHold {
+  waiting: (() => void)[];
+  /** Streams held open now. */
+  open: number;
+}
+
+function sendSse(res: http.ServerResponse, events: string[], hold?: StreamHold): void {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-  for (const e of events) res.write(`data: ${e}\n\n`);
-  res.end();
+  const last = hold ? events.length - 1 : events.length;
+  for (const e of events.slice(0, last)) res.write(`data: ${e}\n\n`);
+  if (!hold) return void res.end();
+  hold.open++;
+  hold.waiting.push(() => {
+    hold.open--;
+    for (const e of events.slice(last)) res.write(`data: ${e}\n\n`);
+    res.end();
+  });
 }
 
 /** The 'reset' fault: the answer starts, then the socket is destroyed halfway. */

@@ -171,6 +171,26 @@ interface ToolCallOut {
   function: { name: string; arguments: string };
 }
 
+/** The tool calls of an answer: hermes for "auto", vLLM's reading of a forced tool choice otherwise. */
+async function toolCallsOf(
+  engine: EngineContext,
+  req: VllmChatRequest,
+  text: string,
+): Promise<{ toolsCalled: boolean; toolCalls: ToolCallOut[]; content: string | null }> {
+  const choice = req.tool_choice;
+  if (choice !== 'required' && (typeof choice !== 'object' || choice === null)) return hermesToolCalls(engine, text);
+  const parsed = await engine.renderer.forcedToolCalls(text, choice);
+  return {
+    toolsCalled: parsed.tools_called,
+    toolCalls: parsed.tool_calls.map((c) => ({
+      id: `chatcmpl-tool-${randomHex()}`,
+      type: 'function',
+      function: { name: c.name, arguments: c.arguments },
+    })),
+    content: parsed.content,
+  };
+}
+
 /** vLLM's hermes parser (hermes_tool_parser.py `extract_tool_calls`), run in Python for its json.dumps. */
 async function hermesToolCalls(
   engine: EngineContext,
@@ -237,6 +257,7 @@ async function vllmChat(engine: EngineContext, call: ReceivedCall, bodyText: str
   call.promptIds = promptIds;
 
   const maxTokens = maxTokensFor(engine, req.max_completion_tokens ?? req.max_tokens, promptIds.length);
+  call.sampling = await engine.renderer.samplingParams('chat', bodyText, maxTokens);
   const limits: GenerationLimits = {
     maxTokens,
     skipSpecialTokens: req.skip_special_tokens ?? true,
@@ -252,7 +273,8 @@ async function vllmChat(engine: EngineContext, call: ReceivedCall, bodyText: str
   }
 
   const withIds = (req.return_token_ids ?? false) && tokenIdsSupported(engine);
-  const parseTools = req.tools && req.tools.length > 0 && toolChoice === 'auto' && engine.toolParser;
+  const forced = toolChoice === 'required' || typeof toolChoice === 'object';
+  const parseTools = (req.tools && req.tools.length > 0 && toolChoice === 'auto' && engine.toolParser) || forced;
   const requestId = `chatcmpl-${req.request_id ?? randomHex()}`;
   const created = nowSeconds();
   const topLogprobs = req.top_logprobs ?? 0;
@@ -271,13 +293,15 @@ async function vllmChat(engine: EngineContext, call: ReceivedCall, bodyText: str
     let toolCalls: ToolCallOut[] = [];
     let finish: string = gen.finishReason;
     if (parseTools) {
-      const parsed = await hermesToolCalls(engine, gen.text);
+      const parsed = await toolCallsOf(engine, req, gen.text);
       if (parsed.toolsCalled && parsed.toolCalls.length > 0) {
         toolCalls = parsed.toolCalls;
         content = parsed.content;
-        finish = 'tool_calls';
-      }
+        // "tool_calls" for auto and required calls, "stop" for a named one (serving.py).
+        finish = typeof toolChoice === 'object' ? gen.finishReason : 'tool_calls';
+      } else if (forced) content = '';
     }
+    if (req.parallel_tool_calls === false) toolCalls = toolCalls.slice(0, 1);
     choices.push({
       index,
       message: {
@@ -349,14 +373,16 @@ async function vllmChatStream(
     const logprobs = req.logprobs
       ? await chatLogprobs(engine, gen, req.top_logprobs ?? 0, req.return_tokens_as_token_ids ?? false)
       : null;
-    const parsed = ctx.parseTools ? await hermesToolCalls(engine, gen.text) : undefined;
+    const parsed = ctx.parseTools ? await toolCallsOf(engine, req, gen.text) : undefined;
     const calling = parsed?.toolsCalled && parsed.toolCalls.length > 0 ? parsed : undefined;
     // With a tool call, the content before `<tool_call>` streams as text and each call as a name
     // delta then an arguments delta on the tokens after it (what the hermes streaming parser sends,
     // reassembled). Unlike vLLM, which skips a chunk while the parser holds text back, every token
     // has its chunk, so streamed token_ids are complete.
     const contentLimit = calling ? (calling.content ?? '').length : Number.POSITIVE_INFINITY;
-    const toolEvents = (calling?.toolCalls ?? []).flatMap((c, index) => [
+    const kept =
+      req.parallel_tool_calls === false ? (calling?.toolCalls ?? []).slice(0, 1) : (calling?.toolCalls ?? []);
+    const toolEvents = kept.flatMap((c, index) => [
       { id: c.id, type: 'function', index, function: { name: c.function.name } },
       { index, function: { arguments: c.function.arguments } },
     ]);
@@ -375,7 +401,7 @@ async function vllmChatStream(
         index: i,
         delta: JSON.parse(JSON.stringify(delta)),
         logprobs: logprobs ? { content: logprobs.content.slice(k, k + 1) } : null,
-        finish_reason: last ? (calling ? 'tool_calls' : gen.finishReason) : null,
+        finish_reason: last ? (calling && typeof req.tool_choice !== 'object' ? 'tool_calls' : gen.finishReason) : null,
       };
       if (last) choice.stop_reason = gen.stopReason;
       choice.token_ids = ctx.withIds ? [gen.ids[k]] : null;
@@ -408,13 +434,14 @@ async function vllmCompletion(engine: EngineContext, call: ReceivedCall, reply: 
 
   const n = req.n ?? 1;
   const withIds = (req.return_token_ids ?? false) && tokenIdsSupported(engine);
-  const asTokenId = req.return_tokens_as_token_ids ?? false;
   const requestId = `cmpl-${req.request_id ?? randomHex()}`;
   const created = nowSeconds();
   const results: { promptIds: number[]; gen: Generation }[] = [];
   for (const promptIds of prompts) {
+    const maxTokens = maxTokensFor(engine, req.max_tokens === undefined ? 16 : req.max_tokens, promptIds.length);
+    call.sampling ??= await engine.renderer.samplingParams('completion', JSON.stringify(call.body), maxTokens);
     const limits: GenerationLimits = {
-      maxTokens: maxTokensFor(engine, req.max_tokens === undefined ? 16 : req.max_tokens, promptIds.length),
+      maxTokens,
       skipSpecialTokens: req.skip_special_tokens ?? true,
       stop: stopList(req.stop),
       stopTokenIds: req.stop_token_ids ?? [],
@@ -426,31 +453,7 @@ async function vllmCompletion(engine: EngineContext, call: ReceivedCall, reply: 
     }
   }
 
-  const legacyLogprobs = async (gen: Generation) => {
-    if (req.logprobs === null || req.logprobs === undefined) return null;
-    const tokens: string[] = [];
-    const top: Record<string, number>[] = [];
-    const offsets: number[] = [];
-    let offset = 0;
-    for (let i = 0; i < gen.ids.length; i++) {
-      const id = gen.ids[i] as number;
-      const lp = Math.max(gen.logprobs[i] as number, -9999);
-      const token = await tokenText(engine, id, asTokenId);
-      tokens.push(token);
-      offsets.push(offset);
-      offset += token.length;
-      const entry: Record<string, number> = { [token]: lp };
-      for (const alt of alternatives(id, lp, req.logprobs))
-        entry[await tokenText(engine, alt.id, asTokenId)] = alt.logprob;
-      top.push(entry);
-    }
-    return {
-      text_offset: offsets,
-      token_logprobs: gen.logprobs.map((l) => Math.max(l, -9999)),
-      tokens,
-      top_logprobs: top,
-    };
-  };
+  const legacyLogprobs = (gen: Generation) => completionLogprobs(engine, req, gen, 0, gen.ids.length);
 
   if (req.stream) {
     reply.sse(await vllmCompletionStream(engine, req, results, { requestId, created, withIds, n }));
@@ -507,7 +510,7 @@ async function vllmCompletionStream(
       const choice: Record<string, unknown> = {
         index,
         text: deltas[k] ?? '',
-        logprobs: null,
+        logprobs: await completionLogprobs(engine, req, gen, k, k + 1),
         finish_reason: last ? gen.finishReason : null,
         stop_reason: last ? gen.stopReason : null,
       };
@@ -530,6 +533,47 @@ async function vllmCompletionStream(
   }
   events.push('[DONE]');
   return events;
+}
+
+/**
+ * Completions' legacy logprobs of positions `from..to` (serving_completion.py
+ * `_create_completion_logprobs`): per token its text (or `token_id:N`), logprob, offset, and the
+ * top candidates as `{token: logprob}`, the sampled token first. Streamed chunks carry their own
+ * positions' entries.
+ */
+async function completionLogprobs(
+  engine: EngineContext,
+  req: VllmCompletionRequest,
+  gen: Generation,
+  from: number,
+  to: number,
+) {
+  if (req.logprobs === null || req.logprobs === undefined) return null;
+  const asTokenId = req.return_tokens_as_token_ids ?? false;
+  const tokens: string[] = [];
+  const top: Record<string, number>[] = [];
+  const offsets: number[] = [];
+  let offset = 0;
+  for (let i = 0; i < to; i++) {
+    const id = gen.ids[i] as number;
+    const lp = Math.max(gen.logprobs[i] as number, -9999);
+    const token = await tokenText(engine, id, asTokenId);
+    if (i >= from) {
+      tokens.push(token);
+      offsets.push(offset);
+      const entry: Record<string, number> = { [token]: lp };
+      for (const alt of alternatives(id, lp, req.logprobs))
+        entry[await tokenText(engine, alt.id, asTokenId)] = alt.logprob;
+      top.push(entry);
+    }
+    offset += token.length;
+  }
+  return {
+    text_offset: offsets,
+    token_logprobs: gen.logprobs.slice(from, to).map((l) => Math.max(l, -9999)),
+    tokens,
+    top_logprobs: top,
+  };
 }
 
 /** `GenerateRequest` (vllm/entrypoints/serve/disagg/protocol.py; later scale_out/token_in_token_out). */

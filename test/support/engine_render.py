@@ -377,8 +377,103 @@ def qwen25(text, tool_names):
     return {"tools_called": bool(calls), "tool_calls": calls, "content": normal}
 
 
+def tool_schema(tool_choice, tools):
+    """vllm/tool_parsers/utils.py `get_json_schema_from_tools` for chat tools: a named tool's
+    parameters, or for "required" an array of {name, parameters} objects (any of the tools), the
+    tools' `$defs` moved to the top."""
+    if tool_choice in ("none", "auto", None) or tools is None:
+        return None
+    if isinstance(tool_choice, dict):
+        name = tool_choice["function"]["name"]
+        for tool in tools:
+            if tool["function"]["name"] == name:
+                return tool["function"].get("parameters")
+        raise ValueError(f"Tool '{name}' has not been passed in `tools`.")
+    defs = {}
+    any_of = []
+    for tool in tools:
+        params = tool["function"].get("parameters")
+        params = dict(params) if params else {"type": "object", "properties": {}}
+        for k, v in params.pop("$defs", {}).items():
+            defs[k] = v
+        any_of.append({"properties": {"name": {"type": "string", "enum": [tool["function"]["name"]]}, "parameters": params}, "required": ["name", "parameters"]})
+    schema = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": any_of}}
+    if defs:
+        schema["$defs"] = defs
+    return schema
+
+
+def structured_from_response_format(rf):
+    """`structured_outputs_from_response_format` (the parts a Qwen agent uses)."""
+    if not rf or rf.get("type") == "text":
+        return None
+    if rf.get("type") == "json_schema":
+        return {"json": (rf.get("json_schema") or {}).get("schema")}
+    if rf.get("type") == "json_object":
+        return {"json_object": True}
+    return {"structural_tag": json.dumps(rf)}
+
+
+SAMPLING_DEFAULTS = {"repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
+                     "temperature": 1.0, "top_p": 1.0, "top_k": 0, "min_p": 0.0}
+
+
+def sampling(req):
+    """`ChatCompletionRequest.to_sampling_params` / `CompletionRequest.to_sampling_params`
+    (vllm/entrypoints/openai/chat_completion/protocol.py, completion/protocol.py) as a dict of the
+    SamplingParams fields that shape the generation and its logprobs."""
+    body = json.loads(req["body"])
+    chat = req["kind"] == "chat"
+    out = {name: body.get(name) if body.get(name) is not None else d for name, d in SAMPLING_DEFAULTS.items()}
+    out.update({
+        "n": body.get("n") if body.get("n") is not None else 1,
+        "seed": body.get("seed"),
+        "stop": body.get("stop") or [],
+        "stop_token_ids": body.get("stop_token_ids") or [],
+        "ignore_eos": body.get("ignore_eos", False),
+        "max_tokens": req["max_tokens"],
+        "min_tokens": body.get("min_tokens", 0),
+        "skip_special_tokens": body.get("skip_special_tokens", True),
+        "spaces_between_special_tokens": body.get("spaces_between_special_tokens", True),
+        "include_stop_str_in_output": body.get("include_stop_str_in_output", False),
+        "logit_bias": body.get("logit_bias"),
+        "bad_words": body.get("bad_words") or [],
+        "allowed_token_ids": body.get("allowed_token_ids"),
+        "thinking_token_budget": body.get("thinking_token_budget"),
+        "truncate_prompt_tokens": body.get("truncate_prompt_tokens"),
+        "use_beam_search": body.get("use_beam_search", False),
+    })
+    if chat:
+        out["logprobs"] = body.get("top_logprobs", 0) if body.get("logprobs") else None
+        forced = tool_schema(body.get("tool_choice"), body.get("tools"))
+        out["structured_outputs"] = {"json": forced} if forced is not None else (
+            body.get("structured_outputs") or structured_from_response_format(body.get("response_format")))
+    else:
+        out["logprobs"] = body.get("logprobs")
+        out["structured_outputs"] = body.get("structured_outputs") or structured_from_response_format(body.get("response_format"))
+    return out
+
+
+def forced_tools(text, tool_choice):
+    """serving_chat.py for a forced tool choice: "required" reads the output as a JSON list of
+    {name, parameters} (arguments json.dumps(parameters, ensure_ascii=False)); a named tool takes
+    the output text as its arguments; content is ""."""
+    if isinstance(tool_choice, dict):
+        return {"tools_called": True, "tool_calls": [{"name": tool_choice["function"]["name"], "arguments": text}], "content": ""}
+    try:
+        calls = json.loads(text)
+        tool_calls = [{"name": c["name"], "arguments": json.dumps(c.get("parameters"), ensure_ascii=False)} for c in calls]
+    except Exception:  # noqa: BLE001 - vLLM logs and answers no call
+        tool_calls = []
+    return {"tools_called": bool(tool_calls), "tool_calls": tool_calls, "content": ""}
+
+
 def handle(req):
     op = req.get("op")
+    if op == "sampling":
+        return sampling(req)
+    if op == "forced_tools":
+        return forced_tools(req["text"], req["tool_choice"])
     if op == "chat":
         return chat(req)
     if op == "hermes":

@@ -12,6 +12,7 @@ import { CheckReport } from '../../server/report/check-report.ts';
 import type { Finding } from '../../server/model/finding.ts';
 import { type RunningGateway, startGateway } from '../../server/gateway/server.ts';
 import { type EngineStandin, type StandinOptions, startEngineStandin } from './engine-standin.ts';
+import { encodeText, REFERENCE_IDS } from './engine-reference.ts';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const MODEL = 'Qwen/Qwen2.5-VL-7B-Instruct';
@@ -32,11 +33,14 @@ export interface Rig {
 export async function startRig(
   standin: Omit<StandinOptions, 'model'> & { model?: string },
   config: Partial<GatewayConfigInput> = {},
+  clock: { now?: () => number } = {},
 ): Promise<Rig> {
   const engine = await startEngineStandin({ model: MODEL, ...standin });
   const out = config.out ?? tempDir('gw');
   const gateway = await startGateway(
     GatewayConfig.parse({ upstream: engine.url, out, port: 0, engine: standin.engine, ...config }),
+    undefined,
+    clock,
   );
   return {
     engine,
@@ -84,7 +88,7 @@ export async function post(url: string, body: unknown, headers: Record<string, s
   return { status: r.status, headers: r.headers, json, events: [] };
 }
 
-/** The assistant message of a chat answer, streamed or not (deltas joined). */
+/** The assistant message of a chat answer's choice 0, streamed or not (deltas joined). */
 export function assistantMessage(a: Answer): { content: string | null; tool_calls?: unknown[] } {
   if (a.events.length === 0) return a.json.choices[0].message;
   let content = '';
@@ -92,7 +96,8 @@ export function assistantMessage(a: Answer): { content: string | null; tool_call
   for (const e of a.events) {
     if (e === '[DONE]') continue;
     const chunk = JSON.parse(e);
-    for (const c of chunk.choices ?? []) {
+    // Choice 0: a streamed n > 1 answer interleaves its choices.
+    for (const c of (chunk.choices ?? []).filter((c: { index?: number }) => (c.index ?? 0) === 0)) {
       content += c.delta?.content ?? '';
       for (const t of c.delta?.tool_calls ?? []) {
         const at = t.index ?? 0;
@@ -196,4 +201,28 @@ export function exited(child: ChildProcess): Promise<{ code: number | null; sign
   if (child.exitCode !== null || child.signalCode !== null)
     return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
   return new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+}
+
+/**
+ * What the engine itself renders for a chat request (its template, its tokenizer), asked directly:
+ * the request's prompt ids, its sampling limits, stream and choices left out.
+ */
+export async function engineRender(engine: EngineStandin, body: Record<string, unknown>): Promise<number[]> {
+  const { stream: _s, stream_options: _o, n: _n, max_tokens: _m, stop: _t, min_tokens: _k, ...rest } = body;
+  const res = await post(`${engine.url}/v1/chat/completions`, { ...rest, max_tokens: 1, return_token_ids: true });
+  if (res.status !== 200) throw new Error(`engine render: ${JSON.stringify(res.json)}`);
+  return res.json.prompt_token_ids;
+}
+
+const ASSISTANT = (await encodeText('qwen2.5-vl', 'assistant'))[0]!;
+
+/** Ids after the close of the last assistant turn before the generation prompt (what a continued turn adds). */
+export function afterLastAnswer(ids: readonly number[]): number[] {
+  let open = -1;
+  for (let i = ids.length - 1, seen = 0; i >= 0; i--)
+    if (ids[i] === REFERENCE_IDS.imStart && ids[i + 1] === ASSISTANT && ++seen === 2) {
+      open = i;
+      break;
+    }
+  return ids.slice(ids.indexOf(REFERENCE_IDS.imEnd, open) + 1);
 }

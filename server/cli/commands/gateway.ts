@@ -30,7 +30,10 @@ export const command: Command = {
 Agents point their OpenAI client at the gateway (base_url http://HOST:PORT/v1) and it forwards to
 the engine at URL. Every call is written to DIR as one line of a vLLM call log, grouped by session:
 \`rollscope serve DIR\` shows the run live, \`check\` and \`export\` read it like any run.
-Prints "listening on http://HOST:PORT" once ready; SIGTERM or SIGINT flushes the capture and exits.
+Prints "listening on http://HOST:PORT" once ready. SIGTERM or SIGINT stops it like a server: new
+requests get 503 (Connection: close), the calls already accepted finish (within --grace), the
+capture is flushed and closed last, and it exits 0 (at once when idle). GET /health answers 200
+while the gateway and its engine are ready (docs/gateway.md for Kubernetes probes).
 
 Modes (docs/gateway.md):
   record       ask the engine for its exact ids (vLLM return_token_ids, SGLang prompt ids and meta
@@ -59,7 +62,10 @@ Options:
   --session-ttl S       forget a session idle this many seconds (default 1800)
   --max-sessions N      hold at most N sessions, forgetting the longest idle (default 10000)
   --rotate-bytes N      a capture file takes no new session past N bytes (default 268435456)
-  --max-body-bytes N    largest request body (default 67108864)
+  --max-body-bytes N    largest request body (default 33554432: 32 MiB)
+  --max-prompt-tokens N never tokenize a prompt past N tokens (default: the engine's max_model_len;
+                        such a prompt goes to the engine, which refuses it)
+  --grace S             on SIGTERM, seconds the calls in flight may take to finish (default 30)
   --upstream-timeout S  seconds to wait for the engine (default 600); then 504
   --token T             bearer token every client must send (Authorization: Bearer T)
   --forward-auth        pass the client's Authorization header to the engine
@@ -85,6 +91,8 @@ Options:
       'max-sessions': { type: 'string' },
       'rotate-bytes': { type: 'string' },
       'max-body-bytes': { type: 'string' },
+      'max-prompt-tokens': { type: 'string' },
+      grace: { type: 'string' },
       'upstream-timeout': { type: 'string' },
       token: { type: 'string' },
       'forward-auth': { type: 'boolean', default: false },
@@ -116,6 +124,8 @@ Options:
       maxSessions: positiveInt('max-sessions', values['max-sessions']),
       rotateBytes: positiveInt('rotate-bytes', values['rotate-bytes']),
       maxBodyBytes: positiveInt('max-body-bytes', values['max-body-bytes']),
+      maxPromptTokens: positiveInt('max-prompt-tokens', values['max-prompt-tokens']),
+      graceMs: seconds('grace', values.grace),
       upstreamTimeoutMs: seconds('upstream-timeout', values['upstream-timeout']),
       token: values.token,
       forwardAuth: values['forward-auth'],
@@ -146,12 +156,16 @@ Options:
     );
     process.stdout.write(`listening on ${running.url}\n`);
     await new Promise<void>((resolve) => {
-      const stop = () => {
+      const stop = (signal: NodeJS.Signals) => {
+        log(
+          `${signal}: stopping (new requests get 503; calls in flight finish within ${config.graceMs / 1000} s, then the capture is closed)`,
+        );
         void running.close().then(resolve);
       };
       process.once('SIGINT', stop);
       process.once('SIGTERM', stop);
     });
+    log('stopped: the capture is flushed and closed');
     return 0;
   },
 };

@@ -6,7 +6,7 @@
 // `", "` and `": "`); the content is the text before the first `<tool_call>`. A call that does not
 // match leaves no tool call and the whole text as content.
 import { parsePythonJson } from '../../profiles/python-literal.ts';
-import { ChatTemplate } from '../../profiles/template.ts';
+import { jsonDumpsLikePython } from '../../profiles/template.ts';
 import type { ParsedToolCalls, ToolCallParser } from '../family.ts';
 
 const OPEN = '<tool_call>';
@@ -15,13 +15,9 @@ const CALL = /<tool_call>.*?<\/tool_call>/gs;
 const DETAIL = /<tool_call>([^\n]*)\n(.*)<\/tool_call>/s;
 const ARG = /<arg_key>(.*?)<\/arg_key>\s*<arg_value>(.*?)<\/arg_value>/gs;
 
-const DUMPS = new ChatTemplate('{{ messages[0] | tojson }}');
-/** Python's `json.dumps(x)`: the template engine's `tojson` (ensure_ascii off), then non-ASCII escaped as Python does. */
+/** Python's `json.dumps(x)`: ensure_ascii off, then non-ASCII escaped as Python does. */
 const jsonDumps = (value: unknown): string =>
-  DUMPS.render({ messages: [value] }).replace(
-    /[\u0080-\uffff]/g,
-    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
-  );
+  jsonDumpsLikePython(value).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 /**
  * `json.loads`, else the Python literals `ast.literal_eval` reads that JSON does not (`True`, `False`,
