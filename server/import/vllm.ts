@@ -17,12 +17,13 @@
 //   render result may be the line's `request` or a separate `render`; `chat_request` holds the
 //   chat request that was rendered (vLLM's `DerenderChatRequest` names it so).
 // Calls are grouped by an explicit id when the line carries one, else by prefix chaining (chain.ts).
-import { imagesInMessages } from '../model/message-images.ts';
+import { imagesInMessages, videosInMessages } from '../model/message-images.ts';
 import { z } from 'zod';
 import {
   Message,
   type FormatName,
   type ImageRef,
+  type VideoRef,
   type ProcessorSettings,
   type ReadError,
   type TrajectoryInput,
@@ -173,16 +174,26 @@ export function explicitId(line: Record<string, unknown>): { field: string; valu
   return undefined;
 }
 
-/** Trajectory images: the first turn's, then only those in each later turn's new messages (history repeats the rest). */
-export function imagesOfTurns(turns: readonly Pick<TurnInput, 'messages'>[]): ImageRef[] {
-  const images: ImageRef[] = [];
+/** Media of the turns: the first turn's, then only those in each later turn's new messages (history repeats the rest). */
+function mediaOfTurns<T>(turns: readonly Pick<TurnInput, 'messages'>[], of: (messages: unknown[]) => T[]): T[] {
+  const media: T[] = [];
   let seen = 0;
   turns.forEach((t, k) => {
     if (!t.messages) return;
-    images.push(...imagesInMessages(k === 0 ? t.messages : t.messages.slice(seen)));
+    media.push(...of(k === 0 ? t.messages : t.messages.slice(seen)));
     seen = t.messages.length;
   });
-  return images;
+  return media;
+}
+
+/** Trajectory images: the first turn's, then only those in each later turn's new messages. */
+export function imagesOfTurns(turns: readonly Pick<TurnInput, 'messages'>[]): ImageRef[] {
+  return mediaOfTurns(turns, imagesInMessages);
+}
+
+/** Trajectory videos (frame lists or `video_url` parts), as images are found. */
+export function videosOfTurns(turns: readonly Pick<TurnInput, 'messages'>[]): VideoRef[] {
+  return mediaOfTurns(turns, videosInMessages);
 }
 
 function placeholdersOf(
@@ -572,6 +583,7 @@ function assemble(file: string, calls: readonly VllmCall[], group: Group, log: C
   const first = members[0]!;
   // Tools ride on each turn: the chat template renders them into the system turn.
   const turns = members.map((c) => (c.tools && c.tools.length > 0 ? { ...c.turn, tools: c.tools } : c.turn));
+  const videos = videosOfTurns(turns);
   const lines = [...new Set(members.map((c) => c.line))];
   const limitations: string[] = [];
   if (turns.some((t) => !t.promptIds)) limitations.push(log.noPromptIds);
@@ -594,6 +606,7 @@ function assemble(file: string, calls: readonly VllmCall[], group: Group, log: C
     ...(groupId !== undefined ? { group: groupId } : {}),
     turns,
     images: [...members].reverse().find((c) => c.images)?.images ?? imagesOfTurns(turns),
+    ...(videos.length > 0 ? { videos } : {}),
     ...(reward !== undefined ? { reward } : {}),
     limitations,
     meta: {
