@@ -166,7 +166,13 @@ describe('the shared reader', () => {
 });
 
 describe('which settings apply', () => {
-  const base = { id: 't', source: { file: 'x', line: 1, format: 'native' as const }, images: [], limitations: [] };
+  const base = {
+    id: 't',
+    source: { file: 'x', line: 1, format: 'native' as const },
+    images: [],
+    videos: [],
+    limitations: [],
+  };
   it('the checked call over the record, field by field; a call that states none takes the latest earlier one', () => {
     const t = (turns: Trajectory['turns'], processor?: Trajectory['processor']): Trajectory => ({
       ...base,

@@ -37,6 +37,8 @@ const WITHOUT_TOKENIZER: ReadonlySet<FindingKind> = new Set<FindingKind>([
 ]);
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-uncovered-'));
+// A Hugging Face cache of this machine that holds the model would cover it (test/hf-cache.test.ts): an empty one.
+process.env.HF_HUB_CACHE = path.join(tmp, 'empty-hub-cache');
 afterAll(() => fs.rmSync(tmp, { recursive: true, force: true }));
 
 /** A fixture with its model renamed and its special ids Qwen3.5's. */

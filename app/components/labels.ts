@@ -8,6 +8,7 @@ export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
   rerender_mismatch: 're-render mismatch',
   sample_mismatch: 'sample mismatch',
   placeholder_count: 'pad count',
+  video_timestamps: 'video timestamps',
   image_count: 'image count',
   image_truncated: 'image truncated',
   placeholder_range: 'placeholder range',
@@ -41,6 +42,7 @@ export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {
   vision_token_generated: 'model wrote vision tokens',
   placeholder_in_text: 'placeholder typed as text',
   zero_filled_logprobs: 'logprobs zero-filled',
+  video_pruned: 'video pruned (EVS)',
 };
 
 /** The label of a kind; a name the app does not know (counts are keyed by plain strings) reads as itself. */

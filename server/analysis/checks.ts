@@ -20,6 +20,7 @@ import { checkSources, checkStatedPromptTokens, followsChatFormat } from './sour
 import { renderSemanticsFor } from './render.ts';
 import { checkCanonicalSplits } from './canonical-split.ts';
 import { checkStrayVisionTokens, imageSpans } from './stray-vision.ts';
+import { checkVideos } from './videos.ts';
 import { inStepAsync, StepFailures, type StepPlace } from './analysis-failed.ts';
 import { unavailableAlignment } from './realign.ts';
 import { sampleTurnOf } from './positions.ts';
@@ -77,6 +78,12 @@ export async function checkTrajectory(
     await check('re-render', () => checkRerender(traj, ctx, realigned, rerender, closeIds));
   if (realigned) await check('sample', () => checkSample(traj, ctx, realigned));
   await check('images', () => checkImages(traj, ctx));
+  await check('videos', () => {
+    const observed = observedStream(traj);
+    return observed && observed.tokens.length > 0
+      ? checkVideos(traj, ctx, { tokens: observed.tokens, stream: observed.name, turn: observed.turn })
+      : [];
+  });
   await check('lengths and masks', () => checkLengthsAndMasks(traj, ctx, alignment));
   await check('logprob mismatch', () =>
     mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch, sampleTurnOf(traj)),

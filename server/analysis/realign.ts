@@ -54,12 +54,24 @@ function nthOpener(seq: readonly number[], isOpener: (t: number) => boolean, n: 
   return -1;
 }
 
-/** Images the stream holds so far; vision tokens inside generated ids are the model's text, not images. */
-function imagesSoFar(tokens: readonly number[], ctx: AnalysisContext, generated: readonly TurnSpan[]): number {
+/**
+ * Images and videos the stream holds so far; vision tokens inside generated ids are the model's
+ * text, not media. A video is as many spans as its expected runs (a Qwen3-VL video one per slice).
+ */
+function mediaSoFar(
+  tokens: readonly number[],
+  ctx: AnalysisContext,
+  generated: readonly TurnSpan[],
+): { images: number; videos: number } {
   const inGenerated = (i: number) => generated.some((s) => i >= s.generated[0] && i < s.generated[1]);
-  return findVisionSpans(tokens, ctx.profile).filter(
-    (s) => s.kind === 'image' && !inGenerated(s.start >= 0 ? s.start : s.padStart),
-  ).length;
+  const spans = findVisionSpans(tokens, ctx.profile).filter((s) => !inGenerated(s.start >= 0 ? s.start : s.padStart));
+  let videoSpans = spans.filter((s) => s.kind === 'video').length;
+  let videos = 0;
+  while (videoSpans > 0) {
+    videoSpans -= Math.max(1, ctx.videos?.[videos]?.tokens?.runs.length ?? 1);
+    videos++;
+  }
+  return { images: spans.filter((s) => s.kind === 'image').length, videos };
 }
 
 /** The alignment of a trajectory whose re-alignment failed (an `analysis_failed` finding says why): no stream. */
@@ -196,12 +208,15 @@ export async function realign(
           if (!suffix)
             notes.push(`turn ${k}: the template rewrites history; observation rendered after a stand-in history`);
           if (!parts) return undefined;
-          return tokenizeExpanded(profile, parts.delta, padCounts, {
-            images: imagesSoFar(tokens, ctx, [
+          return tokenizeExpanded(
+            profile,
+            parts.delta,
+            padCounts,
+            mediaSoFar(tokens, ctx, [
               ...spans,
               { turn: k, generated: [genStart, genEnd], observation: [genEnd, genEnd] },
             ]),
-          });
+          );
         });
         if (rendered) {
           obs = [...boundary, ...opensAgain(rendered.expanded)];
@@ -249,9 +264,14 @@ export async function realign(
     }
 
   // Grids and placeholder ranges for the canonical stream: one per pad run, from the image math
-  // when it agrees with the run, else from the stored grid when that does.
+  // when it agrees with the run, else from the stored grid when that does (video runs: none).
   const runs = padRuns(tokens, profile.ids);
-  const imageGridThw = runs.map((run, i): GridThw | null => {
+  const videoPad = profile.ids.media.video?.pad;
+  let image = 0;
+  const imageGridThw = runs.map((run): GridThw | null => {
+    if (videoPad !== undefined && videoPad !== profile.ids.media.image.pad && tokens[run.offset] === videoPad)
+      return null;
+    const i = image++;
     const computed = ctx.images[i]?.tokens;
     if (computed && computed.padCount === run.length) return computed.gridThw;
     const stored = traj.sample?.imageGridThw?.[i];

@@ -68,6 +68,7 @@ export const DIFF_OF_KIND: Readonly<Record<FindingKind, { a: DiffA; b: DiffB; si
   rerender_mismatch: { a: 'canonical', b: 'rerender', side: 'a' },
   sample_mismatch: { a: 'canonical', b: 'sample', side: 'b' },
   placeholder_count: null,
+  video_timestamps: null,
   image_count: null,
   image_truncated: null,
   placeholder_range: null,

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { TokenizerHandle, visiblePiece } from './tokenizer.ts';
+import { cachedModelFolder, hubCacheDir } from './model-source.ts';
 import { ChatTemplate } from './template.ts';
 import { readTiktokenRanks, tiktokenTokenizerJson } from './tiktoken.ts';
 import type { VisionConfig } from '../model/vision.ts';
@@ -383,16 +384,42 @@ export function profileNamed(name: string): ModelProfile {
 
 export const DEFAULT_PROFILE: BuiltinProfileName = 'qwen2.5-vl';
 
+/** Hugging Face cache lookups by cache folder and model name: asked once per trajectory. */
+const cacheLookups = new Map<string, string | undefined>();
+
 /**
- * The profile for a trajectory: explicit `--model` wins, else the model named in the data (a
- * stand-in when no profile covers it), else the default.
+ * The model folder the Hugging Face cache holds for a model the data names (model-source.ts), or
+ * undefined. Its profile says where it came from once, in its notes.
+ */
+function cachedFolder(model: string): string | undefined {
+  const key = `${hubCacheDir()}\u0000${model}`;
+  if (cacheLookups.has(key)) return cacheLookups.get(key);
+  const found = cachedModelFolder(model);
+  const folder = 'folder' in found ? found.folder : undefined;
+  cacheLookups.set(key, folder);
+  return folder;
+}
+
+function cachedProfile(model: string): ModelProfile | undefined {
+  const folder = cachedFolder(model);
+  if (folder === undefined) return undefined;
+  const profile = loadProfile(folder);
+  const note = `${model}: found in the Hugging Face cache, ${folder}`;
+  if (!profile.notes.includes(note)) profile.notes.push(note);
+  return profile;
+}
+
+/**
+ * The profile for a trajectory: explicit `--model` wins, else the model named in the data (its
+ * built-in, else its folder in the Hugging Face cache, else a stand-in that checks without a
+ * tokenizer), else the default.
  */
 export function profileFor(explicit: string | undefined, modelInData: string | undefined): ModelProfile {
   if (explicit) return loadProfile(explicit);
   // A model the data names is a built-in profile, never a folder that happens to have its name here.
   const coverage = modelCoverage(modelInData);
   if ('builtin' in coverage) return builtinProfile(coverage.builtin);
-  if ('uncovered' in coverage) return uncoveredProfile(coverage.uncovered);
+  if ('uncovered' in coverage) return cachedProfile(coverage.uncovered) ?? uncoveredProfile(coverage.uncovered);
   return builtinProfile(DEFAULT_PROFILE);
 }
 
@@ -445,7 +472,10 @@ export function visionIdsFor(explicit: string | undefined, modelInData: string |
     return named && !folder ? builtinVisionIds(named) : visionIdsOf(loadProfile(explicit));
   }
   const coverage = modelCoverage(modelInData);
-  if ('uncovered' in coverage) return undefined;
+  if ('uncovered' in coverage) {
+    const folder = cachedFolder(coverage.uncovered);
+    return folder !== undefined ? visionIdsOf(loadProfile(folder)) : undefined;
+  }
   return builtinVisionIds('builtin' in coverage ? coverage.builtin : DEFAULT_PROFILE);
 }
 

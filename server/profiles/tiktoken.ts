@@ -5,19 +5,7 @@
 // two tokens, ordered by the merged token's rank; a pre-token that is itself a token is taken whole
 // (`ignore_merges`, as tiktoken does). The pattern and the special tokens are the model's
 // (its tokenization file states them; docs/reference/models/kimi.md#tokens).
-
-/** GPT-2's byte → printable character table (`bytes_to_unicode`). */
-function byteAlphabet(): string[] {
-  const printable: number[] = [];
-  for (let b = 0x21; b <= 0x7e; b++) printable.push(b);
-  for (let b = 0xa1; b <= 0xac; b++) printable.push(b);
-  for (let b = 0xae; b <= 0xff; b++) printable.push(b);
-  const out: string[] = [];
-  let extra = 0;
-  for (let b = 0; b < 256; b++) out[b] = String.fromCodePoint(printable.includes(b) ? b : 256 + extra++);
-  return out;
-}
-const ALPHABET = byteAlphabet();
+import { byteLevelString } from './tokenizer.ts';
 
 /** The ranks of a `tiktoken.model` text, keyed by the token's bytes as a Latin-1 string. Throws naming the line. */
 export function readTiktokenRanks(text: string, file: string): Map<string, number> {
@@ -32,11 +20,7 @@ export function readTiktokenRanks(text: string, file: string): Map<string, numbe
   return ranks;
 }
 
-const toUnicode = (latin1: string): string => {
-  let s = '';
-  for (let i = 0; i < latin1.length; i++) s += ALPHABET[latin1.charCodeAt(i)]!;
-  return s;
-};
+const toUnicode = (latin1: string): string => byteLevelString(Buffer.from(latin1, 'latin1'));
 
 export function tiktokenTokenizerJson(
   ranks: ReadonlyMap<string, number>,

@@ -26,6 +26,13 @@ const CHAR_TO_BYTE = byteLevelAlphabet();
 const BYTE_TO_CHAR: string[] = [];
 for (const [ch, b] of CHAR_TO_BYTE) BYTE_TO_CHAR[b] = ch;
 
+/** Bytes as byte-level BPE writes them in a vocabulary (`bytes_to_unicode`: `\n` is `Ċ`, a space `Ġ`). */
+export function byteLevelString(bytes: Uint8Array): string {
+  let out = '';
+  for (const b of bytes) out += BYTE_TO_CHAR[b];
+  return out;
+}
+
 /**
  * Most text the segment cache holds before it starts over (~16 MB of strings plus their ids):
  * what GRPO groups and turns share is re-cached at once, and memory stays flat on any run size.
