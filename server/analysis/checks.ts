@@ -498,6 +498,7 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const { ids, vision } = ctx.profile;
   const family = ctx.profile.modelFamily;
   const endName = tokenName(ctx.profile, [ids.media.image.end]);
+  const padName = tokenName(ctx.profile, [ids.media.image.pad]);
   const observed = observedStream(traj);
   // No ids at all (slime's Sample aborted before its prompt was tokenized): no placeholder was dropped.
   if (!observed || observed.tokens.length === 0) return out;
@@ -570,7 +571,12 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
         image: i,
         expected: fromSize,
         actual: span.padLength,
-        message: `image ${i} is ${img0?.width}×${img0?.height}: with min_pixels=${img!.vision.minPixels}, max_pixels=${img!.vision.maxPixels} it gives ${fromSize} pad tokens (grid [${img!.tokens!.gridThw.join(', ')}]) but the sequence holds ${span.padLength}${
+        // Processor settings are named where they bound the family's resize (Qwen's pixel bounds and grid).
+        message: `image ${i} is ${img0?.width}×${img0?.height}: ${
+          family.pixelBounds
+            ? `with min_pixels=${img!.vision.minPixels}, max_pixels=${img!.vision.maxPixels} it gives ${fromSize} pad tokens (grid [${img!.tokens!.gridThw.join(', ')}])`
+            : `${family.label}'s processor gives it ${fromSize} ${padName} tokens`
+        } but the sequence holds ${span.padLength}${
           agreesWithGrid
             ? ' (consistent with the stored grid: the run used other processor settings; pass --min-pixels/--max-pixels)'
             : ''
