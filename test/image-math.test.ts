@@ -7,13 +7,13 @@ import { describe, expect, it } from 'vitest';
 import {
   imageTokens,
   padCountFromGrid,
-  roundHalfEven,
   smartResize,
   type ImageTokens,
   type VisionConfig,
 } from '../server/families/qwen/image-math.ts';
 import { cellToPad, padCell } from '../server/analysis/image-math.ts';
 import { mulberry32 } from '../server/util/random.ts';
+import { roundHalfEven } from '../server/util/python-round.ts';
 
 const QWEN25: VisionConfig = {
   patchSize: 14,

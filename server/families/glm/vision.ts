@@ -2,16 +2,7 @@
 // Qwen2-VL's smart_resize with a temporal factor, under which a still image counts as
 // temporal_patch_size (2) frames against the pixel bounds; then N = (h/14)·(w/14)/2². Pure functions.
 
-/**
- * Python's `round()` (half to even). Qwen's copy lives in the analysis layer, which a family may not
- * import; the two belong in server/util once the families land.
- */
-function roundHalfEven(x: number): number {
-  const f = Math.floor(x);
-  const diff = x - f;
-  if (diff !== 0.5) return diff < 0.5 ? f : f + 1;
-  return f % 2 === 0 ? f : f + 1;
-}
+import { roundHalfEven } from '../../util/python-round.ts';
 
 export interface GlmVision {
   /** `patch_size` (14). */

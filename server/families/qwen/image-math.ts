@@ -12,6 +12,7 @@
 // Argument order: `smartResize` takes (height, width) like the Python original; the friendlier
 // `imageTokens` / `padCell` take (width, height) because that is how image sizes are written (W×H).
 
+import { roundHalfEven } from '../../util/python-round.ts';
 import type { ImageTokens, VisionConfig } from '../../model/vision.ts';
 
 export type { ImageTokens, VisionConfig };
@@ -20,20 +21,6 @@ export type ResizeVariant = 'transformers' | 'qwen-vl-utils';
 
 /** Both variants reject images whose long/short side ratio exceeds this (MAX_RATIO). */
 export const MAX_ASPECT_RATIO = 200;
-
-/**
- * Python 3's `round(x)`: round half to even (banker's rounding). JS `Math.round` rounds halves up,
- * which changes token counts whenever a side ≡ factor/2 (mod factor), e.g. round(70/28) = 2, not 3.
- */
-export function roundHalfEven(x: number): number {
-  if (!Number.isFinite(x)) return x;
-  const f = Math.floor(x);
-  // x − floor(x) is exact in IEEE doubles, so the 0.5 comparison is exact too.
-  const diff = x - f;
-  if (diff < 0.5) return f;
-  if (diff > 0.5) return f + 1;
-  return f % 2 === 0 ? f : f + 1;
-}
 
 function assertPositiveInteger(name: string, v: number): void {
   if (!Number.isInteger(v) || v <= 0) {

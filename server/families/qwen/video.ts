@@ -21,7 +21,8 @@
 import { pythonFormatFixed } from '../../profiles/python-literal.ts';
 import type { VideoTokens, VisionConfig } from '../../model/vision.ts';
 import type { VideoInput } from '../family.ts';
-import { MAX_ASPECT_RATIO, roundHalfEven, smartResize } from './image-math.ts';
+import { MAX_ASPECT_RATIO, smartResize } from './image-math.ts';
+import { roundHalfEven } from '../../util/python-round.ts';
 
 /** transformers' Qwen3-VL default when a video states no fps ("Defaulting to `fps=24`"). */
 export const DEFAULT_TIMESTAMP_FPS = 24;
