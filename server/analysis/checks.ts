@@ -341,10 +341,18 @@ export function prefixBreak(
 ): Finding | undefined {
   if (!cur.promptIds || !next.promptIds) return undefined;
   const stopIds = turnStopIds(profile);
-  if (extendsTurn(next.promptIds, cur, closeIds, stopIds, plain)) return undefined;
-  const expected = expectedNextPrompt(cur, closeIds, stopIds, plain);
-  if (!expected) return undefined;
   const gen = cur.generatedIds ?? [];
+  let expected: number[] | undefined;
+  if (extendsTurn(next.promptIds, cur, closeIds, stopIds, plain)) {
+    // Where nothing closes a turn after its stop token (Kimi's `<|im_end|>`, GLM's role token that
+    // is also the next turn's opener), the stop written again right after the boundary is the
+    // duplicated end: no family's next turn begins with the token that ended the last one.
+    const at = expectedNextPrompt(cur, closeIds, stopIds, plain)!.length;
+    const stop = gen[gen.length - 1];
+    if (plain || stop === undefined || !stopIds.includes(stop) || next.promptIds[at] !== stop) return undefined;
+    expected = [...next.promptIds.slice(0, at), ...next.promptIds.slice(at + 1)];
+  } else expected = expectedNextPrompt(cur, closeIds, stopIds, plain);
+  if (!expected) return undefined;
   const d = firstDivergence(profile, expected, next.promptIds, {
     prefixOnly: true,
     generated: [[cur.promptIds.length, cur.promptIds.length + gen.length]],
@@ -425,7 +433,13 @@ export function checkRerender(
   closeIds: readonly number[],
 ): Finding[] {
   const last = traj.turns[traj.turns.length - 1];
-  const canonical = closedCanonical(traj, alignment, closeIds, turnStopIds(ctx.profile));
+  const canonical = closedCanonical(
+    traj,
+    alignment,
+    closeIds,
+    turnStopIds(ctx.profile),
+    ctx.profile.ids.grammar.stopOpensTurn,
+  );
   // Without the last turn's generated ids the canonical stream ends at its prompt: the re-render may run on.
   // So with none generated (slime's aborted or pending Sample, response_length 0): its empty answer renders closed.
   const d = firstDivergence(ctx.profile, canonical, rerender, {

@@ -110,7 +110,9 @@ export async function buildTrajectory(profile: ModelProfile, script: Script, mod
       const imagesBefore = profile.modelFamily.countPlaceholders(prompt, profile.ids).images;
       const delta = await tokenizeExpanded(profile, suffix.delta, pads, { images: imagesBefore });
       const boundary = st.closedAsTruncated ? closeIds : boundaryIds(gen, closeIds, turnStopIds(profile));
-      prompt = [...prompt, ...gen, ...boundary, ...delta.expanded];
+      // A generated stop that opens the next turn (GLM's role tokens) is that turn's opener: not written again.
+      const opensNext = profile.ids.grammar.stopOpensTurn && !st.truncated && delta.expanded[0] === gen[gen.length - 1];
+      prompt = [...prompt, ...gen, ...boundary, ...(opensNext ? delta.expanded.slice(1) : delta.expanded)];
     } else {
       prompt = (await renderTokens(profile, nextHistory, { addGenerationPrompt: true }, pads)).expanded;
     }

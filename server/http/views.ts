@@ -379,7 +379,7 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
   } else if (q.a === 'canonical' && q.b === 'rerender') {
     if (!c.rerender) throw new NotFound('this trajectory has no messages to re-render');
     // Closed as checkRerender closes it, so the divergence index matches the finding.
-    a = closedCanonical(traj, alignment, closeIds, turnStopIds(profile));
+    a = closedCanonical(traj, alignment, closeIds, turnStopIds(profile), profile.ids.grammar.stopOpensTurn);
     b = c.rerender;
     labelA = 'canonical';
     labelB = 're-rendered';
