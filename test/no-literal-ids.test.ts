@@ -170,3 +170,46 @@ describe('token strings in the code', () => {
     expect(literals("text.indexOf('<|') // the turn start, <im_start>")).toEqual([]);
   });
 });
+
+/**
+ * Adding a family is one folder and one line of `FAMILIES` (docs/contributing.md, "Adding a model
+ * family"): nothing in server/ or app/ reaches into a family's folder but the registry, so no other
+ * file needs a line for a new family.
+ */
+describe('families are reached through the registry', () => {
+  const FAMILY_IMPORT = /from '[^']*families\/([\w.-]+)\/[^']*'/g;
+  const imports = (text: string) => [...text.matchAll(FAMILY_IMPORT)].map((m) => m[1]!);
+
+  it("no file outside server/families/ imports a family's folder", () => {
+    const found: string[] = [];
+    for (const file of [...sources('server'), ...sources('app')]) {
+      if (file.startsWith('server/families/')) {
+        // A family's folder imports only its own files and the shared interface, not another family's.
+        const own = file.split('/')[2]!;
+        if (file === 'server/families/index.ts') continue;
+        for (const f of imports(fs.readFileSync(path.join(ROOT, file), 'utf8')))
+          if (f !== own) found.push(`${file}: ${f}`);
+        continue;
+      }
+      for (const f of imports(fs.readFileSync(path.join(ROOT, file), 'utf8'))) found.push(`${file}: ${f}`);
+    }
+    expect(found).toEqual([]);
+  });
+
+  it('the registry imports every family folder, one line each', () => {
+    const index = fs.readFileSync(path.join(ROOT, 'server/families/index.ts'), 'utf8');
+    const imports = (text: string) => [...text.matchAll(/from '\.\/([\w.-]+)\/[^']*'/g)].map((m) => m[1]!);
+    const folders = fs
+      .readdirSync(path.join(ROOT, 'server/families'), { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name)
+      .sort();
+    expect([...new Set(imports(index))].sort()).toEqual(folders);
+    expect(FAMILIES.map((f) => f.name).sort()).toEqual(folders);
+  });
+
+  it('would find one (the grep itself)', () => {
+    expect(imports("import { qwenNamed } from '../families/qwen/ids.ts';")).toEqual(['qwen']);
+    expect(imports("import type { ModelFamily } from '../families/family.ts';")).toEqual([]);
+  });
+});

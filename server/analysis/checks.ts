@@ -344,7 +344,7 @@ export function prefixBreak(
   const gen = cur.generatedIds ?? [];
   let expected: number[] | undefined;
   if (extendsTurn(next.promptIds, cur, closeIds, stopIds, plain)) {
-    // Where nothing closes a turn after its stop token (Kimi's `<|im_end|>`, GLM's role token that
+    // Where nothing closes a turn after its stop token (Kimi's end of turn, GLM's role token that
     // is also the next turn's opener), the stop written again right after the boundary is the
     // duplicated end: no family's next turn begins with the token that ended the last one.
     const at = expectedNextPrompt(cur, closeIds, stopIds, plain)!.length;
