@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import type { Finding } from '../model/finding.ts';
 import type { Message } from '../model/trajectory.ts';
 import { profileFor, type ModelProfile } from '../profiles/profile.ts';
-import { turnCloseIds } from '../analysis/render.ts';
+import { turnCloseIds, turnStopIds } from '../analysis/render.ts';
 import { commonPrefixLength } from '../analysis/diff.ts';
 import type { GatewayConfig } from './config.ts';
 import { CaptureWriter } from './capture.ts';
@@ -144,6 +144,7 @@ export class Gateway {
       release: (f) => this.capture.release(f),
       idPrefix: this.replica,
       sessionHeader: config.sessionHeader,
+      turnEnds: () => turnStopIds(this.profile).map((id) => this.profile.tokenizer.piece(id)),
       ...(clock.now ? { now: clock.now } : {}),
     });
     this.metrics = new GatewayMetrics({ replica: this.replica, engine: config.engine }, () => ({
