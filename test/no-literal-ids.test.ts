@@ -15,6 +15,9 @@ import { BUILTIN_PROFILES, loadProfile } from '../server/profiles/profile.ts';
 import { FAMILIES } from '../server/families/index.ts';
 import { TokenizerHandle } from '../server/profiles/tokenizer.ts';
 import { qwenNamed } from '../server/families/qwen/ids.ts';
+import { GEMMA4_SPECIAL_IDS } from './support/gemma4-folder.ts';
+import { GLM_SPECIAL_IDS } from './support/glm-folder.ts';
+import { KIMI_SPECIAL_IDS } from './support/kimi-folder.ts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -95,11 +98,29 @@ function familyStrings(): Map<string, Set<string>> {
         owners.get(t.content)!.add(family.name);
       }
     }
+  // A family without a built-in: the special tokens of the model folder its tests build, at the
+  // ids its public configs state (test/support/*-folder.ts).
+  for (const family of FAMILIES) {
+    if (family.builtins.length > 0) continue;
+    const specials = FOLDER_SPECIALS[family.name];
+    if (!specials) throw new Error(`${family.name}: no built-in and no test folder's special tokens to confine`);
+    for (const content of specials) {
+      if (!owners.has(content)) owners.set(content, new Set());
+      owners.get(content)!.add(family.name);
+    }
+  }
   // Tokens several families' tokenizers have under the same text (their public tables,
   // docs/reference/models/): each of those families' folders may name them.
   for (const [literal, families] of Object.entries(SHARED)) for (const f of families) owners.get(literal)?.add(f);
   return owners;
 }
+
+/** The special tokens of the model folders the tests build for the families without a built-in. */
+const FOLDER_SPECIALS: Record<string, readonly string[]> = {
+  gemma4: GEMMA4_SPECIAL_IDS.map(([content]) => content),
+  glm: GLM_SPECIAL_IDS.map(([content]) => content),
+  kimi: KIMI_SPECIAL_IDS.map(([content]) => content),
+};
 
 const SHARED: Record<string, string[]> = {
   '<bos>': ['gemma4'],

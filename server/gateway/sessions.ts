@@ -209,7 +209,7 @@ export interface SessionStoreOptions {
   now?: () => number;
   /**
    * The texts a re-rendered conversation may close an answer with (the model family's stop tokens,
-   * `<|im_end|>` for Qwen, `<end_of_turn>` for Gemma 3): a completions prompt continues a session
+   * `ModelFamily` grammar `stops`, as text): a completions prompt continues a session
    * where one of them follows the session's prompt and answer. Default: any special token written `<|…`.
    */
   turnEnds?: () => readonly string[];
