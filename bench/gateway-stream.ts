@@ -13,7 +13,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { loadProfile } from '../server/profiles/profile.ts';
-import { renderTokens } from '../server/analysis/render.ts';
+import { padCountExpansions, renderTokens } from '../server/analysis/render.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 import type { Message } from '../server/model/trajectory.ts';
 import {
   benchDir,
@@ -36,7 +37,7 @@ const now = () => performance.timeOrigin + performance.now();
 
 async function streamEngine(): Promise<void> {
   const profile = loadProfile('qwen2.5-vl');
-  const answerIds = [...(await profile.tokenizer.encode(ANSWER)), profile.special.imEnd];
+  const answerIds = [...(await profile.tokenizer.encode(ANSWER)), qwenNamed(profile.ids).imEnd];
   const pieces = answerIds.map((id) => profile.tokenizer.decodeSync([id]));
   const nextTurn = await profile.tokenizer.encode('<|im_start|>user\nGo on.<|im_end|>\n<|im_start|>assistant\n');
   // Each session's prompt: the first rendered, each later one the previous ⧺ the answer ⧺ the next turn.
@@ -67,8 +68,14 @@ async function streamEngine(): Promise<void> {
           ? [...prev, ...answerIds, 198, ...nextTurn]
           : JSON.stringify(body.messages).length > 1_000_000
             ? [1, 2, 3]
-            : (await renderTokens(profile, body.messages as Message[], { as: 'vllm', addGenerationPrompt: true }, []))
-                .expanded;
+            : (
+                await renderTokens(
+                  profile,
+                  body.messages as Message[],
+                  { as: 'vllm', addGenerationPrompt: true },
+                  padCountExpansions([]),
+                )
+              ).expanded;
       }
       sessions.set(session, prompt);
       const head = { id: 'x', object: chat ? 'chat.completion.chunk' : 'text_completion', created: 0, model: MODEL };

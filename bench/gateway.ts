@@ -15,8 +15,8 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import sharp from 'sharp';
-import { renderTokens, renderText } from '../server/analysis/render.ts';
-import { imageTokens } from '../server/analysis/image-math.ts';
+import { padCountExpansions, renderTokens, renderText } from '../server/analysis/render.ts';
+import { imageTokens } from '../server/families/qwen/image-math.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import type { Message } from '../server/model/trajectory.ts';
 import {
@@ -30,6 +30,7 @@ import {
   type Measure,
   type Target,
 } from './lib.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const MODEL = 'Qwen/Qwen2.5-VL-7B-Instruct';
 const ANSWER = 'I will look at the figure again and measure the next side.';
@@ -39,7 +40,7 @@ const NEXT = 'Go on.';
 
 async function instantEngine(): Promise<void> {
   const profile = loadProfile('qwen2.5-vl');
-  const answerIds = [...(await profile.tokenizer.encode(ANSWER)), profile.special.imEnd];
+  const answerIds = [...(await profile.tokenizer.encode(ANSWER)), qwenNamed(profile.ids).imEnd];
   const nextTurn = await profile.tokenizer.encode(`<|im_start|>user\n${NEXT}<|im_end|>\n<|im_start|>assistant\n`);
   const sessions = new Map<string, number[]>();
   const sizes = new Map<string, number>();
@@ -125,8 +126,14 @@ async function instantEngine(): Promise<void> {
               : [],
           );
           const pads = await Promise.all(urls.map(padCount));
-          prompt = (await renderTokens(profile, body.messages, { as: 'vllm', addGenerationPrompt: true }, pads))
-            .expanded;
+          prompt = (
+            await renderTokens(
+              profile,
+              body.messages,
+              { as: 'vllm', addGenerationPrompt: true },
+              padCountExpansions(pads),
+            )
+          ).expanded;
         }
       }
       sessions.set(session, prompt);

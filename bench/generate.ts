@@ -30,6 +30,7 @@ import { loadProfile, type ModelProfile } from '../server/profiles/profile.ts';
 import { buildTrajectory, trainingSample, type BuildMode, type Script, type ScriptTurn } from '../server/demo/build.ts';
 import { DIAGRAMS, renderDiagram, type DiagramName } from '../server/demo/diagrams.ts';
 import { DEMO_MODELS } from '../server/demo/scenarios.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 export const GenerateOptions = z.object({
   /** The JSONL file to write (its folder also gets `images/`). */
@@ -281,7 +282,7 @@ async function buildBase(
   const mode: BuildMode = fault === 'legacy-rerender' ? 'legacy' : 'canonical';
   let traj = await buildTrajectory(profile, script, mode);
   let sample = trainingSample(traj, profile);
-  const { eos, newline } = profile.special;
+  const { eos, newline } = qwenNamed(profile.ids);
   switch (fault) {
     case 'drop-newline-after-eos': {
       // The observation appended right after `<|im_end|>`, without the template's newline.

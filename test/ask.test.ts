@@ -1027,7 +1027,7 @@ describe('the CLI commands', () => {
     expect(plain.stdout.startsWith(expected.text)).toBe(true);
     expect(plain.stdout).toContain(`── ${expected.token_ids.length} token ids ──\n${expected.token_ids.join(' ')}\n`);
     expect(plain.stdout).toMatch(
-      /image 1 \(messages\[1\]\.content\[0\], data: URL\): 100×50 → 384×192, image_grid_thw \[1, 12, 24\], 72 <\|image_pad\|>/,
+      /image 1 \(messages\[1\]\.content\[0\], data: URL\): 100×50 → 384×192, image_grid_thw \[1, 12, 24\], 72 pads/,
     );
     expect(plain.stdout).toMatch(/image 2 \(messages\[1\]\.content\[2\], strip\.jpg\): 700×70 → 832×96/);
   });

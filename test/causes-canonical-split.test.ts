@@ -7,10 +7,11 @@ import { checkTrajectory } from '../server/analysis/checks.ts';
 import { nonCanonicalSpans } from '../server/analysis/canonical-split.ts';
 import { Trajectory } from '../server/model/trajectory.ts';
 import { buildTrajectory, geometryScript } from './support/build.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const tok = profile.tokenizer;
-const EOS = profile.special.eos;
+const EOS = qwenNamed(profile.ids).eos;
 
 async function check(t: Trajectory) {
   return checkTrajectory(t, analysisContext(t, profile));

@@ -11,6 +11,7 @@ import { stripReasoning } from '../server/demo/build.ts';
 import { imageInfos, tokenStream } from '../server/http/views.ts';
 import { analyzeTrajectory } from '../server/pipeline.ts';
 import { buildTrajectory, trainingSample, type Script, type ScriptTurn } from './support/build.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const qwen25 = loadProfile('qwen2.5-vl');
 const qwen3 = loadProfile('qwen3-vl');
@@ -48,7 +49,7 @@ describe('reasoning stripped from the history', () => {
     {
       answer,
       observation: [{ role: 'user', content: 'Now give only the number.' }],
-      ...(strip ? { historyMessage: { role: 'assistant', content: stripReasoning(answer) } } : {}),
+      ...(strip ? { historyMessage: { role: 'assistant', content: stripReasoning(answer, '</think>') } } : {}),
     },
     { answer: '5' },
   ];
@@ -166,8 +167,11 @@ describe('a turn ended by the secondary EOS <|endoftext|>', () => {
     const t = await buildTrajectory(qwen25, script('eot', turns(true)), 'canonical');
     const t0 = t.turns[0]!;
     const end = t0.promptIds!.length + t0.generatedIds!.length;
-    expect(t0.generatedIds![t0.generatedIds!.length - 1]).toBe(qwen25.special.endOfText);
-    expect(t.turns[1]!.promptIds!.slice(end, end + 2)).toEqual([qwen25.special.eos, qwen25.special.newline]);
+    expect(t0.generatedIds![t0.generatedIds!.length - 1]).toBe(qwenNamed(qwen25.ids).endOfText);
+    expect(t.turns[1]!.promptIds!.slice(end, end + 2)).toEqual([
+      qwenNamed(qwen25.ids).eos,
+      qwenNamed(qwen25.ids).newline,
+    ]);
     const r = await check(t, qwen25);
     expect(r.findings.find((f) => f.kind === 'prefix_break')).toMatchObject({
       cause: 'secondary_eos',
@@ -175,15 +179,15 @@ describe('a turn ended by the secondary EOS <|endoftext|>', () => {
       turn: 1,
       index: end,
       expected: [],
-      actual: [qwen25.special.eos],
+      actual: [qwenNamed(qwen25.ids).eos],
     });
     expect(errors(r).every((f) => (f as { cause?: string }).cause === 'secondary_eos')).toBe(true);
     // The canonical stream closes the turn with `\n` only.
     const span = r.alignment.turns[0]!;
     expect(r.alignment.tokens.slice(span.generated[1] - 1, span.generated[1] + 2)).toEqual([
-      qwen25.special.endOfText,
-      qwen25.special.newline,
-      qwen25.special.imStart,
+      qwenNamed(qwen25.ids).endOfText,
+      qwenNamed(qwen25.ids).newline,
+      qwenNamed(qwen25.ids).imStart,
     ]);
   });
 
@@ -199,8 +203,8 @@ describe('a turn ended by the secondary EOS <|endoftext|>', () => {
         cause: 'secondary_eos',
         severity: 'warning',
         index: span.generated[1] - 1,
-        expected: [qwen25.special.endOfText],
-        actual: [qwen25.special.eos],
+        expected: [qwenNamed(qwen25.ids).endOfText],
+        actual: [qwenNamed(qwen25.ids).eos],
       }),
     ]);
   });
@@ -218,7 +222,7 @@ describe('vision tokens that are no image', () => {
       'canonical',
     );
     const t1 = t.turns[1]!;
-    const at = t1.generatedIds!.indexOf(qwen25.special.visionStart);
+    const at = t1.generatedIds!.indexOf(qwenNamed(qwen25.ids).visionStart);
     expect(at).toBeGreaterThan(0);
     const r = await check(t, qwen25);
     expect(errors(r)).toEqual([
@@ -247,7 +251,7 @@ describe('vision tokens that are no image', () => {
         kind: 'image_count',
         cause: 'vision_token_generated',
         severity: 'warning',
-        index: t0.promptIds!.length + t0.generatedIds!.indexOf(qwen25.special.visionStart),
+        index: t0.promptIds!.length + t0.generatedIds!.indexOf(qwenNamed(qwen25.ids).visionStart),
       }),
     ]);
   });
@@ -269,7 +273,7 @@ describe('vision tokens that are no image', () => {
         kind: 'image_count',
         cause: 'vision_token_generated',
         turn: 0,
-        index: t0.promptIds!.length + t0.generatedIds!.indexOf(qwen25.special.visionStart),
+        index: t0.promptIds!.length + t0.generatedIds!.indexOf(qwenNamed(qwen25.ids).visionStart),
       }),
     ]);
   });
@@ -305,9 +309,9 @@ describe('vision tokens that are no image', () => {
     const p1 = t.turns[1]!.promptIds!;
     const runs: number[] = [];
     for (let i = 0; i < p1.length; i++) {
-      if (p1[i] !== qwen25.special.imagePad || p1[i - 1] === qwen25.special.imagePad) continue;
+      if (p1[i] !== qwenNamed(qwen25.ids).imagePad || p1[i - 1] === qwenNamed(qwen25.ids).imagePad) continue;
       let j = i;
-      while (p1[j] === qwen25.special.imagePad) j++;
+      while (p1[j] === qwenNamed(qwen25.ids).imagePad) j++;
       runs.push(j - i);
     }
     // 640×480 → 391 pads, the model's own pad, 320×240 → 99 pads.
@@ -345,11 +349,13 @@ describe('vision tokens that are no image', () => {
     ];
     const t = await buildTrajectory(qwen25, script('typed-pad', [{ answer: 'AC = 5.' }], messages), 'canonical');
     const p = t.turns[0]!.promptIds!;
-    const typed = p.findIndex((id, i) => id === qwen25.special.imagePad && p[i - 1] !== qwen25.special.visionStart);
-    const real = p.indexOf(qwen25.special.visionStart);
+    const typed = p.findIndex(
+      (id, i) => id === qwenNamed(qwen25.ids).imagePad && p[i - 1] !== qwenNamed(qwen25.ids).visionStart,
+    );
+    const real = p.indexOf(qwenNamed(qwen25.ids).visionStart);
     expect(typed).toBeGreaterThan(0);
     expect(typed).toBeLessThan(real);
-    expect(p.filter((id) => id === qwen25.special.imagePad)).toHaveLength(391 + 1);
+    expect(p.filter((id) => id === qwenNamed(qwen25.ids).imagePad)).toHaveLength(391 + 1);
     const r = await check(t, qwen25);
     expect(r.findings).toEqual([
       expect.objectContaining({

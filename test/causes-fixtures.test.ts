@@ -13,8 +13,9 @@ import {
   expectedFindings,
   type CauseCase,
 } from './fixtures/generate-causes.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
-const special = loadProfile('qwen2.5-vl').special;
+const special = qwenNamed(loadProfile('qwen2.5-vl').ids);
 const rel = (f: string) => path.relative(process.cwd(), f);
 
 const FILES: { format: string; file: string; cases: readonly CauseCase[] }[] = [

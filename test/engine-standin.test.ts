@@ -24,7 +24,7 @@ import {
 
 const RENDER_SCRIPT = fileURLToPath(new URL('./support/render_jinja2.py', import.meta.url));
 const template = (file: string) =>
-  readFileSync(new URL(`../server/profiles/templates/${file}`, import.meta.url), 'utf8');
+  readFileSync(new URL(`../server/families/qwen/templates/${file}`, import.meta.url), 'utf8');
 const QWEN25_TEMPLATE = template('qwen2.5-vl.jinja');
 const QWEN3_TEMPLATE = template('qwen3-vl.jinja');
 

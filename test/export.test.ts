@@ -52,12 +52,12 @@ async function png(width: number, height: number, hue: number): Promise<Buffer> 
 }
 
 /** Every pad run, found by scanning the tokens (independently of the code under test). */
-function padRunsByHand(tokens: readonly number[]): { offset: number; length: number }[] {
+function padRunsByHand(tokens: readonly number[], pad = PAD): { offset: number; length: number }[] {
   const out: { offset: number; length: number }[] = [];
   for (let i = 0; i < tokens.length; i++) {
-    if (tokens[i] !== PAD) continue;
+    if (tokens[i] !== pad) continue;
     let j = i;
-    while (tokens[j] === PAD) j++;
+    while (tokens[j] === pad) j++;
     out.push({ offset: i, length: j - i });
     i = j;
   }
@@ -94,6 +94,12 @@ function verifyRows(rows: ExportRow[], checked: Map<string, CheckedTrajectory>, 
     const c = checked.get(keyOf(row.source, row.id));
     expect(c, `row ${row.id} has a checked trajectory`).toBeDefined();
     const a = c!.alignment;
+    // The row's own model family (the fixtures hold Gemma 3 runs too): its end of turn, image span
+    // tokens, merge and position layout.
+    const { ids, vision, modelFamily } = c!.profile;
+    const EOT = ids.grammar.endOfTurn ?? ids.eos;
+    const [PAD_ID, BEGIN, END] = [ids.media.image.pad, ids.media.image.begin, ids.media.image.end];
+    const rowsOfPositions = modelFamily.trainerFields.positionIds === 'plain' ? 1 : positionRows;
     expect(row.tokens).toEqual(a.tokens);
     const p = row.tokens.length - row.response_length;
     expect(p).toBe(a.promptLength);
@@ -107,23 +113,23 @@ function verifyRows(rows: ExportRow[], checked: Map<string, CheckedTrajectory>, 
       );
       expect(row.rollout_log_probs.filter((_, i) => row.loss_mask[i] === 0).every((x) => x === 0)).toBe(true);
     }
-    expect(row.tokens.findIndex((x, i) => x === EOS && row.tokens[i - 1] === EOS)).toBe(-1);
+    expect(row.tokens.findIndex((x, i) => x === EOT && row.tokens[i - 1] === EOT)).toBe(-1);
     for (const img of row.images)
       if (img.bytes !== null) expect(sha(Buffer.from(img.bytes, 'base64'))).toBe(img.sha256);
 
-    const runs = padRunsByHand(row.tokens);
+    const runs = padRunsByHand(row.tokens, PAD_ID);
     expect(row.placeholder_ranges).toEqual(runs);
     expect(row.images).toHaveLength(runs.length);
     expect(row.image_grid_thw).toHaveLength(runs.length);
     runs.forEach((r, i) => {
-      expect(row.tokens[r.offset - 1]).toBe(VS);
-      expect(row.tokens[r.offset + r.length]).toBe(VE);
+      expect(row.tokens[r.offset - 1]).toBe(BEGIN);
+      expect(row.tokens[r.offset + r.length]).toBe(END);
       const [t, h, w] = row.image_grid_thw[i]!;
-      expect((t * h * w) / 4).toBe(r.length);
+      expect((t * h * w) / vision.mergeSize ** 2).toBe(r.length);
     });
     const inRun = new Set(runs.flatMap((r) => Array.from({ length: r.length }, (_, k) => r.offset + k)));
     expect(row.mm_token_type_ids).toEqual(row.tokens.map((_, i) => (inRun.has(i) ? 1 : 0)));
-    expect(row.position_ids).toHaveLength(positionRows);
+    expect(row.position_ids).toHaveLength(rowsOfPositions);
     for (const r of row.position_ids) expect(r).toHaveLength(row.tokens.length);
     if (runs.length === 0) for (const r of row.position_ids.slice(-3)) expect(r).toEqual(row.tokens.map((_, i) => i)); // docs/reference/mrope.md: text → 0..L−1
   }

@@ -10,15 +10,17 @@ import type { Message, Trajectory } from '../server/model/trajectory.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { analysisContext } from '../server/analysis/context.ts';
 import { realign } from '../server/analysis/realign.ts';
-import { renderText, turnCloseIds } from '../server/analysis/render.ts';
+import { renderText, turnCloseIds, turnStopIds } from '../server/analysis/render.ts';
 import { continuationIds, tokenizeExtending } from '../server/gateway/prompt.ts';
-import { parseHermesToolCalls } from '../server/gateway/tool-calls.ts';
+import { parseHermesToolCalls } from '../server/families/qwen/hermes.ts';
 import { checkCall } from '../server/gateway/guard.ts';
 import { CaptureWriter } from '../server/gateway/capture.ts';
+import { SessionStore } from '../server/gateway/sessions.ts';
 import { isSecretName, withoutSecrets } from '../server/gateway/secrets.ts';
 import { CaptureLine } from '../server/gateway/protocol.ts';
 import { PythonRenderer } from './support/engine-reference.ts';
 import { tempDir } from './support/gateway-harness.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 
@@ -77,7 +79,7 @@ describe('the canonical continuation', () => {
       renderText(profile, first, { as: 'vllm', addGenerationPrompt: true }),
     );
     for (const generatedIds of [
-      [40, 289, 483, 990, 432, 13, profile.special.imEnd], // a non-canonical split, ended by the model
+      [40, 289, 483, 990, 432, 13, qwenNamed(profile.ids).imEnd], // a non-canonical split, ended by the model
       [40, 289, 483, 990], // cut by the length limit: the suffix must close the turn
     ]) {
       const observation: Message[] = [{ role: 'user', content: 'Go on.' }];
@@ -102,7 +104,7 @@ describe('the canonical continuation', () => {
             messages: first,
             promptIds,
             generatedIds,
-            finishReason: generatedIds.at(-1) === profile.special.imEnd ? 'stop' : 'length',
+            finishReason: generatedIds.at(-1) === qwenNamed(profile.ids).imEnd ? 'stop' : 'length',
           },
           { messages: next },
         ],
@@ -136,7 +138,7 @@ describe('hermes tool calls', () => {
 });
 
 describe('the per-call check', () => {
-  const { special } = profile;
+  const special = qwenNamed(profile.ids);
   const prompt = (pads: number) => [
     special.imStart,
     872,
@@ -292,5 +294,46 @@ describe('secrets', () => {
       extra_body: { token: 1, secret: 's' },
     };
     expect(withoutSecrets(body)).toEqual({ messages: body.messages, extra_body: { token: 1 } });
+  });
+});
+
+describe('sessions found by their prompt text (completions)', () => {
+  /** A store whose sessions are found in a completions prompt where a turn ends with `turnEnds`. */
+  const store = (turnEnds?: readonly string[]) =>
+    new SessionStore({
+      ttlMs: 60_000,
+      maxSessions: 10,
+      fileFor: () => ({ path: 'capture.jsonl', bytes: 0, sessions: 0 }),
+      release: () => {},
+      idPrefix: 'r',
+      sessionHeader: 'x-session-id',
+      now: () => 0,
+      ...(turnEnds ? { turnEnds: () => turnEnds } : {}),
+    });
+  const gemma3 = loadProfile('gemma3');
+  const ends = () => turnStopIds(gemma3).map((id) => gemma3.tokenizer.piece(id));
+  const first = '<bos><start_of_turn>user\nWhat is 2 + 2?<end_of_turn>\n<start_of_turn>model\n';
+  const answer = 'It is 4.';
+  const next = `${first}${answer}<end_of_turn>\n<start_of_turn>user\nWhy?<end_of_turn>\n<start_of_turn>model\n`;
+
+  it("a Gemma 3 prompt continues its session where the family's end of turn follows the answer", () => {
+    for (const [turnEnds, continues] of [
+      [ends(), true],
+      // Without the family's stop tokens only `<|…` marks a turn's end, which Gemma 3 never writes.
+      [undefined, false],
+    ] as const) {
+      const s = store(turnEnds);
+      const a = s.identify(undefined, undefined, first);
+      expect(a.created).toBe(true);
+      s.recordTurn(a.session, {
+        promptIds: [],
+        generatedIds: [1],
+        answer: { content: answer, toolCalls: [] },
+        text: first,
+      });
+      const b = s.identify(undefined, undefined, next);
+      expect(b.session.id === a.session.id, String(turnEnds)).toBe(continues);
+    }
+    expect(ends()).toContain('<end_of_turn>');
   });
 });

@@ -12,6 +12,7 @@ import { CheckReport } from '../server/report/check-report.ts';
 import { stepFromPath, stepOf } from '../server/import/step.ts';
 import { loadFile } from '../server/import/index.ts';
 import { SLIME_GROUPS, VERL_GROUPS } from './fixtures/generate-groups.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures');
 
@@ -69,8 +70,8 @@ describe('group checks', () => {
 
   // A multi-turn sample: prompt (with one image) ⧺ response; a tool in the response returns a second image.
   const vision = visionIdsOf(loadProfile('qwen2.5-vl'))!;
-  const { visionStart: VS, imagePad: PAD } = vision;
-  const VE = loadProfile('qwen2.5-vl').special.visionEnd;
+  const { imageBegin: VS, imagePad: PAD } = vision;
+  const VE = qwenNamed(loadProfile('qwen2.5-vl').ids).visionEnd;
   const prompt = [1, 2, VS, PAD, PAD, VE, 3];
   const member = (o: { answer: number[]; images: string[]; mask?: number[]; promptIds?: number[] }) =>
     groupMember(

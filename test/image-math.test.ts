@@ -5,16 +5,15 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import {
-  cellToPad,
   imageTokens,
-  padCell,
   padCountFromGrid,
-  roundHalfEven,
   smartResize,
   type ImageTokens,
   type VisionConfig,
-} from '../server/analysis/image-math.ts';
+} from '../server/families/qwen/image-math.ts';
+import { cellToPad, padCell } from '../server/analysis/image-math.ts';
 import { mulberry32 } from '../server/util/random.ts';
+import { roundHalfEven } from '../server/util/python-round.ts';
 
 const QWEN25: VisionConfig = {
   patchSize: 14,

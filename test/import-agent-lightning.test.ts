@@ -25,9 +25,10 @@ import {
   type ImageName,
 } from './fixtures/generate-vllm.ts';
 import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
-const { eos: EOS } = profile.special;
+const { eos: EOS } = qwenNamed(profile.ids);
 const FILE_URLS: Record<ImageName, string> = { triangle: 'images/triangle.png', isosceles: 'images/isosceles.png' };
 let conv: Record<ConversationName, Conversation>;
 let dataUrls: Record<ImageName, string>;
@@ -142,8 +143,8 @@ describe('a v0.2 rollout object with triplets', () => {
     ]);
     const t = ts[0]!;
     expectTurns(t, conv['wrong-pads']);
-    const [run0] = padRuns(t.turns[0]!.promptIds!, profile.special);
-    const [run1] = padRuns(t.turns[1]!.promptIds!, profile.special);
+    const [run0] = padRuns(t.turns[0]!.promptIds!, profile.ids);
+    const [run1] = padRuns(t.turns[1]!.promptIds!, profile.ids);
     const findings = (await analyze(t)).findings;
     expect(findings.find((f) => f.kind === 'prefix_break')).toMatchObject({
       cause: 'image_tokens_changed',

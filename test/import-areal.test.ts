@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { AREAL_DUMP_LIMITATION, imagePadRuns } from '../server/import/areal-dump.ts';
-import { loadProfile } from '../server/profiles/profile.ts';
+import { loadProfile, visionIdsOf } from '../server/profiles/profile.ts';
 import type { Trajectory } from '../server/model/trajectory.ts';
 import { analyzeTrajectory } from '../server/pipeline/analyze.ts';
 import { padRuns } from '../server/analysis/vision-spans.ts';
@@ -20,6 +20,7 @@ import {
 } from './fixtures/generate-trainers.ts';
 import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
 import { checkPaths } from '../server/pipeline.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const DIR = path.join(FIXTURES, 'areal');
@@ -101,7 +102,7 @@ describe('AReaL trajectories', () => {
     for (const [i, name] of SAMPLE_NAMES.entries()) {
       const t = loaded.trajectories[i]!;
       const types = t.sample!.mmTokenTypeIds!;
-      expect(padRuns(t.sample!.tokens, profile.special).reduce((n, r) => n + r.length, 0)).toBe(
+      expect(padRuns(t.sample!.tokens, profile.ids).reduce((n, r) => n + r.length, 0)).toBe(
         types.filter((x) => x === 1).length,
       );
       const { findings } = await analyze(t);
@@ -113,7 +114,7 @@ describe('AReaL trajectories', () => {
         name as Fault,
         t.sample!,
         'full',
-        profile.special,
+        qwenNamed(profile.ids),
         t.sample!.imageGridThw![0],
         profile.vision.mergeSize,
       )) {
@@ -209,11 +210,12 @@ describe("AReaL's rollout dump", () => {
       const meta = dumped[i]!.meta!;
       expect(meta.seqlen).toBe(s.tokens.length);
       expect(meta.prompt_len).toBe(s.tokens.length - s.lossMask!.reduce((a, b) => a + b, 0));
-      expect(meta.image_pad_runs).toEqual(padRuns(s.tokens, profile.special).map((r) => r.length));
+      expect(meta.image_pad_runs).toEqual(padRuns(s.tokens, profile.ids).map((r) => r.length));
     }
     expect(
       imagePadRuns(
         '<|vision_start|><|image_pad|><|image_pad|><|vision_end|>x<|vision_start|><|image_pad|><|vision_end|>',
+        visionIdsOf(loadProfile('qwen2.5-vl'))!.imageText,
       ),
     ).toEqual([2, 1]);
   });

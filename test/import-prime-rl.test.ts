@@ -28,9 +28,10 @@ import {
   type PrimeRlFixture,
 } from './fixtures/generate-prime-rl.ts';
 import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
-const EOS = profile.special.eos;
+const EOS = qwenNamed(profile.ids).eos;
 
 let fixtures: PrimeRlFixture[];
 const fixture = (name: string): PrimeRlFixture => fixtures.find((f) => f.file === name)!;

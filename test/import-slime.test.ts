@@ -21,6 +21,7 @@ import {
 } from './fixtures/generate-trainers.ts';
 import { jsonlRecords } from './support/jsonl.ts';
 import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const DIR = path.join(FIXTURES, 'slime');
@@ -176,7 +177,7 @@ describe('slime Sample JSONL', () => {
         name as Fault,
         t.sample!,
         'response',
-        profile.special,
+        qwenNamed(profile.ids),
         t.sample!.imageGridThw![0],
         profile.vision.mergeSize,
       )) {
@@ -216,7 +217,7 @@ describe('slime debug-dump wrapper {"rollout_id", "samples"}', () => {
       const { findings } = await analyze(t);
       if (name !== 'duplicated-eos') expect(findings, name).toEqual([]);
       else
-        for (const want of plantedFindings(name, t.sample!, 'response', profile.special, undefined, 2))
+        for (const want of plantedFindings(name, t.sample!, 'response', qwenNamed(profile.ids), undefined, 2))
           expect(findings).toContainEqual(expect.objectContaining(want));
     }
   });

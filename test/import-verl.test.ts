@@ -21,6 +21,7 @@ import {
 } from './fixtures/generate-trainers.ts';
 import { jsonlRecords } from './support/jsonl.ts';
 import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const DIR = path.join(FIXTURES, 'verl');
@@ -114,7 +115,7 @@ describe('verl agent-loop output', () => {
         name as Fault,
         t.sample!,
         'response',
-        profile.special,
+        qwenNamed(profile.ids),
         t.sample!.imageGridThw![0],
         profile.vision.mergeSize,
       )) {
@@ -125,7 +126,7 @@ describe('verl agent-loop output', () => {
 
   it("the images' own max_pixels are what make the pad runs right", async () => {
     const clean = (await load(rel(file))).trajectories[1]!;
-    const pads = padRuns(clean.sample!.tokens, profile.special);
+    const pads = padRuns(clean.sample!.tokens, profile.ids);
     expect(pads.map((p) => p.length)).toEqual([234]); // 640×480 under max_pixels 200704
     const withoutSettings = Trajectory.parse({ ...clean, images: clean.images.map((img) => ({ url: img.url })) });
     const { findings } = await analyzeTrajectory(withoutSettings, { workers: 0 }, [DIR]);

@@ -27,9 +27,10 @@ import {
   type ImageName,
 } from './fixtures/generate-vllm.ts';
 import { checkImporterSnapshot, importerRun } from './support/importer-harness.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
-const { eos: EOS, imStart: IM_START, imagePad: PAD } = profile.special;
+const { eos: EOS, imStart: IM_START, imagePad: PAD } = qwenNamed(profile.ids);
 let conv: Record<ConversationName, Conversation>;
 let urls: Record<ImageName, string>;
 
@@ -148,8 +149,8 @@ describe('chat completions grouped by the ids the logger added', () => {
     });
 
     const pads = byId(ts, 'ro-wrong-pads');
-    const [run0] = padRuns(pads.turns[0]!.promptIds!, profile.special);
-    const [run1] = padRuns(pads.turns[1]!.promptIds!, profile.special);
+    const [run0] = padRuns(pads.turns[0]!.promptIds!, profile.ids);
+    const [run1] = padRuns(pads.turns[1]!.promptIds!, profile.ids);
     expect([run0!.length, run1!.length]).toEqual([80, 35]);
     expect(run1!.offset).toBe(run0!.offset);
     const padFindings = (await analyze(pads)).findings;
@@ -426,7 +427,7 @@ describe('token-in/token-out: render result + /inference/v1/generate', () => {
     expectTurns(flat, conv.clean, { text: false });
     expectTurns(list, conv['render-list'], { text: false });
     for (const t of ts) {
-      for (const turn of t.turns) expect(turn.placeholders).toEqual(padRuns(turn.promptIds!, profile.special));
+      for (const turn of t.turns) expect(turn.placeholders).toEqual(padRuns(turn.promptIds!, profile.ids));
     }
     expect(flat.turns[2]!.placeholders).toHaveLength(2);
     expect(flat.images.map((i) => i.url)).toEqual([urls.triangle, urls.isosceles]);

@@ -13,6 +13,9 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const LAYERS = {
   model: ['server/model/'],
   util: ['server/util/'],
+  // The tokenizer and template engine every family and profile builds on (files of server/profiles/).
+  tokenizers: ['server/profiles/tokenizer.ts', 'server/profiles/template.ts', 'server/profiles/python-literal.ts'],
+  families: ['server/families/'],
   profiles: ['server/profiles/'],
   analysis: ['server/analysis/'],
   report: ['server/report/'],
@@ -28,17 +31,21 @@ const LAYERS = {
 } as const;
 type Layer = keyof typeof LAYERS;
 
-const BELOW_IMAGES: Layer[] = ['model', 'util', 'profiles', 'analysis'];
+const BELOW_IMAGES: Layer[] = ['model', 'util', 'tokenizers', 'families', 'profiles', 'analysis'];
 const BELOW_PIPELINE: Layer[] = [...BELOW_IMAGES, 'report', 'images', 'export', 'import'];
 
 /** DEPS_ALLOWLIST: the layers each layer may import from (besides itself). */
 const DEPS_ALLOWLIST: Record<Layer, readonly Layer[]> = {
   model: [],
   util: ['model'],
-  profiles: ['model', 'util'],
-  analysis: ['model', 'util', 'profiles'],
+  tokenizers: ['model', 'util'],
+  // A model family (server/families/<family>/) is pure: its math, grammar and words, on the tokenizer.
+  families: ['model', 'util', 'tokenizers'],
+  // A profile is one model: its family's ids and settings read from its tokenizer and files.
+  profiles: ['model', 'util', 'tokenizers', 'families'],
+  analysis: ['model', 'util', 'tokenizers', 'families', 'profiles'],
   // The report of a run (check --json) is built from analysis results, and read by every command.
-  report: ['model', 'util', 'profiles', 'analysis'],
+  report: ['model', 'util', 'tokenizers', 'families', 'profiles', 'analysis'],
   images: BELOW_IMAGES,
   export: [...BELOW_IMAGES, 'images'],
   // An export batch is read back as input: the export-rows importer reads the row schema and
@@ -62,7 +69,7 @@ const DEPS_ALLOWLIST: Record<Layer, readonly Layer[]> = {
 const APP_TYPE_SOURCES = ['server/model/', 'server/http/api.ts'];
 
 /** Layers whose code must not touch the filesystem (what they compute is a function of their inputs). */
-const NO_FILESYSTEM: Layer[] = ['analysis', 'report'];
+const NO_FILESYSTEM: Layer[] = ['families', 'analysis', 'report'];
 
 /**
  * Known debt, to be emptied: nothing else is excused. ask.ts sizes the images of a playground

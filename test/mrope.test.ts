@@ -3,7 +3,7 @@
 // control flow: vision_start counting, list.index search, "previous block max + 1").
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { mropePositionIds, verlPositionIds, type MropeOptions } from '../server/analysis/mrope.ts';
+import { mropePositionIds, verlPositionIds, type MropeOptions } from '../server/families/qwen/mrope.ts';
 
 const VS = 151652; // <|vision_start|>
 const VE = 151653; // <|vision_end|>

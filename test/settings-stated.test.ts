@@ -4,6 +4,7 @@
 // checks clean (and exports) only when the importer reads them. The same records with every stated
 // setting removed get the placeholder finding at the image's pad run: the defaults' count against
 // the stated one.
+import { findQwenSpans } from '../server/families/qwen/spans.ts';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -12,7 +13,6 @@ import { loadFile } from '../server/import/index.ts';
 import { parseJson } from '../server/import/read/json.ts';
 import { readProcessorKwargs } from '../server/import/processor-kwargs.ts';
 import { analyzeTrajectory, defaultRoots, type CheckedTrajectory } from '../server/pipeline.ts';
-import { findVisionSpans } from '../server/analysis/vision-spans.ts';
 import { callSettings, statedProcessor } from '../server/analysis/context.ts';
 import { exportRun } from '../server/pipeline/export-run.ts';
 import { loadProfile } from '../server/profiles/profile.ts';
@@ -25,6 +25,7 @@ import {
   type SettingsCase,
 } from './fixtures/generate-settings.ts';
 import { checkImporterSnapshot } from './support/importer-harness.ts';
+import { qwenNamed, type QwenTokens } from '../server/families/qwen/ids.ts';
 
 let dir: string;
 beforeAll(() => {
@@ -56,10 +57,10 @@ function stripped(rel: string): string {
 }
 
 /** The first image's pad run in the stream the checks look at. */
-function firstPadRun(t: Trajectory, special: ReturnType<typeof loadProfile>['special']) {
+function firstPadRun(t: Trajectory, special: QwenTokens) {
   const last = t.turns[t.turns.length - 1]!;
   const tokens = t.sample?.tokens ?? [...last.promptIds!, ...(last.generatedIds ?? [])];
-  return findVisionSpans(tokens, special)[0]!;
+  return findQwenSpans(tokens, special)[0]!;
 }
 
 describe.each(Object.entries(SETTINGS_FILES))('%s', (rel, { format, cases }) => {
@@ -82,7 +83,7 @@ describe.each(Object.entries(SETTINGS_FILES))('%s', (rel, { format, cases }) => 
       expect(
         firstPadRun(
           c.trajectory,
-          loadProfile(c.trajectory.model!.includes('Qwen3') ? 'qwen3-vl' : 'qwen2.5-vl').special,
+          qwenNamed(loadProfile(c.trajectory.model!.includes('Qwen3') ? 'qwen3-vl' : 'qwen2.5-vl').ids),
         ).padLength,
       ).toBe(pads.stated);
     });
@@ -95,7 +96,7 @@ describe.each(Object.entries(SETTINGS_FILES))('%s', (rel, { format, cases }) => 
     checked.forEach((c, i) => {
       const name: SettingsCase = cases[i]!;
       const pads = casePads(name);
-      const special = loadProfile(c.trajectory.model!.includes('Qwen3') ? 'qwen3-vl' : 'qwen2.5-vl').special;
+      const special = qwenNamed(loadProfile(c.trajectory.model!.includes('Qwen3') ? 'qwen3-vl' : 'qwen2.5-vl').ids);
       const f = c.findings.find((x) => x.kind === 'placeholder_count');
       expect(f, `${name}: ${c.findings.map((x) => x.message).join(' | ')}`).toMatchObject({
         image: 0,
@@ -165,7 +166,13 @@ describe('the shared reader', () => {
 });
 
 describe('which settings apply', () => {
-  const base = { id: 't', source: { file: 'x', line: 1, format: 'native' as const }, images: [], limitations: [] };
+  const base = {
+    id: 't',
+    source: { file: 'x', line: 1, format: 'native' as const },
+    images: [],
+    videos: [],
+    limitations: [],
+  };
   it('the checked call over the record, field by field; a call that states none takes the latest earlier one', () => {
     const t = (turns: Trajectory['turns'], processor?: Trajectory['processor']): Trajectory => ({
       ...base,

@@ -7,9 +7,10 @@ import { loadProfile } from '../server/profiles/profile.ts';
 import { analysisContext } from '../server/analysis/context.ts';
 import { checkLeftTruncation } from '../server/analysis/truncation.ts';
 import { Trajectory } from '../server/model/trajectory.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
-const { imagePad: PAD, visionStart: VS, visionEnd: VE, imStart, imEnd } = profile.special;
+const { imagePad: PAD, visionStart: VS, visionEnd: VE, imStart, imEnd } = qwenNamed(profile.ids);
 const text = [9707, 11, 1879];
 // 280×210 with the default processor: 80 pads (test/fixtures/generate-vllm.ts IMAGE_SIZES).
 const image = { url: 'x.png', width: 280, height: 210 };

@@ -22,7 +22,7 @@ const TEXT_TEMPLATE_FILES = [
 ] as const;
 const TEMPLATE_FILES = [...VL_TEMPLATE_FILES, ...TEXT_TEMPLATE_FILES] as const;
 const templateSource = (file: string): string =>
-  readFileSync(new URL(`../server/profiles/templates/${file}`, import.meta.url), 'utf8');
+  readFileSync(new URL(`../server/families/qwen/templates/${file}`, import.meta.url), 'utf8');
 const SCRIPT = fileURLToPath(new URL('./support/render_jinja2.py', import.meta.url));
 
 // ---------------------------------------------------------------------------------------------
@@ -653,12 +653,12 @@ describe('templates', () => {
       bytes: Number(m[2]),
       sha256: m[3]!,
     }));
-    const folder = readdirSync(new URL('../server/profiles/templates/', import.meta.url)).filter((f) =>
+    const folder = readdirSync(new URL('../server/families/qwen/templates/', import.meta.url)).filter((f) =>
       f.endsWith('.jinja'),
     );
     expect(rows.map((r) => r.file).sort()).toEqual(folder.sort());
     for (const r of rows) {
-      const bytes = readFileSync(new URL(`../server/profiles/templates/${r.file}`, import.meta.url));
+      const bytes = readFileSync(new URL(`../server/families/qwen/templates/${r.file}`, import.meta.url));
       expect({ file: r.file, bytes: bytes.length, sha256: createHash('sha256').update(bytes).digest('hex') }).toEqual(
         r,
       );

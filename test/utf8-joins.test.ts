@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { loadProfile } from '../server/profiles/profile.ts';
 import { decodeLenient, partialByteJoins, visiblePiece } from '../server/profiles/tokenizer.ts';
 import { pieces } from '../server/http/views.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const TEXT = 'Angle △ABC ≥ 90°: 漢字 🙂 done';
 
@@ -57,7 +58,7 @@ describe('partial UTF-8 tokens', () => {
     expect(lead).toBeDefined();
     expect(tail).toBeDefined();
     expect(partialByteJoins(tok, [lead!, tail!])).toEqual([{ start: 0, end: 2, text: '·△' }]);
-    expect(partialByteJoins(tok, [lead!, profile.special.imEnd, tail!])).toEqual([]);
+    expect(partialByteJoins(tok, [lead!, qwenNamed(profile.ids).imEnd, tail!])).toEqual([]);
     // A lone continuation byte or a cut-off lead byte joins nothing.
     expect(partialByteJoins(tok, [tail!, tail!])).toEqual([]);
     expect(partialByteJoins(tok, [lead!])).toEqual([]);

@@ -17,6 +17,7 @@ import { ExportRow, exportRow } from '../server/export/row.ts';
 import { analyzeTrajectory } from '../server/pipeline.ts';
 import type { Trajectory } from '../server/model/trajectory.ts';
 import { writeDemoRun } from '../server/demo/write.ts';
+import { loadProfile } from '../server/profiles/profile.ts';
 import { jsonlRecords } from './support/jsonl.ts';
 
 const IM_START = 151644;
@@ -26,10 +27,39 @@ const ASSISTANT = 77091;
 /** `<|endoftext|>`, the secondary EOS: a turn the model ended with it is closed by `\n` alone too. */
 const END_OF_TEXT = 151643;
 
+/** The chat-format ids the derivation follows: ChatML's for Qwen, Gemma's turn tokens for Gemma 3. */
+interface ChatIds {
+  /** The turn opener; the assistant's role token after it, then the newline. */
+  open: number;
+  assistant: number;
+  nl: number;
+  /** The end of turn, and the secondary stop a turn may end with instead (then closed by the newline alone). */
+  end: number;
+  endOfText: number;
+}
+const QWEN: ChatIds = { open: IM_START, assistant: ASSISTANT, nl: NL, end: EOS, endOfText: END_OF_TEXT };
+let GEMMA3: ChatIds;
+/** The ids of the row's model: Gemma 3's runs (test/fixtures/gemma3/) are not ChatML. */
+const chatIdsOf = (row: ExportRow): ChatIds => (/gemma-3/i.test(row.model) ? GEMMA3 : QWEN);
+
 let dir = '';
 beforeAll(() => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'rollscope-exact-'));
-});
+  // Looked up by their text in Gemma 3's real tokenizer, not taken from the family's code.
+  const tok = loadProfile('gemma3').tokenizer;
+  const id = (text: string) => {
+    const found = tok.tokenOfText(text);
+    if (found === undefined) throw new Error(`${text}: not one Gemma 3 token`);
+    return found;
+  };
+  GEMMA3 = {
+    open: id('<start_of_turn>'),
+    assistant: id('model'),
+    nl: id('\n'),
+    end: id('<end_of_turn>'),
+    endOfText: id('<eos>'),
+  };
+}, 300_000);
 afterAll(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const startsWith = (a: readonly number[], b: readonly number[]) => b.every((x, i) => a[i] === x);
@@ -47,10 +77,10 @@ interface Derived {
  * that piece only, and must have the shape the template gives it (ending in the assistant header
  * the next generation follows); everything else comes from the source.
  */
-function derive(t: Trajectory, row: ExportRow): Derived | undefined {
+function derive(t: Trajectory, row: ExportRow, c: ChatIds): Derived | undefined {
   const first = t.turns[0];
   if (!first) return undefined;
-  const header = [IM_START, ASSISTANT, NL];
+  const header = [c.open, c.assistant, c.nl];
   const endsWithHeader = (xs: readonly number[]) => xs.length >= 3 && startsWith(xs.slice(-3), header);
   let prompt = first.promptIds?.slice();
   if (!prompt) {
@@ -63,7 +93,7 @@ function derive(t: Trajectory, row: ExportRow): Derived | undefined {
   const hasLogprobs = t.turns.some((u) => u.generatedLogprobs);
   // Raw text (prompt or sample ids, none with <|im_start|>): turns continue by plain concatenation.
   const stored = [t.sample?.tokens ?? [], ...t.turns.map((u) => u.promptIds ?? [])].filter((ids) => ids.length > 0);
-  const plain = stored.length > 0 && !stored.some((ids) => ids.includes(IM_START));
+  const plain = stored.length > 0 && !stored.some((ids) => ids.includes(c.open));
   const logprobs: (number | null)[] = tokens.map(() => 0);
   for (let k = 0; k < t.turns.length; k++) {
     const turn = t.turns[k]!;
@@ -76,7 +106,7 @@ function derive(t: Trajectory, row: ExportRow): Derived | undefined {
     const next = t.turns[k + 1];
     if (!next && !turn.observationIds && !turn.observationMessages) continue;
     const last = gen[gen.length - 1];
-    const boundary = plain ? [] : last === EOS || last === END_OF_TEXT ? [NL] : [EOS, NL];
+    const boundary = plain ? [] : last === c.end || last === c.endOfText ? [c.nl] : [c.end, c.nl];
     let tail: readonly number[] | undefined;
     if (plain) {
       if (next?.promptIds && startsWith(next.promptIds, tokens)) tail = next.promptIds.slice(tokens.length);
@@ -85,21 +115,21 @@ function derive(t: Trajectory, row: ExportRow): Derived | undefined {
     } else if (next?.promptIds && startsWith(next.promptIds, [...tokens, ...boundary]))
       tail = next.promptIds.slice(tokens.length + boundary.length);
     else if (turn.observationIds) {
-      const anchor = turn.observationIds.indexOf(IM_START);
+      const anchor = turn.observationIds.indexOf(c.open);
       if (anchor < 0) return undefined;
       tail = turn.observationIds.slice(anchor);
     } else if (next?.promptIds) {
       // The next prompt re-rendered our history differently: the observation opens at its n-th
       // <|im_start|>, n being how many turns the canonical stream holds so far.
-      const n = tokens.filter((x) => x === IM_START).length;
-      const at = next.promptIds.map((x, i) => (x === IM_START ? i : -1)).filter((i) => i >= 0)[n];
+      const n = tokens.filter((x) => x === c.open).length;
+      const at = next.promptIds.map((x, i) => (x === c.open ? i : -1)).filter((i) => i >= 0)[n];
       if (at === undefined) return undefined;
       tail = next.promptIds.slice(at);
     } else {
       // Rendered from messages: the row's tokens from after the boundary up to the next turn's
       // generated ids (or the end), opening with <|im_start|> and ending with the assistant header.
       const from = tokens.length + boundary.length;
-      if (!startsWith(row.tokens.slice(tokens.length), boundary) || row.tokens[from] !== IM_START) return undefined;
+      if (!startsWith(row.tokens.slice(tokens.length), boundary) || row.tokens[from] !== c.open) return undefined;
       const nextGen = next?.generatedIds ?? [];
       let to = row.tokens.length;
       if (next) {
@@ -142,7 +172,7 @@ async function verifyBatch(batch: string, inputs: readonly string[]): Promise<Se
   for (const row of rows) {
     const src = bySource.get(`${path.resolve(row.source.file)}\u0000${row.source.line}\u0000${row.id}`);
     expect(src, `${row.id}: its source trajectory`).toBeDefined();
-    const d = derive(src!, row);
+    const d = derive(src!, row, chatIdsOf(row));
     expect(d, `${row.id} (${row.source.format}): derivable from its turns`).toBeDefined();
     const p = row.tokens.length - row.response_length;
     expect(row.tokens, `${row.id} ${row.source.file}: tokens`).toEqual(d!.tokens);

@@ -29,11 +29,12 @@ import { buildTrajectory, trainingSample, type Script } from './support/build.ts
 import { arealRecord, slimeRecord, verlRecord, type FullSample } from './fixtures/generate-trainers.ts';
 import { pngDataUrl, trainingSampleFields, wire } from './fixtures/generate-prime-rl.ts';
 import { textExportRow } from './support/export-row.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 import { replayingOneCase } from './support/property-seed.ts';
 
 const profile = loadProfile('qwen2.5-vl');
 const VOCAB = profile.tokenizer.vocabSize;
-const EOS = profile.special.eos;
+const EOS = qwenNamed(profile.ids).eos;
 const MODEL = 'Qwen/Qwen2.5-VL-7B-Instruct';
 const PYTHON = '/usr/bin/python3';
 const TORCH_WRITE = path.join(import.meta.dirname, 'support', 'torch_write.py');
@@ -623,7 +624,7 @@ function verl(b: Built, s: PlantedSample): string {
 }
 
 function areal(b: Built, s: PlantedSample): string {
-  const rec = arealRecord(fullSample(b, s), 7, profile.special);
+  const rec = arealRecord(fullSample(b, s), 7, qwenNamed(profile.ids));
   return `[${sampleJson(s, {
     ...rec,
     input_ids: [s.tokens],
@@ -644,7 +645,7 @@ function exportRow(s: PlantedSample): string {
 
 /** prime-rl's TrainingSample (msgpack): arrays over every token; a null logprob is nil, "NaN" a float NaN. */
 function primeRl(b: Built, s: PlantedSample): Uint8Array {
-  const pads = s.tokens.map((t) => (t === profile.special.imagePad ? 1 : 0));
+  const pads = s.tokens.map((t) => (t === qwenNamed(profile.ids).imagePad ? 1 : 0));
   const f = trainingSampleFields({
     name: 'index-property',
     tokens: s.tokens,

@@ -15,9 +15,10 @@ import type { Finding } from '../server/model/finding.ts';
 import { buildTrajectory, geometryScript, trainingSample } from './support/build.ts';
 import { canonicalSample, trainingSampleFields, wire } from './fixtures/generate-prime-rl.ts';
 import { jsonlRecords } from './support/jsonl.ts';
+import { qwenNamed } from '../server/families/qwen/ids.ts';
 
 const profile = loadProfile('qwen2.5-vl');
-const EOS = profile.special.eos;
+const EOS = qwenNamed(profile.ids).eos;
 const FIX = path.join('test', 'fixtures');
 let dir = '';
 beforeAll(() => {

@@ -9,7 +9,7 @@ import { causeLabel } from './labels.ts';
 import { isSpecial, joinTitle, shownPiece } from './token-rows.ts';
 import { formatCount } from '../format.ts';
 
-/** A run of one special token written once with its count (`<|image_pad|>×157`): a context line, not a page of pads. */
+/** A run of one special token written once with its count (`<|pad|>×157`): a context line, not a page of pads. */
 export function runsCounted(text: string): string {
   return text.replace(/(<\|[A-Za-z0-9_]+\|>)\1{2,}/g, (run, tok: string) => `${tok}×${run.length / tok.length}`);
 }
@@ -308,7 +308,7 @@ export function foldedRows(
   return out;
 }
 
-/** What a folded stretch holds, in words: one token repeated (`<|image_pad|>`), or its text's start. */
+/** What a folded stretch holds, in words: one token repeated (an image's pad), or its text's start. */
 function foldWords(d: DiffResult, from: number, to: number): string {
   const ids = new Set<number>();
   for (let r = from; r < to && ids.size < 2; r++) {

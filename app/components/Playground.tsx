@@ -383,7 +383,7 @@ export function Playground({
                 </label>
                 <textarea id={idsId} readOnly data-testid="pg-ids" value={result.ids.join(' ')} />
                 <label className="small muted" htmlFor={tokenIdsId}>
-                  as tokenized: {formatCount(result.tokenIds.length)} ids, one &lt;|image_pad|&gt; per image
+                  as tokenized: {formatCount(result.tokenIds.length)} ids, one placeholder per image
                 </label>
                 <textarea id={tokenIdsId} readOnly value={result.tokenIds.join(' ')} />
               </div>

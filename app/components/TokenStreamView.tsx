@@ -146,7 +146,7 @@ const RowView = memo(function RowView({
     return (
       <div className="mark mark-cut">
         ✂ the sequence is cut inside {v.kind} {v.image}: {v.padLength}
-        {v.expectedPads !== null ? ` of ${v.expectedPads}` : ''} pads, no &lt;|vision_end|&gt;
+        {v.expectedPads !== null ? ` of ${v.expectedPads}` : ''} pads, no end token
       </div>
     );
   }
@@ -191,7 +191,7 @@ const RowView = memo(function RowView({
             · {v.padLength} pads
             {v.gridThw ? ` · grid [${v.gridThw.join(', ')}]` : ''}
             {bad && <span className="badnote"> · expected {v.expectedPads}</span>}
-            {v.end < 0 && <span className="badnote"> · cut: no &lt;|vision_end|&gt;</span>}
+            {v.end < 0 && <span className="badnote"> · cut: no end token</span>}
           </span>
           <span className="muted small">▸ expand</span>
         </span>

@@ -8,6 +8,7 @@ export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
   rerender_mismatch: 're-render mismatch',
   sample_mismatch: 'sample mismatch',
   placeholder_count: 'pad count',
+  video_timestamps: 'video timestamps',
   image_count: 'image count',
   image_truncated: 'image truncated',
   placeholder_range: 'placeholder range',
@@ -28,19 +29,20 @@ export const KIND_LABEL: Readonly<Record<FindingKind, string>> = {
 };
 
 export const CAUSE_LABEL: Readonly<Record<DivergenceCause, string>> = {
-  duplicated_eos: 'duplicated <|im_end|>',
-  missing_eos: 'missing <|im_end|>',
-  missing_newline: 'missing \\n after <|im_end|>',
+  duplicated_eos: 'duplicated end of turn',
+  missing_eos: 'missing end of turn',
+  missing_newline: 'missing \\n after end of turn',
   retokenized: 're-tokenized',
   template_changed: 'template changed history',
   image_tokens_changed: 'image pads changed',
   other: 'other',
   reasoning_stripped: 'reasoning stripped',
   tool_call_reserialized: 'tool call re-serialized',
-  secondary_eos: 'ended by <|endoftext|>',
+  secondary_eos: 'ended by secondary EOS',
   vision_token_generated: 'model wrote vision tokens',
   placeholder_in_text: 'placeholder typed as text',
   zero_filled_logprobs: 'logprobs zero-filled',
+  video_pruned: 'video pruned (EVS)',
 };
 
 /** The label of a kind; a name the app does not know (counts are keyed by plain strings) reads as itself. */

@@ -33,6 +33,7 @@ export const KIND_COLOR: Readonly<Record<FindingKind, string>> = {
   group: '#d08a1e',
   analysis_failed: '#000000',
   session_lost: '#be185d',
+  video_timestamps: '#8b5cf6',
 };
 const ACCENT = '#2454c5';
 const SECOND = '#d08a1e';

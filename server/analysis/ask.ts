@@ -7,16 +7,15 @@
 // floats, key order and big integers survive), with `--as vllm` / `--as sglang` prepared the way
 // that server's chat endpoint prepares a request (chat-request.ts, the same normalization check
 // uses), then the profile's template renders them as transformers' `apply_chat_template` does,
-// the tokenizer encodes the text, and each
-// `<|image_pad|>` is expanded to the image's pad count (transformers processing_qwen2_vl.py /
-// vLLM `get_replacement_qwen2vl`: one pad per merged patch, docs/reference/image-math.md#pad-count).
+// the tokenizer encodes the text, and the model family expands each image placeholder to the
+// image's run (docs/reference/image-math.md#pad-count).
 import { z } from 'zod';
 import { Message, type ProcessorSettings } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { parsePythonJson, PyFloat } from '../profiles/python-literal.ts';
-import { imageTokens, type VisionConfig } from './image-math.ts';
+import type { VisionConfig } from '../model/vision.ts';
 import { visionConfigFor } from './context.ts';
-import { countToken, expandImagePads } from './vision-spans.ts';
+
 import { requestForTemplate, type RenderSemantics, type RequestRejection } from './render.ts';
 
 // ---------------------------------------------------------------------------------------------
@@ -178,7 +177,7 @@ export interface ImagePart {
 }
 
 /**
- * Image parts in message order: what the Qwen-VL templates render as `<|image_pad|>`
+ * Image parts in message order: what the chat templates render as an image placeholder
  * (`type == 'image'`, or an `image` / `image_url` key) and what the processor pairs with the pads
  * in order. `width`/`height` on the part give the size without reading anything; otherwise the
  * source is `image_url` (a string or `{url}`), `image`, or transformers' `url` / `path`.
@@ -252,7 +251,10 @@ export const ImageTokensReport = z.object({
   height: z.number().int(),
   ...ResizeResult.shape,
   processor: ProcessorUsed,
-  /** Set only when qwen-vl-utils' smart_resize (docs/reference/image-math.md) answers otherwise with the same settings. */
+  /**
+   * Set only when the family's pre-resize helper answers otherwise with the same settings (Qwen:
+   * qwen-vl-utils' smart_resize, docs/reference/image-math.md).
+   */
   qwen_vl_utils: z.union([ResizeResult, z.object({ error: z.string() })]).optional(),
 });
 export type ImageTokensReport = z.infer<typeof ImageTokensReport>;
@@ -272,7 +274,8 @@ export function imageTokensFor(
   processor?: ProcessorSettings,
 ): ImageTokensReport {
   const vision = visionFor(profile, processor);
-  const a = imageTokens(size.width, size.height, vision, 'transformers');
+  const family = profile.modelFamily;
+  const a = family.imageTokens(size.width, size.height, vision);
   const report: ImageTokensReport = {
     width: size.width,
     height: size.height,
@@ -289,8 +292,8 @@ export function imageTokensFor(
     },
   };
   try {
-    const b = imageTokens(size.width, size.height, vision, 'qwen-vl-utils');
-    if (b.resizedWidth !== a.resizedWidth || b.resizedHeight !== a.resizedHeight) {
+    const b = family.preResizedImageTokens?.(size.width, size.height, vision);
+    if (b && (b.resizedWidth !== a.resizedWidth || b.resizedHeight !== a.resizedHeight)) {
       report.qwen_vl_utils = {
         resized_width: b.resizedWidth,
         resized_height: b.resizedHeight,
@@ -327,7 +330,7 @@ export type RenderedImage = z.infer<typeof RenderedImage>;
 /** `render --json`. */
 export const RenderResult = z.object({
   text: z.string(),
-  /** The rendered text tokenized: one `<|image_pad|>` per image, as the template writes it. */
+  /** The rendered text tokenized: one placeholder per image, as the template writes it. */
   token_ids: z.array(z.number().int()),
   /** What the model sees: each image's pad expanded to its pad count. */
   token_ids_expanded: z.array(z.number().int()),
@@ -400,25 +403,29 @@ export async function renderConversation(
   // Found in the messages as given: the normalized parts no longer say where the image is.
   const images = await sizeImages(profile, findImageParts(input.messages), opts, source);
   const tokenIds = await profile.tokenizer.encode(text);
-  const pads = countToken(tokenIds, profile.special.imagePad);
+  const placeholders = profile.modelFamily.countPlaceholders(tokenIds, profile.ids);
+  const pads = placeholders.images;
+  const padText = profile.tokenizer.piece(profile.ids.media.image.pad);
   if (pads !== images.length) {
     throw new AskInputError(
-      `the template wrote ${pads} <|image_pad|> placeholder${pads === 1 ? '' : 's'} but the conversation has ${images.length} image${images.length === 1 ? '' : 's'}; ` +
-        `the processor pairs them in order and would fail (images in messages the template skips, or the literal text <|image_pad|>)`,
+      `the template wrote ${pads} ${padText} placeholder${pads === 1 ? '' : 's'} but the conversation has ${images.length} image${images.length === 1 ? '' : 's'}; ` +
+        `the processor pairs them in order and would fail (images in messages the template skips, or the literal text ${padText})`,
       { source },
     );
   }
   const notes: string[] = [];
-  const videos = countToken(tokenIds, profile.special.videoPad);
+  const videos = placeholders.videos;
   if (videos > 0)
     notes.push(`${videos} video placeholder${videos === 1 ? '' : 's'} left unexpanded: frame sampling is not modelled`);
   return {
     text,
     token_ids: tokenIds,
-    token_ids_expanded: expandImagePads(
-      tokenIds,
-      profile.special.imagePad,
-      images.map((i) => i.pad_count),
+    token_ids_expanded: await profile.modelFamily.expandMedia(
+      { text, ids: tokenIds },
+      { images: images.map((i) => ({ pads: i.pad_count })), videos: [] },
+      { images: 0, videos: 0 },
+      profile.ids,
+      profile.tokenizer,
     ),
     images,
     notes,
@@ -480,7 +487,7 @@ export const TokenInfo = z.object({
   id: z.number().int(),
   /** The token's text; bytes that are not UTF-8 on their own show as `\xNN`. */
   piece: z.string(),
-  /** A special added token (`<|im_start|>`…); skipped by decode with skip_special_tokens. */
+  /** A special added token (a turn opener, a pad…); skipped by decode with skip_special_tokens. */
   special: z.boolean(),
 });
 export type TokenInfo = z.infer<typeof TokenInfo>;

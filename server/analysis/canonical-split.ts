@@ -187,13 +187,13 @@ export async function checkCanonicalSplits(
   alignment: Alignment,
 ): Promise<Finding[]> {
   const tok = ctx.profile.tokenizer;
-  const { eos, endOfText } = ctx.profile.special;
+  const stops = ctx.profile.ids.grammar.stops;
   const out: Finding[] = [];
   for (const [k, turn] of traj.turns.entries()) {
     const gen = turn.generatedIds;
     if (!gen || gen.length === 0) continue;
     const last = gen[gen.length - 1];
-    const cut = turn.finishReason === 'length' || (last !== eos && last !== endOfText);
+    const cut = turn.finishReason === 'length' || last === undefined || !stops.includes(last);
     const spans = await nonCanonicalSpans(tok, gen, { cut });
     const first = spans[0];
     if (!first) continue;

@@ -6,20 +6,21 @@ import { FINDING_KINDS, type Finding, type StreamName } from '../model/finding.t
 import type { Message, Trajectory, Turn } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import type { AnalysisContext } from './context.ts';
-import { expectedPadCounts } from './context.ts';
+import type { MediaRuns } from '../families/family.ts';
+import { expectedMedia } from './context.ts';
 import { realign, type Alignment } from './realign.ts';
-import { renderTokens, turnCloseIds, turnStopIds } from './render.ts';
+import { padCountExpansions, renderTokens, turnCloseIds, turnStopIds } from './render.ts';
 import { closedCanonical, expectedNextPrompt, extendsTurn } from './expected-streams.ts';
-import { firstDivergence } from './classify.ts';
+import { firstDivergence, tokenName } from './classify.ts';
 import { commonPrefixLength, startsWith } from './diff.ts';
 import { padRuns } from './vision-spans.ts';
-import { padCountFromGrid } from './image-math.ts';
 import { expectedMask } from './mask.ts';
 import { checkZeroFilledLogprobs } from './zero-logprobs.ts';
 import { checkSources, checkStatedPromptTokens, followsChatFormat } from './sources.ts';
 import { renderSemanticsFor } from './render.ts';
 import { checkCanonicalSplits } from './canonical-split.ts';
 import { checkStrayVisionTokens, imageSpans } from './stray-vision.ts';
+import { checkVideos } from './videos.ts';
 import { inStepAsync, StepFailures, type StepPlace } from './analysis-failed.ts';
 import { unavailableAlignment } from './realign.ts';
 import { sampleTurnOf } from './positions.ts';
@@ -77,6 +78,12 @@ export async function checkTrajectory(
     await check('re-render', () => checkRerender(traj, ctx, realigned, rerender, closeIds));
   if (realigned) await check('sample', () => checkSample(traj, ctx, realigned));
   await check('images', () => checkImages(traj, ctx));
+  await check('videos', () => {
+    const observed = observedStream(traj);
+    return observed && observed.tokens.length > 0
+      ? checkVideos(traj, ctx, { tokens: observed.tokens, stream: observed.name, turn: observed.turn })
+      : [];
+  });
   await check('lengths and masks', () => checkLengthsAndMasks(traj, ctx, alignment));
   await check('logprob mismatch', () =>
     mismatchFindings(logprobMismatch(traj, ctx.mismatch), ctx.mismatch, sampleTurnOf(traj)),
@@ -310,8 +317,8 @@ export function checkValues(traj: Trajectory, ctx: AnalysisContext, alignment: A
 /** `prefix_break`: turn k+1's prompt must start with turn k's prompt ⧺ generated ids ⧺ the EOS-aware boundary. */
 export function checkPrefixes(traj: Trajectory, ctx: AnalysisContext, closeIds: readonly number[]): Finding[] {
   const out: Finding[] = [];
-  // Ids outside the chat format (no <|im_start|>) continue by plain concatenation (sources.ts says so once).
-  const plain = followsChatFormat(traj, ctx.profile.special.imStart) === false;
+  // Ids outside the chat format (no turn opener) continue by plain concatenation (sources.ts says so once).
+  const plain = followsChatFormat(traj, ctx.profile.ids.grammar.openers) === false;
   for (let k = 0; k + 1 < traj.turns.length; k++) {
     const f = prefixBreak(ctx.profile, traj.turns[k]!, traj.turns[k + 1]!, k + 1, closeIds, plain);
     if (f) out.push(f);
@@ -333,11 +340,19 @@ export function prefixBreak(
   plain: boolean,
 ): Finding | undefined {
   if (!cur.promptIds || !next.promptIds) return undefined;
-  const stopIds = turnStopIds(profile.special);
-  if (extendsTurn(next.promptIds, cur, closeIds, stopIds, plain)) return undefined;
-  const expected = expectedNextPrompt(cur, closeIds, stopIds, plain);
-  if (!expected) return undefined;
+  const stopIds = turnStopIds(profile);
   const gen = cur.generatedIds ?? [];
+  let expected: number[] | undefined;
+  if (extendsTurn(next.promptIds, cur, closeIds, stopIds, plain)) {
+    // Where nothing closes a turn after its stop token (Kimi's end of turn, GLM's role token that
+    // is also the next turn's opener), the stop written again right after the boundary is the
+    // duplicated end: no family's next turn begins with the token that ended the last one.
+    const at = expectedNextPrompt(cur, closeIds, stopIds, plain)!.length;
+    const stop = gen[gen.length - 1];
+    if (plain || stop === undefined || !stopIds.includes(stop) || next.promptIds[at] !== stop) return undefined;
+    expected = [...next.promptIds.slice(0, at), ...next.promptIds.slice(at + 1)];
+  } else expected = expectedNextPrompt(cur, closeIds, stopIds, plain);
+  if (!expected) return undefined;
   const d = firstDivergence(profile, expected, next.promptIds, {
     prefixOnly: true,
     generated: [[cur.promptIds.length, cur.promptIds.length + gen.length]],
@@ -393,9 +408,16 @@ export async function rerenderConversation(
       tools: last.tools,
       as: renderSemanticsFor(traj),
     },
-    expectedPadCounts(ctx).map((n, k) => n ?? alignment?.placeholderRanges[k]?.length),
+    withStoredCounts(expectedMedia(ctx), alignment),
   );
   return rendered.expanded;
+}
+
+/** Images whose size is unknown take the pad count of their run in the canonical stream. */
+function withStoredCounts(media: MediaRuns, alignment: Alignment | undefined): MediaRuns {
+  const stored = padCountExpansions((alignment?.placeholderRanges ?? []).map((r) => r.length)).images;
+  const n = Math.max(media.images.length, stored.length);
+  return { ...media, images: Array.from({ length: n }, (_, k) => media.images[k] ?? stored[k]) };
 }
 
 /**
@@ -411,7 +433,13 @@ export function checkRerender(
   closeIds: readonly number[],
 ): Finding[] {
   const last = traj.turns[traj.turns.length - 1];
-  const canonical = closedCanonical(traj, alignment, closeIds, turnStopIds(ctx.profile.special));
+  const canonical = closedCanonical(
+    traj,
+    alignment,
+    closeIds,
+    turnStopIds(ctx.profile),
+    ctx.profile.ids.grammar.stopOpensTurn,
+  );
   // Without the last turn's generated ids the canonical stream ends at its prompt: the re-render may run on.
   // So with none generated (slime's aborted or pending Sample, response_length 0): its empty answer renders closed.
   const d = firstDivergence(ctx.profile, canonical, rerender, {
@@ -481,11 +509,14 @@ export function checkSample(traj: Trajectory, ctx: AnalysisContext, alignment: A
 /** Image checks on every stream the data holds: pad counts, image counts, truncation, declared ranges. */
 export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
   const out: Finding[] = [];
-  const { special, vision } = ctx.profile;
+  const { ids, vision } = ctx.profile;
+  const family = ctx.profile.modelFamily;
+  const endName = tokenName(ctx.profile, [ids.media.image.end]);
+  const padName = tokenName(ctx.profile, [ids.media.image.pad]);
   const observed = observedStream(traj);
   // No ids at all (slime's Sample aborted before its prompt was tokenized): no placeholder was dropped.
   if (!observed || observed.tokens.length === 0) return out;
-  const spans = imageSpans(traj, observed.tokens, special).filter((s) => s.kind === 'image');
+  const spans = imageSpans(traj, observed.tokens, ctx.profile).filter((s) => s.kind === 'image');
   const stream = observed.name;
   const turn = observed.turn;
   const grids = traj.sample?.imageGridThw;
@@ -513,7 +544,7 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
     if (span.start < 0 && span.padStart === 0) return;
     const img = ctx.images[i];
     const grid = grids?.[i];
-    const fromGrid = grid ? padCountFromGrid(grid, vision.mergeSize) : undefined;
+    const fromGrid = grid ? family.padCountFromGrid(grid, img?.vision ?? vision) : undefined;
     const fromSize = img?.tokens?.padCount;
     if (span.end < 0) {
       const expected = fromGrid ?? fromSize;
@@ -526,7 +557,7 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
         image: i,
         expected,
         actual: span.padLength,
-        message: `the sequence is cut inside image ${i}: ${span.padLength}${expected ? ` of ${expected}` : ''} pad tokens and no <|vision_end|>; the trainer gets pixels for a whole image and tokens for part of it`,
+        message: `the sequence is cut inside image ${i}: ${span.padLength}${expected ? ` of ${expected}` : ''} pad tokens and no ${endName}; the trainer gets pixels for a whole image and tokens for part of it`,
       });
       return;
     }
@@ -554,7 +585,12 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
         image: i,
         expected: fromSize,
         actual: span.padLength,
-        message: `image ${i} is ${img0?.width}×${img0?.height}: with min_pixels=${img!.vision.minPixels}, max_pixels=${img!.vision.maxPixels} it gives ${fromSize} pad tokens (grid [${img!.tokens!.gridThw.join(', ')}]) but the sequence holds ${span.padLength}${
+        // Processor settings are named where they bound the family's resize (Qwen's pixel bounds and grid).
+        message: `image ${i} is ${img0?.width}×${img0?.height}: ${
+          family.pixelBounds
+            ? `with min_pixels=${img!.vision.minPixels}, max_pixels=${img!.vision.maxPixels} it gives ${fromSize} pad tokens (grid [${img!.tokens!.gridThw.join(', ')}])`
+            : `${family.label}'s processor gives it ${fromSize} ${padName} tokens`
+        } but the sequence holds ${span.padLength}${
           agreesWithGrid
             ? ' (consistent with the stored grid: the run used other processor settings; pass --min-pixels/--max-pixels)'
             : ''
@@ -608,7 +644,7 @@ export function checkImages(traj: Trajectory, ctx: AnalysisContext): Finding[] {
       });
   });
   for (const d of declared) {
-    const runs = padRuns(d.tokens, special);
+    const runs = padRuns(d.tokens, ids);
     const n = Math.max(runs.length, d.ranges.length);
     for (let i = 0; i < n; i++) {
       const r = d.ranges[i];
@@ -714,8 +750,8 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, ali
   if (s.lossMask && s.lossMask.length === scopeLen && ctx.profile.uncoveredModel === undefined) {
     // Assistant turns before the first trained token are prompt history (few-shot, earlier episodes): not judged.
     const promptLength = respLen !== undefined ? total - respLen : Math.max(0, s.lossMask.indexOf(1));
-    const expected = expectedMask(s.tokens, ctx.profile.special, promptLength);
-    // Where the chat structure allows either value (an assistant's <|im_end|>: generated when the
+    const expected = expectedMask(s.tokens, ctx.profile.ids.grammar, promptLength);
+    // Where the chat structure allows either value (an assistant's end of turn: generated when the
     // model stopped, appended after a turn cut by length), the canonical re-alignment decides: it
     // knows which tokens were generated. Judged only where the sample holds the canonical stream.
     const canonicalUpTo = commonPrefixLength(s.tokens, alignment.tokens);
@@ -727,7 +763,9 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, ali
       const got = s.lossMask[i];
       if (got !== 0 && got !== 1) continue; // invalid_value (checkValues)
       if (want === undefined || want < 0 || want === got) continue;
-      const eos = s.tokens[at] === ctx.profile.special.eos;
+      const end = ctx.profile.ids.grammar.endOfTurn ?? ctx.profile.ids.eos;
+      const eos = s.tokens[at] === end;
+      const endText = ctx.profile.tokenizer.piece(end);
       out.push({
         kind: 'mask_mismatch',
         severity: 'error',
@@ -738,8 +776,8 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, ali
         actual: got,
         message: fromCanonical
           ? want === 0
-            ? `loss mask is 1 at token ${at}, ${eos ? 'an <|im_end|> appended to close a turn cut by length' : 'a token appended to the generation'}: the model would be trained on a token it did not generate`
-            : `loss mask is 0 at token ${at}, ${eos ? 'the <|im_end|> the model generated to end its turn: the model is not trained to stop' : `a token the model generated (its logprob is the sampler's): it is left out of training`}`
+            ? `loss mask is 1 at token ${at}, ${eos ? `an ${endText} appended to close a turn cut by length` : 'a token appended to the generation'}: the model would be trained on a token it did not generate`
+            : `loss mask is 0 at token ${at}, ${eos ? `the ${endText} the model generated to end its turn: the model is not trained to stop` : `a token the model generated (its logprob is the sampler's): it is left out of training`}`
           : want === 0
             ? `loss mask is 1 at token ${at}, which belongs to ${describeRole(s.tokens, at, ctx)}: the model would be trained on text it did not generate`
             : `loss mask is 0 at token ${at}, inside the assistant's generated text: a generated token is left out of training`,
@@ -751,10 +789,13 @@ export function checkLengthsAndMasks(traj: Trajectory, ctx: AnalysisContext, ali
 }
 
 function describeRole(tokens: readonly number[], index: number, ctx: AnalysisContext): string {
-  const { special, tokenizer } = ctx.profile;
+  const { ids, tokenizer } = ctx.profile;
   for (let i = index; i >= 0; i--) {
-    if (tokens[i] === special.imStart) {
-      const role = tokenizer.decodeSync(tokens.slice(i + 1, Math.min(i + 3, tokens.length))).split('\n')[0] ?? '?';
+    const header = ids.grammar.openers.includes(tokens[i]!) ? ids.grammar.header(tokens, i) : undefined;
+    if (header) {
+      const [from, to] = header.roleSpan;
+      const role =
+        (tokenizer.decodeSync(tokens.slice(from, Math.min(to, from + 2))).split('\n')[0] ?? '').trim() || '?';
       return i === index ? 'a turn header' : `${/^[aeiou]/i.test(role) ? 'an' : 'a'} ${role} turn`;
     }
   }

@@ -1,12 +1,15 @@
-// Why two token streams diverge (docs/reference/prefix-stability.md): a duplicated or missing
-// `<|im_end|>`, a missing `\n` after it, a turn the model ended with `<|endoftext|>` closed as if
-// cut by length, the same text tokenized differently, reasoning dropped from the history, a tool
-// call parsed and serialized again, vision tokens the model generated, a template that rewrote
-// history otherwise (special tokens, stripped whitespace), or image pad runs of another length.
+// Why two token streams diverge (docs/reference/prefix-stability.md): a duplicated or missing end
+// of turn, a missing newline after it, a turn the model ended with a secondary stop token closed as
+// if cut by length, the same text tokenized differently, reasoning dropped from the history, a
+// tool call parsed and serialized again, vision tokens the model generated, a template that
+// rewrote history otherwise (special tokens, stripped whitespace), or image pad runs of another
+// length. The turn boundary is the model family's grammar (server/families/), and the
+// explanations name the family's own tokens, as their pieces spell them.
 import type { DivergenceCause } from '../model/finding.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { commonPrefixLength, diffTokens, mergeNearbyHunks, type Hunk } from './diff.ts';
 import { visiblePiece } from '../profiles/tokenizer.ts';
+import { isVisionToken, padIdsOf } from './vision-spans.ts';
 
 export interface Divergence {
   cause: DivergenceCause;
@@ -27,6 +30,17 @@ function count(ids: readonly number[], id: number): number {
   let n = 0;
   for (const t of ids) if (t === id) n++;
   return n;
+}
+
+/** Tokens as code spans a message names them by: their pieces, a newline written `\n`. */
+export function tokenName(profile: ModelProfile, ids: readonly number[]): string {
+  const text = ids.map((id) => profile.tokenizer.piece(id)).join('');
+  return `\`${text.replace(/\n/g, '\\n').replace(/\t/g, '\\t')}\``;
+}
+
+/** A cause's explanation in the family's words when it has its own, else the generic one. */
+function explained(profile: ModelProfile, cause: DivergenceCause, token: string, generic: string): string {
+  return profile.modelFamily.explain?.(cause, token) ?? generic;
 }
 
 function quote(profile: ModelProfile, ids: readonly number[]): string {
@@ -56,9 +70,10 @@ export function firstDivergence(
   // When `actual` may run on, compare it only a little past what `expected` still has.
   let b = actual.slice(lcp, opts.prefixOnly ? lcp + a.length + 4 : lcp + w);
   if (opts.prefixOnly) {
-    // Both sides close the same assistant turn: compare up to (and as far past) the first `<|im_end|>`.
-    const ea = a.indexOf(profile.special.eos);
-    const eb = b.indexOf(profile.special.eos);
+    // Both sides close the same assistant turn: compare up to (and as far past) the first end of turn.
+    const end = profile.ids.grammar.endOfTurn ?? profile.ids.eos;
+    const ea = a.indexOf(end);
+    const eb = b.indexOf(end);
     if (ea >= 0 && eb >= 0) b = b.slice(0, eb + (a.length - ea));
   }
   const hunks = mergeNearbyHunks(diffTokens(a, b), 3);
@@ -73,8 +88,9 @@ export function firstDivergence(
 }
 
 /**
- * Turn-boundary failures read directly at the first differing token: a diff could explain
- * `<|im_end|><|im_start|>` vs `<|im_end|>\n<|im_start|>` as an insertion elsewhere at equal cost.
+ * Turn-boundary failures read directly at the first differing token: a diff could explain an end
+ * of turn followed by the next opener, against the same with the newline between, as an insertion
+ * elsewhere at equal cost.
  */
 function boundaryDivergence(
   profile: ModelProfile,
@@ -84,7 +100,10 @@ function boundaryDivergence(
   generated: readonly (readonly [number, number])[] = [],
 ): Divergence | undefined {
   const generatedEndsAt = (end: number) => generated.some(([, e]) => e === end);
-  const { eos, newline, imStart, endOfText } = profile.special;
+  const { grammar, eos } = profile.ids;
+  const end = grammar.endOfTurn ?? eos;
+  const after = grammar.afterEnd[0];
+  const openers = grammar.openers;
   const e = expected[i];
   const a = actual[i];
   const prev = expected[i - 1];
@@ -95,41 +114,45 @@ function boundaryDivergence(
     hunk,
     expectedTokens: expected.slice(hunk.aStart, hunk.aEnd),
     actualTokens: actual.slice(hunk.bStart, hunk.bEnd),
-    explanation,
+    explanation: explained(profile, cause, tokenName(profile, [end]), explanation),
   });
-  if (prev === endOfText && e === newline && a === eos) {
+  const endText = tokenName(profile, [end]);
+  const afterText = after !== undefined ? tokenName(profile, [after]) : '';
+  const closeText = tokenName(profile, [end, ...grammar.afterEnd]);
+  const secondary = prev !== undefined && grammar.secondaryStops.includes(prev) ? prev : undefined;
+  if (secondary !== undefined && after !== undefined && e === after && a === end) {
     return make(
       'secondary_eos',
       { aStart: i, aEnd: i, bStart: i, bEnd: i + 1 },
-      'the turn ended with `<|endoftext|>`, a stop token of the model, but was closed with `<|im_end|>\\n` as if cut by the length limit: after a generated stop token only `\\n` follows',
+      `the turn ended with ${tokenName(profile, [secondary])}, a stop token of the model, but was closed with ${closeText} as if cut by the length limit: after a generated stop token only ${afterText} follows`,
     );
   }
-  if (e === endOfText && a === eos && generatedEndsAt(i + 1)) {
+  if (e !== undefined && grammar.secondaryStops.includes(e) && a === end && generatedEndsAt(i + 1)) {
     return make(
       'secondary_eos',
       { aStart: i, aEnd: i + 1, bStart: i, bEnd: i + 1 },
-      "the model ended its turn with `<|endoftext|>`, a stop token of its own; decoded without special tokens and rendered again, the turn ends with the template's `<|im_end|>` instead",
+      `the model ended its turn with ${tokenName(profile, [e])}, a stop token of its own; decoded without special tokens and rendered again, the turn ends with the template's ${endText} instead`,
     );
   }
-  if (prev === eos && a === eos) {
+  if (prev === end && a === end) {
     return make(
       'duplicated_eos',
       { aStart: i, aEnd: i, bStart: i, bEnd: i + 1 },
-      '`<|im_end|>` appears twice: the re-rendered history closes the assistant turn again after the generated `<|im_end|>`',
+      `${endText} appears twice: the re-rendered history closes the assistant turn again after the generated ${endText}`,
     );
   }
-  if (e === eos && (a === newline || a === imStart)) {
+  if (e === end && a !== undefined && (a === after || openers.includes(a))) {
     return make(
       'missing_eos',
       { aStart: i, aEnd: i + 1, bStart: i, bEnd: i },
-      'the `<|im_end|>` that closes the assistant turn is missing: the next turn starts inside the unfinished one',
+      `the ${endText} that closes the assistant turn is missing: the next turn starts inside the unfinished one`,
     );
   }
-  if (prev === eos && e === newline && a === imStart) {
+  if (prev === end && after !== undefined && e === after && a !== undefined && openers.includes(a)) {
     return make(
       'missing_newline',
       { aStart: i, aEnd: i + 1, bStart: i, bEnd: i },
-      'the `\\n` the template puts after `<|im_end|>` is missing: the next turn starts right after the end of turn',
+      `the ${afterText} the template puts after ${endText} is missing: the next turn starts right after the end of turn`,
     );
   }
   return undefined;
@@ -146,7 +169,8 @@ export function classifyHunk(
   hunk: Hunk,
   generated: readonly (readonly [number, number])[] = [],
 ): Divergence {
-  const { special, tokenizer } = profile;
+  const { tokenizer } = profile;
+  const { grammar } = profile.ids;
   const a = expected.slice(hunk.aStart, hunk.aEnd);
   const b = actual.slice(hunk.bStart, hunk.bEnd);
   const before = expected[hunk.aStart - 1];
@@ -157,11 +181,13 @@ export function classifyHunk(
     expectedTokens: a.slice(0, MAX_SHOWN),
     actualTokens: b.slice(0, MAX_SHOWN),
   };
-  const isPad = (t: number) => t === special.imagePad || t === special.videoPad;
-  const eos = special.eos;
-  const eosText = '`<|im_end|>`';
+  const pads = padIdsOf(profile.ids);
+  const isPad = (t: number) => pads.includes(t);
+  const eos = grammar.endOfTurn ?? profile.ids.eos;
+  const eosText = tokenName(profile, [eos]);
+  const after = grammar.afterEnd[0];
 
-  const isVision = (t: number) => isPad(t) || t === special.visionStart || t === special.visionEnd;
+  const isVision = (t: number) => isVisionToken(profile.ids, t);
   const generatedVision = a.findIndex(
     (t, k) => isVision(t) && generated.some(([s, e]) => hunk.aStart + k >= s && hunk.aStart + k < e),
   );
@@ -190,32 +216,48 @@ export function classifyHunk(
     return {
       ...base,
       cause: 'duplicated_eos',
-      explanation: `${eosText} appears twice: the re-rendered history closes the assistant turn again after the generated ${eosText}`,
+      explanation: explained(
+        profile,
+        'duplicated_eos',
+        eosText,
+        `${eosText} appears twice: the re-rendered history closes the assistant turn again after the generated ${eosText}`,
+      ),
     };
   }
   if (eosA > eosB) {
     return {
       ...base,
       cause: 'missing_eos',
-      explanation: `the generated ${eosText} is missing: the turn is not closed where the model closed it`,
+      explanation: explained(
+        profile,
+        'missing_eos',
+        eosText,
+        `the generated ${eosText} is missing: the turn is not closed where the model closed it`,
+      ),
     };
   }
-  if (a.length >= 1 && a[0] === special.newline && before === eos && !(b[0] === special.newline)) {
+  if (after !== undefined && a.length >= 1 && a[0] === after && before === eos && !(b[0] === after)) {
     return {
       ...base,
       cause: 'missing_newline',
-      explanation: `the \`\\n\` the template puts after ${eosText} is missing: the next turn starts right after the end of turn`,
+      explanation: `the ${tokenName(profile, [after])} the template puts after ${eosText} is missing: the next turn starts right after the end of turn`,
     };
   }
   const textA = tokenizer.decodeSync(a);
   const textB = tokenizer.decodeSync(b);
-  const thinkTags = (x: string) => (x.match(/<\/?think>/g) ?? []).length;
+  const tags = profile.modelFamily.reasoningTags;
+  const thinkTags = (x: string) => (tags ? x.split(tags.open).length + x.split(tags.close).length - 2 : 0);
   if (thinkTags(textA) > thinkTags(textB)) {
     const n = a.length - b.length;
     return {
       ...base,
       cause: 'reasoning_stripped',
-      explanation: `the reasoning the model generated (${quote(profile, a)}${n > 0 ? `, ${n} tokens` : ''}) is missing from the history: the chat template dropped it (Qwen3's template keeps \`<think>…</think>\` only after the last user turn) or the loop re-rendered the answer without it`,
+      explanation: explained(
+        profile,
+        'reasoning_stripped',
+        `${quote(profile, a)}${n > 0 ? `, ${n} tokens` : ''}`,
+        `the reasoning the model generated (${quote(profile, a)}${n > 0 ? `, ${n} tokens` : ''}) is missing from the history: the chat template dropped it (a template that keeps reasoning only after the last user turn) or the loop re-rendered the answer without it`,
+      ),
     };
   }
   const callA = toolCallAround(profile, expected, hunk.aStart);
@@ -269,12 +311,10 @@ function canonicalJson(v: unknown): string {
   return JSON.stringify(v);
 }
 
-const TOOL_OPEN = '<tool_call>';
-const TOOL_CLOSE = '</tool_call>';
 const TOOL_REACH = 512;
 
 /**
- * The `<tool_call>…</tool_call>` block of `stream` that holds token `at`: its JSON text and its
+ * The tool-call block (the family parser's open … close) of `stream` that holds token `at`: its JSON text and its
  * value (keys sorted; `2.0` and `2` are one number). Undefined outside a block or when the text
  * is not JSON.
  */
@@ -284,6 +324,7 @@ function toolCallAround(
   at: number,
 ): { text: string; value: string } | undefined {
   const tok = profile.tokenizer;
+  const { open: TOOL_OPEN, close: TOOL_CLOSE } = profile.modelFamily.toolCalls;
   const before = tok.decodeSync(stream.slice(Math.max(0, at - TOOL_REACH), at));
   const open = before.lastIndexOf(TOOL_OPEN);
   if (open < 0 || before.indexOf(TOOL_CLOSE, open) >= 0) return undefined;

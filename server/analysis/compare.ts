@@ -6,7 +6,7 @@
 import type { Finding } from '../model/finding.ts';
 import type { GridThw, PlaceholderRange, Trajectory } from '../model/trajectory.ts';
 import { tokenDisplay, type ModelProfile } from '../profiles/profile.ts';
-import { mropePositionIds, verlPositionIds } from './mrope.ts';
+import { positionIds, positionMedia } from './position-ids.ts';
 import type { Alignment } from './realign.ts';
 import { padRuns } from './vision-spans.ts';
 
@@ -23,7 +23,7 @@ export interface TrainedSide {
   profile: ModelProfile;
 }
 
-/** A token id with its text, as a person reads it (`151645 <|im_end|>`, `198 "⏎"`). */
+/** A token id with its text, as a person reads it (a special token as `ID <|…|>`, a piece as `ID "⏎"`). */
 function idText(profile: ModelProfile, id: number): string {
   const piece = tokenDisplay(profile, id);
   return piece === `#${id}` ? piece : /^<\|.*\|>$/.test(piece) ? `${id} ${piece}` : `${id} "${piece}"`;
@@ -160,7 +160,7 @@ export function compareTrained(rollout: RolloutSide, trained: TrainedSide): Find
   // placeholders: pad runs of the trained tokens and the stated grids
   const profile = trained.profile;
   const before = (r: PlaceholderRange) => r.offset + r.length <= comparable;
-  const runs: PlaceholderRange[] = padRuns(sample.tokens, profile.special).filter(before);
+  const runs: PlaceholderRange[] = padRuns(sample.tokens, profile.ids).filter(before);
   const runAt = firstDifference(
     expected.placeholderRanges.filter(before),
     runs,
@@ -251,34 +251,26 @@ export function compareTrained(rollout: RolloutSide, trained: TrainedSide): Find
     }
   }
 
-  // position ids, when the trained side stored them: against the mRoPE computation on its own tokens
+  // position ids, when the trained side stored them: against the family's computation (mRoPE for Qwen) on its own tokens
   const stored = sample.positionIds;
   if (stored && stored.length > 0) {
-    const opts = {
-      imagePadId: profile.special.imagePad,
-      videoPadId: profile.special.videoPad,
-      visionStartId: profile.special.visionStart,
-      mergeSize: profile.vision.mergeSize,
-    };
     let rows: number[][] | undefined;
     try {
       // The trained side's own grids when they cover its pad runs; else the rollout's (a batch that
       // lost its grids is reported as such above; its positions are still checked against the truth).
       const grids =
-        trainedGrids && trainedGrids.length === padRuns(sample.tokens, profile.special).length
+        trainedGrids && trainedGrids.length === padRuns(sample.tokens, profile.ids).length
           ? trainedGrids
           : expectedGrids;
-      rows =
-        stored.length === 4
-          ? verlPositionIds(sample.tokens, grids, opts).rows
-          : mropePositionIds(sample.tokens, grids, opts).rows;
+      rows = positionIds(
+        profile,
+        sample.tokens,
+        positionMedia(profile, sample.tokens, grids),
+        stored.length === 4 ? 'verl' : 'model',
+      );
     } catch (e) {
       out.push(
-        mismatch(
-          'position_ids',
-          -1,
-          `mRoPE positions cannot be computed for the trained tokens: ${(e as Error).message}`,
-        ),
+        mismatch('position_ids', -1, `position ids cannot be computed for the trained tokens: ${(e as Error).message}`),
       );
     }
     if (rows) {
@@ -300,7 +292,7 @@ export function compareTrained(rollout: RolloutSide, trained: TrainedSide): Find
           mismatch(
             'position_ids',
             at,
-            `position_ids row ${row} is ${stored[row]?.[at] ?? 'missing'} at token ${at}, the mRoPE computation gives ${rows[row]![at]}`,
+            `position_ids row ${row} is ${stored[row]?.[at] ?? 'missing'} at token ${at}, the computation gives ${rows[row]![at]}`,
             rows[row]![at],
             stored[row]?.[at],
           ),

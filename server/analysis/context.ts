@@ -6,7 +6,8 @@
 import type { ImageRef, ProcessorSettings, Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import type { MismatchThresholds } from './logprob-mismatch.ts';
-import { imageTokens, type ImageTokens, type VisionConfig } from './image-math.ts';
+import type { ImageTokens, VideoTokens, VisionConfig } from '../model/vision.ts';
+import type { MediaRuns } from '../families/family.ts';
 
 export interface ImageExpectation {
   /** Token math for the image, when its size is known and valid. */
@@ -16,10 +17,19 @@ export interface ImageExpectation {
   problem?: string;
 }
 
+/** A video's expected token runs (the family's video math), or why none could be computed. */
+export interface VideoExpectation {
+  tokens?: VideoTokens;
+  vision: VisionConfig;
+  problem?: string;
+}
+
 export interface AnalysisContext {
   profile: ModelProfile;
   /** One entry per trajectory image, in order of appearance. */
   images: ImageExpectation[];
+  /** One entry per trajectory video, in order of appearance (absent: none). */
+  videos?: VideoExpectation[];
   /** Thresholds for rollout-vs-trainer logprobs (`--max-logprob-delta`, `--is-cap`, …); defaults when absent. */
   mismatch?: MismatchThresholds;
 }
@@ -58,6 +68,8 @@ export function visionConfigFor(
   stated: ProcessorSettings | undefined,
   overrides: ProcessorSettings | undefined,
 ): VisionConfig {
+  // Min/max pixels bound the resize only where the family's processor has them (ModelFamily.pixelBounds).
+  if (!profile.modelFamily.pixelBounds) return { ...profile.vision };
   return {
     ...profile.vision,
     minPixels: image?.minPixels ?? stated?.minPixels ?? overrides?.minPixels ?? profile.vision.minPixels,
@@ -75,14 +87,42 @@ export function analysisContext(
     const vision = visionConfigFor(profile, img, stated, overrides);
     if (!img.width || !img.height) return { vision, problem: img.unavailable ?? 'image size unknown' };
     try {
-      return { vision, tokens: imageTokens(img.width, img.height, vision) };
+      return { vision, tokens: profile.modelFamily.imageTokens(img.width, img.height, vision) };
     } catch (e) {
       return { vision, problem: (e as Error).message };
     }
   });
-  return { profile, images };
+  const family = profile.modelFamily;
+  const videos = (traj.videos ?? []).map((v): VideoExpectation => {
+    const vision = visionConfigFor(profile, undefined, stated, overrides);
+    if (!family.videoTokens) return { vision, problem: `${family.label} models take no video` };
+    const frames = v.frameCount ?? v.frames?.length;
+    if (v.unavailable || !v.width || !v.height || !frames)
+      return { vision, problem: v.unavailable ?? 'video frame size or count unknown' };
+    try {
+      const input = {
+        width: v.width,
+        height: v.height,
+        frames,
+        ...(v.fps !== undefined ? { fps: v.fps } : {}),
+        ...(v.timestamps ? { timestamps: v.timestamps } : {}),
+      };
+      return { vision, tokens: family.videoTokens(input, vision) };
+    } catch (e) {
+      return { vision, problem: (e as Error).message };
+    }
+  });
+  return { profile, images, ...(videos.length > 0 ? { videos } : {}) };
 }
 
 export function expectedPadCounts(ctx: AnalysisContext): (number | undefined)[] {
   return ctx.images.map((i) => i.tokens?.padCount);
+}
+
+/** What each media item's placeholder expands to, where its size is known (the family's run). */
+export function expectedMedia(ctx: AnalysisContext): MediaRuns {
+  return {
+    images: ctx.images.map((i) => (i.tokens ? { pads: i.tokens.padCount, tokens: i.tokens } : undefined)),
+    videos: (ctx.videos ?? []).map((v) => v.tokens),
+  };
 }

@@ -8,7 +8,7 @@ import { startsWithParts } from './diff.ts';
 /**
  * What the next turn's prompt must start with: this turn's prompt ⧺ its generated ids ⧺ the
  * EOS-aware boundary (`closeIds` from `turnCloseIds`, `stopIds` from `turnStopIds`). Ids outside the
- * chat format (`plain`: no `<|im_start|>` anywhere) continue by plain concatenation. Undefined when
+ * chat format (`plain`: no turn opener anywhere) continue by plain concatenation. Undefined when
  * the turn has no prompt ids.
  */
 export function expectedNextPrompt(
@@ -37,16 +37,20 @@ export function extendsTurn(
 
 /**
  * The canonical stream closed the way a re-render of the conversation closes it: the EOS-aware
- * boundary after the last generation, unless observations follow it (they carry their own).
+ * boundary after the last generation, unless observations follow it (they carry their own). In a
+ * family whose stop token is the next turn's opener (GLM's `stopOpensTurn`), a conversation that
+ * ends with the answer renders without it: the generated stop is not part of the closed stream.
  */
 export function closedCanonical(
   traj: Trajectory,
   alignment: Alignment,
   closeIds: readonly number[],
   stopIds: readonly number[],
+  stopOpensTurn = false,
 ): number[] {
   const last = traj.turns[traj.turns.length - 1];
   const generated = last?.generatedIds ?? [];
   if (last?.observationMessages || generated.length === 0) return alignment.tokens;
+  if (stopOpensTurn && stopIds.includes(generated[generated.length - 1]!)) return alignment.tokens.slice(0, -1);
   return [...alignment.tokens, ...boundaryIds(generated, closeIds, stopIds)];
 }

@@ -74,10 +74,14 @@ function digest(tag: string, lists: readonly (readonly number[] | undefined)[], 
   return h.digest('base64');
 }
 
-/** Images the prompt's ids show: `<|vision_start|>` then `<|image_pad|>` (expanded or not). */
+/** Images the prompt's ids show: an image's begin token, its header, then its pad (expanded or not). */
 function imageSpansIn(ids: readonly number[], vision: VisionIds): number {
+  const h = vision.imageHeader;
   let n = 0;
-  for (let i = 0; i + 1 < ids.length; i++) if (ids[i] === vision.visionStart && ids[i + 1] === vision.imagePad) n++;
+  for (let i = 0; i + 1 + h.length < ids.length; i++) {
+    if (ids[i] !== vision.imageBegin || ids[i + 1 + h.length] !== vision.imagePad) continue;
+    if (h.every((id, k) => ids[i + 1 + k] === id)) n++;
+  }
   return n;
 }
 

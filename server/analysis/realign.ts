@@ -1,13 +1,14 @@
 // Canonical re-alignment: the training stream as it should be built. The initial prompt is
 // taken once (the engine's ids when recorded, else rendered), each turn's generated ids are
 // appended verbatim (mask 1, their logprobs), and each observation is appended as the
-// template's suffix, EOS-aware: no second `<|im_end|>` when the generation already ended with
-// one, `<|im_end|>\n` when it did not (a length-truncated turn). Observation tokens get mask 0
+// template's suffix, EOS-aware: no second end of turn when the generation already ended with
+// one, the whole close (Qwen: end of turn and newline) when it did not (a length-truncated turn);
+// where the stop token opens the next turn (GLM) the observation does not open it again. Observation tokens get mask 0
 // and logprob 0.0. This is the fix the field converged on (vime #331/#341, verl agent loop,
 // prime-rl renderers; docs/reference/prefix-stability.md#canonical-re-alignment).
 import type { GridThw, Message, PlaceholderRange, Trajectory } from '../model/trajectory.ts';
 import type { AnalysisContext } from './context.ts';
-import { expectedPadCounts } from './context.ts';
+import { expectedMedia } from './context.ts';
 import {
   boundaryIds,
   observationSuffixText,
@@ -19,7 +20,6 @@ import {
 import { renderSemanticsFor } from './render.ts';
 import { startsWithParts } from './diff.ts';
 import { findVisionSpans, padRuns } from './vision-spans.ts';
-import { padCountFromGrid } from './image-math.ts';
 import { StepFailures } from './analysis-failed.ts';
 import { followsChatFormat } from './sources.ts';
 
@@ -47,19 +47,31 @@ export interface Alignment {
   notes: string[];
 }
 
-/** Index of the n-th (0-based) occurrence of `id` at or after `from`, or -1. */
-function nthIndexOf(seq: readonly number[], id: number, n: number, from = 0): number {
+/** Index of the n-th (0-based) token of `seq` that opens a turn, or -1. */
+function nthOpener(seq: readonly number[], isOpener: (t: number) => boolean, n: number): number {
   let seen = 0;
-  for (let i = from; i < seq.length; i++) if (seq[i] === id && seen++ === n) return i;
+  for (let i = 0; i < seq.length; i++) if (isOpener(seq[i]!) && seen++ === n) return i;
   return -1;
 }
 
-/** Images the stream holds so far; vision tokens inside generated ids are the model's text, not images. */
-function imagesSoFar(tokens: readonly number[], ctx: AnalysisContext, generated: readonly TurnSpan[]): number {
+/**
+ * Images and videos the stream holds so far; vision tokens inside generated ids are the model's
+ * text, not media. A video is as many spans as its expected runs (a Qwen3-VL video one per slice).
+ */
+function mediaSoFar(
+  tokens: readonly number[],
+  ctx: AnalysisContext,
+  generated: readonly TurnSpan[],
+): { images: number; videos: number } {
   const inGenerated = (i: number) => generated.some((s) => i >= s.generated[0] && i < s.generated[1]);
-  return findVisionSpans(tokens, ctx.profile.special).filter(
-    (s) => s.kind === 'image' && !inGenerated(s.start >= 0 ? s.start : s.padStart),
-  ).length;
+  const spans = findVisionSpans(tokens, ctx.profile).filter((s) => !inGenerated(s.start >= 0 ? s.start : s.padStart));
+  let videoSpans = spans.filter((s) => s.kind === 'video').length;
+  let videos = 0;
+  while (videoSpans > 0) {
+    videoSpans -= Math.max(1, ctx.videos?.[videos]?.tokens?.runs.length ?? 1);
+    videos++;
+  }
+  return { images: spans.filter((s) => s.kind === 'image').length, videos };
 }
 
 /** The alignment of a trajectory whose re-alignment failed (an `analysis_failed` finding says why): no stream. */
@@ -89,12 +101,17 @@ export async function realign(
   failures: StepFailures = new StepFailures(),
 ): Promise<Alignment> {
   const { profile } = ctx;
-  const { special } = profile;
+  const { grammar } = profile.ids;
   const notes: string[] = [];
-  const padCounts = expectedPadCounts(ctx);
+  const padCounts = expectedMedia(ctx);
   const closeIds = await turnCloseIds(profile);
-  // Ids with no <|im_start|> anywhere (a raw-text agent) follow no chat format (sources.ts).
-  const plain = followsChatFormat(traj, special.imStart) === false;
+  // Ids with no turn opener anywhere (a raw-text agent) follow no chat format (sources.ts).
+  const plain = followsChatFormat(traj, grammar.openers) === false;
+  const isOpener = (t: number) => grammar.openers.includes(t);
+  const firstOpener = (ids: readonly number[], from: number) => {
+    for (let i = from; i < ids.length; i++) if (isOpener(ids[i]!)) return i;
+    return -1;
+  };
 
   // 1. The initial prompt, once.
   let tokens: number[] = [];
@@ -161,7 +178,13 @@ export async function realign(
         notes.push(`turn ${k}: the next prompt does not extend this turn, and nothing else records what followed`);
       append(obs, 0);
     } else if (hasObservation) {
-      const boundary = boundaryIds(gen, closeIds, turnStopIds(special));
+      const boundary = boundaryIds(gen, closeIds, turnStopIds(profile));
+      // A stop token that is also the next turn's opener (GLM) was generated: the observation must not open the turn again.
+      const lastGenerated = gen[gen.length - 1];
+      const opensAgain = (ids: readonly number[]) =>
+        grammar.stopOpensTurn && lastGenerated !== undefined && isOpener(lastGenerated) && ids[0] === lastGenerated
+          ? ids.slice(1)
+          : ids;
       const historyMessages = turn.messages;
       const obsMessages: Message[] | undefined =
         turn.observationMessages ??
@@ -189,35 +212,35 @@ export async function realign(
             profile,
             parts.delta,
             padCounts,
-            imagesSoFar(tokens, ctx, [
+            mediaSoFar(tokens, ctx, [
               ...spans,
               { turn: k, generated: [genStart, genEnd], observation: [genEnd, genEnd] },
             ]),
           );
         });
         if (rendered) {
-          obs = [...boundary, ...rendered.expanded];
+          obs = [...boundary, ...opensAgain(rendered.expanded)];
           observationFrom = 'messages';
         }
       }
       if (!observationFrom) {
-        // Only ids: anchor the observation at its first `<|im_start|>` and put the correct boundary before it.
+        // Only ids: anchor the observation at its first turn opener and put the correct boundary before it.
         let raw: readonly number[] | undefined = turn.observationIds;
         let from = 0;
         if (!raw && next?.promptIds) {
           // The next prompt's turn after the ones this stream holds; none: it records no observation.
-          const at = nthIndexOf(next.promptIds, special.imStart, tokens.filter((t) => t === special.imStart).length);
+          const at = nthOpener(next.promptIds, isOpener, tokens.filter(isOpener).length);
           if (at >= 0) {
             raw = next.promptIds;
             from = at;
           }
         }
         if (raw) {
-          const anchor = raw.indexOf(special.imStart, from);
-          if (anchor >= 0) obs = [...boundary, ...raw.slice(anchor)];
+          const anchor = firstOpener(raw, from);
+          if (anchor >= 0) obs = [...boundary, ...opensAgain(raw.slice(anchor))];
           else {
             obs = raw.slice(from);
-            notes.push(`turn ${k}: observation has no <|im_start|>; kept as stored`);
+            notes.push(`turn ${k}: observation opens no turn; kept as stored`);
           }
           observationFrom = turn.observationIds ? 'stored_ids' : 'next_prompt';
         } else if (next) {
@@ -241,13 +264,18 @@ export async function realign(
     }
 
   // Grids and placeholder ranges for the canonical stream: one per pad run, from the image math
-  // when it agrees with the run, else from the stored grid when that does.
-  const runs = padRuns(tokens, special);
-  const imageGridThw = runs.map((run, i): GridThw | null => {
+  // when it agrees with the run, else from the stored grid when that does (video runs: none).
+  const runs = padRuns(tokens, profile.ids);
+  const videoPad = profile.ids.media.video?.pad;
+  let image = 0;
+  const imageGridThw = runs.map((run): GridThw | null => {
+    if (videoPad !== undefined && videoPad !== profile.ids.media.image.pad && tokens[run.offset] === videoPad)
+      return null;
+    const i = image++;
     const computed = ctx.images[i]?.tokens;
     if (computed && computed.padCount === run.length) return computed.gridThw;
     const stored = traj.sample?.imageGridThw?.[i];
-    if (stored && padCountFromGrid(stored, profile.vision.mergeSize) === run.length) return stored;
+    if (stored && profile.modelFamily.padCountFromGrid(stored, profile.vision) === run.length) return stored;
     return null;
   });
   return {

@@ -1,8 +1,9 @@
 // Rendering conversations to token ids the way a serving stack does: chat template ->
-// tokenizer -> each `<|image_pad|>` expanded to the image's pad count (docs/reference/chat-templates.md, image-math.md).
+// tokenizer -> each media placeholder the template wrote expanded to the item's run by the model's
+// family (docs/reference/chat-templates.md, image-math.md).
 import { FORMAT_RENDER_SEMANTICS, type Message, type RenderSemantics, type Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
-import { expandImagePads, countToken } from './vision-spans.ts';
+import type { MediaOffsets, MediaRuns } from '../families/family.ts';
 import { inStep, inStepAsync } from './analysis-failed.ts';
 import {
   normalizeChatLikeSglang,
@@ -91,44 +92,50 @@ export function renderText(profile: ModelProfile, messages: readonly Message[], 
 
 export interface RenderedTokens {
   text: string;
-  /** As tokenized, one pad per image. */
+  /** As tokenized, one placeholder per media item. */
   ids: number[];
-  /** With each image's pads expanded (images counted from `firstImage`). */
+  /** With each item's run expanded (items counted from `first`). */
   expanded: number[];
   imageCount: number;
 }
 
+/** Media runs from images' pad counts alone (no video). */
+export function padCountExpansions(counts: readonly (number | undefined)[]): MediaRuns {
+  return { images: counts.map((n) => (n === undefined ? undefined : { pads: n })), videos: [] };
+}
+
+/** `text` tokenized, each media placeholder expanded by the model's family to the item's run. */
 export async function tokenizeExpanded(
   profile: ModelProfile,
   text: string,
-  padCounts: readonly (number | undefined)[],
-  firstImage = 0,
+  media: MediaRuns,
+  first: Partial<MediaOffsets> = {},
 ): Promise<RenderedTokens> {
   const ids = await inStepAsync('tokenize', () => profile.tokenizer.encode(text));
-  const imageCount = countToken(ids, profile.special.imagePad);
-  return {
-    text,
-    ids,
-    expanded: expandImagePads(ids, profile.special.imagePad, padCounts, firstImage, profile.special.visionStart),
-    imageCount,
-  };
+  const from = { images: first.images ?? 0, videos: first.videos ?? 0 };
+  const family = profile.modelFamily;
+  const imageCount = family.countPlaceholders(ids, profile.ids).images;
+  const expanded = await inStepAsync('tokenize', async () =>
+    family.expandMedia({ text, ids }, media, from, profile.ids, profile.tokenizer),
+  );
+  return { text, ids, expanded, imageCount };
 }
 
 export async function renderTokens(
   profile: ModelProfile,
   messages: readonly Message[],
   opts: RenderOptions,
-  padCounts: readonly (number | undefined)[],
-  firstImage = 0,
+  media: MediaRuns,
+  first: Partial<MediaOffsets> = {},
 ): Promise<RenderedTokens> {
-  return tokenizeExpanded(profile, renderText(profile, messages, opts), padCounts, firstImage);
+  return tokenizeExpanded(profile, renderText(profile, messages, opts), media, first);
 }
 
 const SENTINEL = '\u0000rollscope-assistant-content\u0000';
 
 /**
  * The text a template adds after an assistant turn when the conversation continues with
- * `observation` messages, split into the turn's own closing (`<|im_end|>\n` for Qwen) and the
+ * `observation` messages, split into the turn's own closing (end of turn and newline for Qwen) and the
  * rendered observation with the next generation prompt. Computed from the real template by
  * rendering with a sentinel as the assistant content, so the history's other turns render
  * exactly as they would (image numbering, system prompt injection) without touching the
@@ -160,24 +167,33 @@ export function observationSuffixText(
   return { close, delta: after.slice(close.length) };
 }
 
-/** The token ids that close an assistant turn (`<|im_end|>\n` for Qwen templates). */
+/**
+ * The token ids that close an assistant turn, as the template writes them (Qwen: the end of turn
+ * and a newline); the family's grammar (end of turn, then what follows it) when the template
+ * renders no clean close.
+ */
 const closeIdsByProfile = new WeakMap<ModelProfile, Promise<number[]>>();
 export function turnCloseIds(profile: ModelProfile): Promise<number[]> {
   let ids = closeIdsByProfile.get(profile);
   if (!ids) {
     const parts = observationSuffixText(profile, [{ role: 'user', content: 'q' }], []);
-    ids = profile.tokenizer.encode(parts?.close ?? '<|im_end|>\n');
+    const { endOfTurn, afterEnd } = profile.ids.grammar;
+    ids =
+      parts !== undefined
+        ? profile.tokenizer.encode(parts.close)
+        : Promise.resolve([...(endOfTurn !== undefined ? [endOfTurn] : []), ...afterEnd]);
     closeIdsByProfile.set(profile, ids);
   }
   return ids;
 }
 
 /**
- * The ids that end a generation the way the model stops: the chat EOS first, then the secondary
- * EOS of the generation config (`<|endoftext|>` for Qwen), which vLLM also stops at.
+ * The ids that end a generation the way the model stops (the family's grammar): the chat EOS
+ * first, then the secondary EOS of the generation config (Qwen's end of text), which vLLM also
+ * stops at.
  */
-export function turnStopIds(special: ModelProfile['special']): number[] {
-  return [special.eos, special.endOfText];
+export function turnStopIds(profile: Pick<ModelProfile, 'ids'>): number[] {
+  return [...profile.ids.grammar.stops];
 }
 
 /**

@@ -4,7 +4,7 @@
 // prompt ids rollscope holds or renders.
 import type { DivergenceCause, Finding } from '../model/finding.ts';
 import type { Trajectory } from '../model/trajectory.ts';
-import { type AnalysisContext, expectedPadCounts } from './context.ts';
+import { type AnalysisContext, expectedMedia } from './context.ts';
 import { renderSemanticsFor, renderTokens } from './render.ts';
 import { checkLeftTruncation } from './truncation.ts';
 import { firstDivergence } from './classify.ts';
@@ -64,31 +64,38 @@ export function classifyChainSplit(f: Finding, traj: Trajectory, ctx: AnalysisCo
 }
 
 /**
- * `chat_format_unrecognized`: token ids with no `<|im_start|>` anywhere do not follow the
- * profile's chat format (a raw-text agent, another model's template): the boundary rules
- * (`<|im_end|>\n` between turns, assistant-turn masks) do not apply, and the prefix check
- * compares plain concatenation instead. One warning per trajectory.
+ * `chat_format_unrecognized`: token ids with no turn opener of the model's family anywhere do not
+ * follow the profile's chat format (a raw-text agent, another model's template): the boundary
+ * rules (the end of turn and what follows it between turns, assistant-turn masks) do not apply,
+ * and the prefix check compares plain concatenation instead. One warning per trajectory.
  */
 export function checkChatFormat(traj: Trajectory, ctx: AnalysisContext): Finding[] {
-  if (followsChatFormat(traj, ctx.profile.special.imStart) !== false) return [];
+  const { grammar } = ctx.profile.ids;
+  if (followsChatFormat(traj, grammar.openers) !== false) return [];
+  const opener = grammar.openers.map((id) => ctx.profile.tokenizer.piece(id)).join(', ');
+  const close = [...(grammar.endOfTurn !== undefined ? [grammar.endOfTurn] : []), ...grammar.afterEnd]
+    .map((id) => ctx.profile.tokenizer.piece(id))
+    .join('')
+    .replace(/\n/g, '\\n');
   return [
     {
       kind: 'chat_format_unrecognized',
       severity: 'warning',
       turn: -1,
       index: -1,
-      message: `the token ids hold no <|im_start|>: they do not follow the ${ctx.profile.name} chat format (a raw-text prompt or another template), so the turn-boundary rules (<|im_end|>\n after each answer, assistant-only masks) were skipped; prefixes are compared as plain concatenation`,
+      message: `the token ids hold no ${opener}: they do not follow the ${ctx.profile.name} chat format (a raw-text prompt or another template), so the turn-boundary rules (${close} after each answer, assistant-only masks) were skipped; prefixes are compared as plain concatenation`,
     },
   ];
 }
 
-/** False when the trajectory holds token ids and none of them is `<|im_start|>`; undefined when it holds no ids. */
-export function followsChatFormat(traj: Trajectory, imStart: number): boolean | undefined {
+/** False when the trajectory holds token ids and none of them opens a turn (`openers`); undefined when it holds no ids. */
+export function followsChatFormat(traj: Trajectory, openers: readonly number[]): boolean | undefined {
   let holdsIds = false;
   const has = (ids: readonly number[] | undefined) => {
     if (!ids || ids.length === 0) return false;
     holdsIds = true;
-    return ids.includes(imStart);
+    for (const id of openers) if (ids.includes(id)) return true;
+    return false;
   };
   if (has(traj.sample?.tokens)) return true;
   for (const t of traj.turns) if (has(t.promptIds)) return true;
@@ -133,7 +140,7 @@ export async function checkStatedPromptTokens(
           ctx.profile,
           messages,
           { addGenerationPrompt: true, tools: t.tools, as: renderSemanticsFor(traj) },
-          expectedPadCounts(ctx),
+          expectedMedia(ctx),
         ),
       )
     )?.expanded;

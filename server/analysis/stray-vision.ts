@@ -1,17 +1,14 @@
-// Vision tokens that stand for no image: the model writing `<|vision_start|>`/`<|image_pad|>` in its
-// own output, or a user typing the placeholder string `<|image_pad|>` (the tokenizer turns the text
-// into the placeholder token). Neither is an image of the prompt, so the image checks must not
-// count them; but a processor or a model forward that counts `<|image_pad|>` tokens pairs them
-// with pixels (or fails on the count), so each is a finding of its own (docs/reference/tokens.md).
+// Vision tokens that stand for no image: the model writing a span's begin token or pad in its own
+// output, or a user typing the placeholder string (the tokenizer turns the text into the
+// placeholder token). Neither is an image of the prompt, so the image checks must not count them;
+// but a processor or a model forward that counts pad tokens pairs them with pixels (or fails on
+// the count), so each is a finding of its own (docs/reference/tokens.md).
 import type { Finding } from '../model/finding.ts';
 import type { Trajectory } from '../model/trajectory.ts';
-import type { SpecialTokens } from '../profiles/profile.ts';
+import type { ModelProfile } from '../profiles/profile.ts';
 import type { AnalysisContext } from './context.ts';
 import type { Alignment } from './realign.ts';
-import { findVisionSpans, type VisionSpan } from './vision-spans.ts';
-
-const isVisionToken = (t: number, s: SpecialTokens) =>
-  t === s.visionStart || t === s.visionEnd || t === s.imagePad || t === s.videoPad;
+import { findVisionSpans, isVisionToken, padIdsOf, type FamilyView, type VisionSpan } from './vision-spans.ts';
 
 /** [start, end) of each turn's generated ids in `tokens` (where `tokens` holds them at the turn's prompt length). */
 export function generatedRanges(traj: Trajectory, tokens: readonly number[]): [number, number][] {
@@ -26,51 +23,55 @@ export function generatedRanges(traj: Trajectory, tokens: readonly number[]): [n
 }
 
 /** The vision spans of `tokens` that are images: none inside generated ids (findVisionSpans skips typed pads). */
-export function imageSpans(traj: Trajectory, tokens: readonly number[], special: SpecialTokens): VisionSpan[] {
+export function imageSpans(traj: Trajectory, tokens: readonly number[], model: FamilyView): VisionSpan[] {
   const generated = generatedRanges(traj, tokens);
   const inGenerated = (i: number) => generated.some(([s, e]) => i >= s && i < e);
-  return findVisionSpans(tokens, special).filter((s) => !inGenerated(s.start >= 0 ? s.start : s.padStart));
+  return findVisionSpans(tokens, model).filter((s) => !inGenerated(s.start >= 0 ? s.start : s.padStart));
 }
 
 /**
  * `image_count` with cause `vision_token_generated` (at the first vision token of each turn's
  * generation, on `canonical`, where the turn's generated ids stand) and `placeholder_in_text` (at
- * each typed `<|image_pad|>` of the prompts, or of the sample when no turn holds prompt ids).
+ * each typed pad of the prompts, or of the sample when no turn holds prompt ids).
  */
 export function checkStrayVisionTokens(traj: Trajectory, ctx: AnalysisContext, alignment: Alignment): Finding[] {
-  const { special } = ctx.profile;
+  const { ids, tokenizer } = ctx.profile as ModelProfile;
+  const pads = padIdsOf(ids);
+  const imagePad = tokenizer.piece(ids.media.image.pad);
   const out: Finding[] = [];
   const images = traj.images.length;
   traj.turns.forEach((t, k) => {
     const gen = t.generatedIds ?? [];
-    const at = gen.findIndex((id) => isVisionToken(id, special));
+    const at = gen.findIndex((id) => isVisionToken(ids, id));
     if (at < 0) return;
-    const n = gen.filter((id) => isVisionToken(id, special)).length;
-    const pads = gen.filter((id) => id === special.imagePad || id === special.videoPad).length;
+    const n = gen.filter((id) => isVisionToken(ids, id)).length;
+    const padCount = gen.filter((id) => pads.includes(id)).length;
     const index = (alignment.turns[k]?.generated[0] ?? t.promptIds?.length ?? 0) + at;
     out.push({
       kind: 'image_count',
       cause: 'vision_token_generated',
-      // Pads are what a trainer pairs with pixels; a lone <|vision_start|>/<|vision_end|> is only odd text.
-      severity: pads > 0 ? 'error' : 'warning',
+      // Pads are what a trainer pairs with pixels; a lone begin/end token is only odd text.
+      severity: padCount > 0 ? 'error' : 'warning',
       turn: k,
       index,
       stream: 'canonical',
       expected: 0,
       actual: n,
-      message: `turn ${k}'s generated text holds ${n} vision token${n === 1 ? '' : 's'} (the first at token ${index}): the model wrote ${n === 1 ? 'it' : 'them'}, no image stands behind ${n === 1 ? 'it' : 'them'}${pads > 0 ? `; a trainer that counts <|image_pad|> tokens finds ${pads} more than the ${images} image${images === 1 ? '' : 's'} it has pixels for` : ''}`,
+      message: `turn ${k}'s generated text holds ${n} vision token${n === 1 ? '' : 's'} (the first at token ${index}): the model wrote ${n === 1 ? 'it' : 'them'}, no image stands behind ${n === 1 ? 'it' : 'them'}${padCount > 0 ? `; a trainer that counts ${imagePad} tokens finds ${padCount} more than the ${images} image${images === 1 ? '' : 's'} it has pixels for` : ''}`,
     });
   });
 
-  // Typed placeholders: a pad that does not follow `<|vision_start|>` (nor continues a run), outside generated ids.
+  // Typed placeholders: a pad that does not follow its begin token or header (nor continues a run), outside generated ids.
   const seen = new Set<number>();
   const scan = (tokens: readonly number[], stream: 'prompt' | 'sample', turn: number) => {
     const generated = generatedRanges(traj, tokens);
     for (let i = 1; i < tokens.length; i++) {
       const t = tokens[i]!;
-      if (t !== special.imagePad && t !== special.videoPad) continue;
+      if (!pads.includes(t)) continue;
+      const kind = t === ids.media.video?.pad && t !== ids.media.image.pad ? ids.media.video : ids.media.image;
       const prev = tokens[i - 1]!;
-      if (prev === special.visionStart || prev === t || seen.has(i)) continue;
+      const opened = kind.header.length > 0 ? prev === kind.header[kind.header.length - 1] : prev === kind.begin;
+      if (opened || prev === t || seen.has(i)) continue;
       if (generated.some(([s, e]) => i >= s && i < e)) continue;
       seen.add(i);
       out.push({
@@ -82,7 +83,7 @@ export function checkStrayVisionTokens(traj: Trajectory, ctx: AnalysisContext, a
         stream,
         expected: images,
         actual: images + 1,
-        message: `token ${i} is the image placeholder <|${t === special.imagePad ? 'image' : 'video'}_pad|> without <|vision_start|>: the text holds the placeholder string typed out, not an image; a processor that counts <|image_pad|> tokens takes it for one more image than the ${images} the conversation has`,
+        message: `token ${i} is the image placeholder ${tokenizer.piece(t)} without ${tokenizer.piece(kind.begin)}: the text holds the placeholder string typed out, not an image; a processor that counts ${imagePad} tokens takes it for one more image than the ${images} the conversation has`,
       });
     }
   };

@@ -4,7 +4,7 @@
 // computed from them are exp(new - 0) instead of exp(new - old): silently biased, never NaN.
 //
 // A single exact 0.0 is plausible: a float32 log-softmax rounds to 0.0 when every other logit is
-// ~17 or more below the sampled one (deterministic continuations, a closing `<|im_end|>`). What
+// ~17 or more below the sampled one (deterministic continuations, a closing end of turn). What
 // sampling does not produce is a whole turn of them, or a long unbroken run, so only those count.
 import type { Finding } from '../model/finding.ts';
 import type { Trajectory } from '../model/trajectory.ts';

@@ -3,7 +3,7 @@
 // - `canonical`: keep the generated ids and append the EOS-aware observation suffix (the fix the
 //   field converged on: vime #331/#341, verl agent loop, prime-rl renderers; docs/reference/prefix-stability.md);
 // - `legacy`: decode each answer *with* special tokens and re-render the whole conversation, so
-//   the template closes the turn a second time (vime #331's duplicated `<|im_end|>`);
+//   the template closes the turn a second time (vime #331's duplicated end of turn);
 // - `rerender`: decode *without* special tokens (or keep the assistant message as the framework
 //   parsed it) and re-render: the model's own BPE split and its tool-call text are lost.
 // Used by the demo run and by the tests (test/support/build.ts re-exports it).
@@ -11,6 +11,7 @@ import type { Message, TrainingSample, Trajectory as TrajectoryType, TrajectoryI
 import { Trajectory } from '../model/trajectory.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import {
+  padCountExpansions,
   renderTokens,
   observationSuffixText,
   tokenizeExpanded,
@@ -18,13 +19,12 @@ import {
   turnCloseIds,
   turnStopIds,
 } from '../analysis/render.ts';
-import { imageTokens } from '../analysis/image-math.ts';
 import { mulberry32 } from '../util/random.ts';
 
 export interface ScriptTurn {
   /** The model's answer text (tokenized with the real tokenizer). */
   answer: string;
-  /** Ended by length: no `<|im_end|>` at the end of the generated ids. */
+  /** Ended by length: no end of turn at the end of the generated ids. */
   truncated?: boolean;
   /** Messages that follow the answer (tool results, user follow-ups). */
   observation?: Message[];
@@ -35,19 +35,20 @@ export interface ScriptTurn {
   split?: { word: string; pieces: string[] };
   /** The assistant message as the framework keeps it in the history (e.g. with parsed `tool_calls`); default: the decoded answer. */
   historyMessage?: Message;
-  /** The model stopped with the secondary EOS `<|endoftext|>` instead of `<|im_end|>`. */
+  /** The model stopped with the secondary EOS (Qwen's end of text) instead of its end of turn. */
   stoppedBy?: 'endoftext';
-  /** The loop closed this turn with the template's whole `<|im_end|>\n`, as if it had been cut by length. */
+  /** The loop closed this turn with the template's whole close (end of turn and newline), as if it had been cut by length. */
   closedAsTruncated?: boolean;
 }
 
 /**
  * The assistant content as Qwen3's chat template renders it in the history before the last user
- * turn: everything up to `</think>` dropped, leading newlines stripped (`content.split('</think>')[-1].lstrip('\n')`).
+ * turn: everything up to the reasoning's close tag dropped, leading newlines stripped
+ * (`content.split(close)[-1].lstrip('\n')`).
  */
-export function stripReasoning(content: string): string {
-  const at = content.lastIndexOf('</think>');
-  return at < 0 ? content : content.slice(at + '</think>'.length).replace(/^\n+/, '');
+export function stripReasoning(content: string, close: string): string {
+  const at = content.lastIndexOf(close);
+  return at < 0 ? content : content.slice(at + close.length).replace(/^\n+/, '');
 }
 
 export interface ScriptImage {
@@ -70,8 +71,10 @@ export interface Script {
 export type BuildMode = 'canonical' | 'legacy' | 'rerender';
 
 export async function buildTrajectory(profile: ModelProfile, script: Script, mode: BuildMode): Promise<TrajectoryType> {
-  const pads = (script.images ?? []).map((i) => imageTokens(i.width, i.height, profile.vision).padCount);
-  const eos = profile.special.eos;
+  const pads = padCountExpansions(
+    (script.images ?? []).map((i) => profile.modelFamily.imageTokens(i.width, i.height, profile.vision).padCount),
+  );
+  const eos = profile.ids.eos;
   const closeIds = await turnCloseIds(profile);
   const nextLogprob = script.logprobSeed === undefined ? undefined : logprobSampler(script.logprobSeed);
   let history: Message[] = script.messages.slice();
@@ -82,7 +85,10 @@ export async function buildTrajectory(profile: ModelProfile, script: Script, mod
     const answerIds = st.split
       ? await encodeWithSplit(profile, st.answer, st.split)
       : await profile.tokenizer.encode(st.answer);
-    const stop = st.stoppedBy === 'endoftext' ? profile.special.endOfText : eos;
+    const secondary = profile.ids.grammar.secondaryStops[0];
+    if (st.stoppedBy === 'endoftext' && secondary === undefined)
+      throw new Error(`${script.id}: ${profile.name} has no secondary stop token`);
+    const stop = st.stoppedBy === 'endoftext' ? secondary! : eos;
     const gen = [...answerIds, ...(st.truncated ? [] : [stop])];
     const logprobs = gen.map((_, i) => (nextLogprob ? nextLogprob() : -0.01 * ((i % 7) + 1)));
     turns.push({
@@ -101,10 +107,12 @@ export async function buildTrajectory(profile: ModelProfile, script: Script, mod
     if (mode === 'canonical') {
       const suffix = observationSuffixText(profile, history, st.observation);
       if (!suffix) throw new Error(`${script.id}: the template rewrites history; no canonical suffix after turn ${k}`);
-      const imagesBefore = prompt.filter((t) => t === profile.special.visionStart).length;
-      const delta = await tokenizeExpanded(profile, suffix.delta, pads, imagesBefore);
-      const boundary = st.closedAsTruncated ? closeIds : boundaryIds(gen, closeIds, turnStopIds(profile.special));
-      prompt = [...prompt, ...gen, ...boundary, ...delta.expanded];
+      const imagesBefore = profile.modelFamily.countPlaceholders(prompt, profile.ids).images;
+      const delta = await tokenizeExpanded(profile, suffix.delta, pads, { images: imagesBefore });
+      const boundary = st.closedAsTruncated ? closeIds : boundaryIds(gen, closeIds, turnStopIds(profile));
+      // A generated stop that opens the next turn (GLM's role tokens) is that turn's opener: not written again.
+      const opensNext = profile.ids.grammar.stopOpensTurn && !st.truncated && delta.expanded[0] === gen[gen.length - 1];
+      prompt = [...prompt, ...gen, ...boundary, ...(opensNext ? delta.expanded.slice(1) : delta.expanded)];
     } else {
       prompt = (await renderTokens(profile, nextHistory, { addGenerationPrompt: true }, pads)).expanded;
     }
@@ -180,7 +188,7 @@ export function trainingSample(traj: TrajectoryType, profile: ModelProfile): Tra
   }
   const imageGridThw = traj.images.map((img, i) => {
     if (!img.width || !img.height) throw new Error(`${traj.id}: image ${i} has no size`);
-    return imageTokens(img.width, img.height, profile.vision).gridThw;
+    return profile.modelFamily.imageTokens(img.width, img.height, profile.vision).gridThw;
   });
   return {
     tokens,

@@ -496,7 +496,7 @@ export const DEMO_SCENARIOS: DemoScenario[] = [
     turns: [
       {
         answer: THINKING_ANSWER,
-        historyMessage: { role: 'assistant', content: stripReasoning(THINKING_ANSWER) },
+        historyMessage: { role: 'assistant', content: stripReasoning(THINKING_ANSWER, '</think>') },
         observation: [{ role: 'user', content: 'Give the answer in square millimetres.' }],
       },
       { answer: '60 cm² = 6000 mm².\nAnswer: 6000' },

@@ -7,7 +7,6 @@ import type { TrainingSample, Trajectory as TrajectoryType } from '../model/traj
 import { Trajectory } from '../model/trajectory.ts';
 import { nativeJsonLine } from '../model/native-jsonl.ts';
 import { loadProfile, type ModelProfile } from '../profiles/profile.ts';
-import { imageTokens } from '../analysis/image-math.ts';
 import { buildTrajectory, trainingSample, type Script } from './build.ts';
 import { DIAGRAMS, ZOOMS, renderDiagram, renderZoom, type DiagramName, type ZoomName } from './diagrams.ts';
 import {
@@ -132,7 +131,10 @@ async function applyFault(
   const fail = (why: string): never => {
     throw new Error(`demo scenario ${s.id}: ${why}`);
   };
-  const { eos, newline, imagePad } = profile.special;
+  const { grammar } = profile.ids;
+  const eos = grammar.endOfTurn ?? profile.ids.eos;
+  const [newline] = grammar.afterEnd;
+  const imagePad = profile.ids.media.image.pad;
   switch (fault.kind) {
     case 'drop-newline-after-eos': {
       const prev = traj.turns[fault.turn - 1];
@@ -140,7 +142,8 @@ async function applyFault(
       const turns = traj.turns.map((t, k) => {
         if (k < fault.turn) return t;
         const p = t.promptIds ?? [];
-        if (p[at - 1] !== eos || p[at] !== newline) fail(`no <|im_end|>\\n at token ${at} of turn ${k}'s prompt`);
+        if (p[at - 1] !== eos || p[at] !== newline)
+          fail(`no end of turn and newline at token ${at} of turn ${k}'s prompt`);
         return { ...t, promptIds: [...p.slice(0, at), ...p.slice(at + 1)] };
       });
       return { traj: { ...traj, turns }, sample };
@@ -149,7 +152,7 @@ async function applyFault(
       const vision = { ...profile.vision, maxPixels: fault.maxPixels };
       const grids = traj.images.map(
         (img, i) =>
-          imageTokens(
+          profile.modelFamily.imageTokens(
             img.width ?? fail(`image ${i} has no width`),
             img.height ?? fail(`image ${i} has no height`),
             vision,
@@ -227,7 +230,7 @@ async function vllmCallLines(s: DemoScenario, traj: TrajectoryType): Promise<str
   const lines: string[] = [];
   for (const [k, t] of traj.turns.entries()) {
     const ids = t.generatedIds ?? [];
-    // vLLM's default skip_special_tokens=True: the message text has no `<|im_end|>`.
+    // vLLM's default skip_special_tokens=True: the message text has no end-of-turn token.
     const content = await tokenizer.decode(ids, true);
     const line = {
       trajectory_id: s.id,

@@ -60,6 +60,7 @@ export const REPAIRED_BY_REALIGNMENT: Readonly<Record<FindingKind, boolean | 'sa
   placeholder_range: 'sample',
   length_mismatch: 'sample',
   placeholder_count: false,
+  video_timestamps: false,
   image_count: false,
   image_truncated: false,
   invalid_value: false,
@@ -110,7 +111,9 @@ export const WARNING_ROLE: Readonly<Record<FindingKind, WarningRole | RefinedRol
   // A warning when the pads agree with the stored grid but not with the processor settings in force:
   // the row is right only if the run used other settings, which nothing here states.
   placeholder_count: 'doubts',
-  // A warning only for a lone <|vision_start|>/<|vision_end|> the model generated: its own text, kept verbatim.
+  // A video's timestamp text is not what its frames and fps give: the model saw other times.
+  video_timestamps: 'doubts',
+  // A warning only for a lone vision begin/end token the model generated: its own text, kept verbatim.
   image_count: { role: 'doubts', byCause: { vision_token_generated: 'describes' } },
   image_truncated: 'doubts',
   // A warning when the data does not settle which sample an image's range belongs to (prime-rl MMRef offsets).
@@ -150,6 +153,7 @@ export const SEVERITIES: Readonly<Record<FindingKind, readonly Severity[]>> = {
   rerender_mismatch: ['error', 'warning'],
   sample_mismatch: ['error'],
   placeholder_count: ['error', 'warning'],
+  video_timestamps: ['error'],
   image_count: ['error', 'warning'],
   image_truncated: ['error'],
   placeholder_range: ['error', 'warning'],

@@ -55,7 +55,7 @@ export const ExportRow = z.object({
   images: z.array(ExportImage),
   /** Per image, in ViT patches before the merge: [t, h, w]. */
   image_grid_thw: z.array(GridThw),
-  /** Per image, the run of `<|image_pad|>` tokens in `tokens`. */
+  /** Per image, the run of its pad tokens in `tokens`. */
   placeholder_ranges: z.array(PlaceholderRange),
   /** Per token: 0 text, 1 image pad, 2 video pad. */
   mm_token_type_ids: z.array(z.number().int().min(0).max(2)),

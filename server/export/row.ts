@@ -1,7 +1,8 @@
 // One exported training row: a trajectory after the canonical re-alignment, in the field names
 // slime and vime use for a `Sample` (THUDM/slime slime/utils/types.py: `tokens` = prompt ⧺
 // response, `response_length`, `loss_mask` and `rollout_log_probs` per response token, `reward`,
-// `status`), plus the multimodal fields a Qwen-VL trainer needs. The schema is versioned
+// `status`), plus the multimodal fields the model family's trainer needs (grids, token types,
+// position ids; `ModelFamily.trainerFields`). The schema is versioned
 // (docs/export-format.md); a row is written only after it passed every check again.
 import path from 'node:path';
 import type { Finding } from '../model/finding.ts';
@@ -10,7 +11,7 @@ import { inferProfileName, uncoveredLimitation, type ModelProfile } from '../pro
 import { analysisContext } from '../analysis/context.ts';
 import { checkTrajectory } from '../analysis/checks.ts';
 import { padRuns } from '../analysis/vision-spans.ts';
-import { mropePositionIds, verlPositionIds } from '../analysis/mrope.ts';
+import { positionIds as positionIdsOf, positionMedia } from '../analysis/position-ids.ts';
 import type { CheckedTrajectory } from '../analysis/checked.ts';
 import { exportImages, type ImageMode, type RecentImages } from './images.ts';
 import { originalRejections, warningDoubtsRow, type RejectReason } from './policy.ts';
@@ -32,6 +33,7 @@ export {
   SampleStatus,
 } from './row-schema.ts';
 
+/** `qwen`: the family's own rows (3 mRoPE rows for Qwen); `verl`: verl's 4 (a text row first). */
 export type PositionIdsLayout = 'qwen' | 'verl';
 
 export interface RowOptions {
@@ -90,8 +92,10 @@ function modelName(traj: Trajectory, profile: ModelProfile): string {
 }
 
 /** Per-token modality: 0 text, 1 image pad, 2 video pad (transformers v5 / prime-rl `mm_token_type_ids`). */
-export function mmTokenTypeIds(tokens: readonly number[], special: ModelProfile['special']): number[] {
-  return tokens.map((t) => (t === special.imagePad ? 1 : t === special.videoPad ? 2 : 0));
+export function mmTokenTypeIds(tokens: readonly number[], ids: ModelProfile['ids']): number[] {
+  const image = ids.media.image.pad;
+  const video = ids.media.video?.pad;
+  return tokens.map((t) => (t === image ? 1 : t === video ? 2 : 0));
 }
 
 /** Logprobs of the generated tokens: all turns have them, none has them (null), or the trajectory is incomplete. */
@@ -112,7 +116,7 @@ function generatedLogprobsState(traj: Trajectory): 'all' | 'none' | 'partial' {
  */
 export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): Promise<RowOutcome> {
   const { trajectory: traj, profile, alignment } = checked;
-  const { special } = profile;
+  const { ids } = profile;
   if (profile.uncoveredModel !== undefined)
     return {
       kind: 'rejected',
@@ -132,10 +136,11 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     reasons.push('incomplete_logprobs');
     messages.push('some generated tokens have logprobs and others do not');
   }
-  const runs = padRuns(alignment.tokens, special);
+  const runs = padRuns(alignment.tokens, ids);
   // A record with processor outputs and no images (AReaL): the pixel values stand for the images.
   const pixels = traj.images.length === 0 && runs.length > 0 ? traj.sample?.pixelValues : undefined;
-  const videoRun = runs.find((r) => alignment.tokens[r.offset] === special.videoPad);
+  const videoPad = ids.media.video?.pad;
+  const videoRun = runs.find((r) => videoPad !== ids.media.image.pad && alignment.tokens[r.offset] === videoPad);
   const grids = alignment.imageGridThw;
   if (videoRun) {
     reasons.push('video_unsupported');
@@ -167,18 +172,14 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
 
   const tokens = alignment.tokens;
   const gridList = grids as NonNullable<(typeof grids)[number]>[];
-  const mropeOpts = {
-    imagePadId: special.imagePad,
-    videoPadId: special.videoPad,
-    visionStartId: special.visionStart,
-    mergeSize: profile.vision.mergeSize,
-  };
   let positionIds: number[][];
   try {
-    positionIds =
-      opts.positionIds === 'verl'
-        ? verlPositionIds(tokens, gridList, mropeOpts).rows
-        : mropePositionIds(tokens, gridList, mropeOpts).rows;
+    positionIds = positionIdsOf(
+      profile,
+      tokens,
+      positionMedia(profile, tokens, gridList),
+      opts.positionIds === 'verl' ? 'verl' : 'model',
+    );
   } catch (e) {
     return { kind: 'rejected', reasons: ['position_ids'], messages: [(e as Error).message], causes: [], recheck: [] };
   }
@@ -196,11 +197,11 @@ export async function exportRow(checked: CheckedTrajectory, opts: RowOptions): P
     loss_mask: alignment.lossMask.slice(p),
     rollout_log_probs: lpState === 'all' ? alignment.logprobs.slice(p) : null,
     reward: traj.reward ?? null,
-    status: sampleStatus(traj, lastGenerated, special.eos),
+    status: sampleStatus(traj, lastGenerated, ids.eos),
     images: images.images,
     image_grid_thw: gridList,
     placeholder_ranges: runs,
-    mm_token_type_ids: mmTokenTypeIds(tokens, special),
+    mm_token_type_ids: mmTokenTypeIds(tokens, ids),
     position_ids: positionIds,
     pixel_values: pixels ?? null,
   };

@@ -2,22 +2,15 @@
 // logprobs the gateway asked for on its own behalf are taken out again (set to null, as vLLM
 // writes them when not asked) unless the client asked for them too; a token-in answer is given
 // the chat shape the client asked for, every choice, tool calls read as the engine's chat endpoint
-// reads them (tool-calls.ts), logprobs in the chat shape with the client's top_logprobs. Streams
+// reads them (the model family's parser; tool-calls.ts), logprobs in the chat shape with the client's top_logprobs. Streams
 // are relayed chunk by chunk, folded into the whole answer the capture records by the one
 // streamed-chunk fold (server/import/call-log/chunks.ts).
 import { randomUUID } from 'node:crypto';
 import { ChunkFold } from '../import/call-log/chunks.ts';
 import { isObject } from '../import/importer.ts';
 import { type ChoiceAnswer, type EngineAnswer, legacyTop, type ToolMode } from './engines.ts';
-import {
-  namedToolCall,
-  parseHermesToolCalls,
-  parseQwen25ToolCalls,
-  parseRequiredToolCalls,
-  type ParsedToolCalls,
-  ToolCallHold,
-  toolCallId,
-} from './tool-calls.ts';
+import { namedToolCall, parseRequiredToolCalls, type ParsedToolCalls, ToolCallHold, toolCallId } from './tool-calls.ts';
+import type { ToolCallParser } from '../families/family.ts';
 
 export interface ClientAsked {
   ids: boolean;
@@ -82,12 +75,17 @@ export interface ChatOutcome {
   finishReason: string;
 }
 
+/**
+ * Whose reading of a free ("auto") tool call: the model family's parser (`ModelFamily.toolCalls`) as
+ * the engine runs it: vLLM's parser, or SGLang's detector for the family where it differs.
+ */
+export interface ToolReader {
+  parser: ToolCallParser;
+  engine: 'vllm' | 'sglang';
+}
+
 /** How the engine's chat endpoint reads a generated text for the request's tool choice. */
-export function readTools(
-  text: string,
-  tools: ToolMode,
-  parser: 'hermes' | 'qwen25',
-): ParsedToolCalls & { found: boolean } {
+export function readTools(text: string, tools: ToolMode, reader: ToolReader): ParsedToolCalls & { found: boolean } {
   switch (tools.mode) {
     case 'none':
       return { content: text, calls: [], found: false };
@@ -96,9 +94,9 @@ export function readTools(
     case 'named':
       return { ...namedToolCall(tools.name, text), found: true };
     case 'auto':
-      if (parser === 'qwen25') return parseQwen25ToolCalls(text, tools.names);
+      if (reader.engine === 'sglang' && reader.parser.sglang) return reader.parser.sglang(text, tools.names);
       {
-        const parsed = parseHermesToolCalls(text);
+        const parsed = reader.parser.parse(text);
         return { ...parsed, found: parsed.calls.length > 0 };
       }
   }
@@ -108,10 +106,10 @@ export function readTools(
 export function tokenInOutcome(
   choice: ChoiceAnswer,
   tools: ToolMode,
-  parser: 'hermes' | 'qwen25',
+  reader: ToolReader,
   parallelToolCalls: boolean,
 ): ChatOutcome {
-  const parsed = readTools(choice.text ?? '', tools, parser);
+  const parsed = readTools(choice.text ?? '', tools, reader);
   // parallel_tool_calls: false keeps the first call (vLLM `maybe_filter_parallel_tool_calls`).
   const calls = parallelToolCalls ? parsed.calls : parsed.calls.slice(0, 1);
   const finish = choice.finishReason ?? 'stop';
@@ -311,7 +309,7 @@ interface ChoiceStream {
 /**
  * A token-in stream (vLLM `/v1/completions`) relayed as the chat stream the client asked for: a
  * role chunk per choice, then each engine chunk as a content delta with its logprobs and ids, the
- * text held back from the first `<tool_call>` on when tools are offered (or whole, for a forced
+ * text held back from the first call opening (the family's, `ToolCallParser.open`) on when tools are offered (or whole, for a forced
  * tool call) and read as the chat endpoint reads it when the choice finishes. Folded, it is the
  * completions answer the capture records.
  */
@@ -325,7 +323,7 @@ export class TokenInChatStream {
   constructor(
     private readonly asked: ClientAsked,
     private readonly tools: ToolMode,
-    private readonly parser: 'hermes' | 'qwen25',
+    private readonly reader: ToolReader,
     private readonly parallelToolCalls: boolean,
     model: string,
     private readonly decode: (id: number) => string,
@@ -353,7 +351,9 @@ export class TokenInChatStream {
         state = {
           text: '',
           tokens: 0,
-          ...(this.tools.mode === 'auto' && this.parser === 'hermes' ? { hold: new ToolCallHold() } : {}),
+          ...(this.tools.mode === 'auto' && this.reader.engine === 'vllm'
+            ? { hold: new ToolCallHold(this.reader.parser.open) }
+            : {}),
         };
         this.choices.set(index, state);
         out.push(
@@ -399,7 +399,7 @@ export class TokenInChatStream {
       const outcome = tokenInOutcome(
         { index, text: state.text, toolCalls: [], finishReason: finish },
         this.tools,
-        this.parser,
+        this.reader,
         this.parallelToolCalls,
       );
       this.outcomes.set(index, outcome);

@@ -7,6 +7,7 @@ import type { Message } from '../model/trajectory.ts';
 import { imagesInMessages } from '../model/message-images.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { collapseRuns } from '../import/chain.ts';
+import { padIdsOf } from '../analysis/vision-spans.ts';
 import { isObject } from '../import/importer.ts';
 import type { EngineKind } from './config.ts';
 import { CHAT_FIELDS, fieldFallback } from './fields.ts';
@@ -154,7 +155,7 @@ export async function planContinuity(input: ContinuityInput): Promise<Continuity
   const request: TokenInRequest = {
     model: body.model,
     promptIds: cont.ids,
-    collapsedIds: collapseRuns(cont.ids, [profile.special.imagePad, profile.special.videoPad]),
+    collapsedIds: collapseRuns(cont.ids, padIdsOf(profile.ids)),
     imageUrls: imagesInMessages(body.messages).flatMap((r) => (r.url ? [r.url] : [])),
     fields: carriedFields(body, engineKind),
     ...(maxTokens !== undefined && maxTokens !== null ? { maxTokens } : {}),

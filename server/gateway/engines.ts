@@ -11,7 +11,7 @@
 //   `meta_info.output_token_logprobs`), never streamed; `/generate` with `input_ids` for token-in,
 //   the client's fields moved where `GenerateReqInput` and `SamplingParams` take them (as the chat
 //   endpoint's `to_sampling_params` does, python/sglang/srt/entrypoints/openai/protocol.py). With
-//   images SGLang wants one `<|image_pad|>` per image in `input_ids` and keeps the ids verbatim only
+//   images SGLang wants one image pad per image in `input_ids` and keeps the ids verbatim only
 //   with `SGLANG_MM_AVOID_RETOKENIZE` set on the engine; otherwise it decodes them and tokenizes
 //   again (python/sglang/srt/multimodal/processors/base_processor.py `load_mm_data`,
 //   `process_and_combine_mm_data`, `_expand_input_ids`).
@@ -108,8 +108,8 @@ export interface EngineAdapter {
     req: TokenInRequest,
   ): { path: string; body: Record<string, unknown>; streams: boolean } | { unsupported: string };
   readTokenIn(raw: unknown, req: TokenInRequest): EngineAnswer;
-  /** The chat parser the engine's tool-call answers follow: vLLM's hermes, SGLang's qwen25 detector. */
-  toolParser: 'hermes' | 'qwen25';
+  /** Whose reading of the model family's tool calls the engine's chat answers follow (`ToolCallParser.parse`, or `.sglang`). */
+  toolParser: 'vllm' | 'sglang';
   /** Said at start-up and on every call it concerns: what continuity cannot do on this engine. */
   imagesWithIds: string;
 }
@@ -265,7 +265,7 @@ const vllm: EngineAdapter = {
     };
   },
   readTokenIn: (raw) => completionAnswer(raw),
-  toolParser: 'hermes',
+  toolParser: 'vllm',
   imagesWithIds:
     "vLLM's /v1/completions takes a token-id prompt without images, so calls of sessions with images are rendered by the engine (its chat endpoint) and checked, not sent as ids",
 };
@@ -403,9 +403,9 @@ const sglang: EngineAdapter = {
       capture,
     });
   },
-  toolParser: 'qwen25',
+  toolParser: 'sglang',
   imagesWithIds:
-    'SGLang takes token ids with images (one <|image_pad|> per image, expanded by its processor) but keeps them verbatim only when the engine runs with SGLANG_MM_AVOID_RETOKENIZE=1 (tell the gateway with --sglang-keeps-image-ids); otherwise it decodes and re-tokenizes them, so calls of sessions with images are rendered by the engine (its chat endpoint) and checked',
+    'SGLang takes token ids with images (one image pad per image, expanded by its processor) but keeps them verbatim only when the engine runs with SGLANG_MM_AVOID_RETOKENIZE=1 (tell the gateway with --sglang-keeps-image-ids); otherwise it decodes and re-tokenizes them, so calls of sessions with images are rendered by the engine (its chat endpoint) and checked',
 };
 
 export const ENGINES: Record<EngineKind, EngineAdapter> = { vllm, sglang };

@@ -13,7 +13,7 @@ import { performance } from 'node:perf_hooks';
 import type { Finding } from '../model/finding.ts';
 import type { Message } from '../model/trajectory.ts';
 import { profileFor, type ModelProfile } from '../profiles/profile.ts';
-import { turnCloseIds } from '../analysis/render.ts';
+import { turnCloseIds, turnStopIds } from '../analysis/render.ts';
 import { commonPrefixLength } from '../analysis/diff.ts';
 import type { GatewayConfig } from './config.ts';
 import { CaptureWriter } from './capture.ts';
@@ -35,6 +35,7 @@ import {
   stripAnswer,
   TokenInChatStream,
   tokenInOutcome,
+  type ToolReader,
 } from './answer.ts';
 import { getRaw, postJson, postSse, UpstreamAgents, UpstreamError, type UpstreamOptions } from './upstream.ts';
 import type { CallOutcome, CaptureLine, ChatRequest, CompletionRequest } from './protocol.ts';
@@ -123,6 +124,11 @@ export class Gateway {
   private reasoningSplit = false;
   private readonly upstreamHeaders: Record<string, string>;
 
+  /** A free tool call read with the model family's parser as the engine runs it. */
+  private get toolReader(): ToolReader {
+    return { parser: this.profile.modelFamily.toolCalls, engine: this.engine.toolParser };
+  }
+
   /** `clock.now`: the time sessions expire by (tests pass a clock they move instead of sleeping). */
   constructor(
     readonly config: GatewayConfig,
@@ -138,6 +144,7 @@ export class Gateway {
       release: (f) => this.capture.release(f),
       idPrefix: this.replica,
       sessionHeader: config.sessionHeader,
+      turnEnds: () => turnStopIds(this.profile).map((id) => this.profile.tokenizer.piece(id)),
       ...(clock.now ? { now: clock.now } : {}),
     });
     this.metrics = new GatewayMetrics({ replica: this.replica, engine: config.engine }, () => ({
@@ -473,7 +480,7 @@ export class Gateway {
     }
     const textState = { text, ids: got.ids };
     return {
-      predicted: call.kind === 'chat' ? expandPads(this.profile, got.ids, padCounts) : got.ids,
+      predicted: call.kind === 'chat' ? await expandPads(this.profile, textState, padCounts) : got.ids,
       textState,
     };
   }
@@ -542,7 +549,7 @@ export class Gateway {
     const decode = (id: number) => this.profile.tokenizer.decodeSync([id]);
     const captured = { ...body, prompt: tokenIn.promptIds };
     const outcome = (c: EngineAnswer['choices'][number]): ChatOutcome =>
-      tokenInOutcome(c, tokenIn.tools, this.engine.toolParser, tokenIn.parallelToolCalls);
+      tokenInOutcome(c, tokenIn.tools, this.toolReader, tokenIn.parallelToolCalls);
     let answer: EngineAnswer;
     let outcomes: ChatOutcome[];
     let reply: ClientReply | undefined;
@@ -551,7 +558,7 @@ export class Gateway {
       const stream = new TokenInChatStream(
         asked,
         tokenIn.tools,
-        this.engine.toolParser,
+        this.toolReader,
         tokenIn.parallelToolCalls,
         model,
         decode,

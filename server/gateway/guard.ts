@@ -23,8 +23,8 @@ export interface CallUnderCheck {
 
 export function checkCall(profile: ModelProfile, closeIds: readonly number[], call: CallUnderCheck): Finding[] {
   const out: Finding[] = [];
-  const { special } = profile;
-  const plain = !call.promptIds.includes(special.imStart);
+  const { openers } = profile.ids.grammar;
+  const plain = !call.promptIds.some((id) => openers.includes(id));
   if (call.previous) {
     const f = prefixBreak(
       profile,
@@ -39,7 +39,7 @@ export function checkCall(profile: ModelProfile, closeIds: readonly number[], ca
 
   // Pad runs the previous prompt did not hold yet are the new images'.
   const checkedUpTo = call.previous ? call.previous.promptIds.length : 0;
-  const spans = findVisionSpans(call.promptIds, special).filter((s) => s.kind === 'image');
+  const spans = findVisionSpans(call.promptIds, profile).filter((s) => s.kind === 'image');
   if (call.images.length > 0 && spans.length !== call.images.length) {
     out.push({
       kind: 'image_count',

@@ -7,7 +7,6 @@ import type { Message, ProcessorSettings } from '../model/trajectory.ts';
 import { imagesInMessages } from '../model/message-images.ts';
 import type { ModelProfile } from '../profiles/profile.ts';
 import { visionConfigFor } from '../analysis/context.ts';
-import { imageTokens } from '../analysis/image-math.ts';
 import { imageBytes, imageSize, ImageUnavailable } from '../images/resolve.ts';
 import { fetchRemoteImage } from '../images/remote.ts';
 import type { SessionImage } from './sessions.ts';
@@ -80,7 +79,7 @@ export async function conversationImages(
       if (prior && prior.key === settingsKey) return prior;
       try {
         const { width, height } = await sizeOf(key, ref.url, opts);
-        return { key: settingsKey, padCount: imageTokens(width, height, vision).padCount };
+        return { key: settingsKey, padCount: profile.modelFamily.imageTokens(width, height, vision).padCount };
       } catch (e) {
         return { key: settingsKey, problem: (e as Error).message };
       }

@@ -1,6 +1,6 @@
 // Prompt ids without tokenizing a history twice. A chat request is rendered with the profile's
 // template as vLLM renders it (messages normalized like vLLM's chat_utils, `normalizeMessagesLikeVllm`);
-// its ids reuse the previous call's up to the last `<|im_start|>` both texts share and tokenize only
+// its ids reuse the previous call's up to the last turn opener both texts share and tokenize only
 // what follows (the last answer and the new messages): the tokenizer splits text at added tokens
 // before anything else, so the text before one tokenizes the same whatever comes after
 // (docs/reference/tokens.md; the same property `TokenizerHandle.encode` caches segments by).
@@ -16,11 +16,9 @@ import {
   turnStopIds,
   type RenderSemantics,
 } from '../analysis/render.ts';
-import { expandImagePads } from '../analysis/vision-spans.ts';
+import { padCountExpansions } from '../analysis/render.ts';
 import type { ChatRequest } from './protocol.ts';
 import { RESERVED_TEMPLATE_KWARGS } from './fields.ts';
-
-const IM_START = '<|im_start|>';
 
 /** The prompt text the engine's chat endpoint renders (`as`: whose request handling: the engine's), or why it cannot be predicted. */
 export function renderChatPrompt(
@@ -62,7 +60,7 @@ function nthIndex(ids: readonly number[], id: number, n: number): number {
 }
 
 /**
- * `text`'s ids, reusing `prev`'s up to the last `<|im_start|>` inside the prefix both texts share.
+ * `text`'s ids, reusing `prev`'s up to the last turn opener inside the prefix both texts share.
  * `tokenizedChars` is how much was tokenized now (the tests check it stays the new part). With
  * `maxTokens`, a text whose ids would pass it is not tokenized past the point that shows it
  * (`ids` undefined): a prompt the engine refuses costs the gateway no more than the limit.
@@ -79,12 +77,20 @@ export async function tokenizeExtending(
     const n = Math.min(prev.text.length, text.length);
     let common = 0;
     while (common < n && prev.text.charCodeAt(common) === text.charCodeAt(common)) common++;
-    const anchor = prev.text.lastIndexOf(IM_START, common);
+    // The opener (the family's turn token, an added token) nearest before the end of the shared text.
+    let anchor = -1;
+    let opener = -1;
+    let openerText = '';
+    for (const id of profile.ids.grammar.openers) {
+      const text = profile.tokenizer.piece(id);
+      const at = prev.text.lastIndexOf(text, common);
+      if (at > anchor) [anchor, opener, openerText] = [at, id, text];
+    }
     if (anchor > 0) {
       let before = 0;
-      for (let at = prev.text.indexOf(IM_START); at >= 0 && at < anchor; at = prev.text.indexOf(IM_START, at + 1))
+      for (let at = prev.text.indexOf(openerText); at >= 0 && at < anchor; at = prev.text.indexOf(openerText, at + 1))
         before++;
-      const idAt = nthIndex(prev.ids, profile.special.imStart, before);
+      const idAt = nthIndex(prev.ids, opener, before);
       if (idAt >= 0) {
         cut = anchor;
         reuse = idAt;
@@ -103,14 +109,20 @@ export async function tokenizeExtending(
   return { text, ids, tokenizedChars: text.length - cut };
 }
 
-/** Ids with each image's single pad expanded; undefined when an image's count is unknown. */
-export function expandPads(
+/** Ids with each image's placeholder expanded by the model's family; undefined when an image's count is unknown. */
+export async function expandPads(
   profile: ModelProfile,
-  ids: readonly number[],
+  tokens: TextTokens,
   padCounts: readonly (number | undefined)[],
-): number[] | undefined {
+): Promise<number[] | undefined> {
   if (padCounts.some((n) => n === undefined)) return undefined;
-  return expandImagePads(ids, profile.special.imagePad, padCounts, 0, profile.special.visionStart);
+  return profile.modelFamily.expandMedia(
+    tokens,
+    padCountExpansions(padCounts),
+    { images: 0, videos: 0 },
+    profile.ids,
+    profile.tokenizer,
+  );
 }
 
 export interface Continuation {
@@ -164,8 +176,10 @@ export async function continuationIds(
       reason: 'template',
     };
   const { last, padCounts, imagesBefore } = input;
-  const boundary = boundaryIds(last.generatedIds, input.closeIds, turnStopIds(profile.special));
-  const rendered = await tokenizeExpanded(profile, parts.delta, padCounts, imagesBefore);
+  const boundary = boundaryIds(last.generatedIds, input.closeIds, turnStopIds(profile));
+  const rendered = await tokenizeExpanded(profile, parts.delta, padCountExpansions(padCounts), {
+    images: imagesBefore,
+  });
   if (padCounts.slice(imagesBefore).some((n) => n === undefined) && rendered.imageCount > 0)
     return { unknown: "an image's size is unknown, so its pad run cannot be built", reason: 'image_size' };
   const suffixIds = [...boundary, ...rendered.expanded];

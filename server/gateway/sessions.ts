@@ -207,6 +207,12 @@ export interface SessionStoreOptions {
   /** The header that names a session (for the advice in `grouping_ambiguous`). */
   sessionHeader: string;
   now?: () => number;
+  /**
+   * The texts a re-rendered conversation may close an answer with (the model family's stop tokens,
+   * `ModelFamily` grammar `stops`, as text): a completions prompt continues a session
+   * where one of them follows the session's prompt and answer. Default: any special token written `<|…`.
+   */
+  turnEnds?: () => readonly string[];
 }
 
 export class SessionStore {
@@ -331,9 +337,12 @@ export class SessionStore {
 
   private candidatesByText(text: string): Session[] {
     // A re-rendered conversation repeats the previous prompt and the answer, then closes the turn with a
-    // special token: the candidates end where the text has `<|` (or at its end).
+    // special token: the candidates end where the text has `<|` or one of the family's stop tokens.
     const found = new Map<string, Session>();
-    for (let at = text.indexOf('<|'); at >= 0; at = text.indexOf('<|', at + 1)) {
+    const cuts = new Set<number>();
+    for (const end of new Set(['<|', ...(this.opts.turnEnds?.() ?? [])]))
+      if (end !== '') for (let at = text.indexOf(end); at >= 0; at = text.indexOf(end, at + 1)) cuts.add(at);
+    for (const at of cuts) {
       for (const id of this.waiting.get(`t:${digest(text.slice(0, at))}`) ?? []) {
         const s = this.sessions.get(id);
         if (s) found.set(id, s);

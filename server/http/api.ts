@@ -244,9 +244,9 @@ export type ImageInfo = z.infer<typeof ImageInfo>;
 /** One piece of a message: its text, the model's reasoning, a tool call it wrote, or an image (its pad run). */
 export const MessagePart = z.discriminatedUnion('type', [
   z.object({ type: z.literal('text'), text: z.string() }),
-  /** `<think>…</think>`: shown folded. */
+  /** The family's reasoning block (its think tags): shown folded. */
   z.object({ type: z.literal('reasoning'), text: z.string() }),
-  /** `<tool_call>{"name", "arguments"}</tool_call>` as the model wrote it (`arguments` as written; null name: not JSON). */
+  /** A tool call in the family's tool-call tags as the model wrote it (`arguments` as written; null name: not parsed). */
   z.object({ type: z.literal('tool_call'), name: z.string().nullable(), arguments: z.string() }),
   /** Image `image` of the trajectory; its pad run in the message's stream (null for a record's message: no tokens). */
   z.object({
@@ -807,7 +807,7 @@ export const PlaygroundResult = z.object({
   /** The model profile the conversation was rendered with. */
   profile: z.string(),
   text: z.string(),
-  /** The text tokenized: one `<|image_pad|>` per image, as the template writes it. */
+  /** The text tokenized: one placeholder per image, as the template writes it. */
   tokenIds: z.array(z.number().int()),
   /** What the model sees: each image's pad expanded to its count. */
   ids: z.array(z.number().int()),

@@ -39,7 +39,7 @@ function processorFor(traj: Trajectory | undefined, run: ProcessorSettings | und
 
 function visionSpansOf(profile: ModelProfile, ids: readonly number[], rendered: RenderResult): VisionSpanInfo[] {
   let image = 0;
-  return findVisionSpans(ids, profile.special).map((s) => {
+  return findVisionSpans(ids, profile).map((s) => {
     const i = s.kind === 'image' ? image++ : -1;
     const img = rendered.images[i];
     return {
@@ -51,7 +51,7 @@ function visionSpansOf(profile: ModelProfile, ids: readonly number[], rendered: 
       end: s.end,
       expectedPads: img?.pad_count ?? null,
       gridThw: img?.image_grid_thw ?? null,
-      cellsWide: img ? cellsWideOfGrid(img.image_grid_thw, profile.vision.mergeSize) : null,
+      cellsWide: img ? cellsWideOfGrid(profile, img.image_grid_thw, profile.vision) : null,
     };
   });
 }

@@ -194,7 +194,7 @@ export function comparePairView(
     },
     placeholders: {
       ...base.placeholders,
-      trained: sample ? padRuns(sample.tokens, trained.profile.special) : [],
+      trained: sample ? padRuns(sample.tokens, trained.profile.ids) : [],
       trainedGrids: sample?.imageGridThw ?? null,
     },
   };

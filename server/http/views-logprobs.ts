@@ -128,7 +128,7 @@ export function logprobView(c: CheckedTrajectory, opts: RunOptions): LogprobView
         view.turns.push({ turn: k, start, end: Math.min(n, start + length) });
     });
   let image = 0;
-  for (const s of findVisionSpans(ids, c.profile.special)) {
+  for (const s of findVisionSpans(ids, c.profile)) {
     if (s.kind !== 'image') continue;
     view.images.push({ image: image++, start: s.start >= 0 ? s.start : s.padStart, end: s.end >= 0 ? s.end + 1 : n });
   }

@@ -1,11 +1,13 @@
 // The conversation of a trajectory as the engine saw it (`GET /api/trajectories/ID/messages`):
 // each model call's new prompt tokens (what its prompt adds to the last call's prompt ⧺
-// generation) and its generation, cut into chat messages at `<|im_start|>`, decoded, with images
-// as their pad runs, `<think>` folded as reasoning, `<tool_call>` as a tool call and
-// `<tool_response>` as the tool's message (docs/reference/chat-templates.md). A prompt that stops
+// generation) and its generation, cut into chat messages where the model family's turns open,
+// decoded, with images as their pad runs, the family's reasoning tags folded as reasoning, its
+// tool-call tags as a tool call and its tool-response wrapper as the tool's message
+// (docs/reference/chat-templates.md, server/families/family.ts). A prompt that stops
 // extending the last one shows from where it stops: what the re-rendered history put there, a
 // fragment. Formats without per-call prompt ids show the re-aligned stream; records without ids
 // show their messages. Findings are pinned to the message holding their token.
+import type { ModelFamily, TurnGrammar } from '../families/family.ts';
 import type { Finding, StreamName } from '../model/finding.ts';
 import type { Message } from '../model/trajectory.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
@@ -24,18 +26,29 @@ interface Segmenting {
   streamTurn: number;
 }
 
-const TAGS = [
-  { open: '<think>', close: '</think>', part: 'reasoning' },
-  { open: '<tool_call>', close: '</tool_call>', part: 'tool_call' },
-] as const;
+interface Tag {
+  open: string;
+  close: string;
+  part: 'reasoning' | 'tool_call';
+}
 
-/** Text with `<think>` and `<tool_call>` blocks made parts (an unclosed block runs to the end). */
-function textParts(text: string): MessagePart[] {
+/** The blocks a family's model writes inside its text: its reasoning and its tool calls. */
+function tagsOf(family: ModelFamily): Tag[] {
+  const tags: Tag[] = [];
+  if (family.reasoningTags) tags.push({ ...family.reasoningTags, part: 'reasoning' });
+  const { open, close } = family.toolCalls;
+  if (open !== '') tags.push({ open, close, part: 'tool_call' });
+  return tags;
+}
+
+/** Text with the family's reasoning and tool-call blocks made parts (an unclosed block runs to the end). */
+function textParts(text: string, family: ModelFamily): MessagePart[] {
+  const tags = tagsOf(family);
   const out: MessagePart[] = [];
   let rest = text;
   while (rest.length > 0) {
-    let first: { at: number; tag: (typeof TAGS)[number] } | undefined;
-    for (const tag of TAGS) {
+    let first: { at: number; tag: Tag } | undefined;
+    for (const tag of tags) {
       const at = rest.indexOf(tag.open);
       if (at >= 0 && (!first || at < first.at)) first = { at, tag };
     }
@@ -49,12 +62,12 @@ function textParts(text: string): MessagePart[] {
     const body = end < 0 ? inner : inner.slice(0, end);
     rest = end < 0 ? '' : inner.slice(end + first.tag.close.length);
     if (first.tag.part === 'reasoning') out.push({ type: 'reasoning', text: body.trim() });
-    else out.push(toolCall(body.trim()));
+    else out.push(toolCall(body.trim(), family));
   }
   return out.filter((p) => p.type !== 'text' || p.text.trim() !== '');
 }
 
-function toolCall(body: string): MessagePart {
+function toolCall(body: string, family: ModelFamily): MessagePart {
   try {
     const call = JSON.parse(body) as { name?: unknown; arguments?: unknown };
     if (call && typeof call === 'object' && typeof call.name === 'string')
@@ -64,18 +77,41 @@ function toolCall(body: string): MessagePart {
         arguments: typeof call.arguments === 'string' ? call.arguments : JSON.stringify(call.arguments ?? {}),
       };
   } catch {
-    // not JSON: shown as the model wrote it
+    // not JSON (Kimi's and GLM's calls are not): read by the family's tool-call parser
   }
+  const { open, close } = family.toolCalls;
+  const calls = family.toolCalls.parse(`${open}${body}${close}`).calls;
+  if (calls.length === 1) return { type: 'tool_call', name: calls[0]!.name, arguments: calls[0]!.arguments };
   return { type: 'tool_call', name: null, arguments: body };
 }
 
-const ROLE_HEAD = /^<\|im_start\|>([^\n]*)\n/;
-const TOOL_RESPONSE = /^\s*<tool_response>\n?([\s\S]*?)\n?<\/tool_response>\s*$/;
+/**
+ * Where the text of a message in `ids[at, end)` stops: before its end of turn and the ids the
+ * template writes after it, when the message ends with them; else `end`.
+ */
+function endOfTurnAt(ids: readonly number[], at: number, end: number, grammar: TurnGrammar): number {
+  if (grammar.endOfTurn === undefined) return end;
+  const after = grammar.afterEnd;
+  const tail = after.length > 0 && after.every((id, k) => ids[end - after.length + k] === id) ? after.length : 0;
+  const eot = end - tail - 1;
+  if (eot >= at && ids[eot] === grammar.endOfTurn) return eot;
+  return ids[end - 1] === grammar.endOfTurn && end - 1 >= at ? end - 1 : end;
+}
+
+/** The text inside a tool-response wrapper that is all of `text` (blank around it), else undefined. */
+function toolResponseOf(text: string, tags: { open: string; close: string }): string | undefined {
+  const t = text.trim();
+  if (!t.startsWith(tags.open) || !t.endsWith(tags.close)) return undefined;
+  return t
+    .slice(tags.open.length, t.length - tags.close.length)
+    .replace(/^\n/, '')
+    .replace(/\n$/, '');
+}
 
 /**
- * Messages of `ids[from, to)`: cut at `<|im_start|>` and at the generated ranges' edges. `breakAt`:
- * where a call's new tokens start; what starts there mid-message (not a `<|im_start|>`: a
- * re-rendered history's remainder, a second `<|im_end|>`) is a fragment, shown with its markup.
+ * Messages of `ids[from, to)`: cut where a turn opens and at the generated ranges' edges. `breakAt`:
+ * where a call's new tokens start; what starts there mid-message (no turn opener: a re-rendered
+ * history's remainder, a second end of turn) is a fragment, shown with its markup.
  */
 function segment(
   s: Segmenting,
@@ -85,9 +121,11 @@ function segment(
   breakAt = -1,
 ): ConversationMessage[] {
   const { c, ids } = s;
-  const special = c.profile.special;
+  const family = c.profile.modelFamily;
+  const { grammar } = c.profile.ids;
+  const opens = new Set(grammar.openers);
   const cuts = new Set<number>([from, to]);
-  for (let i = from; i < to; i++) if (ids[i] === special.imStart) cuts.add(i);
+  for (let i = from; i < to; i++) if (opens.has(ids[i]!)) cuts.add(i);
   for (const [a, b] of s.generated) {
     if (a > from && a < to) cuts.add(a);
     if (b > from && b < to) cuts.add(b);
@@ -95,12 +133,31 @@ function segment(
   const points = [...cuts].sort((a, b) => a - b);
   const out: ConversationMessage[] = [];
   let role = 'assistant';
+  // Whether the message is on the model's side of the chat (its turns' text holds reasoning and calls).
+  let modelTurn = true;
   for (let k = 0; k + 1 < points.length; k++) {
     const start = points[k]!;
     const end = points[k + 1]!;
     const gen = s.generated.find(([a, b]) => start >= a && start < b);
+    // What a template writes before the first turn (Gemma's BOS) frames the conversation: no message.
+    if (
+      !gen &&
+      !opens.has(ids[start]!) &&
+      start === 0 &&
+      ids.slice(start, end).every((id) => c.profile.tokenizer.isSpecial(id))
+    )
+      continue;
     const parts: MessagePart[] = [];
-    let at = start;
+    const fragment = !gen && start === breakAt && !opens.has(ids[start]!);
+    // The chat markup (the turn's header, its end of turn and what follows it) frames the message: not its text.
+    const header = gen || fragment ? undefined : grammar.header(ids, start);
+    if (header) {
+      modelTurn = header.role === 'assistant';
+      const [a, b] = header.roleSpan;
+      role = c.profile.tokenizer.decodeSync(ids, a, b).trim() || role;
+    }
+    let at = header ? Math.min(header.end, end) : start;
+    const stop = fragment ? end : endOfTurnAt(ids, at, end, grammar);
     const flushText = (until: number) => {
       if (until > at) parts.push({ type: 'text', text: c.profile.tokenizer.decodeSync(ids, at, until) });
     };
@@ -118,37 +175,27 @@ function segment(
         });
         at = v.end >= 0 ? v.end + 1 : v.padStart + v.padLength;
       }
-    flushText(end);
-    // The chat markup (role header, `<|im_end|>` and the newline after it) frames the message: not its text.
-    const first = parts[0];
-    const fragment = !gen && start === breakAt && ids[start] !== special.imStart;
-    if (first?.type === 'text' && !fragment) {
-      const head = ROLE_HEAD.exec(first.text);
-      if (head) {
-        role = head[1]!.trim() || role;
-        first.text = first.text.slice(head[0].length);
-      }
-    }
-    const last = parts.at(-1);
-    if (last?.type === 'text' && !fragment) last.text = last.text.replace(/<\|im_end\|>\n?$/, '');
+    flushText(stop);
     if (gen) role = 'assistant';
     let messageRole = role;
     // The model's blocks (reasoning, tool calls) are read in what it wrote and in its history; a
     // system prompt that describes the tool-call syntax is text.
-    let content = parts.flatMap((p) => (p.type === 'text' && (gen || role === 'assistant') ? textParts(p.text) : [p]));
-    // Qwen's templates wrap a tool's answer as a user message in <tool_response>: it is the tool's.
-    if (!gen && content.length === 1 && content[0]!.type === 'text') {
-      const tool = TOOL_RESPONSE.exec(content[0]!.text);
-      if (tool) {
+    const modelSide = gen || modelTurn;
+    let content = parts.flatMap((p) => (p.type === 'text' && modelSide ? textParts(p.text, family) : [p]));
+    // A template that wraps a tool's answer in a user turn (Qwen's tool-response tags): it is the tool's.
+    const wrapper = family.toolResponseTags;
+    if (!gen && wrapper && content.length === 1 && content[0]!.type === 'text') {
+      const tool = toolResponseOf(content[0]!.text, wrapper);
+      if (tool !== undefined) {
         messageRole = 'tool';
-        content = [{ type: 'text', text: tool[1]! }];
+        content = [{ type: 'text', text: tool }];
       }
     }
     content = content.filter((p) => p.type !== 'text' || p.text !== '');
-    // Blank text (the newline after a turn's `<|im_end|>`) frames messages.
+    // Blank text (what the template writes after an end of turn) frames messages.
     if (content.every((p) => p.type === 'text' && p.text.trim() === '')) content = [];
-    // The assistant header the prompt ends with (`<|im_start|>assistant\n`) holds nothing: its generation
-    // follows; nor does the newline after a turn's `<|im_end|>` where the next call's tokens start.
+    // The assistant header the prompt ends with holds nothing: its generation follows; nor does what
+    // follows an end of turn where the next call's tokens start.
     if (content.length === 0 && !gen) continue;
     const turn = gen
       ? (c.alignment.turns.find((t) => t.generated[0] === gen[0])?.turn ?? turnOf(start))
@@ -224,14 +271,14 @@ function fromCanonical(c: CheckedTrajectory, opts: RunOptions): ConversationMess
 }
 
 /** A record's message as parts: its text, its images (numbered in order), its tool calls. */
-function recordParts(m: Message, nextImage: () => number): MessagePart[] {
+function recordParts(m: Message, nextImage: () => number, family: ModelFamily): MessagePart[] {
   const out: MessagePart[] = [];
   const content = m.content;
-  if (typeof content === 'string') out.push(...textParts(content));
+  if (typeof content === 'string') out.push(...textParts(content, family));
   else if (Array.isArray(content))
     for (const p of content) {
       if (typeof p === 'string') out.push({ type: 'text', text: p });
-      else if (p.type === 'text' && typeof p.text === 'string') out.push(...textParts(p.text));
+      else if (p.type === 'text' && typeof p.text === 'string') out.push(...textParts(p.text, family));
       else if (p.type === 'image' || p.type === 'image_url' || 'image' in p || 'image_url' in p)
         out.push({ type: 'image', image: nextImage(), padStart: null, padLength: null, expectedPads: null });
     }
@@ -261,7 +308,7 @@ function fromMessages(c: CheckedTrajectory): ConversationMessage[] {
         generated: false,
         fragment: false,
         tokens: null,
-        parts: recordParts(m, nextImage),
+        parts: recordParts(m, nextImage, c.profile.modelFamily),
         finishReason: null,
         findings: [],
       });
@@ -272,7 +319,7 @@ function fromMessages(c: CheckedTrajectory): ConversationMessage[] {
         generated: true,
         fragment: false,
         tokens: null,
-        parts: textParts(t.generatedText),
+        parts: textParts(t.generatedText, c.profile.modelFamily),
         finishReason: t.finishReason ?? null,
         findings: [],
       });

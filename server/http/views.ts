@@ -1,6 +1,7 @@
 // API views of one checked trajectory: its detail, any of its token streams, a token-aligned
 // diff of two of them, and its images. Everything the app shows is computed here from the
 // shared analysis (checks, realign, classify, image math); the app only lays it out.
+import type { VisionConfig } from '../model/vision.ts';
 import type { Finding, FindingKind, StreamName } from '../model/finding.ts';
 import type { CheckedTrajectory, RunOptions } from '../pipeline.ts';
 import { streamTokens } from '../pipeline.ts';
@@ -12,7 +13,6 @@ import { firstDivergence } from '../analysis/classify.ts';
 import { turnCloseIds, turnStopIds } from '../analysis/render.ts';
 import { closedCanonical, expectedNextPrompt } from '../analysis/expected-streams.ts';
 import { followsChatFormat } from '../analysis/sources.ts';
-import { padCountFromGrid } from '../analysis/image-math.ts';
 import { rootCauses } from '../analysis/root-cause.ts';
 import { partialByteJoins, visiblePiece } from '../profiles/tokenizer.ts';
 import { textDisplay, tokenDisplay, type ModelProfile } from '../profiles/profile.ts';
@@ -69,6 +69,7 @@ export const DIFF_OF_KIND: Readonly<Record<FindingKind, { a: DiffA; b: DiffB; si
   rerender_mismatch: { a: 'canonical', b: 'rerender', side: 'a' },
   sample_mismatch: { a: 'canonical', b: 'sample', side: 'b' },
   placeholder_count: null,
+  video_timestamps: null,
   image_count: null,
   image_truncated: null,
   placeholder_range: null,
@@ -178,11 +179,11 @@ export function visionSpans(
 ): VisionSpanInfo[] {
   let image = firstImage;
   // Vision tokens the model generated are its text, not an image: they take no image's number.
-  return imageSpans(c.trajectory, ids, c.profile.special).map((s) => {
+  return imageSpans(c.trajectory, ids, c.profile).map((s) => {
     const i = s.kind === 'image' ? image++ : -1;
     const math = ctx.images[i]?.tokens;
     const stored = c.trajectory.sample?.imageGridThw?.[i];
-    const merge = ctx.images[i]?.vision.mergeSize ?? c.profile.vision.mergeSize;
+    const vision = ctx.images[i]?.vision ?? c.profile.vision;
     return {
       image: i,
       kind: s.kind,
@@ -190,21 +191,30 @@ export function visionSpans(
       padStart: s.padStart,
       padLength: s.padLength,
       end: s.end,
-      expectedPads: math?.padCount ?? (stored ? safePadCount(stored, merge) : null),
+      expectedPads: math?.padCount ?? (stored ? safePadCount(c.profile, stored, vision) : null),
       gridThw: math?.gridThw ?? stored ?? null,
-      cellsWide: math?.cellsWide ?? (stored ? cellsWideOfGrid(stored, merge) : null),
+      cellsWide: math?.cellsWide ?? (stored ? cellsWideOfGrid(c.profile, stored, vision) : null),
     };
   });
 }
 
-/** Merged cells per row of a stored grid (grid_w / merge), null when the grid cannot come from a processor. */
-export function cellsWideOfGrid(grid: readonly [number, number, number], merge: number): number | null {
-  return safePadCount(grid, merge) === null ? null : grid[2] / merge;
+/** Merged cells per row of a stored grid (grid_w / merge), null when the grid cannot come from the family's processor. */
+export function cellsWideOfGrid(
+  profile: Pick<ModelProfile, 'modelFamily'>,
+  grid: readonly [number, number, number],
+  vision: VisionConfig,
+): number | null {
+  return safePadCount(profile, grid, vision) === null ? null : grid[2] / vision.mergeSize;
 }
 
-function safePadCount(grid: readonly [number, number, number], merge: number): number | null {
+/** The pads a stored grid implies (the family's formula), null when no processor of the family makes it. */
+function safePadCount(
+  profile: Pick<ModelProfile, 'modelFamily'>,
+  grid: readonly [number, number, number],
+  vision: VisionConfig,
+): number | null {
   try {
-    return padCountFromGrid(grid, merge);
+    return profile.modelFamily.padCountFromGrid([...grid], vision);
   } catch {
     return null;
   }
@@ -361,8 +371,8 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
     const cur = traj.turns[q.turn - 1];
     const next = traj.turns[q.turn];
     // What turn k+1's prompt must start with (the expectation of checkPrefixes).
-    const plain = followsChatFormat(traj, profile.special.imStart) === false;
-    const expected = cur && expectedNextPrompt(cur, closeIds, turnStopIds(profile.special), plain);
+    const plain = followsChatFormat(traj, profile.ids.grammar.openers) === false;
+    const expected = cur && expectedNextPrompt(cur, closeIds, turnStopIds(profile), plain);
     if (!expected || !next?.promptIds) throw new NotFound(`no prompt ids for turns ${q.turn - 1} and ${q.turn}`);
     a = expected;
     b = next.promptIds;
@@ -372,7 +382,7 @@ export async function tokenDiff(c: CheckedTrajectory, q: DiffQuery): Promise<Dif
   } else if (q.a === 'canonical' && q.b === 'rerender') {
     if (!c.rerender) throw new NotFound('this trajectory has no messages to re-render');
     // Closed as checkRerender closes it, so the divergence index matches the finding.
-    a = closedCanonical(traj, alignment, closeIds, turnStopIds(profile.special));
+    a = closedCanonical(traj, alignment, closeIds, turnStopIds(profile), profile.ids.grammar.stopOpensTurn);
     b = c.rerender;
     labelA = 'canonical';
     labelB = 're-rendered';
@@ -448,9 +458,7 @@ export function idsDiff(
 export function imageInfos(c: CheckedTrajectory, opts: RunOptions): ImageInfo[] {
   const ctx = contextOf(c, opts);
   const observed = observedStream(c.trajectory);
-  const spans = observed
-    ? imageSpans(c.trajectory, observed.tokens, c.profile.special).filter((s) => s.kind === 'image')
-    : [];
+  const spans = observed ? imageSpans(c.trajectory, observed.tokens, c.profile).filter((s) => s.kind === 'image') : [];
   return c.trajectory.images.map((img, i) => {
     const e = ctx.images[i];
     const vision = e?.vision ?? c.profile.vision;
@@ -470,7 +478,7 @@ export function imageInfos(c: CheckedTrajectory, opts: RunOptions): ImageInfo[] 
       layout: e?.tokens ?? null,
       problem: e?.problem ?? null,
       actualPads: spans[i]?.padLength ?? null,
-      expectedPads: e?.tokens?.padCount ?? (stored ? safePadCount(stored, vision.mergeSize) : null),
+      expectedPads: e?.tokens?.padCount ?? (stored ? safePadCount(c.profile, stored, vision) : null),
       storedGrid: stored,
     };
   });

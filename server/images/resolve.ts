@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createHash } from 'node:crypto';
-import type { ImageRef, Trajectory } from '../model/trajectory.ts';
+import type { ImageRef, Trajectory, VideoRef } from '../model/trajectory.ts';
 import { fetchRemoteImage, type RemoteImageLimits } from './remote.ts';
 import { ImageUnavailable, imageSize, MAX_DATA_URL_BYTES, MAX_IMAGE_BYTES, MAX_INPUT_PIXELS } from './limits.ts';
 import { ByteLru, sharedCacheBytes } from '../util/shared-cache.ts';
@@ -187,10 +187,48 @@ export interface ResolveOptions {
   remote?: Partial<RemoteImageLimits>;
 }
 
-/** Fill width/height/sha256 of every image from its bytes; unreadable images are marked, never fatal. */
+/**
+ * Fill width/height/sha256 of every image from its bytes, and each video's frame size from its
+ * frames'; unreadable images are marked, never fatal.
+ */
 export async function resolveImages(traj: Trajectory, opts: ResolveOptions): Promise<Trajectory> {
   const images = await Promise.all(traj.images.map((img) => resolveImage(img, opts)));
-  return { ...traj, images };
+  if (!traj.videos || traj.videos.length === 0) return { ...traj, images };
+  const videos = await Promise.all(traj.videos.map((v) => resolveVideo(v, opts)));
+  return { ...traj, images, videos };
+}
+
+/**
+ * A video's frames sized from their bytes (every frame of a video has the first's size). A video
+ * file is not decoded: its size and frame count are the record's, when it states them.
+ */
+async function resolveVideo(video: VideoRef, opts: ResolveOptions): Promise<VideoRef> {
+  if (!video.frames || video.frames.length === 0) {
+    if (video.width && video.height && video.frameCount) return video;
+    return {
+      ...video,
+      unavailable:
+        video.unavailable ??
+        'video files are not decoded: the record must give its frames (a list of images) or its width, height and frame count',
+    };
+  }
+  const frames = await Promise.all(video.frames.map((f) => resolveImage(f, opts)));
+  const first = frames.find((f) => f.width && f.height);
+  const broken = frames.find((f) => f.unavailable);
+  const other = first && frames.find((f) => f.width && (f.width !== first.width || f.height !== first.height));
+  return {
+    ...video,
+    frames,
+    frameCount: frames.length,
+    ...(first ? { width: first.width, height: first.height } : {}),
+    ...(broken
+      ? { unavailable: `frame ${frames.indexOf(broken)}: ${broken.unavailable}` }
+      : other
+        ? {
+            unavailable: `frame ${frames.indexOf(other)} is ${other.width}×${other.height}, frame 0 ${first!.width}×${first!.height}: a video's frames have one size`,
+          }
+        : {}),
+  };
 }
 
 async function readImage(

@@ -11,6 +11,7 @@ import { z } from 'zod';
 import { Reward, type TrajectoryInput } from '../model/trajectory.ts';
 import type { Importer, ImportResult } from './importer.ts';
 import { importEachRecord, isObject } from './importer.ts';
+import type { PlaceholderIds } from '../families/family.ts';
 import { idAllocator, smallValues } from './turns-from-mask.ts';
 
 export const AREAL_DUMP_LIMITATION =
@@ -33,19 +34,23 @@ export const ArealDumpRecord = z
   .passthrough();
 export type ArealDumpRecord = z.infer<typeof ArealDumpRecord>;
 
-const IMAGE_PAD = '<|image_pad|>';
-const VISION_SPAN = /<\|vision_start\|>((?:<\|image_pad\|>)*)<\|vision_end\|>/g;
+const escaped = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-/** `<|image_pad|>` count of each image span in decoded text (special tokens kept). */
-export function imagePadRuns(text: string): number[] {
-  return [...text.matchAll(VISION_SPAN)].map((m) => m[1]!.length / IMAGE_PAD.length);
+/** The pad count of each image span in decoded text (special tokens kept), spelled as the model's tokens are. */
+export function imagePadRuns(text: string, spelled: PlaceholderIds['imageText']): number[] {
+  const span = new RegExp(
+    `${escaped(spelled.begin + spelled.header)}((?:${escaped(spelled.pad)})*)${escaped(spelled.end)}`,
+    'g',
+  );
+  return [...text.matchAll(span)].map((m) => m[1]!.length / spelled.pad.length);
 }
 
 export function arealDumpTrajectory(
   d: ArealDumpRecord,
   where: { file: string; line: number; id: string },
+  vision: PlaceholderIds | undefined,
 ): TrajectoryInput {
-  const pads = imagePadRuns(d.prompt + d.completion);
+  const pads = vision ? imagePadRuns(d.prompt + d.completion, vision.imageText) : [];
   const meta = smallValues(
     {
       task_id: d.task_id,
@@ -87,11 +92,14 @@ export const arealDumpImporter: Importer = {
       return 'has "task_id"/"prompt"/"completion" but neither "seqlen" nor "prompt_len" (AReaL rollout dump)';
     return true;
   },
-  importRecords(records, { file }): ImportResult {
+  importRecords(records, ctx): ImportResult {
+    const { file } = ctx;
     const allocate = idAllocator();
+    // AReaL's dump names no model: the placeholders of the profile the run is checked with.
+    const vision = ctx.visionIds(undefined);
     return importEachRecord(records, file, ArealDumpRecord, (d, r) => {
       const base = `task-${String(d.task_id)}/${d.sample_idx ?? `line-${r.line}`}`;
-      return arealDumpTrajectory(d, { file, line: r.line, id: allocate(base) });
+      return arealDumpTrajectory(d, { file, line: r.line, id: allocate(base) }, vision);
     });
   },
 };

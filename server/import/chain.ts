@@ -44,12 +44,12 @@ export interface ChainOptions {
   padIds?: readonly number[];
 }
 
-/** `<|image_pad|>` and `<|video_pad|>` of the profiles the calls' models will be checked with. */
+/** The image and video pad ids of the profiles the calls' models will be checked with. */
 export function padIdsOf(ctx: FileContext, models: Iterable<string | undefined>): number[] {
   const ids = new Set<number>();
   for (const model of new Set(models)) {
     const v = ctx.visionIds(model);
-    if (v) ids.add(v.imagePad).add(v.videoPad);
+    if (v) for (const pad of v.pads) ids.add(pad);
   }
   return [...ids];
 }

@@ -338,7 +338,7 @@ function trajectoryFrom(parts: SampleParts, id: string, file: string, line: numb
 }
 
 /** Image counts per sample, from `mm_token_type_ids` image runs, else (when they do not account for
- * every grid row) from `<|image_pad|>` runs (the pad id of the profile the run is checked with). */
+ * every grid row) from image pad runs (the pad id of the profile the run is checked with). */
 function imagesPerSample(
   bounds: readonly [number, number][],
   tokens: readonly number[],
@@ -394,7 +394,7 @@ export interface RefAttribution {
 /**
  * Image runs in micro-batch order with their samples: the runs of `mm_token_type_ids == 1`, which
  * prime-rl pairs with the refs in order (`orchestrator/trajectories.py::_build_mm_refs`), else the
- * `<|image_pad|>` runs.
+ * image pad runs.
  */
 function imageRunsOf(
   bounds: readonly [number, number][],
@@ -514,7 +514,7 @@ interface StructContext {
   /** 1-based ordinal of the struct's first sample in the file. */
   firstLine: number;
   identity: ReturnType<typeof fileIdentity>;
-  /** `<|image_pad|>` of the profile the run is checked with (prime-rl's records name no model). */
+  /** The image pad id of the profile the run is checked with (prime-rl's records name no model). */
   imagePad: number | undefined;
 }
 

@@ -33,6 +33,7 @@ import {
   ProcessorOutputs,
   fileStem,
   gridsOf,
+  videosOf,
   idAllocator,
   imageRefOf,
   smallValues,
@@ -105,8 +106,7 @@ export function slimeTrajectory(
     last.generatedText = s.response;
 
   const limitations: string[] = [];
-  if (s.multimodal_inputs?.videos)
-    limitations.push('the sample has videos (multimodal_inputs.videos); rollscope checks image placeholders only');
+  const videos = videosOf(s.multimodal_inputs?.videos, 'multimodal_inputs.videos');
 
   // The dump's rollout_id is the step; a Sample's own rollout_id groups the samples one rollout
   // execution was split into (THUDM/slime: slime/utils/types.py, slime/ray/rollout.py gives the
@@ -130,6 +130,7 @@ export function slimeTrajectory(
     ...(where.processor ? { processor: where.processor } : {}),
     turns,
     images: (s.multimodal_inputs?.images ?? []).map(imageRefOf),
+    ...(videos.length > 0 ? { videos } : {}),
     sample: {
       tokens: s.tokens,
       responseLength: s.response_length,
@@ -137,6 +138,7 @@ export function slimeTrajectory(
       logprobs: s.rollout_log_probs ?? undefined,
       maskScope: 'response',
       imageGridThw: gridsOf(s.multimodal_train_inputs),
+      videoGridThw: gridsOf(s.multimodal_train_inputs, 'video'),
     },
     reward: rewardValue(s.reward),
     status,

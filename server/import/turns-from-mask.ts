@@ -9,7 +9,7 @@
 // image_grid_thw lists, ids), so the three importers read them the same way.
 import path from 'node:path';
 import { z } from 'zod';
-import { GridThw, type ImageRef, type TrajectoryInput } from '../model/trajectory.ts';
+import { GridThw, type ImageRef, type TrajectoryInput, type VideoRef } from '../model/trajectory.ts';
 import { isObject } from './importer.ts';
 import { uniqueIds } from '../model/trajectory-key.ts';
 
@@ -45,7 +45,7 @@ export function turnsFromMask(s: MaskedStream): TurnInput[] {
   if (s.mask) while (firstTrained < n && !masked(firstTrained)) firstTrained++;
   // Frameworks write logprob 0.0 for the tokens they append (observations, turn closes): a token
   // after the first trained one whose mask is 0 but whose logprob is the sampler's (finite, not
-  // 0) was generated, and its 0 is a mask fault (a generated <|im_end|> left out of training).
+  // 0) was generated, and its 0 is a mask fault (a generated end of turn left out of training).
   // The checks report the stored mask against the canonical one, which trains it.
   const sampled = (i: number): boolean => {
     const lp = s.logprobs?.[i - offset];
@@ -125,22 +125,21 @@ export const GridList = z.union([z.array(GridThw), GridThw.transform((g) => [g])
   error: 'expected image_grid_thw as [[t, h, w], ...] with positive integers',
 });
 
-/** Processor outputs: one dict, or one per turn (concatenated in order). Only `image_grid_thw` is read. */
-export const ProcessorOutputs = z.union(
-  [
-    z.object({ image_grid_thw: GridList.nullish() }).passthrough(),
-    z.array(z.object({ image_grid_thw: GridList.nullish() }).passthrough()),
-  ],
-  {
-    error:
-      'expected processor outputs {"image_grid_thw": [[t, h, w], ...]} or a list of them, image_grid_thw rows being 3 positive integers',
-  },
-);
+const GridFields = z.object({ image_grid_thw: GridList.nullish(), video_grid_thw: GridList.nullish() }).passthrough();
 
-/** The grids of processor outputs stated as one dict or a list of them. */
-export function gridsOf(outputs: z.infer<typeof ProcessorOutputs> | null | undefined): GridThw[] | undefined {
+/** Processor outputs: one dict, or one per turn (concatenated in order). Only the grids are read. */
+export const ProcessorOutputs = z.union([GridFields, z.array(GridFields)], {
+  error:
+    'expected processor outputs {"image_grid_thw": [[t, h, w], ...]} or a list of them, image_grid_thw rows being 3 positive integers',
+});
+
+/** The grids of processor outputs stated as one dict or a list of them (`video_grid_thw` for `which: 'video'`). */
+export function gridsOf(
+  outputs: z.infer<typeof ProcessorOutputs> | null | undefined,
+  which: 'image' | 'video' = 'image',
+): GridThw[] | undefined {
   const list = outputs ? (Array.isArray(outputs) ? outputs : [outputs]) : [];
-  const grids = list.flatMap((o) => o.image_grid_thw ?? []);
+  const grids = list.flatMap((o) => (which === 'image' ? o.image_grid_thw : o.video_grid_thw) ?? []);
   return grids.length > 0 ? grids : undefined;
 }
 
@@ -210,6 +209,58 @@ export function imageRefOf(entry: ImageEntry): ImageRef {
   else if (entry.image_url) ref.url = typeof entry.image_url === 'string' ? entry.image_url : entry.image_url.url;
   if (entry.min_pixels !== undefined && entry.min_pixels !== null) ref.minPixels = entry.min_pixels;
   if (entry.max_pixels !== undefined && entry.max_pixels !== null) ref.maxPixels = entry.max_pixels;
+  return ref;
+}
+
+/**
+ * One video as trainer records name it: a list of frames (image entries, a pre-sampled video as
+ * qwen-vl-utils returns it for verl and slime), a file or URL, or a qwen-vl-utils dict
+ * `{"video": frames | path, "fps", "nframes"}`.
+ */
+export const VideoEntry = z.union([
+  z.array(ImageEntry).min(1),
+  z.string().min(1),
+  z
+    .object({
+      video: z.union([z.array(ImageEntry).min(1), z.string().min(1)]),
+      fps: z.number().positive().nullish(),
+      sample_fps: z.number().positive().nullish(),
+      nframes: z.number().int().positive().nullish(),
+      width: z.number().int().positive().nullish(),
+      height: z.number().int().positive().nullish(),
+    })
+    .passthrough(),
+]);
+export type VideoEntry = z.infer<typeof VideoEntry>;
+
+/**
+ * The videos a record lists, each read as a VideoEntry; one that is none (a decoded tensor dumped
+ * as it was) is a video whose frames are unavailable, saying where, and the record still loads.
+ */
+export function videosOf(raw: unknown, field: string): VideoRef[] {
+  if (raw === undefined || raw === null) return [];
+  const list = Array.isArray(raw) ? raw : [raw];
+  return list.map((entry, i) => {
+    const parsed = VideoEntry.safeParse(entry);
+    return parsed.success
+      ? videoRefOf(parsed.data)
+      : { unavailable: `${field}[${i}] is not a list of frames, a path or {"video": ...}: not read` };
+  });
+}
+
+export function videoRefOf(entry: VideoEntry): VideoRef {
+  const body = Array.isArray(entry) || typeof entry === 'string' ? entry : entry.video;
+  const ref: VideoRef =
+    typeof body === 'string' ? { url: body } : { frames: body.map(imageRefOf), frameCount: body.length };
+  if (!Array.isArray(entry) && typeof entry !== 'string') {
+    const fps = entry.fps ?? entry.sample_fps;
+    if (fps !== undefined && fps !== null) ref.fps = fps;
+    if (entry.nframes && ref.frameCount === undefined) ref.frameCount = entry.nframes;
+    if (entry.width && entry.height) {
+      ref.width = entry.width;
+      ref.height = entry.height;
+    }
+  }
   return ref;
 }
 

@@ -3,7 +3,7 @@
 // verl/trainer/ppo/ray_trainer.py::_dump_generations; same for `trainer.validation_data_dir`).
 // `input`/`output` come from `tokenizer.batch_decode(..., skip_special_tokens=True)` of the padded
 // prompts and responses (ray_trainer.py::_log_rollout_data), so every special token — turn
-// markers, `<|im_end|>`, `<|vision_start|>` and all image pads — is gone and no ids, masks,
+// markers, the end of turn, the vision span tokens and all image pads — is gone and no ids, masks,
 // logprobs or images are saved (docs/reference/frameworks.md). Tokenizing the text again would not give the
 // ids verl trained on, so these load as text with their limitations stated.
 import { z } from 'zod';

@@ -22,6 +22,7 @@ import {
   ProcessorOutputs,
   fileStem,
   gridsOf,
+  videosOf,
   idAllocator,
   imageRefOf,
   smallValues,
@@ -79,9 +80,11 @@ export function verlTrajectory(
   if (Array.isArray(rawPrompt) && turns[0]) turns[0].messages = rawPrompt;
 
   const images = o.multi_modal_data?.images ?? o.multi_modal_data?.image ?? [];
+  const videos =
+    o.multi_modal_data?.videos !== undefined
+      ? videosOf(o.multi_modal_data.videos, 'multi_modal_data.videos')
+      : videosOf(o.multi_modal_data?.video, 'multi_modal_data.video');
   const limitations: string[] = [];
-  if (o.multi_modal_data?.videos || o.multi_modal_data?.video)
-    limitations.push('the trajectory has videos (multi_modal_data.videos); rollscope checks image placeholders only');
   const extra = o.extra_fields ? smallValues(o.extra_fields, ['raw_prompt']) : {};
   const meta = smallValues({
     num_turns: o.num_turns,
@@ -94,6 +97,7 @@ export function verlTrajectory(
     model: statedModel(o, ['model', 'extra_fields.model', 'extra_fields.model_name']),
     turns,
     images: images.map(imageRefOf),
+    ...(videos.length > 0 ? { videos } : {}),
     sample: {
       tokens,
       responseLength: o.response_ids.length,
@@ -103,6 +107,7 @@ export function verlTrajectory(
       ...(o.ref_log_prob ? { refLogprobs: o.ref_log_prob } : {}),
       maskScope: 'response',
       imageGridThw: gridsOf(o.multi_modal_inputs),
+      videoGridThw: gridsOf(o.multi_modal_inputs, 'video'),
     },
     reward: o.reward_score ?? undefined,
     group: o.uid !== undefined && o.uid !== null ? String(o.uid) : undefined,

@@ -24,6 +24,7 @@ export const FINDING_KINDS = [
   'group',
   'analysis_failed',
   'session_lost',
+  'video_timestamps',
 ] as const;
 export const FindingKind = z.enum(FINDING_KINDS);
 export type FindingKind = z.infer<typeof FindingKind>;
@@ -42,6 +43,7 @@ export const DIVERGENCE_CAUSES = [
   'vision_token_generated',
   'placeholder_in_text',
   'zero_filled_logprobs',
+  'video_pruned',
 ] as const;
 export const DivergenceCause = z.enum(DIVERGENCE_CAUSES);
 export type DivergenceCause = z.infer<typeof DivergenceCause>;

@@ -106,6 +106,28 @@ export const ImageRef = z.object({
 export type ImageRef = z.infer<typeof ImageRef>;
 
 /**
+ * A video as the rollout referenced it: a list of frames (images, as qwen-vl-utils, verl and slime
+ * take pre-sampled videos), or a video file / `data:` URL rollscope does not decode (its frame
+ * size and count then come from the record). The frame size is filled from the first frame's bytes.
+ */
+export const VideoRef = z.object({
+  frames: z.array(ImageRef).optional(),
+  url: z.string().optional(),
+  /** Frame size in px (every frame of a video has one). */
+  width: z.number().int().positive().optional(),
+  height: z.number().int().positive().optional(),
+  /** Frames the processor received (the frames list's length when there is one). */
+  frameCount: z.number().int().positive().optional(),
+  /** Frames per second the frames were sampled at: what the processor was told (`fps`). */
+  fps: z.number().positive().optional(),
+  /** Seconds of each frame in its source video, when the record states them. */
+  timestamps: z.array(z.number().nonnegative()).optional(),
+  /** Why the video's size or frames could not be read. */
+  unavailable: z.string().optional(),
+});
+export type VideoRef = z.infer<typeof VideoRef>;
+
+/**
  * OpenAI-style chat message; content parts are kept as written so the chat template sees what the
  * framework saw. A part may be a bare string (vLLM reads it as a text part).
  */
@@ -188,6 +210,8 @@ export const TrainingSample = z.object({
   /** Whether `lossMask`/`logprobs` cover only the response tail or the whole `tokens`. */
   maskScope: z.enum(['response', 'full']).default('response'),
   imageGridThw: z.array(GridThw).optional(),
+  /** `video_grid_thw` as the trainer's processor stored it, one row per video. */
+  videoGridThw: z.array(GridThw).optional(),
   placeholderRanges: z.array(PlaceholderRange).optional(),
   mmTokenTypeIds: z.array(z.number().int()).optional(),
   /** position_ids as the batch stored them: 3 mRoPE rows, or verl's 4 (text, t, h, w), each of len(tokens). */
@@ -207,6 +231,8 @@ export const Trajectory = z.object({
   turns: z.array(Turn),
   /** All images in order of appearance in the token stream. */
   images: z.array(ImageRef).default([]),
+  /** All videos in order of appearance in the token stream (absent: none). */
+  videos: z.array(VideoRef).optional(),
   sample: TrainingSample.optional(),
   reward: Reward.nullable().optional(),
   status: z.string().optional(),

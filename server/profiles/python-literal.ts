@@ -48,6 +48,34 @@ export function pythonFloatRepr(x: number): string {
 }
 
 /**
+ * Python's `f"{x:.{digits}f}"`: the exact binary value of `x` rounded half to even at `digits`
+ * decimals (CPython formats from the exact value; JavaScript's `toFixed` rounds an exact tie up:
+ * `(0.25).toFixed(1)` is `0.3`, Python's `f"{0.25:.1f}"` is `0.2`).
+ */
+export function pythonFormatFixed(x: number, digits: number): string {
+  if (!Number.isFinite(x)) return Number.isNaN(x) ? 'nan' : x > 0 ? 'inf' : '-inf';
+  const negative = x < 0 || Object.is(x, -0);
+  // x = mantissa · 2^exponent exactly, then x · 10^digits as a fraction num / den.
+  const view = new DataView(new ArrayBuffer(8));
+  view.setFloat64(0, Math.abs(x));
+  const bits = view.getBigUint64(0);
+  const biased = Number((bits >> 52n) & 0x7ffn);
+  const fraction = bits & ((1n << 52n) - 1n);
+  const mantissa = biased === 0 ? fraction : fraction | (1n << 52n);
+  const exponent = (biased === 0 ? 1 : biased) - 1075;
+  let num = mantissa * 10n ** BigInt(digits);
+  let den = 1n;
+  if (exponent >= 0) num <<= BigInt(exponent);
+  else den <<= BigInt(-exponent);
+  let q = num / den;
+  const r2 = (num % den) * 2n;
+  if (r2 > den || (r2 === den && q % 2n === 1n)) q += 1n;
+  const text = q.toString().padStart(digits + 1, '0');
+  const body = digits > 0 ? `${text.slice(0, -digits)}.${text.slice(-digits)}` : text;
+  return negative ? `-${body}` : body;
+}
+
+/**
  * Parses JSON text as Python's `json.loads` does, into values that re-print as Python would:
  * objects become `Map`s (insertion order, so `{"2": 1, "1": 2}` keeps its order; a repeated key
  * keeps its first position and last value, like a dict), numbers with a fraction or exponent

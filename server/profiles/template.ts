@@ -106,7 +106,15 @@ export class ChatTemplate {
   /** How vLLM and SGLang pass `content` to this template (detectContentFormat). */
   readonly contentFormat: ContentFormat;
 
-  constructor(source: string) {
+  /**
+   * @param specialTokens the tokenizer's special tokens by name (`bos_token`, `eos_token`, …), which
+   *   transformers passes to every render (`**tokenizer.special_tokens_map`): Gemma's template writes
+   *   `{{ bos_token }}`. An input variable of the same name wins.
+   */
+  constructor(
+    source: string,
+    private readonly specialTokens: Readonly<Record<string, string>> = {},
+  ) {
     this.program = parse(tokenize(source, { lstrip_blocks: true, trim_blocks: true }));
     this.contentFormat = detectContentFormat(this.program);
     pythonizeBlock(this.program.body);
@@ -116,7 +124,12 @@ export class ChatTemplate {
     const env = new Environment();
     installGlobals(env);
     // transformers always passes these three; absent tools/documents are None, not undefined.
-    const variables: Record<string, unknown> = { tools: null, documents: null, add_generation_prompt: false };
+    const variables: Record<string, unknown> = {
+      ...this.specialTokens,
+      tools: null,
+      documents: null,
+      add_generation_prompt: false,
+    };
     for (const [key, value] of Object.entries(input)) if (value !== undefined) variables[key] = value;
     for (const [key, value] of Object.entries(variables)) env.setVariable(key, toRuntime(value));
     const out = new PythonInterpreter(env).run(this.program);
@@ -694,4 +707,15 @@ function compareCodePoints(a: string, b: string): number {
     const d = (x.value.codePointAt(0) ?? 0) - (y.value.codePointAt(0) ?? 0);
     if (d !== 0) return d;
   }
+}
+
+let dumpsTemplate: ChatTemplate | undefined;
+/**
+ * Python's `json.dumps(value, ensure_ascii=False)` of a value read as `json.loads` reads it
+ * (`parsePythonJson`): the template engine's `tojson`, whose separators and escaping are the ones
+ * transformers' templates use. The tool-call parsers write arguments with it.
+ */
+export function jsonDumpsLikePython(value: unknown): string {
+  dumpsTemplate ??= new ChatTemplate('{{ messages[0] | tojson }}');
+  return dumpsTemplate.render({ messages: [value] });
 }

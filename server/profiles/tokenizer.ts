@@ -26,6 +26,13 @@ const CHAR_TO_BYTE = byteLevelAlphabet();
 const BYTE_TO_CHAR: string[] = [];
 for (const [ch, b] of CHAR_TO_BYTE) BYTE_TO_CHAR[b] = ch;
 
+/** Bytes as byte-level BPE writes them in a vocabulary (`bytes_to_unicode`: `\n` is `Ċ`, a space `Ġ`). */
+export function byteLevelString(bytes: Uint8Array): string {
+  let out = '';
+  for (const b of bytes) out += BYTE_TO_CHAR[b];
+  return out;
+}
+
 /**
  * Most text the segment cache holds before it starts over (~16 MB of strings plus their ids):
  * what GRPO groups and turns share is re-cached at once, and memory stays flat on any run size.
@@ -230,6 +237,11 @@ export class TokenizerHandle {
   private readonly addedContent = new Map<number, string>();
   private readonly addedIds = new Map<string, number>();
   private readonly byteLevel: boolean;
+  /**
+   * SentencePiece-style pieces (Gemma): `▁` stands for a space and `<0xNN>` for one byte (the
+   * decoder's Replace and ByteFallback steps), so a piece's bytes are not its text's.
+   */
+  private readonly metaspace: boolean;
   private readonly asciiAdded: boolean;
   // Per-id caches as arrays the size of the vocabulary, allocated up front: an array filled at
   // scattered ids up to 151k would fall back to dictionary elements (a hash lookup per token).
@@ -294,7 +306,9 @@ export class TokenizerHandle {
       this.addedIds.set(t.content, t.id);
       if (t.id >= 0 && t.id < this.vocabSize) this.addedFlags[t.id] = 1;
     }
-    this.byteLevel = JSON.stringify(parsed.decoder ?? {}).includes('ByteLevel');
+    const decoder = JSON.stringify(parsed.decoder ?? {});
+    this.byteLevel = decoder.includes('ByteLevel');
+    this.metaspace = !this.byteLevel && decoder.includes('ByteFallback') && decoder.includes('\u2581');
     // The ByteLevel decoder maps a token's characters through the byte alphabet, in which
     // printable ASCII stands for itself: only then are an added token's bytes its UTF-8 content.
     this.asciiAdded = added.every((t) => /^[\x21-\x7e]*$/.test(t.content));
@@ -309,7 +323,7 @@ export class TokenizerHandle {
   }
 
   /**
-   * @param keepAddedToken drop added tokens this model's tokenizer does not have (Qwen2-VL lacks Qwen3's `<think>`),
+   * @param keepAddedToken drop added tokens this model's tokenizer does not have (an older generation lacks a newer one's reasoning tags),
    *   so a shared vocabulary file serves several model generations exactly.
    * @param json the file's text, or its bytes as read (UTF-8)
    */
@@ -520,7 +534,7 @@ export class TokenizerHandle {
     return this.specialIds.has(id);
   }
 
-  /** Any added token (special or not: `<tool_call>`, `<think>` are added but not special in Qwen's vocabulary). */
+  /** Any added token (special or not: tool-call and reasoning tags can be added but not special, as in Qwen's vocabulary). */
   isAdded(id: number): boolean {
     // Every added token this model has is inside its vocabulary (vocabSize counts them).
     return this.isValid(id) && this.addedFlags[id] === 1;
@@ -554,10 +568,14 @@ export class TokenizerHandle {
     if (cached) return cached;
     let bytes: Uint8Array;
     const added = this.addedContent.get(id);
-    if (added !== undefined) bytes = new TextEncoder().encode(added);
+    // The decoder's Replace step applies to added tokens too (Gemma's whitespace runs are added tokens).
+    if (added !== undefined) bytes = new TextEncoder().encode(this.metaspace ? added.replaceAll('\u2581', ' ') : added);
     else {
       const raw = this.vocabulary.idToToken(id) ?? '';
-      if (!this.byteLevel) bytes = new TextEncoder().encode(raw);
+      const byte = this.metaspace ? /^<0x([0-9A-F]{2})>$/.exec(raw) : null;
+      if (byte) bytes = Uint8Array.of(Number.parseInt(byte[1]!, 16));
+      else if (this.metaspace) bytes = new TextEncoder().encode(raw.replaceAll('\u2581', ' '));
+      else if (!this.byteLevel) bytes = new TextEncoder().encode(raw);
       else {
         const out: number[] = [];
         for (const ch of raw) out.push(CHAR_TO_BYTE.get(ch) ?? 0x3f);

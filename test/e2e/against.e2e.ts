@@ -65,7 +65,7 @@ describe('run against run', () => {
     const shown = await page.locator('[data-testid=ag-stream]').inputValue();
     expect(shown).toBe('prompt:1');
     await page.waitForSelector('[data-testid=divergence]');
-    expect(await page.locator('.div-title').textContent()).toContain('duplicated <|im_end|>');
+    expect(await page.locator('.div-title').textContent()).toContain('duplicated end of turn');
     const first = page.locator('.drow.first');
     await first.waitFor();
     expect(await first.locator('.firstflag').textContent()).toContain('first divergence');

@@ -48,7 +48,7 @@ export async function writeFixtureRun(dir: string): Promise<string> {
     'canonical',
   );
   const prompt = base.turns[0]!.promptIds!;
-  const span = findVisionSpans(prompt, profile.special)[0]!;
+  const span = findVisionSpans(prompt, profile)[0]!;
   const truncated: Trajectory = withImage({
     ...base,
     turns: [

@@ -81,7 +81,7 @@ describe('diff', () => {
     await page.goto(`${server.url}#/t/${encodeURIComponent(id)}`);
     await page.click('.tabs button:has-text("Diff")');
     await page.waitForSelector('[data-testid=divergence]');
-    expect(await page.locator('.div-title').textContent()).toContain('duplicated <|im_end|>');
+    expect(await page.locator('.div-title').textContent()).toContain('duplicated end of turn');
     await page.click('[data-testid=first-divergence]');
     const row = page.locator('.drow.selected');
     await row.waitFor();

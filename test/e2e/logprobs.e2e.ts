@@ -83,7 +83,7 @@ describe('logprob view', () => {
     expect(cls).not.toMatch(/lp-l\d/);
     // Turn boundaries and image spans are on the plot.
     expect(await page.locator('[data-testid=plot-turn]').count()).toBe(spike.trajectory.turns.length);
-    const responseImages = findVisionSpans(spike.trajectory.sample!.tokens, spike.profile.special).filter(
+    const responseImages = findVisionSpans(spike.trajectory.sample!.tokens, spike.profile).filter(
       (s) => s.kind === 'image' && s.end >= offset,
     );
     expect(responseImages.length).toBeGreaterThan(0);

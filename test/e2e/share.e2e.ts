@@ -65,7 +65,7 @@ describe('rollscope share', () => {
     const { page, requests, errors, close } = await openShared();
     try {
       await page.waitForSelector('[data-testid=divergence]');
-      expect(await page.locator('.div-title').textContent()).toContain('duplicated <|im_end|>');
+      expect(await page.locator('.div-title').textContent()).toContain('duplicated end of turn');
       await page.click('[data-testid=first-divergence]');
       const row = page.locator('.drow.selected');
       await row.waitFor();

@@ -12,7 +12,7 @@ import tokenizers from 'tokenizers';
 
 const require = createRequire(import.meta.url);
 const SCRIPT = fileURLToPath(new URL('./engine_render.py', import.meta.url));
-const TEMPLATES = new URL('../../server/profiles/templates/', import.meta.url);
+const TEMPLATES = new URL('../../server/families/qwen/templates/', import.meta.url);
 
 export type ReferenceProfile =
   | 'qwen2-vl'

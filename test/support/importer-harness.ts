@@ -23,7 +23,7 @@ import { Trajectory, type FormatName, type ReadError } from '../../server/model/
 import { Finding } from '../../server/model/finding.ts';
 import { asNativeRecord, nativeJsonl } from '../../server/model/native-jsonl.ts';
 import { padRuns } from '../../server/analysis/vision-spans.ts';
-import { padCountFromGrid } from '../../server/analysis/image-math.ts';
+import { padCountFromGrid } from '../../server/families/qwen/image-math.ts';
 
 const TEST_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const FIXTURES_DIR = path.join(TEST_DIR, 'fixtures');
@@ -192,7 +192,7 @@ export function integrityViolations(run: ImporterRun): string[] {
 function streamViolations(c: CheckedTrajectory): string[] {
   const out: string[] = [];
   const t = c.trajectory;
-  const { special, vision } = c.profile;
+  const { vision } = c.profile;
   const reported = (kinds: readonly string[], where: (f: Finding) => boolean = () => true) =>
     c.findings.some((f) => kinds.includes(f.kind) && where(f));
   const unreported = (what: string, kinds: readonly string[], where?: (f: Finding) => boolean) => {
@@ -248,7 +248,7 @@ function streamViolations(c: CheckedTrajectory): string[] {
   // Images against the pad runs of the stream the data holds (the sample, else the last prompt).
   const observed = s?.tokens ?? lastPromptStream(t);
   if (observed) {
-    const pads = padRuns(observed, special);
+    const pads = padRuns(observed, c.profile.ids);
     const grids = s?.imageGridThw ?? [];
     const expected = t.images.length > 0 ? t.images.length : grids.length;
     if (expected > 0 && pads.length !== expected)

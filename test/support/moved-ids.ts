@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
 import { decode, encode } from '@msgpack/msgpack';
 import type { ModelProfile } from '../../server/profiles/profile.ts';
 import { TokenizerHandle } from '../../server/profiles/tokenizer.ts';
+import { qwenNamed } from '../../server/families/qwen/ids.ts';
 
 const FIXTURES = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'fixtures');
 
@@ -72,7 +73,7 @@ export function writeMovedFolder(
   for (const t of tok.added_tokens) t.id = mapped(perm, t.id);
   for (const [piece, id] of Object.entries(tok.model.vocab)) tok.model.vocab[piece] = mapped(perm, id);
   write('tokenizer.json', JSON.stringify(tok));
-  const s = profile.special;
+  const s = qwenNamed(profile.ids);
   const decoder = Object.fromEntries(
     tok.added_tokens.map((t) => [String(t.id), { content: t.content, special: t.content.startsWith('<|') }]),
   );
@@ -94,7 +95,11 @@ export function writeMovedFolder(
       video_token_id: mapped(perm, s.videoPad),
       vision_start_token_id: mapped(perm, s.visionStart),
       vision_end_token_id: mapped(perm, s.visionEnd),
-      vision_config: { patch_size: profile.vision.patchSize, spatial_merge_size: profile.vision.mergeSize },
+      vision_config: {
+        patch_size: profile.vision.patchSize,
+        spatial_merge_size: profile.vision.mergeSize,
+        ...(profile.vision.tokensPerSecond !== undefined ? { tokens_per_second: profile.vision.tokensPerSecond } : {}),
+      },
     }),
   );
   const v = profile.vision;
@@ -109,6 +114,12 @@ export function writeMovedFolder(
         : { min_pixels: v.minPixels, max_pixels: v.maxPixels }),
     }),
   );
+  // Qwen3-VL's repository ships its video processor's bounds in their own file.
+  if (v.video)
+    write(
+      'video_preprocessor_config.json',
+      JSON.stringify({ size: { shortest_edge: v.video.minPixels, longest_edge: v.video.maxPixels } }),
+    );
   write('generation_config.json', JSON.stringify({ eos_token_id: [mapped(perm, s.eos), mapped(perm, s.endOfText)] }));
 }
 

@@ -18,7 +18,7 @@ Exit status: 0 on success; 2 when an id is not a whole number or is outside the 
 
 ${MODEL_USAGE}
   --skip-special-tokens
-                     leave out special tokens (<|im_start|>, <|image_pad|>…), as decode(…, skip_special_tokens=True)
+                     leave out special tokens (turn tokens, image pads…), as decode(…, skip_special_tokens=True)
   --tokens           also list each id with its piece
   --json             {"token_ids", "skip_special_tokens", "text", "tokens": [{"id", "piece", "special"}]}`,
   async run(argv) {

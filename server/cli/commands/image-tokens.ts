@@ -1,5 +1,5 @@
 // `rollscope image-tokens`: how the model's image processor sizes an image and how many
-// <|image_pad|> tokens it becomes (smart_resize, image_grid_thw, pad count; docs/reference/image-math.md).
+// image pad tokens it becomes (smart_resize, image_grid_thw, pad count; docs/reference/image-math.md).
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
@@ -60,18 +60,18 @@ function printEntry(e: Entry, processor: ProcessorSettings): string {
   if (b && 'error' in b) out += paint.yellow(`  qwen-vl-utils smart_resize: ${b.error}\n`);
   else if (b)
     out += paint.yellow(
-      `  qwen-vl-utils smart_resize differs: ${b.resized_width}×${b.resized_height}, image_grid_thw [${b.image_grid_thw.join(', ')}], ${b.pad_count} <|image_pad|>\n`,
+      `  qwen-vl-utils smart_resize differs: ${b.resized_width}×${b.resized_height}, image_grid_thw [${b.image_grid_thw.join(', ')}], ${b.pad_count} pads\n`,
     );
   return out;
 }
 
 export const command: Command = {
   name: 'image-tokens',
-  summary: 'resized size, image_grid_thw and <|image_pad|> count of images under the model processor',
+  summary: 'resized size, image_grid_thw and pad count of images under the model processor',
   usage: `rollscope image-tokens --model M [--min-pixels N] [--max-pixels N] [--json] WxH|IMAGE...
 
 For each image (a size such as 640x480, or an image file / data: URL whose size sharp reads):
-the size transformers' and vLLM's smart_resize give, image_grid_thw, the number of <|image_pad|>
+the size transformers' and vLLM's smart_resize give, image_grid_thw, the number of image pad
 tokens, the processor settings used, and qwen-vl-utils' smart_resize result when it differs.
 
 Exit status: 0 on success; 1 when the processor rejects an image (aspect ratio over 200);
@@ -92,7 +92,7 @@ ${PIXELS_USAGE}
     const processor = processorOptions(values);
     if (positionals.length === 0) throw new UsageError('give at least one image: WxH (e.g. 640x480) or an image file');
     return answering('image-tokens', async () => {
-      const profile = requireModel(values.model);
+      const profile = requireModel(values.model, undefined, processor);
       const images: Entry[] = [];
       for (const arg of positionals) images.push(await answer(profile, arg, processor));
       const output: ImageTokensOutput = { model: profile.name, images };

@@ -58,16 +58,26 @@ export async function answering(name: string, body: () => Promise<number>): Prom
   }
 }
 
-export function requireModel(model: string | undefined, fallback?: string): ModelProfile {
+export function requireModel(
+  model: string | undefined,
+  fallback?: string,
+  processor?: { minPixels?: number; maxPixels?: number },
+): ModelProfile {
   const spec = model ?? (fallback !== undefined ? inferProfileName(fallback) : undefined);
   if (spec === undefined)
     throw new UsageError(`--model is required (${BUILTIN_PROFILES.join(', ')}, a model name or a model folder)`);
-  return loadProfile(spec);
+  const profile = loadProfile(spec);
+  // The flags bound a family's resize only where its processor has min/max pixels (ModelFamily.pixelBounds).
+  if (!profile.modelFamily.pixelBounds && (processor?.minPixels !== undefined || processor?.maxPixels !== undefined))
+    throw new UsageError(
+      `--min-pixels/--max-pixels do not apply to ${profile.name}: ${profile.modelFamily.label}'s image processor has no min/max pixels`,
+    );
+  return profile;
 }
 
 /** One image's answer on one line: `640×480 → 644×476, grid [1, 34, 46], 391 pads`. */
 export function imageLine(r: ImageTokensReport): string {
-  return `${r.width}×${r.height} → ${r.resized_width}×${r.resized_height}, image_grid_thw [${r.image_grid_thw.join(', ')}], ${r.pad_count} <|image_pad|>`;
+  return `${r.width}×${r.height} → ${r.resized_width}×${r.resized_height}, image_grid_thw [${r.image_grid_thw.join(', ')}], ${r.pad_count} pads`;
 }
 
 function printRendered(out: NodeJS.WritableStream, r: RenderResult): void {
@@ -100,14 +110,14 @@ Reads an OpenAI-style conversation {"messages": [...], "tools"?: [...], "chat_te
 it as transformers' apply_chat_template does (--as vllm / --as sglang: as that server's chat endpoint
 does, which first prepares the messages: content null, parts, tool results, tool-call arguments;
 a request the server would refuse is an error). Images are data: URLs, local files
-(relative to FILE's folder) or parts with "width" and "height"; each image's <|image_pad|> is
+(relative to FILE's folder) or parts with "width" and "height"; each image's placeholder is
 expanded to its real count in token_ids_expanded.
 
 Exit status: 0 on success; 2 on bad arguments, bad JSON, an unreadable image or a template error.
 
 ${MODEL_USAGE}
   --add-generation-prompt
-                     end with the assistant turn opener (<|im_start|>assistant\\n)
+                     end with the assistant turn opener the template writes
   --tools FILE       tool definitions (a JSON list, or {"tools": [...]}); replaces the document's tools
   --as S             transformers (default): the messages as given, string tool-call arguments verbatim;
                      vllm: vLLM's request handling first (vllm/entrypoints/chat_utils.py parse_chat_messages:
@@ -141,7 +151,7 @@ ${PIXELS_USAGE}
     return answering('render', async () => {
       const input = readInputText(positionals[0], 'a conversation FILE');
       const conversation = parseConversation(input.text, input.source);
-      const profile = requireModel(values.model, conversation.model);
+      const profile = requireModel(values.model, conversation.model, processor);
       const tools =
         values.tools !== undefined
           ? parseTools(readInputText(values.tools, '--tools FILE').text, values.tools)

@@ -1,5 +1,5 @@
 // `rollscope tokenize`: token ids of a text with their pieces, exactly as the model's tokenizer
-// encodes it (no special tokens added; special-token text such as <|im_start|> becomes its id).
+// encodes it (no special tokens added; special-token text becomes its id).
 import { parse, UsageError, type Command } from '../command.ts';
 import { tokenizeText, type TokenInfo } from '../../analysis/ask.ts';
 import { visiblePiece } from '../../profiles/tokenizer.ts';

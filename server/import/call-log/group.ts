@@ -6,7 +6,7 @@ import type { TrajectoryInput, FormatName } from '../../model/trajectory.ts';
 import type { Finding } from '../../model/finding.ts';
 import type { FileContext } from '../importer.ts';
 import { chainCalls, padIdsOf, uniqueIds } from '../chain.ts';
-import { imagesOfTurns, type LoggedCall } from './read.ts';
+import { imagesOfTurns, type LoggedCall, videosOfTurns } from './read.ts';
 
 interface Group {
   calls: number[];
@@ -67,6 +67,7 @@ function assemble(file: string, calls: readonly LoggedCall[], group: Group, log:
   const first = members[0]!;
   // Tools ride on each turn: the chat template renders them into the system turn.
   const turns = members.map((c) => (c.tools && c.tools.length > 0 ? { ...c.turn, tools: c.tools } : c.turn));
+  const videos = videosOfTurns(turns);
   const lines = [...new Set(members.map((c) => c.line))];
   const limitations: string[] = [];
   if (turns.some((t) => !t.promptIds)) limitations.push(log.noPromptIds);
@@ -89,6 +90,7 @@ function assemble(file: string, calls: readonly LoggedCall[], group: Group, log:
     ...(groupId !== undefined ? { group: groupId } : {}),
     turns,
     images: [...members].reverse().find((c) => c.images)?.images ?? imagesOfTurns(turns),
+    ...(videos.length > 0 ? { videos } : {}),
     ...(reward !== undefined ? { reward } : {}),
     limitations,
     meta: {

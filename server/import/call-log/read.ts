@@ -19,11 +19,12 @@
 //   with an `/inference/v1/generate` response (`choices[0].token_ids`, `logprobs.content`). The
 //   render result may be the line's `request` or a separate `render`; `chat_request` holds the
 //   chat request that was rendered (vLLM's `DerenderChatRequest` names it so).
-import { imagesInMessages } from '../../model/message-images.ts';
+import { imagesInMessages, videosInMessages } from '../../model/message-images.ts';
 import { z } from 'zod';
 import {
   Message,
   type ImageRef,
+  type VideoRef,
   type ProcessorSettings,
   type ReadError,
   type TrajectoryInput,
@@ -172,16 +173,26 @@ export function explicitId(line: Record<string, unknown>): { field: string; valu
   return undefined;
 }
 
-/** Trajectory images: the first turn's, then only those in each later turn's new messages (history repeats the rest). */
-export function imagesOfTurns(turns: readonly Pick<TurnInput, 'messages'>[]): ImageRef[] {
-  const images: ImageRef[] = [];
+/** Media of the turns: the first turn's, then only those in each later turn's new messages (history repeats the rest). */
+function mediaOfTurns<T>(turns: readonly Pick<TurnInput, 'messages'>[], of: (messages: unknown[]) => T[]): T[] {
+  const media: T[] = [];
   let seen = 0;
   turns.forEach((t, k) => {
     if (!t.messages) return;
-    images.push(...imagesInMessages(k === 0 ? t.messages : t.messages.slice(seen)));
+    media.push(...of(k === 0 ? t.messages : t.messages.slice(seen)));
     seen = t.messages.length;
   });
-  return images;
+  return media;
+}
+
+/** Trajectory images: the first turn's, then only those in each later turn's new messages. */
+export function imagesOfTurns(turns: readonly Pick<TurnInput, 'messages'>[]): ImageRef[] {
+  return mediaOfTurns(turns, imagesInMessages);
+}
+
+/** Trajectory videos (frame lists or `video_url` parts), as images are found. */
+export function videosOfTurns(turns: readonly Pick<TurnInput, 'messages'>[]): VideoRef[] {
+  return mediaOfTurns(turns, videosInMessages);
 }
 
 function placeholdersOf(

@@ -6,18 +6,28 @@
 //   verl verl/models/transformers/qwen3_vl.py `get_rope_index`).
 // - verl 0.8 (batch, 4, seq) layout: verl/experimental/agent_loop/agent_loop.py `_compute_position_ids`.
 //
-// Scope: images, for which Qwen2-VL, Qwen2.5-VL and Qwen3-VL agree. Video runs get Qwen2-VL
-// semantics (temporal index = 0..grid_t−1). Qwen2.5-VL scales the video temporal index by
-// second_per_grid_t·tokens_per_second, which is not modelled here; Qwen3-VL splits videos per frame
-// (docs/reference/mrope.md#qwen3-vl), which this function handles if the caller passes one [1, h, w] grid per frame.
+// Images: Qwen2-VL, Qwen2.5-VL and Qwen3-VL agree. Videos: Qwen2-VL's temporal index is
+// 0..grid_t−1; Qwen2.5-VL scales it by second_per_grid_t·tokens_per_second
+// (modeling_qwen2_5_vl.py `get_rope_index`, vLLM's mrope `_vl_get_input_positions_tensor`:
+// `(arange(t) · second_per_grid_t · tokens_per_second).long()`); Qwen3-VL splits videos per
+// temporal slice, each a [1, h, w] block after its timestamp text (docs/reference/mrope.md#qwen3-vl).
 
+import type { VisionConfig } from '../../model/vision.ts';
+import type { PositionIds, PositionMedia } from '../family.ts';
+import type { QwenTokens } from './ids.ts';
 import { padCountFromGrid } from './image-math.ts';
+import { timestamped } from './video.ts';
 
 export interface MropeOptions {
   imagePadId: number;
   videoPadId: number;
   visionStartId: number;
   mergeSize: number;
+  /**
+   * Per vision item (as `grids`), the factor its temporal index is scaled by before flooring
+   * (Qwen2.5-VL: second_per_grid_t · tokens_per_second); absent or undefined: none.
+   */
+  temporalScale?: readonly (number | undefined)[];
 }
 
 export type Grid = readonly [number, number, number];
@@ -102,12 +112,15 @@ export function mropePositionIds(
     const lt = grid[0];
     const lh = grid[1] / mergeSize;
     const lw = grid[2] / mergeSize;
+    const scale = opts.temporalScale?.[item];
+    const tAt = (ti: number) => (scale === undefined ? ti : Math.trunc(ti * scale));
     let k = ed;
     // Order t, then h, then w — the same flattening the processor and merger use.
     for (let ti = 0; ti < lt; ti++) {
+      const tp = tAt(ti);
       for (let hi = 0; hi < lh; hi++) {
         for (let wi = 0; wi < lw; wi++) {
-          tRow[k] = next + ti;
+          tRow[k] = next + tp;
           hRow[k] = next + hi;
           wRow[k] = next + wi;
           k++;
@@ -115,7 +128,7 @@ export function mropePositionIds(
       }
     }
     // transformers: st_idx = previous block's max + 1.
-    next += Math.max(lt, lh, lw);
+    next += Math.max(tAt(lt - 1) + 1, lh, lw);
     st = end;
   }
 
@@ -135,4 +148,42 @@ export function verlPositionIds(tokens: readonly number[], grids: readonly Grid[
   const m = mropePositionIds(tokens, grids, opts);
   const text = Array.from({ length: tokens.length }, (_, i) => i);
   return { rows: [text, m.rows[0], m.rows[1], m.rows[2]], delta: m.delta };
+}
+
+/**
+ * A Qwen sequence's mRoPE rows from its media in order: a Qwen3-VL video is split into one
+ * [1, h, w] block per temporal slice (its runs sit between timestamp texts); a Qwen2.5-VL video's
+ * temporal index is scaled by its second_per_grid_t and the model's tokens_per_second.
+ */
+export function qwenPositionIds(
+  tokens: readonly number[],
+  media: readonly PositionMedia[],
+  t: QwenTokens,
+  vision: VisionConfig,
+): PositionIds {
+  const grids: Grid[] = [];
+  const temporalScale: (number | undefined)[] = [];
+  for (const m of media) {
+    if (m.kind === 'video' && timestamped(vision)) {
+      for (let s = 0; s < m.grid[0]; s++) {
+        grids.push([1, m.grid[1], m.grid[2]]);
+        temporalScale.push(undefined);
+      }
+      continue;
+    }
+    grids.push(m.grid);
+    temporalScale.push(
+      m.kind === 'video' && vision.tokensPerSecond !== undefined
+        ? (m.secondsPerGrid ?? 1) * vision.tokensPerSecond
+        : undefined,
+    );
+  }
+  const r = mropePositionIds(tokens, grids, {
+    imagePadId: t.imagePad,
+    videoPadId: t.videoPad,
+    visionStartId: t.visionStart,
+    mergeSize: vision.mergeSize,
+    temporalScale,
+  });
+  return { rows: r.rows, delta: r.delta };
 }
