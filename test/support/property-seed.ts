@@ -23,18 +23,31 @@ const replayPath = process.env.ROLLSCOPE_FUZZ_PATH || undefined;
 /** Replaying one case (ROLLSCOPE_FUZZ_PATH): a property runs once, so tests skip their "ran N cases" checks. */
 export const replayingOneCase = replayPath !== undefined;
 
+/**
+ * `-t`'s argument, shell-quoted inside '…', that selects the test `expect` names `name`: vitest
+ * matches it as a regular expression against the names joined by spaces (expect's joins them with
+ * " > "), so parentheses and dots in a name are escaped.
+ */
+export function testNamePattern(name: string): string {
+  return name
+    .split(' > ')
+    .join(' ')
+    .replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+    .replace(/'/g, "'\\''");
+}
+
 /** The shell command that reruns exactly the failing case of the current test. */
 function replayCommand(path: string | null): string {
   const state = expect.getState();
   const file = state.testPath ? state.testPath.replace(`${process.cwd()}/`, '') : '<test file>';
-  const name = (state.currentTestName ?? '').replace(/'/g, "'\\''");
+  const pattern = testNamePattern(state.currentTestName ?? '');
   const pathPart = path ? ` ROLLSCOPE_FUZZ_PATH='${path}'` : '';
   // The other fuzz settings (case counts) the failing run had.
   const settings = Object.entries(process.env)
     .filter(([k]) => k.startsWith('ROLLSCOPE_FUZZ_') && k !== 'ROLLSCOPE_FUZZ_SEED' && k !== 'ROLLSCOPE_FUZZ_PATH')
     .map(([k, v]) => ` ${k}=${v}`)
     .join('');
-  return `ROLLSCOPE_FUZZ_SEED=${propertySeed}${pathPart}${settings} npx vitest run ${file} -t '${name}'`;
+  return `ROLLSCOPE_FUZZ_SEED=${propertySeed}${pathPart}${settings} npx vitest run ${file} -t '${pattern}'`;
 }
 
 fc.configureGlobal({
