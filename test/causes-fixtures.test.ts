@@ -65,6 +65,8 @@ describe('cause fixtures, every format', () => {
   }
 });
 
+const GEMMA3_DIR = path.resolve('test/fixtures/gemma3');
+
 describe('no false alarm elsewhere', () => {
   it('every other fixture trajectory: none of the new causes; a non-canonical split only where a retokenized divergence shows the same split', async () => {
     let seen = 0;
@@ -78,6 +80,9 @@ describe('no false alarm elsewhere', () => {
         c.findings.filter((f) => f.cause && NEW_CAUSES.has(f.cause)),
         where,
       ).toEqual([]);
+      // The Gemma 3 fixtures plant a re-tokenized answer in single-sample shapes (slime, verl), where the
+      // split is all there is to see; test/gemma3-check.test.ts states each of their findings exactly.
+      if (path.resolve(c.trajectory.source.file).startsWith(GEMMA3_DIR + path.sep)) continue;
       for (const f of c.findings.filter((x) => x.kind === 'non_canonical_split')) {
         const retokenized = c.findings.filter((x) => x.cause === 'retokenized').map((x) => x.index);
         expect(retokenized, where).toContain(f.index);

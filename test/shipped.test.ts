@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { expect, it } from 'vitest';
-import { readShipped } from '../server/profiles/shipped.ts';
+import { readShipped } from '../server/util/shipped.ts';
 
 const require = createRequire(import.meta.url);
 

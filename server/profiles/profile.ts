@@ -9,7 +9,7 @@ import path from 'node:path';
 import { createHash } from 'node:crypto';
 import { TokenizerHandle, visiblePiece } from './tokenizer.ts';
 import { cachedModelFolder, hubCacheDir } from './model-source.ts';
-import { readShipped } from './shipped.ts';
+import { readShipped } from '../util/shipped.ts';
 import { ChatTemplate } from './template.ts';
 import { readTiktokenRanks, tiktokenTokenizerJson } from './tiktoken.ts';
 import type { VisionConfig } from '../model/vision.ts';

