@@ -5,6 +5,7 @@
 // or goes back. A key typed into a field, or while a modal dialog is open, is the field's.
 import { useEffect, useRef } from 'react';
 import { create } from 'zustand';
+import { parseHash, type Route, useRoute } from './stores/route.ts';
 
 export interface KeyBinding {
   /** `e.key` values that trigger it (`j`, `J`, `Enter`, `Escape`, ` `). */
@@ -14,7 +15,8 @@ export interface KeyBinding {
   run(e: KeyboardEvent): void;
 }
 
-type Registered = { current: readonly KeyBinding[] };
+/** A page's bindings and the page they were drawn for. */
+type Registered = { bindings: { current: readonly KeyBinding[] }; page: { current: Route['page'] } };
 const registry: Registered[] = [];
 
 interface HelpState {
@@ -31,7 +33,7 @@ export function activeBindings(): KeyBinding[] {
   const seen = new Set<string>();
   const out: KeyBinding[] = [];
   for (let i = registry.length - 1; i >= 0; i--)
-    for (const b of registry[i]!.current) {
+    for (const b of registry[i]!.bindings.current) {
       if (!b.does || b.keys.every((k) => seen.has(k))) continue;
       for (const k of b.keys) seen.add(k);
       out.push(b);
@@ -84,8 +86,12 @@ export function installKeyboard(): void {
       }
       return;
     }
+    // Keys pressed faster than the page draws: a page the address has already left (its
+    // navigation not yet drawn) answers none, so j on a just-opened trajectory never moves the list.
+    const page = parseHash(window.location.hash).page;
     for (let i = registry.length - 1; i >= 0; i--) {
-      const b = registry[i]!.current.find((x) => x.keys.includes(e.key));
+      if (registry[i]!.page.current !== page) continue;
+      const b = registry[i]!.bindings.current.find((x) => x.keys.includes(e.key));
       if (b) {
         e.preventDefault();
         b.run(e);
@@ -99,8 +105,10 @@ export function installKeyboard(): void {
 export function useKeys(bindings: readonly KeyBinding[]): void {
   const ref = useRef<readonly KeyBinding[]>(bindings);
   ref.current = bindings;
+  const page = useRef<Route['page']>('overview');
+  page.current = useRoute((r) => r.page);
   useEffect(() => {
-    const entry: Registered = ref;
+    const entry: Registered = { bindings: ref, page };
     registry.push(entry);
     return () => {
       const at = registry.indexOf(entry);

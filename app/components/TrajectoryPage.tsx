@@ -31,7 +31,7 @@ import { overviewHash, trajectoryHash } from '../navigate.ts';
 import { blockStart, useKeys } from '../keyboard.ts';
 import { Headline, RootCause } from './RootCause.tsx';
 import { MessagesView } from './MessagesView.tsx';
-import { formatHash } from '../stores/route.ts';
+import { formatHash, parseHash } from '../stores/route.ts';
 
 export const VIEWS = ['messages', 'stream', 'diff', 'logprobs', 'compare', 'playground'] as const;
 export type View = (typeof VIEWS)[number];
@@ -122,8 +122,6 @@ export function TrajectoryPage() {
   }, [wanted]);
   const listMatches = runQuery !== null && listKey(lp) === JSON.stringify(runQuery);
 
-  /** The address of another trajectory of the list, in the view the user chose. */
-  const hrefOf = (other: string) => trajectoryHash(other, lp, params.view !== undefined ? { view: params.view } : {});
   const here = (next: Params) => formatHash({ page: 'trajectory', id, params: next });
   const openFinding = (index: number) => {
     const next = paramsForFinding(eff, index);
@@ -146,8 +144,13 @@ export function TrajectoryPage() {
   const walk = async (key: 'j' | 'k' | 'J' | 'K') => {
     // A key pressed while the list loads acts on the list once it is there, never on a stale one.
     await useRun.getState().ensureList(wanted);
-    const to = neighbour(id, key, isGrouped(lp));
-    if (to !== undefined) window.location.hash = hrefOf(to);
+    // From the address as it is now, not as last drawn: j pressed again before the next trajectory
+    // is drawn walks on from it.
+    const now = parseHash(window.location.hash);
+    if (now.page !== 'trajectory' || now.id === null) return;
+    const to = neighbour(now.id, key, isGrouped(lp));
+    const view = now.params.view;
+    if (to !== undefined) window.location.hash = trajectoryHash(to, lp, view !== undefined ? { view } : {});
   };
   const findings = shown?.findings ?? [];
   const activeFinding = eff.finding === undefined ? -1 : Number(eff.finding);

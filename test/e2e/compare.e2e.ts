@@ -47,7 +47,7 @@ describe('compare view', () => {
       expect(await page.locator(`[data-testid=cmp-fields] tr[data-field=${f}]`).getAttribute('data-state')).toBe(
         'same',
       );
-    expect(await page.locator('.div-title').textContent()).toContain('duplicated <|im_end|>');
+    expect(await page.locator('.div-title').textContent()).toContain('duplicated end of turn');
     expect(await page.locator('.div-expl').textContent()).toContain('`<|im_end|>` appears twice');
     // Both images of the rollout, with their sha256.
     expect(await page.locator('[data-testid=cmp-image]').count()).toBe(2);
