@@ -87,18 +87,33 @@ export function installKeyboard(): void {
       return;
     }
     // Keys pressed faster than the page draws: a page the address has already left (its
-    // navigation not yet drawn) answers none, so j on a just-opened trajectory never moves the list.
+    // navigation not yet drawn) answers none, so j on a just-opened trajectory never moves the list;
+    // the key waits for the page the address is on and acts there once it has drawn.
     const page = parseHash(window.location.hash).page;
-    for (let i = registry.length - 1; i >= 0; i--) {
-      if (registry[i]!.page.current !== page) continue;
-      const b = registry[i]!.bindings.current.find((x) => x.keys.includes(e.key));
-      if (b) {
-        e.preventDefault();
-        b.run(e);
-        return;
-      }
+    if (!registry.some((r) => r.page.current === page)) {
+      e.preventDefault();
+      waiting = [...waiting, { page, event: e }].slice(-MAX_WAITING);
+      return;
     }
+    if (dispatch(e, page)) e.preventDefault();
   });
+}
+
+/** Keys pressed while their page was still being drawn (at most a few: a held key repeats). */
+let waiting: { page: Route['page']; event: KeyboardEvent }[] = [];
+const MAX_WAITING = 8;
+
+/** Hand `e` to the latest bindings of `page` that take its key; whether one did. */
+function dispatch(e: KeyboardEvent, page: Route['page']): boolean {
+  for (let i = registry.length - 1; i >= 0; i--) {
+    if (registry[i]!.page.current !== page) continue;
+    const b = registry[i]!.bindings.current.find((x) => x.keys.includes(e.key));
+    if (b) {
+      b.run(e);
+      return true;
+    }
+  }
+  return false;
 }
 
 /** Register `bindings` while the component is mounted (read at key time: they may close over fresh state). */
@@ -110,6 +125,9 @@ export function useKeys(bindings: readonly KeyBinding[]): void {
   useEffect(() => {
     const entry: Registered = { bindings: ref, page };
     registry.push(entry);
+    const due = waiting.filter((w) => w.page === page.current);
+    waiting = waiting.filter((w) => w.page !== page.current);
+    for (const w of due) dispatch(w.event, w.page);
     return () => {
       const at = registry.indexOf(entry);
       if (at >= 0) registry.splice(at, 1);

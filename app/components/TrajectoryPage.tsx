@@ -156,6 +156,9 @@ export function TrajectoryPage() {
   const activeFinding = eff.finding === undefined ? -1 : Number(eff.finding);
   const stepFinding = (dir: 1 | -1) => {
     if (findings.length === 0) return;
+    // From the finding the address names now (n pressed again before the page redrew), else the open one.
+    const named = parseHash(window.location.hash).params.finding;
+    const activeFinding = named !== undefined ? Number(named) : eff.finding === undefined ? -1 : Number(eff.finding);
     // In the order of the causes: each root, then what follows from it.
     const order = shown!.causes.flatMap((g) => [g.root, ...g.consequences.map((c) => c.index)]);
     const at = order.indexOf(activeFinding);
